@@ -1,0 +1,21 @@
+"""dpdist: differentially private covariance, sparse PCA and second moments at scale.
+
+Estimators follow scikit-learn conventions: parameters are validated in ``fit`` before any
+data is read, and results are set as ``*_`` attributes, with the full privacy record in
+``release_``.
+"""
+
+from dpdist import baselines  # noqa: F401  (dpdist.baselines.X)
+from dpdist._version import __version__
+from dpdist.algorithms.sparse_covariance import SparseCovariance
+from dpdist.data.results import load_result
+from dpdist.exceptions import DataConversionWarning, NoPrivateResult, ValidationError
+
+__all__ = [
+    "DataConversionWarning",
+    "NoPrivateResult",
+    "SparseCovariance",
+    "ValidationError",
+    "__version__",
+    "load_result",
+]

@@ -1,0 +1,87 @@
+"""Non-private hard-thresholded covariance (Bickel and Levina 2008/09). NOT PRIVATE."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from dpdist.algorithms._base import Estimator, check_int, check_positive
+from dpdist.algorithms.baselines._common import triples_to_csr
+from dpdist.data.validation import as_dask_array
+from dpdist.engine.gram import DEFAULT_TILE, NONFINITE_POLICIES, clipped_second_moment, nonfinite_guard
+from dpdist.engine.runtime import compute
+from dpdist.engine.threshold import threshold_triples
+from dpdist.exceptions import ValidationError
+from dpdist.privacy.calibration import SAMPLING_CONSTANT
+from dpdist.privacy.release import Release
+
+__all__ = ["ThresholdedCovariance", "bickel_levina_threshold"]
+
+
+def bickel_levina_threshold(sigma: float, n_samples: int, n_features: int, beta: float = 0.1) -> float:
+    """Default threshold ``C sigma^2 (sqrt(log(6d/beta)/n) + log(6d/beta)/n)``: Fact 1's
+    entrywise sampling error (C = SAMPLING_CONSTANT), i.e. lambda ~ sigma^2 sqrt(log d / n)."""
+    t = math.log(6 * n_features / beta)
+    return SAMPLING_CONSTANT * sigma**2 * (math.sqrt(t / n_samples) + t / n_samples)
+
+
+class ThresholdedCovariance(Estimator):
+    """Hard-thresholded empirical second moment ``T_lambda((1/n) X^T X)``. **Not private.**
+
+    Parameters
+    ----------
+    threshold : float, optional
+        lambda. Entries with ``|S_ij| < lambda`` are set to 0 (the diagonal is kept).
+    sigma : float, optional
+        Sub-Gaussian scale; when ``threshold`` is None, lambda is
+        :func:`bickel_levina_threshold` (sigma, n, d).
+
+    Attributes
+    ----------
+    covariance_ : scipy.sparse.csr_array
+    threshold_ : float
+    release_ : Release
+        With ``private=False`` and ``privacy=None``.
+
+    Notes
+    -----
+    No privacy guarantee: this is the non-private reference of the comparisons (BL09 in
+    the COLT 2026 paper's Table 1). Its output is labelled "not private" in its metadata.
+    """
+
+    def __init__(self, *, threshold: float | None = None, sigma: float | None = None,
+                 scheduler: Any = None, tile_size: int = DEFAULT_TILE, on_nonfinite: str = "raise"):
+        self.threshold = threshold
+        self.sigma = sigma
+        self.scheduler = scheduler
+        self.tile_size = tile_size
+        self.on_nonfinite = on_nonfinite
+
+    def fit(self, X: Any, y: Any = None) -> "ThresholdedCovariance":
+        check_positive(self.threshold, "threshold", allow_none=True)
+        check_positive(self.sigma, "sigma", allow_none=True)
+        tile = check_int(self.tile_size, "tile_size")
+        if self.on_nonfinite not in NONFINITE_POLICIES:
+            raise ValidationError(f"on_nonfinite must be one of {NONFINITE_POLICIES}, got {self.on_nonfinite!r}")
+        if self.threshold is None and self.sigma is None:
+            raise ValidationError("give either threshold or sigma")
+        X = as_dask_array(X)
+        n, d = X.shape
+        lam = float(self.threshold) if self.threshold is not None else bickel_levina_threshold(self.sigma, n, d)
+        Xg, finite = nonfinite_guard(X, self.on_nonfinite)
+        S = clipped_second_moment(Xg, math.inf, tile=tile)  # no clipping: plain (1/n) X^T X
+        results = compute(*threshold_triples(S, lam, guard=finite), scheduler=self.scheduler)
+        M = triples_to_csr(list(results), d)
+        self.covariance_ = M
+        self.threshold_ = lam
+        self.release_ = Release(
+            mechanism="Hard-thresholded empirical second moment (Bickel-Levina)",
+            privacy=None,
+            parameters={"n_samples": n, "n_features": d, "threshold": lam, "sigma": self.sigma},
+            noise_scales={},
+            values={"covariance": M},
+            notes=("NOT PRIVATE: non-private reference estimator",),
+            private=False,
+        )
+        return self
+

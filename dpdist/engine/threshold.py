@@ -1,0 +1,46 @@
+"""Tile-wise (noise, then) hard thresholding of a tiled matrix, returning sparse triples.
+
+Each tile of a lazy matrix ``S`` optionally receives caller-supplied noise
+``noise(rows, cols)`` on the worker, is hard-thresholded (entries with ``|v| < threshold``
+set to zero; the diagonal is always kept), and only the surviving ``(row, col, value)``
+triples leave the worker.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import dask
+import numpy as np
+
+__all__ = ["chunk_threshold", "threshold_triples"]
+
+
+def chunk_threshold(tile, row_start: int, col_start: int, threshold: float, noise=None, guard=None):
+    """Threshold one tile; returns ``(rows, cols, values)`` of the kept entries, or None
+    when ``guard`` is given and falsy (nothing is released)."""
+    if guard is not None and not bool(guard):
+        return None
+    tile = np.asarray(tile, dtype=np.float64)
+    r, c = tile.shape
+    rows = np.arange(row_start, row_start + r)
+    cols = np.arange(col_start, col_start + c)
+    if noise is not None:
+        tile = tile + noise(rows, cols)
+    keep = np.abs(tile) >= threshold
+    keep |= rows[:, None] == cols[None, :]
+    ii, jj = np.nonzero(keep)
+    return rows[ii], cols[jj], tile[ii, jj]
+
+
+def threshold_triples(S, threshold: float, noise: Callable | None = None, guard=None) -> list:
+    """One ``dask.delayed`` triple per tile of the tiled dask matrix ``S``."""
+    tiles = S.to_delayed()
+    row_starts = np.concatenate([[0], np.cumsum(S.chunks[0])[:-1]])
+    col_starts = np.concatenate([[0], np.cumsum(S.chunks[1])[:-1]])
+    task = dask.delayed(chunk_threshold)
+    return [
+        task(tiles[bi, bj], int(r0), int(c0), float(threshold), noise, guard)
+        for bi, r0 in enumerate(row_starts)
+        for bj, c0 in enumerate(col_starts)
+    ]

@@ -1,0 +1,7 @@
+"""Privacy core: budgets, calibration, noise and releases. Pure NumPy/SciPy; no dask, no zarr."""
+
+from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
+from dpdist.privacy.noise import NoiseSeed, resolve_random_state
+from dpdist.privacy.release import Release
+
+__all__ = ["ApproxDP", "NoiseSeed", "Release", "check_delta", "check_epsilon", "resolve_random_state"]

@@ -1,0 +1,108 @@
+"""The dpdist command: round trips through real Zarr stores, --plan, errors, no partial output."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+import zarr
+
+import dpdist
+from dpdist.cli.main import main
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    path = tmp_path_factory.mktemp("data") / "m1.zarr"
+    rc = main(["generate", str(path), "--n-samples", "20000", "--n-features", "12", "--k", "3",
+               "--chunk-rows", "5000", "--scheduler", "synchronous"])
+    assert rc == 0
+    return str(path)
+
+
+def test_covariance_round_trip(dataset, tmp_path, capsys):
+    out = tmp_path / "cov.zarr"
+    args = ["covariance", dataset, "--k", "3", "--epsilon", "1", "--delta", "1e-5", "--clip", "3",
+            "--random-state", "7", "--scheduler", "synchronous", "--output", str(out)]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "(1, 1e-05)-DP spent" in text and "SEEDED" in text
+    res = dpdist.load_result(out)
+    est = dpdist.SparseCovariance(3, 1.0, 1e-5, clip=3.0, random_state=7, scheduler="synchronous").fit(dataset)
+    np.testing.assert_array_equal(res.covariance.toarray(), est.covariance_.toarray())
+    assert res.metadata["mechanism"] == est.release_.mechanism
+    assert res.metadata["noise_scales"]["laplace_select"] == est.noise_scale_
+
+
+@pytest.mark.parametrize("method", ["wang-xu", "thresholded"])
+def test_baselines_from_the_cli(dataset, tmp_path, method):
+    out = tmp_path / f"{method}.zarr"
+    assert main(["covariance", dataset, "--method", method, "--epsilon", "1", "--delta", "1e-5",
+                 "--sigma", "1.3", "--random-state", "1", "--scheduler", "synchronous", "--output", str(out)]) == 0
+    res = dpdist.load_result(out)
+    assert res.metadata["private"] is (method != "thresholded")
+
+
+def test_plan_reads_metadata_only(dataset, capsys):
+    assert main(["covariance", dataset, "--k", "3", "--epsilon", "1", "--delta", "1e-6", "--sigma", "1", "--plan", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    ref = dpdist.SparseCovariance(3, 1.0, 1e-6, sigma=1.0).plan(20000, 12)
+    assert plan["noise_scale"] == pytest.approx(ref["noise_scale"]) and plan["n_samples"] == 20000
+    assert main(["covariance", "--plan", "--n-samples", "1000000", "--n-features", "500", "--k", "3",
+                 "--epsilon", "1", "--delta", "1e-6", "--sigma", "1"]) == 0
+    assert "min n" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "extra,msg",
+    [
+        (["--k", "13", "--epsilon", "1", "--delta", "1e-5", "--clip", "3"], "k must satisfy"),
+        (["--k", "3", "--epsilon", "-1", "--delta", "1e-5", "--clip", "3"], "epsilon"),
+        (["--k", "3", "--epsilon", "1", "--delta", "2", "--clip", "3"], "delta"),
+        (["--k", "3", "--epsilon", "1", "--delta", "1e-5"], "sigma"),
+        (["--epsilon", "1", "--delta", "1e-5", "--clip", "3"], "--k"),
+    ],
+)
+def test_bad_input_exits_nonzero_with_one_line_and_writes_nothing(dataset, tmp_path, capsys, extra, msg):
+    out = tmp_path / "o.zarr"
+    rc = main(["covariance", dataset, *extra, "--scheduler", "synchronous", "--output", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2 and msg in err and len(err.strip().splitlines()) == 1
+    assert os.listdir(tmp_path) == []
+
+
+def test_nonfinite_data_writes_nothing(tmp_path, capsys):
+    src = zarr.create_array(str(tmp_path / "nan.zarr"), shape=(100, 4), chunks=(50, 4), dtype="f8")
+    x = np.random.default_rng(0).standard_normal((100, 4))
+    x[60, 1] = np.inf
+    src[...] = x
+    out = tmp_path / "o.zarr"
+    rc = main(["covariance", str(tmp_path / "nan.zarr"), "--k", "1", "--epsilon", "1", "--delta", "1e-5",
+               "--clip", "2", "--scheduler", "synchronous", "--output", str(out)])
+    assert rc == 2 and "NaN or infinite" in capsys.readouterr().err
+    assert sorted(os.listdir(tmp_path)) == ["nan.zarr"]
+
+
+def test_missing_input_and_existing_output(dataset, tmp_path, capsys):
+    assert main(["covariance", str(tmp_path / "none.zarr"), "--k", "1", "--epsilon", "1", "--delta", "1e-5",
+                 "--clip", "1", "--output", str(tmp_path / "o.zarr")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    (tmp_path / "o.zarr").mkdir()
+    assert main(["covariance", dataset, "--k", "1", "--epsilon", "1", "--delta", "1e-5", "--clip", "1",
+                 "--output", str(tmp_path / "o.zarr")]) == 2
+    assert "already exists" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cmd", ["demo", "generate", "covariance"])
+def test_help(cmd, capsys):
+    with pytest.raises(SystemExit) as e:
+        main([cmd, "--help"])
+    assert e.value.code == 0 and "usage: dpdist" in capsys.readouterr().out
+
+
+def test_demo_runs_on_a_local_cluster(capsys):
+    assert main(["demo", "--n-samples", "200000", "--n-features", "12", "--random-state", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "(2, 1e-06)-DP spent" in out and "||M - Sigma||_op" in out and "cluster" in out

@@ -1,0 +1,142 @@
+"""Calibration formulas of Algorithm 1 and the Gaussian baselines, checked exactly."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from scipy import special
+
+from dpdist.exceptions import ValidationError
+from dpdist.privacy import calibration as cal
+
+
+def paper_b(eps, delta, n, d, k, R):
+    """Algorithm 1, lines 3-4, typed from the paper (with k as given)."""
+    delta_row = delta / (2 * d)
+    eps_row = eps / 4 * (2 * d * math.log(2 / delta)) ** -0.5
+    Delta = 2 * R**2 / n
+    return 2 * Delta / eps_row * math.sqrt(k * math.log(d / delta_row))
+
+
+def test_privcov_calibration_matches_hand_computation():
+    c = cal.privcov_calibration(0.5, 1e-6, 10**6, 1000, 3, 4.0)
+    # by hand: delta_row = 1e-6 / 2000; log(2e6) = 14.50866; sqrt(2000 * 14.50866) = 170.3447
+    assert c.delta_row == pytest.approx(5e-10, rel=1e-12)
+    assert c.epsilon_row == pytest.approx(0.125 / 170.3447, rel=1e-6)
+    assert c.sensitivity == pytest.approx(3.2e-5, rel=1e-12)
+    # b = 2 * 3.2e-5 / eps_row * sqrt(4 * log(2e12)) = 0.087216 * 10.64409 = 0.92834
+    assert c.laplace_scale == pytest.approx(0.92834, rel=1e-4)
+    assert c.k_released == 4
+
+
+@pytest.mark.parametrize("eps,delta,n,d,k,R", [(1.0, 1e-5, 5000, 20, 2, 3.0), (0.1, 1e-9, 10**7, 30000, 5, 7.5)])
+def test_privcov_scale_is_paper_formula_with_k_plus_one(eps, delta, n, d, k, R):
+    c = cal.privcov_calibration(eps, delta, n, d, k, R)
+    assert c.laplace_scale == pytest.approx(paper_b(eps, delta, n, d, k + 1, R), rel=1e-13)
+    # the k+1 deviation enlarges the paper's b by exactly sqrt((k+1)/k): never smaller
+    assert c.laplace_scale / paper_b(eps, delta, n, d, k, R) == pytest.approx(math.sqrt((k + 1) / k), rel=1e-13)
+
+
+def test_advanced_composition_is_dr14_theorem_3_20():
+    e, k, dp = 0.01, 500, 1e-6
+    expected = math.sqrt(2 * k * math.log(1 / dp)) * e + k * e * (math.exp(e) - 1)
+    assert cal.advanced_composition_epsilon(e, k, dp) == pytest.approx(expected, rel=1e-14)
+
+
+@pytest.mark.parametrize("eps", [0.05, 0.5, 1.0, 2.0, 5.0, 20.0])
+@pytest.mark.parametrize("d", [2, 50, 30000])
+def test_composed_epsilon_never_exceeds_requested(eps, d):
+    try:
+        c = cal.privcov_calibration(eps, 1e-6, 10**6, d, 1, 1.0)
+    except ValidationError:
+        return  # refused: fine, the requested epsilon cannot be met by this split
+    total = min(
+        cal.advanced_composition_epsilon(c.epsilon_row, d, 1e-6 / 2),
+        d * c.epsilon_row,
+    )
+    assert total <= eps
+    assert c.composed_epsilon == pytest.approx(total, rel=1e-12)
+    assert c.composed_delta <= 1e-6 * (1 + 1e-12)
+
+
+def test_epsilon_above_one_accepted_when_composition_bounds_it():
+    c = cal.privcov_calibration(5.0, 1e-6, 10**6, 1000, 3, 4.0)
+    assert c.composed_epsilon <= 5.0
+
+
+def test_epsilon_too_large_for_the_split_is_refused():
+    # d = 500, eps = 1000: basic composition gives d eps_row ~ 1470 and advanced composition's
+    # d eps_row (e^eps_row - 1) term is larger still: neither bounds the total by 1000
+    with pytest.raises(ValidationError, match="too large"):
+        cal.privcov_calibration(1000.0, 1e-6, 100, 500, 1, 1.0)
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), float("inf"), "x"])
+def test_bad_epsilon_refused(bad):
+    with pytest.raises(ValidationError, match="epsilon"):
+        cal.privcov_calibration(bad, 1e-6, 100, 5, 1, 1.0)
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.0, -0.1, 2.0])
+def test_bad_delta_refused(bad):
+    with pytest.raises(ValidationError, match="delta"):
+        cal.privcov_calibration(1.0, bad, 100, 5, 1, 1.0)
+
+
+def test_k_above_d_refused():
+    with pytest.raises(ValidationError, match="k"):
+        cal.privcov_calibration(1.0, 1e-6, 100, 5, 6, 1.0)
+
+
+def test_subgaussian_clip_formula():
+    assert cal.subgaussian_clip(2.0, 1000, 10, 0.1) == pytest.approx(2.0 * math.sqrt(2 * math.log(600000)), rel=1e-14)
+
+
+def test_error_bound_is_theorem_1():
+    c = cal.privcov_calibration(1.0, 1e-6, 10**7, 100, 3, 5.0)
+    out = cal.privcov_error_bound(c, sigma=1.5, beta=0.1)
+    t = math.log(6 * 100 / 0.1)
+    lam_samp = cal.SAMPLING_CONSTANT * 2.25 * (math.sqrt(t / 1e7) + t / 1e7)
+    lam_priv = c.laplace_scale * math.log(12 * 100**2 / 0.1)
+    assert out["lambda_samp"] == pytest.approx(lam_samp, rel=1e-13)
+    assert out["lambda_priv"] == pytest.approx(lam_priv, rel=1e-13)
+    assert out["error_bound"] == pytest.approx(6 * 3 * (lam_samp + lam_priv), rel=1e-13)
+
+
+def test_min_samples_is_the_least_n_meeting_the_target():
+    kw = dict(sigma=1.0, beta=0.1)
+    n = cal.privcov_min_samples(0.5, 1.0, 1e-6, 64, 3, **kw)
+
+    def bound(m):
+        c = cal.privcov_calibration(1.0, 1e-6, m, 64, 3, cal.subgaussian_clip(1.0, m, 64, 0.1))
+        return cal.privcov_error_bound(c, 1.0, 0.1)["error_bound"]
+
+    assert bound(n) <= 0.5
+    assert bound(int(n * 0.99)) > 0.5  # least up to the search's 0.1% resolution
+
+
+def test_classic_gaussian_formula():
+    assert cal.classic_gaussian_sigma(2.0, 0.5, 1e-5) == pytest.approx(2.0 * math.sqrt(2 * math.log(1.25e5)) / 0.5)
+    with pytest.raises(ValidationError):
+        cal.classic_gaussian_sigma(1.0, 1.0, 1e-5)
+
+
+@pytest.mark.parametrize("eps", [0.3, 1.0, 4.0])
+def test_analytic_gaussian_meets_delta_exactly(eps):
+    D, delta = 1.7, 1e-6
+    s = cal.analytic_gaussian_sigma(D, eps, delta)
+
+    def dlt(s):  # Balle-Wang 2018 Theorem 8
+        return special.ndtr(D / (2 * s) - eps * s / D) - math.exp(eps) * special.ndtr(-D / (2 * s) - eps * s / D)
+
+    assert dlt(s) <= delta
+    assert dlt(s * (1 - 1e-6)) > delta  # and it is (nearly) the smallest such sigma
+    if eps < 1:
+        assert s <= cal.classic_gaussian_sigma(D, eps, delta)
+
+
+def test_wang_xu_sensitivity_is_frobenius_bound():
+    out = cal.wang_xu_calibration(0.5, 1e-6, 1000, 50, 3.0)
+    assert out["sensitivity"] == pytest.approx(2 * 9 * 50 / 1000)
+    assert out["gaussian_sigma"] == pytest.approx(out["sensitivity"] * math.sqrt(2 * math.log(1.25e6)) / 0.5)
