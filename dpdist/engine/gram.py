@@ -65,32 +65,62 @@ def with_column_tiles(X: da.Array, tile: int) -> da.Array:
 def clipped_second_moment(X: da.Array, clip: float, *, tile: int = DEFAULT_TILE, split_every: int = 8) -> da.Array:
     """Lazy ``(1/n) Y^T Y`` with ``Y = clip(X)``, tiled ``tile x tile``.
 
+    Only the upper-triangle tiles (I <= J) are computed: diagonal tiles with ``Y_I^T Y_I``
+    (BLAS syrk, half the flops of a general product), off-diagonal ones with
+    ``Y_I^T Y_J``; each tile is a tree sum over row chunks with fan-in ``split_every``.
+    Tiles below the diagonal are transposed views of their mirror.
+
     Parameters
     ----------
     X : dask array (n, d)
     clip : float
-        Entrywise truncation level R.
+        Entrywise truncation level R (``math.inf`` for no truncation).
     tile : int
         Tile width; tiles are the chunks of the returned array.
     split_every : int
         Fan-in of the tree reduction over row chunks.
     """
+    from dask.base import tokenize
+    from dask.highlevelgraph import HighLevelGraph
+
     n = X.shape[0]
     Y = with_column_tiles(X, tile).map_blocks(block_clip, clip, dtype=np.float64)
-    G = da.matmul(Y.T, Y) if split_every is None else _tree_gram(Y, split_every)
-    return G / n
+    n_row, n_col = len(Y.chunks[0]), len(Y.chunks[1])
+    token = tokenize(Y, n, split_every)
+    part, tree, name = f"gram-part-{token}", f"gram-tree-{token}", f"clipped-second-moment-{token}"
+    dsk: dict = {}
+    for i in range(n_col):
+        for j in range(i, n_col):
+            level = []
+            for r in range(n_row):
+                dsk[(part, r, i, j)] = (_block_gram, (Y.name, r, i), (Y.name, r, j), i == j)
+                level.append((part, r, i, j))
+            depth = 0
+            while len(level) > 1:
+                nxt = []
+                for g in range(0, len(level), split_every):
+                    key = (tree, depth, g // split_every, i, j)
+                    dsk[key] = (_sum_tiles, level[g : g + split_every])
+                    nxt.append(key)
+                level, depth = nxt, depth + 1
+            dsk[(name, i, j)] = (_scale, level[0], 1.0 / n)
+            if i != j:
+                dsk[(name, j, i)] = (np.transpose, (name, i, j))
+    graph = HighLevelGraph.from_collections(name, dsk, dependencies=[Y])
+    return da.Array(graph, name, chunks=(Y.chunks[1], Y.chunks[1]), dtype=np.float64)
 
 
-def _tree_gram(Y: da.Array, split_every: int) -> da.Array:
-    # Y.T @ Y as blockwise partial products per row chunk, then a tree sum over row chunks.
-    partial = da.blockwise(
-        _block_gram, "rij", Y, "ri", Y, "rj", dtype=np.float64, concatenate=False,
-        adjust_chunks={"r": 1},
-    )
-    return partial.sum(axis=0, split_every=split_every)
+def _block_gram(a: np.ndarray, b: np.ndarray, diagonal: bool) -> np.ndarray:
+    """One row chunk's contribution to tile (I, J); ``a.T @ a`` is BLAS syrk."""
+    return a.T @ a if diagonal else a.T @ b
 
 
-def _block_gram(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    # a, b: one row chunk restricted to column tiles I and J. ``a.T @ a`` hits BLAS syrk.
-    out = a.T @ a if a is b else a.T @ b
-    return out[None, :, :]
+def _sum_tiles(parts: list) -> np.ndarray:
+    out = np.array(parts[0], dtype=np.float64, copy=True)
+    for p in parts[1:]:
+        out += p
+    return out
+
+
+def _scale(tile: np.ndarray, factor: float) -> np.ndarray:
+    return tile * factor

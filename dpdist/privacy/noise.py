@@ -36,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import math
 import secrets
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,6 +62,20 @@ FLOAT_NOISE_CAVEAT = (
     "guarantee is for the idealised real-valued mechanism"
 )
 _MASK64 = (1 << 64) - 1
+_LOCAL = threading.local()
+#: Longest span of a stream drawn whole to serve scattered positions (64 Ki words = 512 KiB).
+_SPAN = 1 << 16
+
+
+def _chacha(key: int, counter: int) -> ChaCha:
+    """A ChaCha20 bit generator at ``(key, counter)``; re-seeds one per thread (cheaper than
+    constructing a new one for every stream)."""
+    bg = getattr(_LOCAL, "bg", None)
+    if bg is None:
+        bg = _LOCAL.bg = ChaCha(key=key, counter=counter)
+    else:
+        bg.seed(key=key, counter=counter)
+    return bg
 
 
 @dataclass(frozen=True)
@@ -89,8 +104,7 @@ class NoiseSeed:
         """``count`` 64-bit words of stream ``index`` under ``key``, from position ``start``."""
         if not (0 <= index <= _MASK64) or start < 0 or start + count > (1 << 62):
             raise ValueError("stream index or position out of range")
-        bg = ChaCha(key=key, counter=(int(index) << 64) | (2 * int(start)))
-        return bg.random_raw(int(count))
+        return _chacha(key, (int(index) << 64) | (2 * int(start))).random_raw(int(count))
 
     def uniforms(self, purpose: str | int, index: int, start: int, count: int) -> np.ndarray:
         """Uniforms in the open interval (0, 1) at positions ``start .. start+count-1``.
@@ -103,9 +117,18 @@ class NoiseSeed:
         return ((words >> np.uint64(11)).astype(np.float64) + 0.5) * (2.0 ** -53)
 
     def uniforms_at(self, purpose: str | int, index: int, positions: np.ndarray) -> np.ndarray:
-        """Uniforms at arbitrary ``positions`` of stream ``index`` (same values as :meth:`uniforms`)."""
+        """Uniforms at arbitrary ``positions`` of stream ``index`` (same values as :meth:`uniforms`).
+
+        Draws the contiguous span covering the positions when it is short (at most
+        :data:`_SPAN` words), else one position at a time.
+        """
         key = self.key(purpose) if isinstance(purpose, str) else purpose
         positions = np.asarray(positions, dtype=np.int64)
+        if positions.size == 0:
+            return np.empty(positions.shape)
+        lo, hi = int(positions.min()), int(positions.max())
+        if hi - lo < _SPAN:
+            return self.uniforms(key, index, lo, hi - lo + 1)[positions - lo]
         out = np.empty(positions.shape, dtype=np.float64)
         for i, p in enumerate(positions.ravel()):
             out.flat[i] = self.uniforms(key, index, int(p), 1)[0]
@@ -229,10 +252,14 @@ class NoiseField:
         rows, cols = np.broadcast_arrays(np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64))
         if self.symmetric:
             rows, cols = np.minimum(rows, cols), np.maximum(rows, cols)
-        u = np.empty(rows.shape)
-        for idx in np.ndindex(rows.shape):
-            u[idx] = self.seed.uniforms(self._key, int(rows[idx]), int(cols[idx]), 1)[0]
-        return self._transform(u)
+        flat_r, flat_c = rows.ravel(), cols.ravel()
+        u = np.empty(flat_r.shape)
+        order = np.argsort(flat_r, kind="stable")
+        bounds = np.flatnonzero(np.diff(flat_r[order])) + 1
+        for group in np.split(order, bounds):  # one stream per distinct row
+            if group.size:
+                u[group] = self.seed.uniforms_at(self._key, int(flat_r[group[0]]), flat_c[group])
+        return self._transform(u.reshape(rows.shape))
 
     def add_at(self, rows: np.ndarray, cols: np.ndarray, values: np.ndarray) -> np.ndarray:
         """``values + noise`` at scattered entries: the release step of a selected set."""
