@@ -50,3 +50,10 @@ def test_group_without_x_and_missing_path(tmp_path):
 def test_pathological_row_chunks_are_rechunked():
     X = da.ones((100_000, 4), chunks=(10, 4))  # 10-row chunks: far too small
     assert len(as_dask_array(X).chunks[0]) < 100
+
+
+def test_fsspec_urls_pass_through_to_zarr():
+    x = np.arange(60.0).reshape(20, 3)
+    z = zarr.create_array("memory://dpdist-test/x.zarr", shape=x.shape, chunks=(10, 3), dtype="f8")
+    z[...] = x
+    np.testing.assert_array_equal(as_dask_array("memory://dpdist-test/x.zarr").compute(scheduler="sync"), x)

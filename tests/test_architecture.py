@@ -1,0 +1,46 @@
+"""The layer rules of STYLE.md, checked on the import statements of every module.
+
+- dpdist.privacy imports neither dask, distributed nor zarr (pure numpy/scipy);
+- dpdist.engine imports nothing from dpdist.privacy, dpdist.algorithms or dpdist.cli
+  (it decides no noise scale);
+- dpdist.data imports nothing from dpdist.privacy or dpdist.algorithms;
+- nothing but dpdist.cli imports dpdist.cli.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+PKG = pathlib.Path(__file__).resolve().parents[1] / "dpdist"
+
+FORBIDDEN = {
+    "privacy": ("dask", "distributed", "zarr", "dpdist.engine", "dpdist.data", "dpdist.algorithms", "dpdist.cli"),
+    "engine": ("dpdist.privacy", "dpdist.algorithms", "dpdist.cli"),
+    "data": ("dpdist.privacy", "dpdist.algorithms", "dpdist.cli"),
+    "algorithms": ("dpdist.cli",),
+    "report": ("dpdist.cli",),
+}
+
+
+def imported_modules(path: pathlib.Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+    return out
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
+def test_layer_does_not_import_what_it_must_not(layer):
+    bad = []
+    for path in sorted((PKG / layer).rglob("*.py")):
+        for mod in imported_modules(path):
+            if any(mod == f or mod.startswith(f + ".") for f in FORBIDDEN[layer]):
+                bad.append(f"{path.relative_to(PKG.parent)} imports {mod}")
+    assert not bad, "\n".join(bad)
