@@ -23,7 +23,7 @@ import dask
 
 from dpdist.exceptions import ValidationError
 
-__all__ = ["compute", "client_for", "LOCAL_SCHEDULERS", "check_scheduler"]
+__all__ = ["compute", "client_for", "LOCAL_SCHEDULERS", "check_scheduler", "unoptimized_delayed"]
 
 LOCAL_SCHEDULERS = ("synchronous", "sync", "single-threaded", "threads", "processes")
 
@@ -44,6 +44,20 @@ def check_scheduler(scheduler: Any) -> Any:
     if isinstance(scheduler, Client):
         return scheduler
     raise ValidationError(f"scheduler must be None, a string or a distributed.Client, got {scheduler!r}")
+
+
+def unoptimized_delayed(x: Any) -> Any:
+    """A dask array as a single ``Delayed`` *without* graph optimisation (other values pass
+    through). Optimising renames the data-loading keys, and two collections computed together
+    would then read the same chunks twice."""
+    import dask.array as da
+
+    if isinstance(x, da.Array):
+        parts = x.to_delayed(optimize_graph=False)
+        if parts.size != 1:
+            raise ValueError("unoptimized_delayed expects a single-chunk array")
+        return parts.ravel()[0]
+    return x
 
 
 def _current_client():

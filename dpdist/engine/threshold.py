@@ -13,6 +13,8 @@ from typing import Callable
 import dask
 import numpy as np
 
+from dpdist.engine.runtime import unoptimized_delayed
+
 __all__ = ["chunk_threshold", "threshold_triples"]
 
 
@@ -35,7 +37,9 @@ def chunk_threshold(tile, row_start: int, col_start: int, threshold: float, nois
 
 def threshold_triples(S, threshold: float, noise: Callable | None = None, guard=None) -> list:
     """One ``dask.delayed`` triple per tile of the tiled dask matrix ``S``."""
-    tiles = S.to_delayed()
+    # optimize_graph=False keeps the data-loading keys shared with ``guard``: one read
+    tiles = S.to_delayed(optimize_graph=False)
+    guard = unoptimized_delayed(guard)
     row_starts = np.concatenate([[0], np.cumsum(S.chunks[0])[:-1]])
     col_starts = np.concatenate([[0], np.cumsum(S.chunks[1])[:-1]])
     task = dask.delayed(chunk_threshold)

@@ -19,6 +19,8 @@ from typing import Callable
 import dask
 import numpy as np
 
+from dpdist.engine.runtime import unoptimized_delayed
+
 __all__ = [
     "Candidates",
     "RowRelease",
@@ -144,7 +146,9 @@ def row_topk_release(
 
     Returns one ``dask.delayed`` :class:`RowRelease` per row block of ``S``.
     """
-    tiles = S.to_delayed()
+    # optimize_graph=False keeps the data-loading keys shared with ``guard``: one read
+    tiles = S.to_delayed(optimize_graph=False)
+    guard = unoptimized_delayed(guard)
     row_starts = np.concatenate([[0], np.cumsum(S.chunks[0])[:-1]])
     col_starts = np.concatenate([[0], np.cumsum(S.chunks[1])[:-1]])
     chunk = dask.delayed(chunk_row_topk)

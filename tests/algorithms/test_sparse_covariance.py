@@ -302,3 +302,35 @@ def test_plan_and_min_samples_read_no_data():
     assert est.plan(n, 1000)["error_bound"] <= 1.0 < est.plan(int(n * 0.99), 1000)["error_bound"]
     with pytest.raises(ValidationError):
         dpdist.SparseCovariance(3, 1.0, 1e-6, clip=2.0).min_samples(1.0, 100)
+
+
+# ---------------------------------------------------------------- one pass over the data
+def _count_chunk_reads(fit, tmp_path):
+    import zarr
+    from unittest import mock
+
+    z = zarr.create_array(str(tmp_path / "x.zarr"), shape=(400, 6), chunks=(100, 6), dtype="f8")
+    z[...] = np.random.default_rng(0).standard_normal((400, 6))
+    reads = []
+    original = zarr.Array.__getitem__
+
+    def spy(self, sel):
+        out = original(self, sel)
+        if getattr(out, "size", 0):
+            reads.append(sel)
+        return out
+
+    with mock.patch.object(zarr.Array, "__getitem__", spy):
+        fit(z)
+    return len(reads)
+
+
+def test_privcov_reads_each_chunk_once(tmp_path):
+    """The non-finite check and the Gram share one read of every chunk."""
+    assert _count_chunk_reads(lambda z: _fit(z, k=2), tmp_path) == 4
+
+
+def test_wang_xu_reads_each_chunk_once(tmp_path):
+    fit = lambda z: dpdist.baselines.GaussianCovariance(1.0, 1e-5, clip=2.0, random_state=0,  # noqa: E731
+                                                        scheduler="synchronous").fit(z)
+    assert _count_chunk_reads(fit, tmp_path) == 4
