@@ -1,5 +1,13 @@
 """Comparison methods (non-private and prior private estimators), same API shape as the main ones."""
 
 from dpdist.algorithms.baselines import GaussianCovariance, ThresholdedCovariance
+from dpdist.algorithms.baselines.analyze_gauss import AnalyzeGauss
+from dpdist.algorithms.baselines.pca import GaussianPCA, ThresholdedPCA
 
-__all__: list[str] = ["GaussianCovariance", "ThresholdedCovariance"]
+__all__: list[str] = [
+    "AnalyzeGauss",
+    "GaussianCovariance",
+    "GaussianPCA",
+    "ThresholdedCovariance",
+    "ThresholdedPCA",
+]

@@ -1,0 +1,311 @@
+"""Calibration of ExpMechPCA (COLT 2026, Algorithm 4 / Appendix F) and of Analyze Gauss.
+
+Pure functions of public parameters; nothing here sees data. Constants in sensitivities and
+noise scales are the papers'. The one place where a printed noise scale may be replaced is
+marked *deviation*: it can only make the noise larger.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from dpdist.exceptions import ValidationError
+from dpdist.privacy.budget import check_delta, check_epsilon
+from dpdist.privacy.calibration import SAMPLING_CONSTANT, gaussian_sigma
+
+__all__ = [
+    "ExpMechCalibration",
+    "analyze_gauss_calibration",
+    "davis_kahan_sin2",
+    "sampling_operator_error",
+    "symmetric_gaussian_operator_bound",
+    "expmech_calibration",
+    "expmech_clip",
+    "expmech_error_bound",
+    "expmech_min_samples",
+]
+
+
+def _check_prob(beta: float, name: str = "beta") -> float:
+    b = float(beta)
+    if not 0.0 < b < 1.0:
+        raise ValidationError(f"{name} must lie in the open interval (0, 1), got {beta!r}")
+    return b
+
+
+def expmech_clip(sigma: float, n_samples: int, n_features: int, beta: float) -> float:
+    """Entry truncation level ``tau = 2 sigma sqrt(log(4 n d / beta))`` (Theorem 7).
+
+    With this tau no entry of n samples of a sigma-sub-Gaussian distribution is clipped,
+    except with probability beta/4. Utility only: privacy holds for any tau.
+    """
+    sigma = float(sigma)
+    if not (math.isfinite(sigma) and sigma > 0):
+        raise ValidationError(f"sigma must be finite and > 0, got {sigma!r}")
+    beta = _check_prob(beta)
+    return 2.0 * sigma * math.sqrt(math.log(4.0 * int(n_samples) * int(n_features) / beta))
+
+
+@dataclass(frozen=True)
+class ExpMechCalibration:
+    """All constants of one run of Algorithm 4, from public values only.
+
+    Attributes
+    ----------
+    clip : float
+        tau, the entrywise truncation level.
+    n_subsets : int
+        ``C(d, k)``, the size of the exponential mechanism's range.
+    selection_epsilon : float
+        ``epsilon / 2``, spent by the support selection (pure DP).
+    release_epsilon, release_delta : float
+        ``(epsilon / 2, delta)``, spent by the Gaussian release of the chosen block.
+    score_sensitivity : float
+        ``2 k tau^2 / n``: global sensitivity of ``q(D, S) = lambda_1(Sigma_hat_S)``.
+    gumbel_weight : float
+        ``epsilon n / (8 k tau^2) = selection_epsilon / (2 score_sensitivity)``: the key of
+        subset S is ``gumbel_weight * q(D, S) + Gumbel(0, 1)``.
+    gumbel_scale : float
+        ``1 / gumbel_weight``: the same noise in score units.
+    block_sensitivity : float
+        ``2 k tau^2 / n``: Frobenius sensitivity of the ``k x k`` block ``Sigma_hat_S``.
+    paper_sigma : float
+        ``sigma_priv = (8 k tau^2 / (epsilon n)) sqrt(log(4 / delta))`` (line 11).
+    mechanism_sigma : float
+        The Gaussian mechanism's own requirement at ``(epsilon/2, delta)`` for
+        ``block_sensitivity`` (:func:`~dpdist.privacy.calibration.gaussian_sigma`).
+    gaussian_sigma : float
+        ``max(paper_sigma, mechanism_sigma)``, the scale used.
+    gaussian_rule : str
+        Which of the two set ``gaussian_sigma``.
+    """
+
+    epsilon: float
+    delta: float
+    n_samples: int
+    n_features: int
+    k: int
+    clip: float
+    n_subsets: int
+    selection_epsilon: float
+    release_epsilon: float
+    release_delta: float
+    score_sensitivity: float
+    gumbel_weight: float
+    gumbel_scale: float
+    block_sensitivity: float
+    paper_sigma: float
+    mechanism_sigma: float
+    gaussian_sigma: float
+    gaussian_rule: str
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["n_subsets"] = int(self.n_subsets)
+        return d
+
+
+def expmech_calibration(
+    epsilon: float, delta: float, n_samples: int, n_features: int, k: int, clip: float
+) -> ExpMechCalibration:
+    """Calibrate Algorithm 4 (ExpMechPCA), Appendix F of the COLT 2026 paper.
+
+    Privacy (Lemma 29), replace-one neighbours: for every S, replacing one row moves
+    ``Sigma_hat_S`` by ``(z z^T - z' z'^T)/n`` with ``||z||^2, ||z'||^2 <= k tau^2``, so the
+    score ``lambda_1(Sigma_hat_S)`` moves by at most ``2 k tau^2 / n`` (Weyl) and the block
+    by at most ``2 k tau^2 / n`` in Frobenius norm.
+
+    - Selection: the exponential mechanism (Lemma 28) with ``epsilon/2`` samples S with
+      probability proportional to ``exp((epsilon/2) q / (2 Delta_q)) = exp(epsilon n q /
+      (8 k tau^2))`` (line 9): ``(epsilon/2, 0)``-DP.
+    - Block release: ``Sigma_hat_S + G_S`` with i.i.d. ``N(0, sigma_priv^2)`` entries,
+      ``sigma_priv = (8 k tau^2 / (epsilon n)) sqrt(log(4/delta))`` (line 11). Fact 2
+      (``sigma >= (2 Delta / eps') sqrt(log(2/delta))`` at ``eps' = epsilon/2``) needs only
+      ``sqrt(log(2/delta))`` here, and is stated for ``eps' <= 1``.
+    - Basic composition: ``(epsilon, delta)``.
+
+    *Deviation* (noise never smaller than printed): for ``epsilon/2 >= 1``, outside Fact 2's
+    range, the scale is ``max(sigma_priv, analytic Gaussian sigma at (epsilon/2, delta))``;
+    for ``epsilon < 2`` the classic mechanism's requirement is below ``sigma_priv`` and the
+    printed value is used unchanged. Both are recorded.
+    """
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    n, d, k = int(n_samples), int(n_features), int(k)
+    if n < 1 or d < 1:
+        raise ValidationError(f"ExpMechPCA needs n >= 1 and d >= 1, got n={n}, d={d}")
+    if not 1 <= k <= d:
+        raise ValidationError(f"k must satisfy 1 <= k <= d = {d}, got k={k}")
+    clip = float(clip)
+    if not (math.isfinite(clip) and clip > 0):
+        raise ValidationError(f"clip must be finite and > 0, got {clip!r}")
+    sens = 2.0 * k * clip**2 / n
+    eps_sel = epsilon / 2.0
+    eps_rel = epsilon / 2.0
+    weight = eps_sel / (2.0 * sens)  # = epsilon n / (8 k tau^2)
+    paper_sigma = 8.0 * k * clip**2 / (epsilon * n) * math.sqrt(math.log(4.0 / delta))
+    mech_sigma, mech_rule = gaussian_sigma(sens, eps_rel, delta)
+    if paper_sigma >= mech_sigma:
+        sigma, rule = paper_sigma, "paper (Algorithm 4, line 11)"
+    else:
+        sigma, rule = mech_sigma, f"Gaussian mechanism at (epsilon/2, delta): {mech_rule}"
+    return ExpMechCalibration(
+        epsilon=epsilon,
+        delta=delta,
+        n_samples=n,
+        n_features=d,
+        k=k,
+        clip=clip,
+        n_subsets=math.comb(d, k),
+        selection_epsilon=eps_sel,
+        release_epsilon=eps_rel,
+        release_delta=delta,
+        score_sensitivity=sens,
+        gumbel_weight=weight,
+        gumbel_scale=1.0 / weight,
+        block_sensitivity=sens,
+        paper_sigma=paper_sigma,
+        mechanism_sigma=mech_sigma,
+        gaussian_sigma=sigma,
+        gaussian_rule=rule,
+    )
+
+
+def expmech_error_bound(
+    cal: ExpMechCalibration, sigma: float, beta: float, eigengap: float | None = None
+) -> dict:
+    """The error bound the proof of Theorem 7 gives for a calibration, with its pieces.
+
+    On four events of probability >= 1 - beta/4 each (no entry clipped, given tau >=
+    :func:`expmech_clip`; sampling; selection; block noise):
+
+    - ``eta_samp = C sigma^2 (sqrt(t/n) + t/n)``, ``t = k log d + log(4/beta)`` (Lemma 2,
+      ``C`` = :data:`~dpdist.privacy.calibration.SAMPLING_CONSTANT`);
+    - ``eta_select = (2 Delta_q / (epsilon/2)) (log C(d, k) + log(4/beta))`` (Lemma 28);
+    - ``eta_noise = sigma_priv (2 sqrt(k) + sqrt(2 log(4/beta)))`` (Gaussian k x k operator
+      norm, Gordon's bound plus Lipschitz concentration; symmetrising does not increase it);
+
+    the Rayleigh deficit ``lambda_1 - v_hat^T Sigma v_hat`` is at most
+    ``2 eta_samp + eta_select + 2 eta_noise`` and ``sin^2(v_hat, v_1) <= deficit /
+    eigengap`` (Lemma 18), where ``eigengap = lambda_1 - lambda_2`` is absolute.
+    ``clipping_ok`` says whether ``clip`` is at least Theorem 7's tau for this sigma.
+    """
+    beta = _check_prob(beta)
+    n, d, k = cal.n_samples, cal.n_features, cal.k
+    t = k * math.log(max(d, 2)) + math.log(4.0 / beta)
+    eta_samp = SAMPLING_CONSTANT * float(sigma) ** 2 * (math.sqrt(t / n) + t / n)
+    log_range = math.lgamma(d + 1) - math.lgamma(k + 1) - math.lgamma(d - k + 1)
+    eta_select = (2.0 * cal.score_sensitivity / cal.selection_epsilon) * (log_range + math.log(4.0 / beta))
+    eta_noise = cal.gaussian_sigma * (2.0 * math.sqrt(k) + math.sqrt(2.0 * math.log(4.0 / beta)))
+    deficit = 2.0 * eta_samp + eta_select + 2.0 * eta_noise
+    out = {
+        "beta": beta,
+        "eta_samp": eta_samp,
+        "eta_select": eta_select,
+        "eta_noise": eta_noise,
+        "rayleigh_deficit_bound": deficit,
+        "clipping_ok": cal.clip >= expmech_clip(sigma, n, d, beta) * (1 - 1e-12),
+    }
+    if eigengap is not None:
+        gap = float(eigengap)
+        if not (math.isfinite(gap) and gap > 0):
+            raise ValidationError(f"eigengap must be finite and > 0, got {eigengap!r}")
+        out["eigengap"] = gap
+        out["sin2_bound"] = min(1.0, deficit / gap)
+    return out
+
+
+def expmech_min_samples(
+    target_sin2: float,
+    epsilon: float,
+    delta: float,
+    n_features: int,
+    k: int,
+    *,
+    sigma: float,
+    eigengap: float,
+    beta: float,
+    clip: float | None = None,
+) -> int:
+    """Least n whose :func:`expmech_error_bound` ``sin2_bound`` is <= ``target_sin2``.
+
+    ``clip`` follows :func:`expmech_clip` at each n unless given.
+    """
+    target = float(target_sin2)
+    if not 0 < target < 1:
+        raise ValidationError(f"target_sin2 must lie in (0, 1), got {target_sin2!r}")
+
+    def bound(n: int) -> float:
+        tau = clip if clip is not None else expmech_clip(sigma, n, n_features, beta)
+        cal = expmech_calibration(epsilon, delta, n, n_features, k, tau)
+        return expmech_error_bound(cal, sigma, beta, eigengap)["sin2_bound"]
+
+    lo, hi = 1, 2
+    while bound(hi) > target:
+        lo, hi = hi, hi * 2
+        if hi > 1 << 62:
+            raise ValidationError("target_sin2 is not reachable at any sample size")
+    while hi - lo > max(1, lo // 1000):
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if bound(mid) <= target else (mid, hi)
+    return int(hi)
+
+
+def analyze_gauss_calibration(epsilon: float, delta: float, n_samples: int, row_norm: float) -> dict:
+    """Analyze Gauss (Dwork, Talwar, Thakurta, Zhang 2014, Algorithm 1), replace-one neighbours.
+
+    Rows are scaled to L2 norm at most ``L = row_norm``. Replacing one row moves
+    ``(1/n) sum x x^T`` by ``(x x^T - x' x'^T)/n``, of Frobenius norm at most
+    ``(||x||^2 + ||x'||^2)/n <= 2 L^2 / n``; the released upper triangle (diagonal included)
+    is a sub-vector of the matrix, so its L2 sensitivity is at most ``2 L^2 / n``. (DTTZ14
+    state sensitivity 1 for add/remove neighbours, unnormalised, L = 1; replace-one doubles
+    it.) Symmetric Gaussian noise of scale :func:`gaussian_sigma` on that triangle is
+    ``(epsilon, delta)``-DP.
+    """
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    L = float(row_norm)
+    if not (math.isfinite(L) and L > 0):
+        raise ValidationError(f"row_norm must be finite and > 0, got {row_norm!r}")
+    n = int(n_samples)
+    if n < 1:
+        raise ValidationError(f"n_samples must be >= 1, got {n_samples!r}")
+    sens = 2.0 * L * L / n
+    sigma, rule = gaussian_sigma(sens, epsilon, delta)
+    return {"sensitivity": sens, "gaussian_sigma": sigma, "rule": rule, "row_norm": L}
+
+
+def symmetric_gaussian_operator_bound(entry_sigma: float, n_features: int, beta: float) -> float:
+    """``||E||_op`` bound for a symmetric d x d matrix with i.i.d. N(0, s^2) upper triangle.
+
+    With probability >= 1 - beta, ``||E||_op <= s (3 sqrt(d) + 14.2 sqrt(log d) + 2 sqrt(log(1/beta)))``:
+    the mean bound of Bandeira and van Handel (2016, Theorem 1.1, with their epsilon = 1/2:
+    ``1.5 (2 s sqrt(d) + 6 s sqrt(log d) / sqrt(log 1.5))``) plus Gaussian concentration
+    (``||E||_op`` is ``sqrt(2) s``-Lipschitz in the upper-triangle standard normals).
+    Utility only (``plan()``); never enters a noise scale.
+    """
+    beta = _check_prob(beta)
+    d = int(n_features)
+    s = float(entry_sigma)
+    mean = 1.5 * (2.0 * math.sqrt(d) + 6.0 * math.sqrt(math.log(max(d, 2))) / math.sqrt(math.log(1.5)))
+    return s * (mean + 2.0 * math.sqrt(math.log(1.0 / beta)))
+
+
+def sampling_operator_error(sigma: float, n_samples: int, s: int, n_features: int, beta: float) -> float:
+    """Lemma 2: ``C sigma^2 (sqrt(t/n) + t/n)``, ``t = s log d + log(1/beta)``, the operator-norm
+    sampling error of every s x s principal block at once (s = d: the whole matrix).
+    ``C`` = :data:`~dpdist.privacy.calibration.SAMPLING_CONSTANT`. Utility only."""
+    beta = _check_prob(beta)
+    n, d = int(n_samples), int(n_features)
+    t = int(s) * math.log(max(d, 2)) + math.log(1.0 / beta)
+    return SAMPLING_CONSTANT * float(sigma) ** 2 * (math.sqrt(t / n) + t / n)
+
+
+def davis_kahan_sin2(operator_error: float, eigengap: float) -> float:
+    """``min(1, (2 ||E||_op / eigengap)^2)``: the Davis-Kahan bound (Yu, Wang and Samworth
+    2015, Corollary 1) on ``sin^2`` between the top eigenvectors of ``A`` and ``A + E``."""
+    gap = float(eigengap)
+    if not (math.isfinite(gap) and gap > 0):
+        raise ValidationError(f"eigengap must be finite and > 0, got {eigengap!r}")
+    return min(1.0, (2.0 * float(operator_error) / gap) ** 2)

@@ -1,0 +1,241 @@
+"""ExpMechSparsePCA (COLT 2026, Algorithm 4): exact sampling, privacy of the selection,
+accuracy on Model-2 data, determinism, bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import dask.array as da
+import numpy as np
+import pytest
+from scipy import stats
+
+from dpdist import ExpMechSparsePCA
+from dpdist.algorithms.expmech_pca import SELECT_PURPOSE, GumbelKeys, expmech_pca
+from dpdist.data.model2 import make_model2
+from dpdist.engine.subsets import chunk_gumbel_max, n_subsets, subsets_in_range
+from dpdist.exceptions import ValidationError
+from dpdist.privacy.expmech_calibration import expmech_calibration
+from dpdist.privacy.noise import NoiseSeed
+from tests.conftest import LONG
+
+
+def _clipped_moment(X: np.ndarray, tau: float) -> np.ndarray:
+    Z = np.clip(X, -tau, tau)
+    return Z.T @ Z / len(Z)
+
+
+def _exact_probabilities(M: np.ndarray, k: int, weight: float) -> np.ndarray:
+    S = subsets_in_range(M.shape[0], k, 0, n_subsets(M.shape[0], k))
+    q = np.linalg.eigvalsh(M[S[:, :, None], S[:, None, :]])[:, -1]
+    logits = weight * q
+    p = np.exp(logits - logits.max())
+    return p / p.sum()
+
+
+def _tiny_instance():
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((40, 5)) * np.array([1.5, 1.2, 1.0, 0.8, 0.6])
+    return X, 1.5  # data, tau
+
+
+@pytest.mark.statistical
+def test_selection_matches_exact_exponential_mechanism_probabilities():
+    """Chi-square goodness of fit of the Gumbel-max draws against pi(S) ~ exp(eps n q / (8 k tau^2)).
+
+    Seeds 0..N-1 are fixed, so the test is deterministic; at the 1e-3 level a correct sampler
+    fails with probability 1e-3 over the choice of seeds.
+    """
+    X, tau = _tiny_instance()
+    n, d, k, eps = X.shape[0], X.shape[1], 2, 1.0
+    cal = expmech_calibration(eps, 1e-6, n, d, k, tau)
+    M = _clipped_moment(X, tau)
+    p = _exact_probabilities(M, k, cal.gumbel_weight)
+    assert p.min() > 0.01  # every cell has expected count >= 40 in the short form
+    n_draws = 40_000 if LONG else 4_000
+    counts = np.zeros(len(p))
+    for s in range(n_draws):
+        seed = NoiseSeed(s, True)
+        _, rank = chunk_gumbel_max(M, k, 0, len(p), GumbelKeys(seed, seed.key(SELECT_PURPOSE), cal.gumbel_weight))
+        counts[rank] += 1
+    assert stats.chisquare(counts, n_draws * p).pvalue > 1e-3
+
+
+def test_estimator_draws_the_same_support_as_the_tested_sampler():
+    X, tau = _tiny_instance()
+    n, d, k, eps = X.shape[0], X.shape[1], 2, 1.0
+    cal = expmech_calibration(eps, 1e-6, n, d, k, tau)
+    M = _clipped_moment(X, tau)
+    for s in range(6):
+        seed = NoiseSeed(s, True)
+        _, rank = chunk_gumbel_max(M, k, 0, n_subsets(d, k), GumbelKeys(seed, seed.key(SELECT_PURPOSE), cal.gumbel_weight))
+        want = subsets_in_range(d, k, rank, rank + 1)[0]
+        rel = expmech_pca(X, k, eps, 1e-6, clip=tau, random_state=s, scheduler="synchronous")
+        np.testing.assert_array_equal(rel.values["support"], want)
+
+
+def test_selection_probabilities_move_by_at_most_exp_half_epsilon_on_neighbours():
+    """Lemma 29: q(., S) has sensitivity 2 k tau^2 / n, so pi_D / pi_D' <= exp(eps / 2)."""
+    X, tau = _tiny_instance()
+    n, d, k, eps = X.shape[0], X.shape[1], 2, 1.0
+    cal = expmech_calibration(eps, 1e-6, n, d, k, tau)
+    worst = 0.0
+    for extreme in (np.full(d, 1e6), np.array([1e6, -1e6, 1e6, -1e6, 1e6]), np.zeros(d)):
+        for i in (0, 17):
+            Y = X.copy()
+            Y[i] = extreme
+            M, Mp = _clipped_moment(X, tau), _clipped_moment(Y, tau)
+            S = subsets_in_range(d, k, 0, n_subsets(d, k))
+            q = np.linalg.eigvalsh(M[S[:, :, None], S[:, None, :]])[:, -1]
+            qp = np.linalg.eigvalsh(Mp[S[:, :, None], S[:, None, :]])[:, -1]
+            assert np.abs(q - qp).max() <= cal.score_sensitivity * (1 + 1e-12)
+            ratio = np.abs(np.log(_exact_probabilities(M, k, cal.gumbel_weight)) - np.log(_exact_probabilities(Mp, k, cal.gumbel_weight)))
+            worst = max(worst, ratio.max())
+    assert worst <= eps / 2 * (1 + 1e-9)
+
+
+@pytest.mark.statistical
+def test_accuracy_on_model2_meets_the_planned_bound_with_its_probability():
+    """At n = min_samples(target), plan() promises sin^2 <= target w.p. >= 1 - beta = 0.9.
+
+    Failures over N independent (data, noise) seeds are then at most Binomial(N, 0.1); we
+    allow the 99% quantile of that law, so a correct implementation fails this test with
+    probability <= 1% (in practice the bound is loose and no seed fails).
+    """
+    d, k, eps, delta, gap, lambda1, beta, target = 10, 2, 1.0, 1e-6, 0.5, 2.0, 0.1, 0.25
+    est = ExpMechSparsePCA(k, eps, delta, sigma=math.sqrt(lambda1), beta=beta)
+    n = est.min_samples(target, d, eigengap=gap * lambda1)
+    assert est.plan(n, d, eigengap=gap * lambda1)["error"]["sin2_bound"] <= target
+    n_seeds = 30 if LONG else 5
+    failures, errors = 0, []
+    for s in range(n_seeds):
+        m = make_model2(n, d, k, gap=gap, lambda1=lambda1, chunks=200_000, random_state=1000 + s)
+        est = ExpMechSparsePCA(k, eps, delta, sigma=m.sigma, beta=beta, random_state=s, scheduler="threads")
+        err = m.sin2_error(est.fit(m.X).components_)
+        errors.append(err)
+        failures += err > target
+    allowed = stats.binom.ppf(0.99, n_seeds, beta)
+    assert failures <= allowed, errors
+
+
+def test_release_is_deterministic_across_schedulers_and_chunkings():
+    m = make_model2(3000, 12, 3, gap=0.6, lambda1=3.0, chunks=1000, random_state=3)
+    X = m.X.compute()
+    runs = []
+    for Xin, sched, chunk_size in [
+        (X, "synchronous", 1 << 22),
+        (da.from_array(X, chunks=(700, 5)), "threads", 17),
+        (m.X, "threads", 100),
+    ]:
+        rel = expmech_pca(Xin, 3, 2.0, 1e-6, sigma=m.sigma, random_state=42, scheduler=sched, chunk_size=chunk_size)
+        runs.append(rel)
+    for rel in runs[1:]:
+        np.testing.assert_array_equal(rel.values["support"], runs[0].values["support"])
+        # the Gram sum order differs with the chunking: values agree to rounding
+        np.testing.assert_allclose(rel.values["noisy_block"], runs[0].values["noisy_block"], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(rel.values["components"], runs[0].values["components"], rtol=0, atol=1e-10)
+    other = expmech_pca(X, 3, 2.0, 1e-6, sigma=m.sigma, random_state=43, scheduler="synchronous")
+    assert not np.allclose(other.values["noisy_block"], runs[0].values["noisy_block"])
+
+
+def test_release_is_identical_on_a_distributed_cluster(local_cluster):
+    m = make_model2(2000, 10, 2, gap=0.6, lambda1=3.0, chunks=500, random_state=4)
+    a = expmech_pca(m.X, 2, 1.0, 1e-6, sigma=m.sigma, random_state=9, scheduler="synchronous")
+    b = expmech_pca(m.X, 2, 1.0, 1e-6, sigma=m.sigma, random_state=9, scheduler=local_cluster, chunk_size=7)
+    np.testing.assert_array_equal(a.values["support"], b.values["support"])
+    np.testing.assert_allclose(a.values["noisy_block"], b.values["noisy_block"], rtol=0, atol=1e-12)
+
+
+def test_fit_sets_attributes_and_metadata():
+    m = make_model2(5000, 8, 2, gap=0.5, lambda1=2.0, random_state=1)
+    est = ExpMechSparsePCA(2, 1.0, 1e-6, sigma=m.sigma, random_state=0, scheduler="synchronous").fit(m.X)
+    c = est.components_
+    assert c.shape == (1, 8)
+    assert np.linalg.norm(c) == pytest.approx(1.0, abs=1e-12)
+    assert set(np.flatnonzero(c[0])) <= set(est.support_.tolist()) and len(est.support_) == 2
+    assert est.privacy_.epsilon == 1.0 and est.privacy_.delta == 1e-6
+    cal = est.release_.parameters["calibration"]
+    assert est.noise_scale_ == cal["gaussian_sigma"]
+    assert est.selection_scale_ == pytest.approx(cal["gumbel_scale"])
+    assert est.release_.values["noisy_block"].shape == (2, 2)
+    meta = est.release_.metadata()
+    json.dumps(meta)
+    assert meta["seeding"]["mode"] == "seeded"
+    assert meta["parameters"]["budget_split"]["selection"] == {"epsilon": 0.5, "delta": 0.0}
+    assert meta["parameters"]["budget_split"]["block"] == {"epsilon": 0.5, "delta": 1e-6}
+    assert est.clip_ == pytest.approx(2 * m.sigma * math.sqrt(math.log(4 * 5000 * 8 / 0.1)))
+
+
+def test_plan_reads_no_data_and_reports_feasibility():
+    est = ExpMechSparsePCA(3, 1.0, 1e-6, sigma=1.0, max_subsets=1000)
+    p = est.plan(10_000, 500, eigengap=0.5)
+    assert p["n_subsets"] == math.comb(500, 3) and p["feasible"] is False
+    assert p["noise_scales"]["block_gaussian_sigma"] == p["calibration"]["gaussian_sigma"]
+    assert 0 < p["error"]["sin2_bound"] <= 1
+    assert "error" not in ExpMechSparsePCA(3, 1.0, 1e-6, clip=2.0).plan(100, 10)
+
+
+def _exploding(shape):
+    def boom(block):
+        raise AssertionError("data must not be read")
+
+    return da.zeros(shape, chunks=shape).map_blocks(boom, dtype=float)
+
+
+def test_max_subsets_is_a_clear_error_before_reading_data():
+    X = _exploding((100, 60))
+    with pytest.raises(ValidationError, match=r"C\(60, 3\) = 34,220.*max_subsets = 1,000"):
+        ExpMechSparsePCA(3, 1.0, 1e-6, clip=1.0, max_subsets=1000, scheduler="synchronous").fit(X)
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(k=0), "k"),
+        (dict(k=2.5), "k"),
+        (dict(k=7), "k"),
+        (dict(epsilon=0.0), "epsilon"),
+        (dict(delta=1.0), "delta"),
+        (dict(clip=None, sigma=None), "sigma"),
+        (dict(clip=-1.0), "clip"),
+        (dict(sigma=float("nan"), clip=None), "sigma"),
+        (dict(max_subsets=0), "max_subsets"),
+        (dict(random_state=-1), "random_state"),
+        (dict(random_state=np.random.default_rng(0)), "random_state"),
+        (dict(scheduler="nope"), "scheduler"),
+    ],
+)
+def test_bad_parameters_are_refused_before_reading_data(kwargs, match):
+    params = dict(k=2, epsilon=1.0, delta=1e-6, clip=1.0, sigma=None, random_state=0, scheduler="synchronous")
+    params.update(kwargs)
+    k, eps, delta = params.pop("k"), params.pop("epsilon"), params.pop("delta")
+    with pytest.raises(ValidationError, match=match):
+        ExpMechSparsePCA(k, eps, delta, **params).fit(_exploding((50, 6)))
+
+
+def test_bad_data_is_refused():
+    with pytest.raises(ValidationError, match="2-D"):
+        ExpMechSparsePCA(1, 1.0, 1e-6, clip=1.0).fit(np.ones(5))
+    X = np.random.default_rng(0).standard_normal((30, 5))
+    X[3, 2] = np.nan
+    with pytest.raises(ValidationError, match="NaN"):
+        ExpMechSparsePCA(2, 1.0, 1e-6, clip=1.0, random_state=0, scheduler="synchronous").fit(X)
+    rel = expmech_pca(X, 2, 1.0, 1e-6, clip=1.0, random_state=0, scheduler="synchronous", on_nonfinite="zero")
+    assert np.isfinite(rel.values["components"]).all()
+
+
+def test_data_are_read_once_per_release():
+    X = np.random.default_rng(0).standard_normal((400, 7))
+    calls = []
+
+    def count(block):
+        if block.size:  # map_blocks also calls it once on an empty array to infer the meta
+            calls.append(block.shape)
+        return block
+
+    Xd = da.from_array(X, chunks=(100, 7)).map_blocks(count, dtype=float)
+    expmech_pca(Xd, 2, 1.0, 1e-6, clip=2.0, random_state=0, scheduler="synchronous", chunk_size=5)
+    # each row chunk read once: the Gram (shared by selection and block release) and the
+    # finiteness check share the data's keys
+    assert len(calls) == 4

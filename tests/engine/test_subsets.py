@@ -1,0 +1,180 @@
+"""Subset enumeration by rank, k x k top-eigenvalue kernels and the chunked Gumbel-max."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import dask
+import numpy as np
+import pytest
+
+from dpdist.engine.subsets import (
+    DEGENERATE_TOL,
+    block_release,
+    block_top_eigenvalue,
+    chunk_gumbel_max,
+    combine_gumbel_max,
+    enumeration_chunks,
+    gumbel_max_subset,
+    n_subsets,
+    subset_rank,
+    subsets_in_range,
+    top_eigenvalue_3x3,
+    unrank_subset,
+)
+
+
+def _all(d: int, k: int) -> np.ndarray:
+    return np.array(list(itertools.combinations(range(d), k)), dtype=np.int64).reshape(-1, k)
+
+
+def _brute_scores(M: np.ndarray, S: np.ndarray) -> np.ndarray:
+    return np.linalg.eigvalsh(M[S[:, :, None], S[:, None, :]])[:, -1]
+
+
+@pytest.mark.parametrize("d,k", [(6, 1), (7, 2), (7, 3), (8, 4), (7, 5), (5, 5)])
+def test_subsets_in_range_equals_itertools_for_every_range(d, k):
+    allc = _all(d, k)
+    total = len(allc)
+    assert n_subsets(d, k) == total
+    for start in range(total + 1):
+        for stop in range(start, total + 1):
+            np.testing.assert_array_equal(subsets_in_range(d, k, start, stop), allc[start:stop])
+
+
+@pytest.mark.parametrize("d,k", [(200, 3), (60, 4), (3000, 2)])
+def test_subsets_in_range_is_exact_across_prefix_boundaries_at_larger_d(d, k):
+    total = n_subsets(d, k)
+    rng = np.random.default_rng(0)
+    starts = list(rng.integers(0, total - 500, size=5)) + [0, total - 500]
+    for s in starts:
+        s = int(s)
+        got = subsets_in_range(d, k, s, s + 500)
+        want = np.array([unrank_subset(r, d, k) for r in range(s, s + 500)])
+        np.testing.assert_array_equal(got, want)
+        ref = np.array(list(itertools.islice(itertools.combinations(range(d), k), s, s + 3)))
+        np.testing.assert_array_equal(got[:3], ref)
+
+
+def test_rank_and_unrank_are_inverse():
+    d, k = 9, 4
+    for r, s in enumerate(itertools.combinations(range(d), k)):
+        assert subset_rank(s, d) == r
+        np.testing.assert_array_equal(unrank_subset(r, d, k), s)
+    with pytest.raises(ValueError):
+        unrank_subset(n_subsets(d, k), d, k)
+    with pytest.raises(ValueError):
+        subsets_in_range(d, k, 0, n_subsets(d, k) + 1)
+
+
+def test_enumeration_chunks_cover_ranks_exactly_once():
+    chunks = enumeration_chunks(103, 10)
+    assert chunks[0] == (0, 10) and chunks[-1] == (100, 103)
+    assert sum(e - s for s, e in chunks) == 103
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4, 5])
+def test_scores_equal_brute_force_eigvalsh(k):
+    rng = np.random.default_rng(k)
+    d = 14
+    A = rng.standard_normal((30, d)) * rng.uniform(0.1, 3.0, size=d)
+    M = A.T @ A / 30
+    S = _all(d, k)
+    np.testing.assert_allclose(block_top_eigenvalue(M, S), _brute_scores(M, S), rtol=0, atol=1e-12 * np.abs(M).max())
+
+
+def _sym3(vals: np.ndarray, rng) -> np.ndarray:
+    Q, _ = np.linalg.qr(rng.standard_normal((3, 3)))
+    return (Q * vals) @ Q.T
+
+
+def test_3x3_solver_is_accurate_on_degenerate_and_extreme_blocks():
+    rng = np.random.default_rng(0)
+    mats = [
+        np.zeros((3, 3)),
+        np.eye(3) * 7.0,
+        np.diag([1.0, 1.0, 0.5]),
+        np.diag([2.0, 1.0, 1.0]),
+        np.diag([-1.0, -2.0, -3.0]),
+        np.full((3, 3), 1e6),
+        np.full((3, 3), 1e-9),
+    ]
+    for gap in [0.0, 1e-12, 1e-9, 1e-6, 1e-4, 1e-2]:  # near-double top eigenvalue
+        mats.append(_sym3(np.array([1.0, 1.0 - gap, 0.3]), rng))
+        mats.append(_sym3(np.array([1.0, 0.3, 0.3 - gap]), rng))
+        mats.append(_sym3(np.array([1e3 + 1.0, 1e3 + 1.0 - gap, 1e3]), rng))
+    for _ in range(200):
+        mats.append(_sym3(rng.standard_normal(3) * 10 ** rng.uniform(-3, 3), rng))
+    B = np.array([(m + m.T) / 2 for m in mats])
+    got = top_eigenvalue_3x3(B[:, 0, 0], B[:, 1, 1], B[:, 2, 2], B[:, 0, 1], B[:, 0, 2], B[:, 1, 2])
+    want = np.linalg.eigvalsh(B)[:, -1]
+    scale = np.maximum(np.abs(B).reshape(len(B), -1).max(axis=1), 1e-300)
+    # eigvalsh itself is accurate to a few ulps of ||B||; 1e-12 leaves a wide margin while
+    # catching the ~sqrt(eps) = 1e-8 error of an unguarded arccos near r = -1.
+    assert np.all(np.abs(got - want) <= 1e-12 * scale)
+    assert DEGENERATE_TOL <= 1e-3
+
+
+class RankKeyed:
+    """Picklable perturbation keyed by rank (independent of chunking)."""
+
+    def __init__(self, seed: int, weight: float) -> None:
+        self.seed, self.weight = seed, weight
+
+    def __call__(self, scores, start):
+        from dpdist.privacy.noise import NoiseSeed
+
+        u = NoiseSeed(self.seed, True).uniforms("test/gumbel", 0, start, len(scores))
+        return self.weight * scores - np.log(-np.log(u))
+
+
+def _matrix(d: int, seed: int = 0) -> np.ndarray:
+    A = np.random.default_rng(seed).standard_normal((40, d))
+    return A.T @ A / 40
+
+
+def test_chunk_gumbel_max_equals_brute_force_argmax():
+    d, k = 12, 3
+    M = _matrix(d)
+    S = _all(d, k)
+    perturb = RankKeyed(5, 4.0)
+    keys = perturb(_brute_scores(M, S), 0)
+    key, rank = chunk_gumbel_max(M, k, 0, len(S), perturb, batch=37)
+    assert rank == int(np.argmax(keys))
+    assert key == pytest.approx(keys.max(), abs=1e-12)
+
+
+@pytest.mark.parametrize("scheduler", ["synchronous", "threads"])
+def test_argmax_is_invariant_to_chunking_and_scheduler(scheduler):
+    d, k = 16, 3
+    M = _matrix(d, 1)
+    perturb = RankKeyed(11, 2.0)
+    want = chunk_gumbel_max(M, k, 0, n_subsets(d, k), perturb)[1]
+    import dask.array as da
+
+    for chunk_size, batch, split_every in [(n_subsets(d, k), 1 << 16, 8), (97, 13, 2), (1, 1, 3), (500, 64, 4)]:
+        Md = da.from_array(M, chunks=(5, 7))
+        rank = gumbel_max_subset(Md, k, perturb, chunk_size=chunk_size, batch=batch, split_every=split_every)
+        assert dask.compute(rank, scheduler=scheduler)[0] == want
+
+
+def test_combine_breaks_ties_by_smaller_rank_and_skips_empty_chunks():
+    assert combine_gumbel_max([(1.0, 9), (1.0, 3), (0.5, 1)]) == (1.0, 3)
+    assert combine_gumbel_max([(-math.inf, -1), (0.2, 4)]) == (0.2, 4)
+
+
+def test_block_release_gathers_the_block_of_the_rank():
+    d, k = 9, 3
+    M = _matrix(d)
+    rank = 40
+    seen = {}
+
+    def release(subset, block):
+        seen["block"] = block
+        return block + 1.0
+
+    subset, out = dask.compute(*block_release(M, rank, k, release), scheduler="synchronous")
+    want = unrank_subset(rank, d, k)
+    np.testing.assert_array_equal(subset, want)
+    np.testing.assert_array_equal(out, M[np.ix_(want, want)] + 1.0)

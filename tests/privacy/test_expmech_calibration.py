@@ -1,0 +1,117 @@
+"""ExpMechPCA (Algorithm 4) and Analyze Gauss calibration, checked against hand computation."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from dpdist.exceptions import ValidationError
+from dpdist.privacy.calibration import SAMPLING_CONSTANT
+from dpdist.privacy.expmech_calibration import (
+    analyze_gauss_calibration,
+    expmech_calibration,
+    expmech_clip,
+    expmech_error_bound,
+    expmech_min_samples,
+)
+
+
+def test_expmech_calibration_matches_hand_computation():
+    # eps = 0.5, delta = 1e-5, n = 1000, d = 50, k = 3, tau = 2
+    cal = expmech_calibration(0.5, 1e-5, 1000, 50, 3, 2.0)
+    assert cal.n_subsets == 19600
+    assert cal.selection_epsilon == 0.25 and cal.release_epsilon == 0.25 and cal.release_delta == 1e-5
+    assert cal.score_sensitivity == pytest.approx(0.024, rel=1e-15)  # 2 k tau^2 / n
+    assert cal.block_sensitivity == pytest.approx(0.024, rel=1e-15)
+    assert cal.gumbel_weight == pytest.approx(500 / 96, rel=1e-15)  # eps n / (8 k tau^2)
+    assert cal.gumbel_scale == pytest.approx(0.192, rel=1e-15)
+    assert cal.paper_sigma == pytest.approx(0.192 * math.sqrt(math.log(400000.0)), rel=1e-15)
+    # classic Gaussian mechanism at (eps/2, delta): 0.024 sqrt(2 ln(1.25e5)) / 0.25
+    assert cal.mechanism_sigma == pytest.approx(0.024 * math.sqrt(2 * math.log(1.25e5)) / 0.25, rel=1e-15)
+    assert cal.gaussian_sigma == cal.paper_sigma
+    assert cal.gaussian_rule.startswith("paper")
+
+
+def test_gumbel_weight_is_lemma_28_at_half_epsilon():
+    # exp(eps' q / (2 Delta_q)) with eps' = eps/2 is exp(eps n q / (8 k tau^2)) (line 9)
+    for eps, n, k, tau in [(0.1, 10, 1, 0.5), (1.0, 12345, 4, 3.0), (7.0, 99, 2, 1.0)]:
+        cal = expmech_calibration(eps, 1e-6, n, 10, k, tau)
+        assert cal.gumbel_weight == pytest.approx((eps / 2) / (2 * (2 * k * tau**2 / n)), rel=1e-14)
+        assert cal.gumbel_weight == pytest.approx(eps * n / (8 * k * tau**2), rel=1e-14)
+
+
+@pytest.mark.parametrize("eps", [0.01, 0.3, 1.0, 1.9, 2.0, 5.0, 20.0])
+@pytest.mark.parametrize("delta", [1e-12, 1e-6, 0.1])
+def test_block_sigma_never_below_paper_nor_gaussian_mechanism(eps, delta):
+    cal = expmech_calibration(eps, delta, 500, 20, 2, 1.5)
+    assert cal.gaussian_sigma >= cal.paper_sigma
+    assert cal.gaussian_sigma >= cal.mechanism_sigma
+    if eps <= 2:
+        # Fact 2 at eps' = eps/2 <= 1: sigma >= (2 Delta / eps') sqrt(log(2/delta))
+        fact2 = 2 * cal.block_sensitivity / (eps / 2) * math.sqrt(math.log(2 / delta))
+        assert cal.paper_sigma >= fact2
+        assert cal.gaussian_sigma == cal.paper_sigma
+
+
+def test_expmech_clip_is_theorem_7():
+    assert expmech_clip(1.5, 1000, 50, 0.1) == pytest.approx(3.0 * math.sqrt(math.log(2e6)), rel=1e-15)
+    with pytest.raises(ValidationError, match="sigma"):
+        expmech_clip(0.0, 10, 10, 0.1)
+    with pytest.raises(ValidationError, match="beta"):
+        expmech_clip(1.0, 10, 10, 1.0)
+
+
+def test_error_bound_pieces_match_hand_computation():
+    cal = expmech_calibration(1.0, 1e-6, 10_000, 20, 2, 4.0)
+    b = expmech_error_bound(cal, sigma=1.0, beta=0.1, eigengap=1.0)
+    t = 2 * math.log(20) + math.log(40)
+    assert b["eta_samp"] == pytest.approx(SAMPLING_CONSTANT * (math.sqrt(t / 1e4) + t / 1e4), rel=1e-14)
+    sens = 2 * 2 * 16 / 1e4
+    assert b["eta_select"] == pytest.approx(2 * sens / 0.5 * (math.log(190) + math.log(40)), rel=1e-12)
+    assert b["eta_noise"] == pytest.approx(cal.gaussian_sigma * (2 * math.sqrt(2) + math.sqrt(2 * math.log(40))), rel=1e-14)
+    deficit = 2 * b["eta_samp"] + b["eta_select"] + 2 * b["eta_noise"]
+    assert b["rayleigh_deficit_bound"] == pytest.approx(deficit, rel=1e-14)
+    assert b["sin2_bound"] == pytest.approx(min(1.0, deficit), rel=1e-14)
+    assert b["clipping_ok"] == (4.0 >= expmech_clip(1.0, 10_000, 20, 0.1))
+
+
+def test_error_bound_falls_with_n_and_min_samples_is_tight():
+    kw = dict(sigma=1.0, eigengap=0.5, beta=0.1)
+    n_star = expmech_min_samples(0.3, 1.0, 1e-6, 30, 2, **kw)
+
+    def sin2(n):
+        cal = expmech_calibration(1.0, 1e-6, n, 30, 2, expmech_clip(1.0, n, 30, 0.1))
+        return expmech_error_bound(cal, 1.0, 0.1, 0.5)["sin2_bound"]
+
+    assert sin2(n_star) <= 0.3 < sin2(int(n_star * 0.99))
+    assert sin2(10 * n_star) < sin2(n_star)
+    with pytest.raises(ValidationError):
+        expmech_min_samples(1.5, 1.0, 1e-6, 30, 2, **kw)
+
+
+def test_analyze_gauss_calibration_matches_hand_computation():
+    c = analyze_gauss_calibration(0.5, 1e-5, 1000, 2.0)
+    assert c["sensitivity"] == pytest.approx(0.008, rel=1e-15)  # 2 L^2 / n
+    assert c["gaussian_sigma"] == pytest.approx(0.008 * math.sqrt(2 * math.log(1.25e5)) / 0.5, rel=1e-15)
+    assert c["rule"].startswith("classic")
+    big = analyze_gauss_calibration(2.0, 1e-5, 1000, 2.0)
+    assert big["rule"].startswith("analytic")
+
+
+@pytest.mark.parametrize(
+    "args,match",
+    [
+        ((0.0, 1e-6, 100, 10, 2, 1.0), "epsilon"),
+        ((1.0, 0.0, 100, 10, 2, 1.0), "delta"),
+        ((1.0, 1e-6, 100, 10, 11, 1.0), "k"),
+        ((1.0, 1e-6, 100, 10, 0, 1.0), "k"),
+        ((1.0, 1e-6, 100, 10, 2, -1.0), "clip"),
+        ((1.0, 1e-6, 100, 10, 2, math.inf), "clip"),
+    ],
+)
+def test_bad_parameters_are_refused(args, match):
+    with pytest.raises(ValidationError, match=match):
+        expmech_calibration(*args)
+    with pytest.raises(ValidationError, match="row_norm"):
+        analyze_gauss_calibration(1.0, 1e-6, 10, 0.0)
