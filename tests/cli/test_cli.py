@@ -106,3 +106,14 @@ def test_demo_runs_on_a_local_cluster(capsys):
     assert main(["demo", "--n-samples", "200000", "--n-features", "12", "--random-state", "3"]) == 0
     out = capsys.readouterr().out
     assert "(2, 1e-06)-DP spent" in out and "||M - Sigma||_op" in out and "cluster" in out
+
+
+def test_generate_model2(tmp_path, capsys):
+    out = tmp_path / "m2.zarr"
+    assert main(["generate", str(out), "--model", "2", "--n-samples", "3000", "--n-features", "9", "--k", "3",
+                 "--chunk-rows", "1000", "--scheduler", "synchronous"]) == 0
+    from dpdist.data.model2 import load_model2_truth
+    from dpdist.data.validation import as_dask_array
+
+    assert as_dask_array(str(out)).shape == (3000, 9)
+    assert np.count_nonzero(load_model2_truth(out)["v1"]) == 3
