@@ -8,6 +8,7 @@ data is read, and results are set as ``*_`` attributes, with the full privacy re
 from dpdist import baselines  # noqa: F401  (dpdist.baselines.X)
 from dpdist._version import __version__
 from dpdist.algorithms.expmech_pca import ExpMechSparsePCA
+from dpdist.algorithms.second_moment import SecondMoment
 from dpdist.algorithms.sparse_covariance import SparseCovariance
 from dpdist.data.results import load_result
 from dpdist.exceptions import DataConversionWarning, NoPrivateResult, ValidationError
@@ -16,6 +17,7 @@ __all__ = [
     "DataConversionWarning",
     "ExpMechSparsePCA",
     "NoPrivateResult",
+    "SecondMoment",
     "SparseCovariance",
     "ValidationError",
     "__version__",

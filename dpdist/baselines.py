@@ -3,11 +3,13 @@
 from dpdist.algorithms.baselines import GaussianCovariance, ThresholdedCovariance
 from dpdist.algorithms.baselines.analyze_gauss import AnalyzeGauss
 from dpdist.algorithms.baselines.pca import GaussianPCA, ThresholdedPCA
+from dpdist.algorithms.baselines.subsample_aggregate import SubsampleAggregateSecondMoment
 
 __all__: list[str] = [
     "AnalyzeGauss",
     "GaussianCovariance",
     "GaussianPCA",
+    "SubsampleAggregateSecondMoment",
     "ThresholdedCovariance",
     "ThresholdedPCA",
 ]

@@ -3,5 +3,6 @@
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
 from dpdist.privacy.noise import NoiseSeed, resolve_random_state
 from dpdist.privacy.release import Release
+from dpdist.privacy.zcdp import ZCDP
 
-__all__ = ["ApproxDP", "NoiseSeed", "Release", "check_delta", "check_epsilon", "resolve_random_state"]
+__all__ = ["ApproxDP", "NoiseSeed", "Release", "ZCDP", "check_delta", "check_epsilon", "resolve_random_state"]

@@ -1,0 +1,321 @@
+"""Subsample-and-aggregate baseline for second moments (MS25 Appendix A, Algorithm 3).
+
+Nissim-Raskhodnikova-Smith 2007 subsample-and-aggregate with the Ashtiani-Liaw 2022 convex
+semimetric and masking output. (epsilon, delta)-DP, not zCDP. SECOND_MOMENT.md section 5.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dpdist.algorithms._base import Estimator
+from dpdist.algorithms.second_moment import random_groups
+from dpdist.data.validation import as_dask_array
+from dpdist.engine import second_moment as engine
+from dpdist.engine.runtime import check_scheduler, compute
+from dpdist.exceptions import NoPrivateResult, ValidationError
+from dpdist.privacy.budget import check_delta, check_epsilon
+from dpdist.privacy.noise import FLOAT_NOISE_CAVEAT, NoiseSeed, resolve_random_state
+from dpdist.privacy.release import Release
+from dpdist.privacy.second_moment_calibration import (
+    BASELINE_CN,
+    baseline_guarantee,
+    baseline_masking_scale,
+    baseline_privacy_min_samples,
+    baseline_threshold,
+    baseline_utility_min_samples,
+    check_alpha,
+    check_m,
+    check_xi,
+    tlap_support,
+)
+from dpdist.privacy.second_moment_noise import gaussian_vector, truncated_laplace
+
+__all__ = [
+    "MECHANISM",
+    "NOT_PRIVATE_LABEL",
+    "SubsampleAggregateSecondMoment",
+    "group_agreement",
+    "psd_distance_matrix",
+    "subsample_aggregate_second_moment",
+]
+
+MECHANISM = "Subsample-and-aggregate second moment (MS25 Appendix A, Algorithm 3)"
+NOT_PRIVATE_LABEL = "NOT PRIVATE"
+PURPOSE_PARTITION = "second-moment-baseline/partition"
+PURPOSE_TLAP = "second-moment-baseline/tlap"
+PURPOSE_MASK = "second-moment-baseline/mask"
+
+
+# ---------------------------------------------------------------------------------------
+# exact aggregation kernels (NumPy; run on a worker)
+# ---------------------------------------------------------------------------------------
+
+
+def psd_distance_matrix(mats: np.ndarray) -> np.ndarray:
+    """Pairwise dist(A, B) of Lemma A.2 (Ashtiani-Liaw): max_i max(|l_i - 1|, |1/l_i - 1|)
+    over the generalised eigenvalues l_i of (B, A); +inf when either matrix is singular.
+
+    A^{-1/2} is computed once per matrix and the pairs are batched: O(k^2 d^3).
+    """
+    mats = np.asarray(mats, dtype=np.float64)
+    mats = (mats + np.transpose(mats, (0, 2, 1))) / 2.0
+    k, d, _ = mats.shape
+    w, v = np.linalg.eigh(mats)
+    tol = d * np.finfo(np.float64).eps * np.maximum(np.abs(w).max(axis=1), np.finfo(np.float64).tiny)
+    ok = w[:, 0] > tol
+    inv_sqrt = np.einsum("kij,kj,klj->kil", v, 1.0 / np.sqrt(np.where(ok[:, None], w, 1.0)), v)
+    dist = np.full((k, k), np.inf)
+    idx = np.flatnonzero(ok)
+    for pos, t in enumerate(idx):
+        others = idx[pos:]
+        m = inv_sqrt[t] @ mats[others] @ inv_sqrt[t]
+        lam = np.linalg.eigvalsh((m + np.transpose(m, (0, 2, 1))) / 2.0)
+        with np.errstate(divide="ignore"):
+            dd = np.maximum(np.abs(lam - 1.0), np.abs(1.0 / lam - 1.0)).max(axis=1)
+        dd[lam[:, 0] <= 0] = np.inf
+        dist[t, others] = dd
+        dist[others, t] = dd
+    return dist
+
+
+def group_agreement(group_moments: np.ndarray, alpha: float) -> np.ndarray:
+    """q_t = (1/k) |{t' : dist(Sigma_t, Sigma_t') <= 2 alpha / (1 - alpha)}| (Algorithm 3 line 3;
+    t' = t counts when Sigma_t has full rank)."""
+    dist = psd_distance_matrix(group_moments)
+    return (dist <= 2.0 * alpha / (1.0 - alpha)).sum(axis=1) / dist.shape[0]
+
+
+@dataclass(frozen=True)
+class _Aggregate:
+    """Lines 3-11 of Algorithm 3 on the k group Gram sums, inside the graph (on a worker).
+
+    Returns ``{"q_tilde": Q + TLap, "second_moment": masked estimate or None (bottom)}``;
+    the exact q_t, Q and group moments never leave the task.
+    """
+
+    seed: NoiseSeed
+    epsilon: float
+    delta: float
+    alpha: float
+    group_size: int
+    n_groups: int
+    eta_b: float
+    threshold: float
+    support: float
+
+    def __call__(self, grams: np.ndarray) -> dict:
+        mats = np.asarray(grams, dtype=np.float64) / self.group_size
+        q = group_agreement(mats, self.alpha)
+        z = truncated_laplace(self.seed, PURPOSE_TLAP, 0, 2.0 / self.n_groups, self.epsilon, self.support)
+        q_tilde = float(q.mean() + z)
+        if q_tilde < self.threshold:
+            return {"q_tilde": q_tilde, "second_moment": None}
+        wts = np.minimum(1.0, 10.0 * np.maximum(0.0, q - 0.6))
+        sigma_hat = np.einsum("t,tij->ij", wts, mats) / wts.sum()
+        sigma_hat = (sigma_hat + sigma_hat.T) / 2.0
+        w, v = np.linalg.eigh(sigma_hat)
+        root = (v * np.sqrt(np.maximum(w, 0.0))) @ v.T
+        d = mats.shape[1]
+        noise = gaussian_vector(self.seed, PURPOSE_MASK, 0, d * d, 1.0).reshape(d, d)
+        b = np.eye(d) + self.eta_b * noise
+        out = root @ b @ b.T @ root
+        return {"q_tilde": q_tilde, "second_moment": (out + out.T) / 2.0}
+
+
+# ---------------------------------------------------------------------------------------
+# the mechanism
+# ---------------------------------------------------------------------------------------
+
+
+def subsample_aggregate_second_moment(
+    X,
+    epsilon: float,
+    delta: float,
+    *,
+    m: int,
+    alpha: float = 0.5,
+    xi: float = 0.1,
+    unsafe_no_privacy: bool = False,
+    random_state: int | None = None,
+    scheduler: Any = None,
+) -> Release:
+    """Algorithm 3 of MS25: subsample-and-aggregate with a masked output.
+
+    Parameters
+    ----------
+    X : array-like, dask array, zarr.Array or str
+        n rows in R^d.
+    epsilon, delta : float
+        The per-step parameters of Algorithm 3. The *reported* guarantee is
+        (2 epsilon, 4 e^epsilon delta) (Lemma A.4). For equal privacy with a rho-zCDP run use
+        :func:`~dpdist.privacy.second_moment_calibration.equal_privacy_baseline_budget`.
+    m : int
+        Group size (the subsamplability size); needs m >= d.
+    alpha : float, default 0.5
+        Subsamplability accuracy; the agreement radius is 2 alpha / (1 - alpha).
+    xi : float, default 0.1
+        Failure probability; sets the masking scale eta_b.
+    unsafe_no_privacy : bool, default False
+        Run even when MS25's n-condition for privacy fails. The result is then labelled
+        NOT PRIVATE (``Release.private = False``, ``privacy = None``). Experiments only.
+    random_state, scheduler
+        As for :func:`dpdist.algorithms.second_moment.second_moment`.
+
+    Returns
+    -------
+    Release
+        ``values["second_moment"]`` and ``parameters["q_tilde"]`` (the noisy agreement).
+
+    Raises
+    ------
+    ValidationError
+        The n-condition fails and ``unsafe_no_privacy`` is False (checked before reading data).
+    NoPrivateResult
+        The noisy agreement Q_tilde fell below the threshold: Algorithm 3 returned bottom
+        (the budget counts as spent; ``exc.release`` has status "rejected").
+
+    Notes
+    -----
+    **Guarantee.** (2 epsilon, 4 e^epsilon delta)-DP under replace-one neighbours, n public
+    (MS25 Lemma A.4: TLap on Q, whose sensitivity is 2/k because one replaced row changes one
+    group, composed with Ashtiani-Liaw's Lemma 3.6 for the masked output), **provided**
+    n >= 800 m max{sqrt(2d(d + 1/eta_b^2)/eps), 8d sqrt(ln(2/delta))/eps,
+    8 ln(2/delta)/eps, 12 sqrt(d ln(2/delta))/(eps eta_b)}, which is checked. Sensitivity
+    comes from k = floor(n/m) only; no clipping is needed. Not zCDP: compose with zCDP steps in
+    (epsilon, delta) (section 1, fact 5). Caveats: the internal conditions of Ashtiani-Liaw
+    Lemma 3.6 were not retrieved; only MS25's explicit n-condition is enforced (GAP 12). The
+    condition is enormous (n >~ 5e7 m at d = 4), so experiments use ``unsafe_no_privacy``.
+    Floating-point sampling caveat as everywhere.
+
+    **Decisions.** GAP 11: the groups are a uniformly random partition (without replacement).
+    GAP 12: C_N = 2 and ln(4/xi) in eta_b = alpha / (48 C_N (sqrt(d) + sqrt(ln(4/xi)))).
+    GAP 13: TLap(Delta, eps, delta) is Laplace(Delta/eps) conditioned on
+    |z| <= A = (Delta/eps) ln(1 + (e^eps - 1)/(2 delta)). Pairwise distances cost O(k^2 d^3)
+    in one task: feasible for k up to a few thousand groups.
+    """
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    m = check_m(m)
+    alpha = check_alpha(alpha)
+    xi = check_xi(xi)
+    if not isinstance(unsafe_no_privacy, (bool, np.bool_)):
+        raise ValidationError(f"unsafe_no_privacy must be a bool, got {unsafe_no_privacy!r}")
+    scheduler = check_scheduler(scheduler)
+    guarantee = baseline_guarantee(epsilon, delta)
+    seed = resolve_random_state(random_state)
+    X = as_dask_array(X)
+    n, d = (int(s) for s in X.shape)
+    if m < d:
+        raise ValidationError(f"m must be >= n_features (groups of m < d rows are singular), got m={m}, d={d}")
+    k = n // m
+    if k < 1:
+        raise ValidationError(f"need n >= m for at least one group, got n={n}, m={m}")
+    eta_b = baseline_masking_scale(alpha, d, xi)
+    n_private = baseline_privacy_min_samples(m, d, epsilon, delta, eta_b)
+    private = n >= n_private
+    if not private and not unsafe_no_privacy:
+        raise ValidationError(
+            f"n={n} is below MS25's sample-size condition for the baseline's privacy "
+            f"(n >= {n_private:.4g} at m={m}, d={d}, epsilon={epsilon}, delta={delta}); "
+            f"pass unsafe_no_privacy=True for a NOT PRIVATE experimental run"
+        )
+    threshold = baseline_threshold(k, epsilon, delta)
+    support = tlap_support(2.0 / k, epsilon, delta)
+    gids, _ = random_groups(seed, n, m, purpose=PURPOSE_PARTITION)
+    agg = _Aggregate(seed, epsilon, delta, alpha, m, k, eta_b, threshold, support)
+    out = compute(engine.noised(engine.group_grams(X, gids, k), agg), scheduler=scheduler, progress=False)[0]
+    params = {
+        "n_samples": n, "n_features": d, "epsilon": epsilon, "delta": delta, "m": m, "alpha": alpha, "xi": xi,
+        "n_groups": k, "eta_b": eta_b, "C_N": BASELINE_CN, "threshold": threshold, "q_tilde": out["q_tilde"],
+        "privacy_min_samples": n_private, "utility_min_samples": baseline_utility_min_samples(m, epsilon, delta),
+        "privacy_precondition_holds": private, "unsafe_no_privacy": bool(unsafe_no_privacy),
+    }
+    notes = [
+        "privacy: (2 epsilon, 4 e^epsilon delta)-DP (Lemma A.4) when privacy_precondition_holds",
+        "GAP 11: random partition into groups (sampling without replacement)",
+        "GAP 12: C_N = 2, masking scale uses ln(4/xi); Ashtiani-Liaw Lemma 3.6 conditions not checked",
+        "GAP 13: TLap = Laplace conditioned on |z| <= A (Geng et al. 2020)",
+        FLOAT_NOISE_CAVEAT,
+    ]
+    if not private:
+        notes.insert(0, f"{NOT_PRIVATE_LABEL}: n is below MS25's sample-size condition; run with unsafe_no_privacy=True")
+    status = "released" if out["second_moment"] is not None else "rejected"
+    release = Release(
+        mechanism=MECHANISM,
+        privacy=guarantee if private else None,
+        parameters=params,
+        noise_scales={"tlap_scale": 2.0 / (k * epsilon), "tlap_support": support, "masking_eta_b": eta_b},
+        values={} if out["second_moment"] is None else {"second_moment": out["second_moment"]},
+        seeding=seed.describe(),
+        notes=tuple(notes),
+        status=status,
+        private=private,
+    )
+    if out["second_moment"] is None:
+        raise NoPrivateResult(
+            f"subsample-and-aggregate returned bottom: noisy agreement {out['q_tilde']:.4f} < threshold "
+            f"{threshold:.4f} (k={k} groups)" + ("" if private else f" [{NOT_PRIVATE_LABEL}]"),
+            stage="aggregate",
+            release=release,
+        )
+    return release
+
+
+class SubsampleAggregateSecondMoment(Estimator):
+    """Subsample-and-aggregate second moment (MS25 Algorithm 3), (2 eps, 4 e^eps delta)-DP.
+
+    Parameters
+    ----------
+    epsilon, delta, m, alpha, xi, unsafe_no_privacy, random_state, scheduler
+        See :func:`subsample_aggregate_second_moment`.
+
+    Attributes
+    ----------
+    second_moment_ : ndarray (d, d)
+    privacy_ : ApproxDP or None
+        (2 epsilon, 4 e^epsilon delta); None for a NOT PRIVATE (unsafe) run.
+    q_tilde_ : float
+        The noisy agreement score (released by the TLap step).
+    release_ : Release
+
+    Notes
+    -----
+    **Guarantee.** (2 epsilon, 4 e^epsilon delta)-DP under replace-one neighbours provided
+    MS25's n-condition holds (checked in :meth:`fit` before data are read, from the shape);
+    see :func:`subsample_aggregate_second_moment`. When it fails, :meth:`fit` raises unless
+    ``unsafe_no_privacy=True``, and the result is labelled NOT PRIVATE.
+    """
+
+    def __init__(
+        self,
+        epsilon: float,
+        delta: float,
+        *,
+        m: int,
+        alpha: float = 0.5,
+        xi: float = 0.1,
+        unsafe_no_privacy: bool = False,
+        random_state: int | None = None,
+        scheduler: Any = None,
+    ) -> None:
+        self.epsilon = epsilon
+        self.delta = delta
+        self.m = m
+        self.alpha = alpha
+        self.xi = xi
+        self.unsafe_no_privacy = unsafe_no_privacy
+        self.random_state = random_state
+        self.scheduler = scheduler
+
+    def fit(self, X, y=None) -> "SubsampleAggregateSecondMoment":
+        """Run Algorithm 3; raises :class:`NoPrivateResult` when it returns bottom."""
+        release = subsample_aggregate_second_moment(X, **self.get_params())
+        self.release_ = release
+        self.second_moment_ = release.values["second_moment"]
+        self.privacy_ = release.privacy
+        self.q_tilde_ = float(release.parameters["q_tilde"])
+        return self

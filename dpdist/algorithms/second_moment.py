@@ -1,0 +1,640 @@
+"""Private second-moment estimation of subsamplable inputs: RecDPSME (MS25) under zCDP.
+
+Mahpud & Sheffet, "A Private Approximation of the 2nd-Moment Matrix of Any Subsamplable
+Input", NeurIPS 2025 (arXiv 2505.14251), Algorithms 1-2, with the zCDP initialisation of
+SECOND_MOMENT.md section 3.2. :func:`second_moment` does the work and returns a
+:class:`~dpdist.privacy.release.Release`; :class:`SecondMoment` validates, calls it, and copies
+the release to ``*_`` attributes.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dpdist.algorithms._base import Estimator
+from dpdist.data.validation import as_dask_array
+from dpdist.engine import second_moment as engine
+from dpdist.engine.runtime import check_scheduler, client_for, compute
+from dpdist.exceptions import NoPrivateResult, ValidationError
+from dpdist.privacy.noise import FLOAT_NOISE_CAVEAT, NoiseSeed, resolve_random_state
+from dpdist.privacy.release import Release
+from dpdist.privacy.second_moment_calibration import (
+    GROWTH,
+    LevelSchedule,
+    SecondMomentPlan,
+    _check_positive,
+    _check_sensitivity,
+    check_alpha,
+    check_m,
+    check_xi,
+    histogram_sigma,
+    level_schedule,
+    min_samples,
+    one_shot_sigma,
+    plan_second_moment,
+    split_budget,
+)
+from dpdist.privacy.second_moment_noise import (
+    PURPOSE_LAMBDA,
+    PURPOSE_LEVEL,
+    PURPOSE_ONE_SHOT,
+    PURPOSE_RADIUS,
+    GaussianHistogramNoise,
+    GUEMeanNoise,
+)
+from dpdist.privacy.zcdp import ZCDP, check_rho
+
+__all__ = [
+    "MECHANISM",
+    "SecondMoment",
+    "lambda_buckets",
+    "one_shot_second_moment",
+    "radius_grid",
+    "random_groups",
+    "second_moment",
+    "second_moment_diagnostics",
+    "select_lambda",
+    "select_radius",
+]
+
+MECHANISM = "RecDPSME (Mahpud-Sheffet NeurIPS 2025, Algorithms 1-2) with zCDP initialisation"
+PURPOSE_PARTITION = "second-moment/partition"
+
+_NOTES = (
+    "privacy: rho-zCDP under replace-one neighbours (n public); convert with "
+    "privacy.to_approx_dp(delta) (Bun-Steinke) or method='cks20' (tight)",
+    "GAP 3: the budget is split over L = K*+1 noise draws (the paper's real-valued T would "
+    "overspend); the total is exactly rho",
+    "GAP 5: every row is clipped to the radius before level 0",
+    "GAP 4: shrink S(y) = y min(1, sqrt(3/7) R / ||y||)",
+    "GAP 16: uncentred second moment (1/n) sum x x^T; no private mean step",
+    "rows holding NaN or inf are replaced by zero rows (a per-row map; not counted)",
+    FLOAT_NOISE_CAVEAT,
+)
+
+
+# ---------------------------------------------------------------------------------------
+# initialisation (section 3.2): grids, partitions and selection rules (post-processing)
+# ---------------------------------------------------------------------------------------
+
+
+def radius_grid(radius_range: tuple[float, float]) -> np.ndarray:
+    """Public geometric edges b_j = lo 2^j, j = 0..K, with K = ceil(log2(hi/lo)) (section 3.2)."""
+    lo, hi = radius_range
+    K = max(1, math.ceil(math.log2(hi / lo)))
+    return lo * 2.0 ** np.arange(K + 1)
+
+
+def select_radius(noisy_counts: np.ndarray, edges: np.ndarray, sigma: float, xi: float) -> tuple[float, bool]:
+    """R_hat = b_J for the least J whose noisy count above b_J is <= tau = sigma sqrt(2 ln(2K/xi)).
+
+    ``noisy_counts`` has K + 2 bins: [0, b_0), [b_0, b_1), ..., [b_K, inf); the count above
+    b_J is the sum of bins J+1 .. K+1. Post-processing of the noisy histogram. Returns
+    (R_hat, capped): ``capped`` is True when no J qualified and R_hat = b_K (the top edge).
+    """
+    edges = np.asarray(edges, dtype=np.float64)
+    K = len(edges) - 1
+    tau = sigma * math.sqrt(2.0 * math.log(2.0 * max(K, 1) / xi))
+    above = np.cumsum(np.asarray(noisy_counts, dtype=np.float64)[::-1])[::-1]  # above[i] = sum bins i..
+    for J in range(K + 1):
+        if above[J + 1] <= tau:
+            return float(edges[J]), False
+    return float(edges[K]), True
+
+
+def lambda_buckets(radius: float, alpha: float, floor_ratio: float) -> np.ndarray:
+    """Ascending edges of the buckets [(1-a)^{j+1}, (1-a)^j) that cover [floor_ratio R^2, R^2].
+
+    Value v lies in bucket j = ceil(ln v / ln(1-a)) - 1. With edges e_0 < ... < e_B the bins
+    are the underflow (-inf, e_0) (it holds 0), the B buckets, and an overflow [e_B, inf).
+    """
+    q = 1.0 - alpha
+    top = radius**2
+    j_top = math.ceil(math.log(top) / math.log(q)) - 1
+    j_bot = math.ceil(math.log(floor_ratio * top) / math.log(q)) - 1
+    return q ** np.arange(j_bot + 1, j_top - 1, -1, dtype=np.float64)
+
+
+def select_lambda(noisy_counts: np.ndarray, edges: np.ndarray, alpha: float) -> tuple[float, float]:
+    """Argmax bucket's lower edge l, and lambda_hat = l / (1 + alpha) (GAP 9).
+
+    Raises :class:`NoPrivateResult` when the argmax is the underflow bin (section 3.2).
+    """
+    noisy_counts = np.asarray(noisy_counts, dtype=np.float64)
+    i = int(np.argmax(noisy_counts))
+    if i == 0:
+        raise NoPrivateResult(
+            "private lambda_min estimate failed: the noisy histogram's largest bin is the "
+            "underflow (groups of m rows look singular); pass lambda_min, a larger m, or more rho",
+            stage="init-lambda",
+        )
+    low = float(edges[i - 1])
+    return low, low / (1.0 + alpha)
+
+
+def random_groups(
+    seed: NoiseSeed, n_samples: int, group_size: int, purpose: str = PURPOSE_PARTITION
+) -> tuple[np.ndarray, int]:
+    """A uniformly random split into k = floor(n/m) disjoint groups of m rows (Algorithms 3-4).
+
+    Row i goes to group pi(i) // m, with pi a random permutation (argsort of keyed uniforms,
+    data-independent); rows with pi(i) >= k m are unused (-1). The assignment is materialised
+    on the client (8 n bytes). GAP 11: this samples without replacement, unlike Definition 1.1.
+    """
+    n, m = int(n_samples), int(group_size)
+    k = n // m
+    u = seed.uniforms(purpose, 0, 0, n)
+    perm = np.empty(n, dtype=np.int64)
+    perm[np.argsort(u, kind="stable")] = np.arange(n)
+    gids = perm // m
+    gids[perm >= k * m] = -1
+    return gids, k
+
+
+# ---------------------------------------------------------------------------------------
+# the mechanism
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Config:
+    rho: float
+    m: int
+    alpha: float
+    radius: float | None
+    lambda_min: float | None
+    init_fraction: float
+    sensitivity: str
+    xi: float
+    radius_range: tuple
+    lambda_floor: float
+    psd: bool
+    scheduler: Any
+
+
+def _validate(
+    rho, m, alpha, radius, lambda_min, init_fraction, sensitivity, xi, radius_range, lambda_floor, psd, scheduler
+) -> _Config:
+    rho = check_rho(rho)
+    m = check_m(m)
+    alpha = check_alpha(alpha)
+    radius = None if radius is None else _check_positive(radius, "radius")
+    lambda_min = None if lambda_min is None else _check_positive(lambda_min, "lambda_min")
+    split_budget(rho, init_fraction, private_radius=True, private_lambda=True)  # validates init_fraction
+    sensitivity = _check_sensitivity(sensitivity)
+    xi = check_xi(xi)
+    try:
+        lo, hi = (float(v) for v in radius_range)
+    except (TypeError, ValueError):
+        raise ValidationError(f"radius_range must be a pair (lo, hi) of public bounds, got {radius_range!r}") from None
+    if not (0 < lo < hi < math.inf):
+        raise ValidationError(f"radius_range must satisfy 0 < lo < hi < inf, got {radius_range!r}")
+    lambda_floor = _check_positive(lambda_floor, "lambda_floor")
+    if not lambda_floor < 1:
+        raise ValidationError(f"lambda_floor must be a ratio in (0, 1), got {lambda_floor!r}")
+    if not isinstance(psd, (bool, np.bool_)):
+        raise ValidationError(f"psd must be a bool, got {psd!r}")
+    scheduler = check_scheduler(scheduler)
+    return _Config(rho, m, alpha, radius, lambda_min, float(init_fraction), sensitivity, xi, (lo, hi),
+                   lambda_floor, bool(psd), scheduler)
+
+
+def _compute_one(stat, scheduler):
+    return compute(stat, scheduler=scheduler, progress=False)[0]
+
+
+def second_moment(
+    X,
+    rho: float,
+    *,
+    m: int,
+    alpha: float = 0.5,
+    radius: float | None = None,
+    lambda_min: float | None = None,
+    init_fraction: float = 0.1,
+    sensitivity: str = "paper",
+    xi: float = 0.1,
+    random_state: int | None = None,
+    scheduler: Any = None,
+    radius_range: tuple[float, float] = (1e-8, 1e8),
+    lambda_floor: float = 1e-12,
+    psd: bool = False,
+) -> Release:
+    """rho-zCDP estimate of the second moment (1/n) sum x x^T by RecDPSME (MS25, Alg. 1-2).
+
+    Parameters
+    ----------
+    X : array-like, dask array, zarr.Array or str
+        n rows (individuals) in R^d. Read once per private initialisation step and once per
+        level.
+    rho : float
+        Total zCDP budget (initialisation + recursion).
+    m : int
+        Subsamplability size of Definition 1.1 (a public assumption about the data; it sets
+        psi = 1/(10m), the stopping value C = 640m, hence the number of levels).
+    alpha : float, default 0.5
+        Subsamplability accuracy, in (0, 1/2].
+    radius : float, optional
+        Public bound R on the row norms (data units). Rows above it are clipped. When None, a
+        private norm quantile is spent on it (section 3.2).
+    lambda_min : float, optional
+        Public lower bound on lambda_min(Sigma) (data units). When None, a private Gaussian
+        bucket histogram over group eigenvalues is spent on it (section 3.2; needs m >= d).
+    init_fraction : float, default 0.1
+        Each private initialisation step gets rho * init_fraction / 2; the recursion gets the
+        rest (GAP 10; public values cost 0 and leave their share to the recursion).
+    sensitivity : {"paper", "tight"}
+        "paper": Delta_k = 4 R_k^2 / n (MS25). "tight": sqrt(2) R_k^2 / n, the exact L2
+        sensitivity of the released upper triangle (GAP 6; a documented deviation).
+    xi : float, default 0.1
+        Failure probability of the analysis (tail threshold of the radius step; planning).
+        It does not enter any noise scale.
+    random_state : None or int
+        None: OS entropy (the only mode fit for release). An int seeds the noise for tests;
+        the release records it as seeded.
+    scheduler : optional
+        See :func:`dpdist.engine.runtime.compute`.
+    radius_range : (float, float), default (1e-8, 1e8)
+        Public bounds of the radius grid (private radius only).
+    lambda_floor : float, default 1e-12
+        The lambda histogram covers [lambda_floor R_hat^2, R_hat^2] (private lambda only).
+    psd : bool, default False
+        Post-process the output by clipping its eigenvalues at 0 (GAP 17; not in MS25).
+
+    Returns
+    -------
+    Release
+        ``values["second_moment"]`` (d x d) and ``values["projections"]`` (the L-1 public
+        maps Pi_k, post-processing of released noise); ``privacy`` is a :class:`ZCDP` whose
+        breakdown lists every step.
+
+    Notes
+    -----
+    **Guarantee.** rho-zCDP under replace-one neighbours (same n, one row replaced; n is
+    public). Sensitivity comes from public values only: at level k every row has norm at most
+    R_k (public; ensured by the clip of section 3.0 at level 0 and by the shrink S after),
+    so the released upper triangle of (1/n) sum x x^T moves by at most sqrt(2) R_k^2 / n
+    <= 4 R_k^2 / n in L2. Level k adds GUE(sigma_k^2) noise with
+    sigma_k = Delta_k sqrt(L) / sqrt(2 rho_main), which is rho_main / L-zCDP (Gaussian
+    mechanism in zCDP, Bun-Steinke 2016 Prop. 1.6). The next level's map
+    x -> S(sqrt(8/7) Pi_k x) is post-processing of released noise and acts on each row
+    alone, so neighbours stay neighbours (MS25, proof of Theorem 3.3; privacy holds for any
+    norm-bounded input, subsamplable or not). The number of levels L = K* + 1 depends on
+    (R_hat / sqrt(lambda_hat), alpha, m) only. The private radius (Gaussian histogram of row
+    norms, L2 sensitivity sqrt(2), N(0, 1/rho_R) per bin) and the private lambda_min
+    (Gaussian histogram of group eigenvalues, sensitivity sqrt(2), N(0, 1/rho_lambda)) are
+    rho_R- and rho_lambda-zCDP; everything composes to rho (BS16 Lemma 2.3).
+
+    Caveats: floating-point Gaussian sampling (Mironov 2012) is out of scope; the utility
+    guarantee (Theorem 3.3: (1-gamma) Sigma_eff <= output <= (1+gamma) Sigma w.p. >= 1-2 xi)
+    needs (m, alpha, beta)-subsamplability and enough samples, see :meth:`SecondMoment.plan`;
+    privacy does not.
+
+    **Decisions (SECOND_MOMENT.md section 8).** GAP 3: L = K*+1 replaces T in sigma. GAP 4:
+    S(y) = y min(1, sqrt(3/7) R / ||y||). GAP 5: rows are clipped to R_hat at level 0. GAP 6:
+    ``sensitivity`` option. GAP 8-10: zCDP initialisation (norm quantile with threshold
+    tau = sigma sqrt(2 ln(2K/xi)); bucket argmax with lambda_hat = l / (1 + alpha); the split
+    of ``init_fraction``). GAP 11: groups are a random partition (without replacement).
+    GAP 16: uncentred second moment. GAP 17: ``psd`` option. Rows with NaN/inf become zero rows.
+
+    **Computation.** One pass over X per private initialisation step and one per level. Each
+    level's Gram is reduced and noised inside the graph (only the noised matrix reaches this
+    process); the per-row clip scales t_k (exact per-row state, like the data themselves) stay
+    where the data live between levels and are never returned (see
+    :mod:`dpdist.engine.second_moment`). The eigendecomposition, the projections and the
+    unwinding run here, on released values only.
+    """
+    cfg = _validate(rho, m, alpha, radius, lambda_min, init_fraction, sensitivity, xi, radius_range,
+                    lambda_floor, psd, scheduler)
+    seed = resolve_random_state(random_state)
+    X = as_dask_array(X)
+    n, d = (int(s) for s in X.shape)
+    if cfg.radius is not None and cfg.lambda_min is not None and cfg.lambda_min > cfg.radius**2 / d * (1 + 1e-12):
+        raise ValidationError(
+            f"lambda_min must be <= radius**2 / n_features = {cfg.radius**2 / d!r} (no second moment of rows "
+            f"of norm <= radius has a larger least eigenvalue), got {cfg.lambda_min!r}"
+        )
+    if cfg.lambda_min is None and cfg.m < d:
+        raise ValidationError(
+            f"the private lambda_min step needs m >= n_features (groups of m rows are singular "
+            f"otherwise), got m={cfg.m}, n_features={d}; pass a public lambda_min"
+        )
+    if cfg.lambda_min is None and n // cfg.m < 1:
+        raise ValidationError(f"the private lambda_min step needs n >= m, got n={n}, m={cfg.m}")
+    split = split_budget(cfg.rho, cfg.init_fraction, private_radius=cfg.radius is None,
+                         private_lambda=cfg.lambda_min is None)
+    noise_scales: dict[str, Any] = {}
+    params: dict[str, Any] = {
+        "n_samples": n, "n_features": d, "rho": cfg.rho, "m": cfg.m, "alpha": cfg.alpha, "xi": cfg.xi,
+        "sensitivity": cfg.sensitivity, "init_fraction": cfg.init_fraction, "budget_split": split,
+        "psd": cfg.psd,
+    }
+    notes = list(_NOTES)
+    timings: dict[str, Any] = {}
+    with client_for(cfg.scheduler) as client:
+        sched = client if client is not None else cfg.scheduler
+
+        # --- radius (section 3.2): Gaussian histogram of row norms, then a tail rule ----------
+        if cfg.radius is None:
+            edges = radius_grid(cfg.radius_range)
+            sigma_r = histogram_sigma(split["radius"])
+            t0 = time.perf_counter()
+            noisy = _compute_one(
+                engine.noised(engine.norm_counts(X, edges), GaussianHistogramNoise(seed, PURPOSE_RADIUS, 0, sigma_r)),
+                sched,
+            )
+            timings["radius_seconds"] = time.perf_counter() - t0
+            r_hat, capped = select_radius(noisy, edges, sigma_r, cfg.xi)
+            if capped:
+                notes.append("radius: no grid edge passed the tail rule; the top of radius_range was used")
+            noise_scales["radius_histogram_sigma"] = sigma_r
+            params["radius_grid"] = [float(edges[0]), float(edges[-1]), len(edges)]
+            params["radius_source"] = "private (Gaussian norm histogram, section 3.2)"
+        else:
+            r_hat = cfg.radius
+            params["radius_source"] = "public"
+
+        # --- lambda_min (section 3.2): Algorithm 4 with a Gaussian bucket histogram ------------
+        if cfg.lambda_min is None:
+            gids, k = random_groups(seed, n, cfg.m)
+            edges_l = lambda_buckets(r_hat, cfg.alpha, cfg.lambda_floor)
+            sigma_l = histogram_sigma(split["lambda_min"])
+            grams = engine.group_grams(X, gids, k, steps=((1.0, r_hat),))
+            counts = engine.on_worker(
+                engine.combine_bucket_counts, engine.on_worker(engine.combine_group_min_eigenvalues, grams, cfg.m), edges_l
+            )
+            t0 = time.perf_counter()
+            noisy_l = _compute_one(engine.noised(counts, GaussianHistogramNoise(seed, PURPOSE_LAMBDA, 0, sigma_l)), sched)
+            timings["lambda_seconds"] = time.perf_counter() - t0
+            low, lam_hat = select_lambda(noisy_l, edges_l, cfg.alpha)
+            if lam_hat > r_hat**2 / d:
+                lam_hat = r_hat**2 / d
+                notes.append("lambda_min: the selected bucket exceeded radius**2/d; capped there")
+            noise_scales["lambda_histogram_sigma"] = sigma_l
+            params["lambda_groups"] = k
+            params["lambda_bucket_lower_edge"] = low
+            params["lambda_source"] = "private (Gaussian bucket histogram of group eigenvalues, section 3.2)"
+        else:
+            lam_hat = cfg.lambda_min
+            params["lambda_source"] = "public"
+
+        # --- recursion (Algorithms 1-2) ---------------------------------------------------
+        schedule = level_schedule(n, d, split["main"], m=cfg.m, alpha=cfg.alpha,
+                                  radius=r_hat / math.sqrt(lam_hat), sensitivity=cfg.sensitivity)
+        sigma_tilde, projections, dims, level_seconds = _recursion(X, schedule, lam_hat, seed, sched)
+
+    out = (1.0 - cfg.alpha) * lam_hat * sigma_tilde
+    out = (out + out.T) / 2.0
+    if cfg.psd:
+        w, v = np.linalg.eigh(out)
+        out = (v * np.maximum(w, 0.0)) @ v.T
+    params.update(
+        radius=r_hat, lambda_min=lam_hat, n_levels=schedule.n_levels, normalised_radius=schedule.radius,
+        kappas=list(schedule.kappas), level_radii=list(schedule.radii), thresholds=list(schedule.thresholds),
+        subspace_dims=dims, level_seconds=level_seconds, **timings,
+    )
+    noise_scales["level_sigmas"] = list(schedule.sigmas)
+    noise_scales["level_sigmas_units"] = "normalised (rows / sqrt((1-alpha) lambda_min)), per level"
+    label_r = "init radius" + ("" if cfg.radius is None else " (public)")
+    label_l = "init lambda_min" + ("" if cfg.lambda_min is None else " (public)")
+    composed = (
+        ZCDP(split["radius"], breakdown=((label_r, split["radius"]),))
+        + ZCDP(split["lambda_min"], breakdown=((label_l, split["lambda_min"]),))
+        + schedule.privacy
+    )
+    privacy = ZCDP(cfg.rho, breakdown=composed.breakdown)  # the parts sum to rho (checked to 1e-12)
+    return Release(
+        mechanism=MECHANISM,
+        privacy=privacy,
+        parameters=params,
+        noise_scales=noise_scales,
+        values={"second_moment": out, "projections": projections},
+        seeding=seed.describe(),
+        notes=tuple(notes),
+    )
+
+
+def _recursion(X, schedule: LevelSchedule, lam_hat: float, seed: NoiseSeed, scheduler) -> tuple:
+    """Run the L levels; return (unwound Sigma_tilde at level-0 scale, Pi's, dim V's, seconds).
+
+    Level k's rows are y = t_k M_k x with M_k = a_k ... a_0 (public) and t_k the per-row clip
+    scale (see :func:`dpdist.engine.second_moment.chunk_row_scales`); t_k is persisted where
+    the data live between levels, so each level is one pass of one d x d map per row.
+    """
+    d, L = schedule.n_features, schedule.n_levels
+    s0 = 1.0 / math.sqrt((1.0 - schedule.alpha) * lam_hat)
+    M = s0 * np.eye(d)
+    t = None
+    projections, dims, seconds = [], [], []
+    eye = np.eye(d)
+    for k in range(L):
+        if k > 0:
+            M = (math.sqrt(GROWTH) * projections[-1]) @ M
+        noise = GUEMeanNoise(seed, PURPOSE_LEVEL, k, schedule.sigmas[k], schedule.n_samples)
+        t0 = time.perf_counter()
+        t_next, gram = engine.level_step(X, t, M, schedule.radii[k])
+        t, noisy = engine.persist_and_release(t_next, engine.noised(gram, noise), scheduler)
+        seconds.append(time.perf_counter() - t0)
+        if k == L - 1:
+            break
+        w, v = np.linalg.eigh(noisy)
+        V = v[:, w >= schedule.thresholds[k]]
+        dims.append(int(V.shape[1]))
+        projections.append(eye - (1.0 - schedule.eta) * (V @ V.T))
+    del t
+    sigma = noisy
+    for pi in reversed(projections):
+        pinv = eye + (eye - pi) / schedule.eta  # Pi^{-1} = I + (1/eta - 1) V V^T, V V^T = (I - Pi)/(1 - eta)
+        sigma = (1.0 / GROWTH) * pinv @ sigma @ pinv
+    proj = np.stack(projections) if projections else np.zeros((0, d, d))
+    return sigma, proj, dims, seconds
+
+
+def one_shot_second_moment(
+    X, rho: float, *, radius: float, sensitivity: str = "paper", random_state: int | None = None, scheduler: Any = None
+) -> Release:
+    """The one-shot Gaussian mechanism: (1/n) sum clip(x) clip(x)^T + GUE(sigma^2), the
+    comparator of section 7.3.
+
+    Notes
+    -----
+    **Guarantee.** rho-zCDP under replace-one neighbours: rows clipped to the public
+    ``radius`` R, L2 sensitivity of the upper triangle <= sqrt(2) R^2/n <= 4 R^2/n, sigma =
+    Delta / sqrt(2 rho) (BS16 Prop. 1.6). Floating-point sampling caveat as above.
+    """
+    rho = check_rho(rho)
+    radius = _check_positive(radius, "radius")
+    sensitivity = _check_sensitivity(sensitivity)
+    scheduler = check_scheduler(scheduler)
+    seed = resolve_random_state(random_state)
+    X = as_dask_array(X)
+    n, d = (int(s) for s in X.shape)
+    sigma = one_shot_sigma(n, rho, radius, sensitivity)
+    noisy = compute(
+        engine.noised(engine.level_gram(X, ((1.0, radius),)), GUEMeanNoise(seed, PURPOSE_ONE_SHOT, 0, sigma, n)),
+        scheduler=scheduler, progress=False,
+    )[0]
+    return Release(
+        mechanism="Gaussian mechanism on the clipped second moment (one shot)",
+        privacy=ZCDP(rho, breakdown=(("one-shot", rho),)),
+        parameters={"n_samples": n, "n_features": d, "rho": rho, "radius": radius, "sensitivity": sensitivity},
+        noise_scales={"sigma": sigma},
+        values={"second_moment": noisy},
+        seeding=seed.describe(),
+        notes=(FLOAT_NOISE_CAVEAT,),
+    )
+
+
+def second_moment_diagnostics(X: np.ndarray, release: Release) -> dict:
+    """NOT PRIVATE (tests and debugging only; it reads the data and reports about rows).
+
+    Replays a release's public transforms on ``X`` (in memory) and returns, per level, the
+    exact Sigma of the level's rows, and the indices of rows clipped at that level (level 0:
+    the top-level clip to R_hat; level k >= 1: the shrink S), for Lemma 3.9 checks.
+    """
+    p = release.parameters
+    X = engine.chunk_sanitize(np.asarray(X))
+    s0 = 1.0 / math.sqrt((1.0 - p["alpha"]) * p["lambda_min"])
+    radii = p["level_radii"]
+    steps = [(s0, radii[0])]
+    for k, pi in enumerate(release.values["projections"]):
+        steps.append((math.sqrt(GROWTH) * pi, radii[k + 1]))
+    y = X
+    clipped, sigmas = [], []
+    for a, r in steps:
+        z = y * a if np.ndim(a) == 0 else y @ a.T
+        norms = np.linalg.norm(z, axis=1)
+        clipped.append(np.flatnonzero(norms > r * (1 + 1e-12)))
+        y = engine.chunk_clip_rows(z, r)
+        sigmas.append(y.T @ y / len(y))
+    return {"clipped_indices": clipped, "level_second_moments": sigmas}
+
+
+# ---------------------------------------------------------------------------------------
+# the estimator
+# ---------------------------------------------------------------------------------------
+
+
+class SecondMoment(Estimator):
+    """Private second-moment matrix of a subsamplable input (RecDPSME, MS25), rho-zCDP.
+
+    Parameters
+    ----------
+    rho : float
+        Total zCDP budget.
+    m, alpha, radius, lambda_min, init_fraction, sensitivity, xi, random_state, scheduler
+        See :func:`second_moment`.
+    radius_range, lambda_floor, psd
+        See :func:`second_moment`.
+
+    Attributes
+    ----------
+    second_moment_ : ndarray (d, d)
+        The private estimate of (1/n) sum x x^T.
+    n_levels_ : int
+        L, the number of noise draws (= data passes of the recursion).
+    noise_scales_ : ndarray (L,)
+        sigma_k of each level's GUE noise (normalised units, see the release).
+    radius_, lambda_min_ : float
+        The radius and least-eigenvalue bound used (public, or privately released).
+    privacy_ : ZCDP
+        The guarantee; ``privacy_.rho`` and ``privacy_.to_approx_dp(delta)``.
+    release_ : Release
+
+    Notes
+    -----
+    **Guarantee.** rho-zCDP under replace-one neighbours (see :func:`second_moment` for the
+    sensitivity, lemma and caveats). Parameters are validated in :meth:`fit` before any data
+    is read; the attributes are set only after the release succeeded.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.random.default_rng(0).normal(size=(20000, 3)) * [1.0, 3.0, 10.0]
+    >>> est = SecondMoment(1.0, m=20, radius=60.0, lambda_min=0.5, random_state=0,
+    ...                    scheduler="synchronous").fit(X)
+    >>> est.second_moment_.shape
+    (3, 3)
+    """
+
+    def __init__(
+        self,
+        rho: float,
+        *,
+        m: int,
+        alpha: float = 0.5,
+        radius: float | None = None,
+        lambda_min: float | None = None,
+        init_fraction: float = 0.1,
+        sensitivity: str = "paper",
+        xi: float = 0.1,
+        random_state: int | None = None,
+        scheduler: Any = None,
+        radius_range: tuple[float, float] = (1e-8, 1e8),
+        lambda_floor: float = 1e-12,
+        psd: bool = False,
+    ) -> None:
+        self.rho = rho
+        self.m = m
+        self.alpha = alpha
+        self.radius = radius
+        self.lambda_min = lambda_min
+        self.init_fraction = init_fraction
+        self.sensitivity = sensitivity
+        self.xi = xi
+        self.random_state = random_state
+        self.scheduler = scheduler
+        self.radius_range = radius_range
+        self.lambda_floor = lambda_floor
+        self.psd = psd
+
+    def fit(self, X, y=None) -> "SecondMoment":
+        """Release the private second moment of ``X`` (rows are individuals)."""
+        release = second_moment(X, **self.get_params())
+        self.release_ = release
+        self.second_moment_ = release.values["second_moment"]
+        self.n_levels_ = int(release.parameters["n_levels"])
+        self.noise_scales_ = np.asarray(release.noise_scales["level_sigmas"])
+        self.radius_ = float(release.parameters["radius"])
+        self.lambda_min_ = float(release.parameters["lambda_min"])
+        self.privacy_ = release.privacy
+        return self
+
+    def _planning_values(self, radius, lambda_min) -> tuple[float, float, float]:
+        radius = self.radius if radius is None else radius
+        lambda_min = self.lambda_min if lambda_min is None else lambda_min
+        if radius is None or lambda_min is None:
+            raise ValidationError(
+                "plan needs radius and lambda_min: set them on the estimator or pass guesses "
+                "(radius=..., lambda_min=...) to plan/min_samples"
+            )
+        split = split_budget(check_rho(self.rho), self.init_fraction, private_radius=self.radius is None,
+                             private_lambda=self.lambda_min is None)
+        return float(radius), float(lambda_min), split["main"]
+
+    def plan(
+        self, n_samples: int, n_features: int, *, radius: float | None = None, lambda_min: float | None = None,
+        g_method: str = "heuristic",
+    ) -> SecondMomentPlan:
+        """L, per-level noise scales and predicted gamma (section 4.4) without reading data.
+
+        When the estimator's ``radius``/``lambda_min`` are None (private initialisation),
+        pass guesses of them here; the recursion's share of rho is used.
+        """
+        r, lam, rho_main = self._planning_values(radius, lambda_min)
+        return plan_second_moment(n_samples, n_features, rho_main, m=check_m(self.m), alpha=self.alpha, radius=r,
+                                  lambda_min=lam, sensitivity=self.sensitivity, xi=self.xi, g_method=g_method)
+
+    def min_samples(
+        self, gamma: float, n_features: int, *, radius: float | None = None, lambda_min: float | None = None,
+        g_method: str = "heuristic",
+    ) -> int:
+        """Least n whose :meth:`plan` predicts gamma <= ``gamma`` with event E's condition met."""
+        r, lam, rho_main = self._planning_values(radius, lambda_min)
+        return min_samples(gamma, n_features, rho_main, m=check_m(self.m), alpha=self.alpha, radius=r,
+                           lambda_min=lam, sensitivity=self.sensitivity, xi=self.xi, g_method=g_method)

@@ -1,0 +1,362 @@
+"""Exact chunked statistics for private second-moment estimation (no privacy formulas here).
+
+Per-block NumPy kernels (``chunk_*``, ``combine_*``) are plain functions, testable against a
+NumPy oracle; the dask wiring below them is thin.
+
+A *step* is a pair ``(a, radius)``: rows are mapped ``y <- y a^T`` (``a`` a d x d matrix, or
+a scalar multiplying every row) and then clipped to the ball of ``radius``:
+``y <- y min(1, radius / ||y||)``. Level 0 of the estimator is ``(1/sqrt((1-alpha)
+lambda_hat), R_0)`` (section 3.0: clip to R_hat, then normalise); level j+1 adds
+``(sqrt(8/7) Pi_j, R_{j+1})`` (Algorithm 2 lines 7-8). Every step acts on each row alone.
+
+How a level is computed (SECOND_MOMENT section 4.6). A clip multiplies a row by a scalar, and
+scalars commute with the linear maps, so the level-k row is ``y = t_k M_k x`` with
+``M_k = a_k ... a_0`` (public) and ``t_k = min(t_{k-1}, r_k / ||M_k x||)``. The estimator
+keeps the per-row scales ``t_k`` between levels, where the data live (worker memory; never
+returned), so level k is one pass that reads the raw rows and applies one d x d map per row
+(:func:`level_step`), instead of re-applying k maps (:func:`chunk_apply_steps`, kept as the
+step-by-step definition and test oracle) or writing transformed rows to storage.
+
+Rows holding NaN or inf are replaced by zero rows (scale 0) before the first step (a per-row
+map, so replace-one neighbours stay neighbours and the sensitivity bound holds; nothing counts
+or reports them, which would leak).
+
+Noise enters only through :func:`noised`, which applies a caller-supplied function to the
+reduced statistic in the same graph, so only the noised value is returned to the client.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import dask
+import dask.array as da
+import numpy as np
+
+__all__ = [
+    "chunk_apply_steps",
+    "chunk_clip_rows",
+    "chunk_gram",
+    "chunk_group_grams",
+    "chunk_level_gram",
+    "chunk_level_step",
+    "level_step",
+    "persist_and_release",
+    "tree_sum",
+    "chunk_row_scales",
+    "compose_steps",
+    "chunk_norm_counts",
+    "chunk_sanitize",
+    "combine_bucket_counts",
+    "combine_group_min_eigenvalues",
+    "group_grams",
+    "level_gram",
+    "noised",
+    "norm_counts",
+    "on_worker",
+]
+
+Step = tuple  # (scalar or (d, d) ndarray, radius)
+_BLAS_SINGLE_THREAD = 262144
+
+
+# ---------------------------------------------------------------------------------------
+# per-block kernels
+# ---------------------------------------------------------------------------------------
+
+
+def chunk_sanitize(x: np.ndarray) -> np.ndarray:
+    """float64 copy of ``x`` with every row that holds a NaN or inf replaced by zeros."""
+    y = np.array(x, dtype=np.float64, copy=True)
+    bad = ~np.isfinite(y).all(axis=1)
+    if bad.any():
+        y[bad] = 0.0
+    return y
+
+
+def chunk_clip_rows(x: np.ndarray, radius: float) -> np.ndarray:
+    """Rows scaled by ``min(1, radius / ||row||)`` (the shrink S of section 4.1; zero rows stay)."""
+    x = np.asarray(x, dtype=np.float64)
+    norms = np.sqrt(np.einsum("ij,ij->i", x, x))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.where(norms > radius, radius / norms, 1.0)
+    return x * scale[:, None]
+
+
+def chunk_apply_steps(x: np.ndarray, steps: Sequence[Step]) -> np.ndarray:
+    """Apply the public per-row ``steps`` (see module docstring) to a block of rows."""
+    y = chunk_sanitize(x)
+    for a, radius in steps:
+        if np.ndim(a) == 0:
+            y = y * float(a)
+        else:
+            y = y @ np.asarray(a, dtype=np.float64).T
+        y = chunk_clip_rows(y, float(radius))
+    return y
+
+
+def chunk_gram(x: np.ndarray) -> np.ndarray:
+    """x^T x in float64 (d x d)."""
+    x = np.asarray(x, dtype=np.float64)
+    return x.T @ x
+
+
+def compose_steps(steps: Sequence[Step], n_features: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The cumulative maps M_j = a_j M_{j-1} (M_0 = I), stacked as a (k d, d) matrix, the radii
+    r_j, and M_k."""
+    d = int(n_features)
+    M = np.eye(d)
+    mats = []
+    for a, _ in steps:
+        M = float(a) * M if np.ndim(a) == 0 else np.asarray(a, dtype=np.float64) @ M
+        mats.append(M)
+    radii = np.array([float(r) for _, r in steps], dtype=np.float64)
+    stack = np.concatenate(mats, axis=0) if mats else np.zeros((0, d))
+    return stack, radii, M
+
+
+def chunk_row_scales(x: np.ndarray, steps: Sequence[Step], *, batch: int = 16384) -> tuple[np.ndarray, np.ndarray]:
+    """Fused form of :func:`chunk_apply_steps`: returns (t, M_k) with y_k = t_i M_k x_i.
+
+    A clip scales a row by a scalar, and scalars commute with the linear maps, so
+    y_j = t_j M_j x with t_j = min(t_{j-1}, r_j / ||M_j x||) (t_0 = 1): the same rows as the
+    step-by-step definition, with all k maps applied in one BLAS product per batch of rows.
+    Rows holding NaN or inf get t = 0 (and are zeroed by the caller).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    n, d = x.shape
+    stack, radii, Mk = compose_steps(steps, d)
+    k = len(radii)
+    t = np.ones(n, dtype=np.float64)
+    good = np.isfinite(x).all(axis=1)
+    if k:
+        for lo in range(0, n, batch):
+            xb = x[lo : lo + batch]
+            if not good[lo : lo + batch].all():
+                xb = np.where(good[lo : lo + batch, None], xb, 0.0)
+            z = xb @ stack.T  # (b, k d): column block j is M_j x
+            norms = np.sqrt(np.einsum("bkd,bkd->bk", z.reshape(-1, k, d), z.reshape(-1, k, d)))
+            with np.errstate(divide="ignore"):
+                ratio = np.where(norms > 0, radii[None, :] / norms, np.inf)
+            t[lo : lo + batch] = np.minimum(1.0, ratio.min(axis=1))
+    t[~good] = 0.0
+    return t, Mk
+
+
+def chunk_level_gram(x: np.ndarray, steps: Sequence[Step] = ()) -> np.ndarray:
+    """Gram of the transformed block, with a leading block axis: shape (1, d, d).
+
+    Computed in fused form (:func:`chunk_row_scales`): M_k (sum_i t_i^2 x_i x_i^T) M_k^T.
+    """
+    x = chunk_sanitize(x)  # t = 0 on non-finite rows, which are zeroed here
+    t, Mk = chunk_row_scales(x, steps)
+    w = x * t[:, None]
+    g = Mk @ (w.T @ w) @ Mk.T
+    return ((g + g.T) / 2.0)[None]
+
+
+def chunk_norm_counts(x: np.ndarray, edges: np.ndarray, steps: Sequence[Step] = ()) -> np.ndarray:
+    """Counts of row norms in bins [0, e_0), [e_0, e_1), ..., [e_K, inf): K + 2 bins, (1, K+2)."""
+    y = chunk_apply_steps(x, steps)
+    norms = np.sqrt(np.einsum("ij,ij->i", y, y))
+    idx = np.searchsorted(np.asarray(edges, dtype=np.float64), norms, side="right")
+    return np.bincount(idx, minlength=len(edges) + 1).astype(np.float64)[None]
+
+
+def chunk_group_grams(x: np.ndarray, group_ids: np.ndarray, n_groups: int, steps: Sequence[Step] = ()) -> np.ndarray:
+    """Per-group Gram sums of the transformed block: shape (1, n_groups, d, d).
+
+    ``group_ids`` gives each row's group in 0..n_groups-1, or -1 for an unused row.
+    """
+    y = chunk_apply_steps(x, steps)
+    gid = np.asarray(group_ids).ravel().astype(np.int64)
+    d = y.shape[1]
+    out = np.zeros((int(n_groups), d, d), dtype=np.float64)
+    keep = gid >= 0
+    if keep.any():
+        gid, y = gid[keep], y[keep]
+        order = np.argsort(gid, kind="stable")
+        gid, y = gid[order], y[order]
+        starts = np.flatnonzero(np.r_[True, gid[1:] != gid[:-1]])
+        outer = y[:, :, None] * y[:, None, :]
+        out[gid[starts]] = np.add.reduceat(outer, starts, axis=0)
+    return out[None]
+
+
+def chunk_level_step(
+    x: np.ndarray, prev: np.ndarray | None = None, *, M: np.ndarray, radius: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """One level in persisted-scale form, fused: returns (t_k, Gram of the level's rows).
+
+    t_k = min(t_{k-1}, r_k / ||M_k x||) (t_{-1} = 1) and the Gram is
+    sum_i (t_i M_k x_i)(t_i M_k x_i)^T (see :func:`chunk_row_scales` for why the level's row
+    is y = t_k M_k x). Keeping t between levels makes level k cost one d x d map per row
+    instead of k. Rows holding NaN or inf get t = 0 and contribute nothing (M_k is
+    invertible, so a non-finite row always has a non-finite ||M_k x||).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    n, d = x.shape
+    MT = np.ascontiguousarray(np.asarray(M, dtype=np.float64).T)
+    prev = None if prev is None else np.asarray(prev, dtype=np.float64).ravel()
+    t = np.empty(n, dtype=np.float64)
+    g = np.zeros((d, d), dtype=np.float64)
+    # Batches small enough that OpenBLAS runs each product on one thread (its threading
+    # threshold is m n k >= 262144): thin products threaded across rows stall badly when the
+    # cores are shared (measured: 50x slower on a loaded 2-core machine).
+    batch = max(256, _BLAS_SINGLE_THREAD // (d * d) - 1)
+    for lo in range(0, n, batch):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # non-finite rows handled below
+            z = x[lo : lo + batch] @ MT
+            norms = np.sqrt(np.einsum("ij,ij->i", z, z))
+            tb = np.minimum(1.0, np.where(norms > 0, float(radius) / norms, 1.0))
+        if prev is not None:
+            np.minimum(tb, prev[lo : lo + batch], out=tb)
+        bad = ~np.isfinite(norms)
+        if bad.any():
+            tb[bad] = 0.0
+            z[bad] = 0.0
+        z *= tb[:, None]
+        g += z.T @ z
+        t[lo : lo + batch] = tb
+    return t, (g + g.T) / 2.0
+
+
+def combine_group_min_eigenvalues(grams: np.ndarray, group_size: int) -> np.ndarray:
+    """lambda_min((1/m) X_t^T X_t) for every group t (Algorithm 4, line 2)."""
+    grams = np.asarray(grams, dtype=np.float64) / float(group_size)
+    grams = (grams + np.transpose(grams, (0, 2, 1))) / 2.0
+    return np.linalg.eigvalsh(grams)[:, 0]
+
+
+def combine_bucket_counts(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Counts of ``values`` in bins (-inf, e_0), [e_0, e_1), ..., [e_K, inf): K + 2 bins."""
+    idx = np.searchsorted(np.asarray(edges, dtype=np.float64), np.asarray(values, dtype=np.float64), side="right")
+    return np.bincount(idx, minlength=len(edges) + 1).astype(np.float64)
+
+
+# ---------------------------------------------------------------------------------------
+# dask wiring
+# ---------------------------------------------------------------------------------------
+
+
+def _row_blocks(X: da.Array) -> da.Array:
+    return X if X.numblocks[1] == 1 else X.rechunk({1: -1})
+
+
+def level_gram(X: da.Array, steps: Sequence[Step] = (), *, split_every: int | None = 8) -> da.Array:
+    """Lazy sum over all rows of y y^T, y the transformed row: one pass, tree-reduced (d x d)."""
+    X = _row_blocks(X)
+    nb, d = X.numblocks[0], X.shape[1]
+    per_block = da.map_blocks(
+        chunk_level_gram,
+        X,
+        steps=tuple(steps),
+        new_axis=[2],
+        chunks=((1,) * nb, (d,), (d,)),
+        dtype=np.float64,
+        meta=np.empty((0, 0, 0), dtype=np.float64),
+    )
+    return per_block.sum(axis=0, split_every=split_every)
+
+
+def norm_counts(X: da.Array, edges: np.ndarray, steps: Sequence[Step] = ()) -> da.Array:
+    """Lazy histogram of transformed row norms over ``edges`` (K + 2 bins, see the kernel)."""
+    X = _row_blocks(X)
+    nb, nbins = X.numblocks[0], len(edges) + 1
+    per_block = da.map_blocks(
+        chunk_norm_counts,
+        X,
+        edges=np.asarray(edges, dtype=np.float64),
+        steps=tuple(steps),
+        chunks=((1,) * nb, (nbins,)),
+        dtype=np.float64,
+        meta=np.empty((0, 0), dtype=np.float64),
+    )
+    return per_block.sum(axis=0, split_every=8)
+
+
+def group_grams(X: da.Array, group_ids: np.ndarray | da.Array, n_groups: int, steps: Sequence[Step] = ()) -> da.Array:
+    """Lazy per-group Gram sums (n_groups, d, d); ``group_ids`` aligned with the rows of X."""
+    X = _row_blocks(X)
+    nb, d = X.numblocks[0], X.shape[1]
+    gids = da.asarray(group_ids).reshape(-1, 1).rechunk((X.chunks[0], (1,)))
+    per_block = da.map_blocks(
+        chunk_group_grams,
+        X,
+        gids,
+        n_groups=int(n_groups),
+        steps=tuple(steps),
+        new_axis=[2, 3],
+        chunks=((1,) * nb, (int(n_groups),), (d,), (d,)),
+        dtype=np.float64,
+        meta=np.empty((0, 0, 0, 0), dtype=np.float64),
+    )
+    return per_block.sum(axis=0, split_every=4)
+
+
+def _sum_arrays(*arrays: np.ndarray) -> np.ndarray:
+    out = np.array(arrays[0], dtype=np.float64, copy=True)
+    for a in arrays[1:]:
+        out += a
+    return out
+
+
+def tree_sum(items: Sequence[Any], split_every: int = 8) -> Any:
+    """Delayed tree sum of delayed arrays (fan-in ``split_every``)."""
+    items = list(items)
+    while len(items) > 1:
+        items = [dask.delayed(_sum_arrays, pure=True)(*items[i : i + split_every]) for i in range(0, len(items), split_every)]
+    return items[0]
+
+
+def level_step(X: da.Array, prev: Sequence[Any] | None, M: np.ndarray, radius: float) -> tuple[list, Any]:
+    """Lazy (per-block scales t_k, Gram (d, d)) of one level from the previous level's scales.
+
+    One task per row block computes both (:func:`chunk_level_step`), so computing them
+    together reads each block once; the Grams are tree-reduced. ``prev`` is the list of
+    per-block scales returned by :func:`persist_and_release` for the previous level (None at
+    level 0): the scales are kept per block, aligned with the row blocks of ``X``.
+    """
+    X = _row_blocks(X)
+    M = np.asarray(M, dtype=np.float64)
+    blocks = X.to_delayed().ravel()
+    prevs = [None] * len(blocks) if prev is None else list(prev)
+    if len(prevs) != len(blocks):
+        raise ValueError("previous scales do not match the row blocks of X")
+    step = dask.delayed(chunk_level_step, pure=True, nout=2)
+    parts = [step(b, p, M=M, radius=float(radius)) for b, p in zip(blocks, prevs)]
+    return [p[0] for p in parts], tree_sum([p[1] for p in parts])
+
+
+def persist_and_release(keep: list, release: Any, scheduler: Any) -> tuple[list, Any]:
+    """Compute ``release`` (a noised statistic) and keep ``keep`` (delayed per-block state) in
+    one pass over the data.
+
+    On a distributed cluster ``keep`` is persisted as futures on the workers (it never
+    reaches this process); with a local scheduler everything already runs in this process and
+    the kept blocks are NumPy arrays held only as inputs of the next level. ``release`` is
+    computed exactly once and its value returned.
+    """
+    from dpdist.engine.runtime import client_for
+
+    with client_for(scheduler) as client:
+        if client is None:
+            name = "sync" if scheduler in ("synchronous", "single-threaded") else scheduler
+            kept, value = dask.compute(list(keep), release, scheduler=name)
+            return list(kept), value
+        persisted = client.persist([*keep, release])
+        return list(persisted[:-1]), client.compute(persisted[-1]).result()
+
+
+def on_worker(fn: Callable[..., Any], *stats: Any) -> Any:
+    """Apply a deterministic ``fn`` to reduced statistics inside the graph (a delayed task)."""
+    return dask.delayed(fn, pure=True)(*stats)
+
+
+def noised(stat: Any, noise: Callable[[np.ndarray], Any]) -> Any:
+    """The reduced exact ``stat`` passed through the caller's ``noise`` function in the graph.
+
+    Computing the returned delayed object returns only ``noise(stat)``: the exact statistic
+    stays on the worker that reduced it.
+    """
+    return dask.delayed(noise, pure=True)(stat)

@@ -1,0 +1,592 @@
+"""Calibration of private second-moment estimation (MS25: Mahpud & Sheffet, NeurIPS 2025).
+
+Pure functions of public values; nothing here sees data. Section numbers refer to
+``SECOND_MOMENT.md``; every GAP decision is named where it is applied.
+
+Recursive estimator (Algorithms 1-2, RecDPSME), all in *normalised units*: the data divided
+by sqrt(lambda_hat), so that I <= Sigma and every row has norm <= ``radius`` (section 3.0).
+
+- Constants of Algorithm 1: eta = 1/2, psi = 1/(10m), c = 1/(80m), C = 640m.
+- kappa_0 = R^2 / (1 - alpha); kappa_k = (3/7)^k kappa_0; R_k = sqrt(kappa_k).
+- *GAP 3 (off-by-one)*: K* = min{k >= 0 : kappa_k <= C} and the recursion draws noise
+  L = K* + 1 times; the budget is split over L (not the paper's real-valued T), so the total
+  is exactly rho.
+- Per-level sigma_k = Delta_k sqrt(L) / sqrt(2 rho), with Delta_k = 4 R_k^2 / n (MS25,
+  ``sensitivity="paper"``) or sqrt(2) R_k^2 / n (*GAP 6*, ``sensitivity="tight"``, the exact
+  L2 sensitivity of the released upper triangle). Each level is then rho/L-zCDP (BS16
+  Prop. 1.6) and the L levels compose to rho (BS16 Lemma 2.3).
+- *GAP 7*: the paper's Omega(.) constants are replaced by the explicit derivation of
+  section 4.4, with g(d, p) a bound on ||N|| / sigma for N ~ GUE(sigma^2).
+
+Subsample-and-aggregate baseline (Algorithm 3): masking scale, truncated-Laplace support,
+rejection threshold and the sample-size precondition of Lemma A.4 (section 5).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from dpdist.exceptions import ValidationError
+from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
+from dpdist.privacy.zcdp import ZCDP, bun_steinke_epsilon, check_rho, cks20_epsilon
+
+__all__ = [
+    "BASELINE_CN",
+    "HISTOGRAM_SENSITIVITY",
+    "ETA",
+    "GROWTH",
+    "SENSITIVITIES",
+    "SHRINK",
+    "LevelSchedule",
+    "SecondMomentPlan",
+    "baseline_guarantee",
+    "baseline_masking_scale",
+    "baseline_max_pass_probability",
+    "baseline_privacy_min_samples",
+    "baseline_threshold",
+    "baseline_utility_min_samples",
+    "check_alpha",
+    "check_m",
+    "check_xi",
+    "equal_privacy_baseline_budget",
+    "gue_norm_bound",
+    "histogram_sigma",
+    "lemma_3_8_beta_bound",
+    "level_schedule",
+    "level_sigma",
+    "matrix_bernstein_m",
+    "min_samples",
+    "n_levels",
+    "one_shot_sigma",
+    "plan_second_moment",
+    "recursion_constants",
+    "sensitivity_coefficient",
+    "split_budget",
+    "tlap_support",
+]
+
+#: eta of Algorithm 1: the factor that shrinks the large-eigenvalue subspace.
+ETA = 0.5
+#: kappa and R^2 shrink by this factor per level (Lemma 3.4 / Corollary 3.5).
+SHRINK = 3.0 / 7.0
+#: Rows are multiplied by sqrt(GROWTH) after the projection (Algorithm 2, line 7).
+GROWTH = 8.0 / 7.0
+#: Sensitivity options (section 1): "paper" 4 R^2 / n, "tight" sqrt(2) R^2 / n.
+SENSITIVITIES = ("paper", "tight")
+#: Constant C_N of the baseline's masking scale (GAP 12): ||N|| <= 2(sqrt(d) + sqrt(ln(4/xi)))
+#: with probability >= 1 - xi/2 for a d x d standard Gaussian matrix (Davidson-Szarek).
+BASELINE_CN = 2.0
+
+
+# ---------------------------------------------------------------------------------------
+# parameter checks shared by the estimator, the baseline and the planner
+# ---------------------------------------------------------------------------------------
+
+
+def check_alpha(alpha: float) -> float:
+    """alpha of (m, alpha, beta)-subsamplability; the analysis needs 0 < alpha <= 1/2."""
+    try:
+        a = float(alpha)
+    except (TypeError, ValueError):
+        raise ValidationError(f"alpha must be a number in (0, 0.5], got {alpha!r}") from None
+    if isinstance(alpha, bool) or not (0.0 < a <= 0.5):
+        raise ValidationError(f"alpha must lie in (0, 0.5] (MS25 needs alpha <= 1/2), got {alpha!r}")
+    return a
+
+
+def check_m(m: int) -> int:
+    """m of (m, alpha, beta)-subsamplability: an integer >= 1."""
+    if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or int(m) < 1:
+        raise ValidationError(f"m must be an integer >= 1 (the subsamplability size), got {m!r}")
+    return int(m)
+
+
+def check_xi(xi: float) -> float:
+    """xi, the failure probability of the analysis: in (0, 1)."""
+    try:
+        x = float(xi)
+    except (TypeError, ValueError):
+        raise ValidationError(f"xi must be a number in (0, 1), got {xi!r}") from None
+    if isinstance(xi, bool) or not (0.0 < x < 1.0):
+        raise ValidationError(f"xi must lie in the open interval (0, 1), got {xi!r}")
+    return x
+
+
+def _check_positive(value: float, name: str) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValidationError(f"{name} must be a positive number, got {value!r}") from None
+    if isinstance(value, bool) or not (math.isfinite(v) and v > 0):
+        raise ValidationError(f"{name} must be finite and > 0, got {value!r}")
+    return v
+
+
+def _check_sensitivity(sensitivity: str) -> str:
+    if sensitivity not in SENSITIVITIES:
+        raise ValidationError(f"sensitivity must be one of {SENSITIVITIES}, got {sensitivity!r}")
+    return sensitivity
+
+
+# ---------------------------------------------------------------------------------------
+# the recursion
+# ---------------------------------------------------------------------------------------
+
+
+def recursion_constants(m: int) -> dict:
+    """Constants of Algorithm 1, line 1: eta = 1/2, psi = 1/(10m), c = 1/(80m), C = 640m."""
+    m = check_m(m)
+    return {"eta": ETA, "psi": 1.0 / (10 * m), "c": 1.0 / (80 * m), "stop": 640.0 * m}
+
+
+def sensitivity_coefficient(sensitivity: str) -> float:
+    """The a of Delta = a R^2 / n: 4 for MS25 ("paper"), sqrt(2) for the tight L2 bound."""
+    return 4.0 if _check_sensitivity(sensitivity) == "paper" else math.sqrt(2.0)
+
+
+def n_levels(radius: float, alpha: float, m: int) -> tuple[int, tuple[float, ...]]:
+    """Number of noise draws L = K* + 1 and the kappa schedule (section 4.2, GAP 3).
+
+    ``radius`` is the norm bound in normalised units (Sigma >= I). kappa_0 = R^2/(1-alpha),
+    kappa_k = (3/7)^k kappa_0, and K* = min{k >= 0 : kappa_k <= 640 m}
+    = max(0, ceil(log_{7/3}(kappa_0 / C))). Public values only: the schedule never depends on
+    the data.
+    """
+    radius = _check_positive(radius, "radius")
+    alpha = check_alpha(alpha)
+    stop = recursion_constants(m)["stop"]
+    kappa0 = radius**2 / (1.0 - alpha)
+    kappas = [kappa0]
+    while kappas[-1] > stop:
+        if len(kappas) > 10_000:  # pragma: no cover - radius is finite
+            raise ValidationError("radius is too large: the recursion would not terminate")
+        kappas.append(kappa0 * SHRINK ** len(kappas))
+    return len(kappas), tuple(kappas)
+
+
+@dataclass(frozen=True)
+class LevelSchedule:
+    """Public schedule of one run of RecDPSME, level by level (k = 0 .. L-1).
+
+    All values are in normalised units (rows of the data divided by sqrt(lambda_hat) and
+    multiplied by sqrt(1/(1-alpha)) at level 0).
+
+    Attributes
+    ----------
+    n_levels : int
+        L = K* + 1 noise draws.
+    kappas, radii : tuple of float
+        kappa_k and R_k = sqrt(kappa_k).
+    sensitivities : tuple of float
+        Delta_k = a R_k^2 / n (a = 4 or sqrt(2)).
+    sigmas : tuple of float
+        sigma_k = Delta_k sqrt(L) / sqrt(2 rho): the GUE entry standard deviation at level k.
+    rhos : tuple of float
+        rho_k = Delta_k^2 / (2 sigma_k^2) = rho / L.
+    thresholds : tuple of float
+        psi kappa_k: eigenvalues of the noisy level-k matrix at or above it span V.
+    """
+
+    n_samples: int
+    n_features: int
+    rho: float
+    alpha: float
+    m: int
+    radius: float
+    sensitivity: str
+    n_levels: int
+    kappas: tuple
+    radii: tuple
+    sensitivities: tuple
+    sigmas: tuple
+    rhos: tuple
+    thresholds: tuple
+    eta: float
+    psi: float
+    stop: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def privacy(self) -> ZCDP:
+        """The main recursion's cost, one labelled share per level."""
+        return ZCDP(self.rho, breakdown=tuple((f"level {k}", r) for k, r in enumerate(self.rhos)))
+
+
+def level_sigma(radius_k: float, n_samples: int, n_levels: int, rho: float, sensitivity: str = "paper") -> float:
+    """sigma_k = a R_k^2 sqrt(L) / (n sqrt(2 rho)) (Algorithm 2 line 1 with T -> L, GAP 3).
+
+    a = 4 (MS25, ``"paper"``) or sqrt(2) (``"tight"``). Example (SECOND_MOMENT.md 7.1):
+    R_k = 2, n = 1000, L = 5, rho = 0.5 gives 0.0357770876...
+    """
+    a = sensitivity_coefficient(sensitivity)
+    return a * float(radius_k) ** 2 * math.sqrt(int(n_levels)) / (int(n_samples) * math.sqrt(2.0 * check_rho(rho)))
+
+
+def level_schedule(
+    n_samples: int,
+    n_features: int,
+    rho: float,
+    *,
+    m: int,
+    alpha: float = 0.5,
+    radius: float,
+    sensitivity: str = "paper",
+) -> LevelSchedule:
+    """Per-level noise of RecDPSME (Algorithm 2, line 1, with GAP 3 and GAP 6 applied).
+
+    ``sigma_k = a R_k^2 sqrt(L) / (n sqrt(2 rho))`` with a = 4 (MS25) or sqrt(2) (tight).
+    By the Gaussian mechanism in zCDP (BS16 Prop. 1.6) level k is
+    ``Delta_k^2 / (2 sigma_k^2) = rho / L``-zCDP; levels compose to rho (BS16 Lemma 2.3).
+    The upper triangle (diagonal included) of (1/n) sum x x^T has L2 sensitivity at most
+    sqrt(2) R_k^2 / n <= 4 R_k^2 / n under replace-one when every row has norm <= R_k.
+    """
+    n = int(n_samples)
+    d = int(n_features)
+    if n < 2 or d < 1:
+        raise ValidationError(f"need n_samples >= 2 and n_features >= 1, got {n_samples!r}, {n_features!r}")
+    rho = check_rho(rho)
+    alpha = check_alpha(alpha)
+    m = check_m(m)
+    radius = _check_positive(radius, "radius")
+    a = sensitivity_coefficient(sensitivity)
+    consts = recursion_constants(m)
+    L, kappas = n_levels(radius, alpha, m)
+    radii = tuple(math.sqrt(k) for k in kappas)
+    sens = tuple(a * k / n for k in kappas)
+    sigmas = tuple(level_sigma(r, n, L, rho, sensitivity) for r in radii)
+    rhos = tuple(s**2 / (2.0 * sg**2) for s, sg in zip(sens, sigmas))
+    return LevelSchedule(
+        n_samples=n,
+        n_features=d,
+        rho=rho,
+        alpha=alpha,
+        m=m,
+        radius=radius,
+        sensitivity=sensitivity,
+        n_levels=L,
+        kappas=kappas,
+        radii=radii,
+        sensitivities=sens,
+        sigmas=sigmas,
+        rhos=rhos,
+        thresholds=tuple(consts["psi"] * k for k in kappas),
+        eta=consts["eta"],
+        psi=consts["psi"],
+        stop=consts["stop"],
+    )
+
+
+def one_shot_sigma(n_samples: int, rho: float, radius: float, sensitivity: str = "paper") -> float:
+    """GUE entry scale of the one-shot Gaussian mechanism on (1/n) sum x x^T, ||x|| <= R:
+    sigma = a R^2 / (n sqrt(2 rho)) (BS16 Prop. 1.6); the comparator of section 7.3."""
+    rho = check_rho(rho)
+    return sensitivity_coefficient(sensitivity) * _check_positive(radius, "radius") ** 2 / (
+        int(n_samples) * math.sqrt(2.0 * rho)
+    )
+
+
+#: L2 sensitivity of a histogram under replace-one: one count goes down by 1, another up by 1.
+HISTOGRAM_SENSITIVITY = math.sqrt(2.0)
+
+
+def histogram_sigma(rho_step: float) -> float:
+    """Noise scale of the Gaussian histograms of the private initialisation (section 3.2):
+    sigma = Delta / sqrt(2 rho) with Delta = sqrt(2), i.e. sigma = 1 / sqrt(rho_step), added to
+    *every* bin (BS16 Prop. 1.6: rho_step-zCDP)."""
+    return HISTOGRAM_SENSITIVITY / math.sqrt(2.0 * check_rho(rho_step, "rho_step"))
+
+
+def split_budget(rho: float, init_fraction: float, *, private_radius: bool, private_lambda: bool) -> dict:
+    """Budget split of GAP 10: each private initialisation step gets rho * init_fraction / 2,
+    the recursion the rest. Public radius / lambda_min cost 0 (and leave their share to the
+    recursion). Default init_fraction = 0.1 gives the spec's 5% / 5% / 90%."""
+    rho = check_rho(rho)
+    try:
+        f = float(init_fraction)
+    except (TypeError, ValueError):
+        raise ValidationError(f"init_fraction must be a number in (0, 1), got {init_fraction!r}") from None
+    if isinstance(init_fraction, bool) or not (0.0 < f < 1.0):
+        raise ValidationError(f"init_fraction must lie in the open interval (0, 1), got {init_fraction!r}")
+    share = rho * f / 2.0
+    rho_r = share if private_radius else 0.0
+    rho_l = share if private_lambda else 0.0
+    return {"radius": rho_r, "lambda_min": rho_l, "main": rho - rho_r - rho_l}
+
+
+def gue_norm_bound(n_features: int, p: float, *, method: str = "heuristic", n_draws: int | None = None) -> float:
+    """g(d, p) with Pr[||N|| > sigma g] <= p for N ~ GUE(sigma^2) (section 4.4, GAP 7).
+
+    ``"heuristic"``: g = 2 sqrt(d) + 2 sqrt(ln(1/p)) (E||N|| ~ 2 sigma sqrt(d) plus Gaussian
+    concentration with Lipschitz constant sqrt(2)). ``"monte-carlo"``: the empirical
+    (1 - p)-quantile of ||N|| / sigma over ``n_draws`` GUE(1) matrices from a fixed public
+    seed (a planning constant, not privacy noise).
+    """
+    d = int(n_features)
+    p = check_xi(p)
+    if method == "heuristic":
+        return 2.0 * math.sqrt(d) + 2.0 * math.sqrt(math.log(1.0 / p))
+    if method != "monte-carlo":
+        raise ValidationError(f"method must be 'heuristic' or 'monte-carlo', got {method!r}")
+    draws = int(n_draws) if n_draws is not None else int(min(200_000, max(2_000, math.ceil(50 / p))))
+    rng = np.random.default_rng(20250514)
+    norms = np.empty(draws)
+    done = 0
+    while done < draws:
+        b = min(20_000, draws - done)
+        g = rng.standard_normal((b, d, d))
+        g = np.triu(g) + np.transpose(np.triu(g, 1), (0, 2, 1))
+        ev = np.linalg.eigvalsh(g)
+        norms[done : done + b] = np.max(np.abs(ev), axis=1)
+        done += b
+    return float(np.quantile(norms, 1.0 - p, method="higher"))
+
+
+@dataclass(frozen=True)
+class SecondMomentPlan:
+    """What :func:`plan_second_moment` predicts for one run, without reading data.
+
+    Attributes
+    ----------
+    schedule : LevelSchedule
+        L, kappa_k, R_k, sigma_k and rho_k (normalised units).
+    n_levels : int
+    noise_scales : tuple of float
+        sigma_k, one per level (normalised units; multiply by lambda_hat (1 - alpha) for data
+        units at level 0).
+    predicted_gamma : float
+        gamma with (1-gamma) Sigma_eff <= Sigma_tilde <= (1+gamma) Sigma w.p. >= 1 - 2 xi
+        when ``event_e_holds`` (section 4.4: gamma = sigma_{L-1} g(d, xi)).
+    event_e_min_samples : int
+        n >= 80 a m sqrt(L) g(d, xi/L) / sqrt(2 rho) makes ||N_k|| <= kappa_k / (80 m) at every
+        intermediate level w.p. >= 1 - xi (1 when L = 1: there is no intermediate level).
+    event_e_holds : bool
+    rho_main : float
+        The recursion's share of the budget.
+    """
+
+    schedule: LevelSchedule
+    n_levels: int
+    noise_scales: tuple
+    predicted_gamma: float
+    event_e_min_samples: int
+    event_e_holds: bool
+    g_final: float
+    g_intermediate: float
+    rho_main: float
+    radius: float
+    lambda_min: float
+    xi: float
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["schedule"] = self.schedule.to_dict()
+        return d
+
+
+def _gammas(schedule: LevelSchedule, xi: float, g_method: str) -> tuple[float, float, float, int]:
+    d, L = schedule.n_features, schedule.n_levels
+    a = sensitivity_coefficient(schedule.sensitivity)
+    g_final = gue_norm_bound(d, xi, method=g_method)
+    g_mid = gue_norm_bound(d, xi / L, method=g_method)
+    gamma = schedule.sigmas[-1] * g_final
+    if L == 1:
+        n_e = 1
+    else:
+        n_e = math.ceil(80.0 * a * schedule.m * math.sqrt(L) * g_mid / math.sqrt(2.0 * schedule.rho))
+    return gamma, g_final, g_mid, n_e
+
+
+def plan_second_moment(
+    n_samples: int,
+    n_features: int,
+    rho: float,
+    *,
+    m: int,
+    alpha: float = 0.5,
+    radius: float,
+    lambda_min: float,
+    sensitivity: str = "paper",
+    xi: float = 0.1,
+    g_method: str = "heuristic",
+) -> SecondMomentPlan:
+    """Levels, per-level noise and predicted gamma from public values (section 4.4).
+
+    ``rho`` is the recursion's share (the main budget); ``radius`` and ``lambda_min`` are in
+    data units (the public values or the guesses the private initialisation would find).
+    """
+    radius = _check_positive(radius, "radius")
+    lambda_min = _check_positive(lambda_min, "lambda_min")
+    xi = check_xi(xi)
+    d = int(n_features)
+    if lambda_min > radius**2 / d * (1 + 1e-12):
+        raise ValidationError(
+            f"lambda_min must be <= radius**2 / n_features = {radius**2 / d!r} (the least "
+            f"eigenvalue of a second moment of rows of norm <= radius), got {lambda_min!r}"
+        )
+    sched = level_schedule(
+        n_samples, n_features, rho, m=m, alpha=alpha, radius=radius / math.sqrt(lambda_min), sensitivity=sensitivity
+    )
+    gamma, g_final, g_mid, n_e = _gammas(sched, xi, g_method)
+    return SecondMomentPlan(
+        schedule=sched,
+        n_levels=sched.n_levels,
+        noise_scales=sched.sigmas,
+        predicted_gamma=gamma,
+        event_e_min_samples=n_e,
+        event_e_holds=int(n_samples) >= n_e,
+        g_final=g_final,
+        g_intermediate=g_mid,
+        rho_main=sched.rho,
+        radius=radius,
+        lambda_min=lambda_min,
+        xi=xi,
+    )
+
+
+def min_samples(
+    gamma: float,
+    n_features: int,
+    rho: float,
+    *,
+    m: int,
+    alpha: float = 0.5,
+    radius: float,
+    lambda_min: float,
+    sensitivity: str = "paper",
+    xi: float = 0.1,
+    g_method: str = "heuristic",
+) -> int:
+    """Least n for which the section 4.4 derivation gives predicted gamma <= ``gamma`` and
+    event E's condition holds. Closed form, because L depends on (R, lambda, alpha, m) only:
+    n >= max(80 a m sqrt(L) g(d, xi/L) / sqrt(2 rho),  a kappa_last sqrt(L) g(d, xi) /
+    (gamma sqrt(2 rho)))."""
+    gamma = _check_positive(gamma, "gamma")
+    p = plan_second_moment(
+        2, n_features, rho, m=m, alpha=alpha, radius=radius, lambda_min=lambda_min,
+        sensitivity=sensitivity, xi=xi, g_method=g_method,
+    )
+    s = p.schedule
+    a = sensitivity_coefficient(sensitivity)
+    n_gamma = math.ceil(a * s.kappas[-1] * math.sqrt(s.n_levels) * p.g_final / (gamma * math.sqrt(2.0 * s.rho)))
+    return int(max(2, p.event_e_min_samples, n_gamma))
+
+
+# ---------------------------------------------------------------------------------------
+# analysis helpers (section 2, 4.5): used by tests and benchmarks, never in noise scales
+# ---------------------------------------------------------------------------------------
+
+
+def lemma_3_8_beta_bound(radius: float, alpha: float, m: int) -> float:
+    """beta <= alpha / (4 (1+alpha) log2(R^2 / ((1+alpha) m))) (Lemma 3.8; GAP 1: log base 2).
+
+    ``radius`` in normalised units. Returns inf when the log is <= 0 (no constraint)."""
+    alpha = check_alpha(alpha)
+    arg = _check_positive(radius, "radius") ** 2 / ((1 + alpha) * check_m(m))
+    if arg <= 1.0:
+        return math.inf
+    return alpha / (4.0 * (1.0 + alpha) * math.log2(arg))
+
+
+def matrix_bernstein_m(m1: float, m2: float, alpha: float, beta: float, n_features: int) -> float:
+    """Claim 4.2: m(alpha, beta) = max{2 M2 / alpha^2, 2 (1 + M1^2) / (3 alpha)} ln(4 d / beta)."""
+    return max(2.0 * m2 / alpha**2, 2.0 * (1.0 + m1**2) / (3.0 * alpha)) * math.log(4.0 * n_features / beta)
+
+
+# ---------------------------------------------------------------------------------------
+# subsample-and-aggregate baseline (Algorithm 3, section 5)
+# ---------------------------------------------------------------------------------------
+
+
+def tlap_support(sensitivity: float, epsilon: float, delta: float) -> float:
+    """Support bound A = (Delta/eps) ln(1 + (e^eps - 1) / (2 delta)) of TLap(Delta, eps, delta)
+    (Geng-Ding-Guo-Kumar 2020; GAP 13)."""
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    return float(sensitivity) / epsilon * math.log1p(math.expm1(epsilon) / (2.0 * delta))
+
+
+def baseline_threshold(n_groups: int, epsilon: float, delta: float) -> float:
+    """Algorithm 3 line 6: reject when Q_tilde < 0.8 + (2 / (k eps)) ln(1 + (e^eps-1)/(2 delta))."""
+    return 0.8 + tlap_support(2.0 / int(n_groups), epsilon, delta)
+
+
+def baseline_max_pass_probability(n_groups: int, epsilon: float, delta: float, agreement: float = 1.0) -> float:
+    """Pr[Q + Z >= threshold] for Z ~ TLap(2/k, eps, delta) when the exact agreement is Q.
+
+    With Delta = 2/k, A the support and t = 0.8 + A - Q: for 0 < t <= A,
+    Pr[Z >= t] = (e^{-t eps/Delta} - e^{-A eps/Delta}) / (2 (1 - e^{-A eps/Delta})).
+    Note (spec erratum): a threshold >= 1 does *not* make bottom certain: Q = 1 passes when
+    Z >= A - 0.2, which has probability ~ delta e^{0.1 k eps} / (e^eps - 1) (about 0.47 at
+    k = 136, eps = 1, delta = 1e-6); bottom is near-certain only for k well below
+    (10/eps) ln(1 + (e^eps - 1)/(2 delta)).
+    """
+    k = int(n_groups)
+    sens = 2.0 / k
+    A = tlap_support(sens, epsilon, delta)
+    t = 0.8 + A - float(agreement)
+    if t <= 0:
+        return 1.0 if -t >= A else 0.5 + 0.5 * (1 - math.exp(t * epsilon / sens)) / (1 - math.exp(-A * epsilon / sens))
+    if t > A:
+        return 0.0
+    r = epsilon / sens
+    return (math.exp(-t * r) - math.exp(-A * r)) / (2.0 * -math.expm1(-A * r))
+
+
+def baseline_masking_scale(alpha: float, n_features: int, xi: float) -> float:
+    """eta_b = alpha / (48 C_N (sqrt(d) + sqrt(ln(4/xi)))) (Algorithm 3 line 19; GAP 12:
+    C_N = 2 and ln(4/xi), not ln(4/beta))."""
+    alpha = check_alpha(alpha)
+    xi = check_xi(xi)
+    return alpha / (48.0 * BASELINE_CN * (math.sqrt(int(n_features)) + math.sqrt(math.log(4.0 / xi))))
+
+
+def baseline_privacy_min_samples(m: int, n_features: int, epsilon: float, delta: float, eta_b: float) -> float:
+    """MS25's n-condition for the baseline's (2 eps, 4 e^eps delta)-DP (Lemma A.4 / Thm A.6):
+    n >= 800 m max{sqrt(2d(d + 1/eta_b^2)/eps), 8d sqrt(ln(2/delta))/eps, 8 ln(2/delta)/eps,
+    12 sqrt(d ln(2/delta)) / (eps eta_b)}."""
+    m = check_m(m)
+    d = int(n_features)
+    eps = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    l2 = math.log(2.0 / delta)
+    terms = (
+        math.sqrt(2.0 * d * (d + 1.0 / eta_b**2) / eps),
+        8.0 * d * math.sqrt(l2) / eps,
+        8.0 * l2 / eps,
+        12.0 * math.sqrt(d * l2) / (eps * eta_b),
+    )
+    return 800.0 * m * max(terms)
+
+
+def baseline_utility_min_samples(m: int, epsilon: float, delta: float) -> float:
+    """Lemma A.5's n >= (10 m / eps) ln(1 + (e^eps - 1)/(2 delta)) (utility, not privacy)."""
+    return 10.0 * check_m(m) * tlap_support(1.0, epsilon, delta)
+
+
+def baseline_guarantee(epsilon: float, delta: float) -> ApproxDP:
+    """Algorithm 3 run with (eps, delta) is (2 eps, 4 e^eps delta)-DP (Lemma A.4)."""
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    total_delta = 4.0 * math.exp(epsilon) * delta
+    if not total_delta < 1.0:
+        raise ValidationError(
+            f"delta={delta!r} is too large: the baseline's guarantee 4 e^epsilon delta = {total_delta:.4g} must be < 1"
+        )
+    return ApproxDP(2.0 * epsilon, total_delta)
+
+
+def equal_privacy_baseline_budget(rho: float, delta_star: float, *, method: str = "bun-steinke") -> tuple[float, float]:
+    """Section 5 recipe: convert rho-zCDP to (eps*, delta*), then run the baseline with
+    eps = eps*/2 and delta = delta*/(4 e^{eps*/2}) so its guarantee is (eps*, delta*)."""
+    if method == "bun-steinke":
+        eps_star = bun_steinke_epsilon(rho, delta_star)
+    elif method == "cks20":
+        eps_star = cks20_epsilon(rho, delta_star)
+    else:
+        raise ValidationError(f"method must be 'bun-steinke' or 'cks20', got {method!r}")
+    return eps_star / 2.0, float(delta_star) / (4.0 * math.exp(eps_star / 2.0))

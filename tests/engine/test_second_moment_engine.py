@@ -1,0 +1,183 @@
+"""Second-moment engine: per-block kernels against NumPy, dask wiring, mechanism invariants."""
+
+from __future__ import annotations
+
+import math
+
+import dask.array as da
+import numpy as np
+import pytest
+
+from dpdist.engine import second_moment as eng
+from dpdist.engine.runtime import compute
+from dpdist.privacy.second_moment_calibration import GROWTH, level_schedule
+
+
+def _random_projection(rng, d, k):
+    q, _ = np.linalg.qr(rng.standard_normal((d, d)))
+    V = q[:, :k]
+    return np.eye(d) - 0.5 * V @ V.T
+
+
+def _steps(rng, d, radii, s0=1.0):
+    steps = [(s0, radii[0])]
+    for r in radii[1:]:
+        steps.append((math.sqrt(GROWTH) * _random_projection(rng, d, int(rng.integers(0, d + 1))), r))
+    return tuple(steps)
+
+
+def test_clip_bounds_norms_and_keeps_inner_rows(rng):
+    x = rng.standard_normal((500, 5)) * rng.uniform(0.1, 10, size=(500, 1))
+    y = eng.chunk_clip_rows(x, 3.0)
+    norms_x, norms_y = np.linalg.norm(x, axis=1), np.linalg.norm(y, axis=1)
+    assert np.all(norms_y <= 3.0 * (1 + 1e-12))
+    inside = norms_x <= 3.0
+    np.testing.assert_array_equal(y[inside], x[inside])
+    np.testing.assert_allclose(norms_y[~inside], 3.0, rtol=1e-12)
+    # direction preserved
+    np.testing.assert_allclose(y[~inside] / norms_y[~inside, None], x[~inside] / norms_x[~inside, None], rtol=1e-12)
+    np.testing.assert_array_equal(eng.chunk_clip_rows(np.zeros((2, 3)), 1.0), np.zeros((2, 3)))
+
+
+def test_every_level_bounds_norms_by_its_radius(rng):
+    s = level_schedule(1000, 4, 1.0, m=2, alpha=0.5, radius=300.0)
+    x = rng.standard_normal((2000, 4)) * np.array([1, 10, 100, 1000.0])
+    steps = _steps(rng, 4, s.radii)
+    for k in range(1, len(steps) + 1):
+        y = eng.chunk_apply_steps(x, steps[:k])
+        assert np.linalg.norm(y, axis=1).max() <= s.radii[k - 1] * (1 + 1e-12)
+
+
+def test_apply_steps_matches_a_numpy_oracle(rng):
+    x = rng.standard_normal((300, 4))
+    A = rng.standard_normal((4, 4))
+    y = eng.chunk_apply_steps(x, ((2.0, 5.0), (A, 1.5)))
+    z = 2.0 * x
+    z = z * np.minimum(1, 5.0 / np.linalg.norm(z, axis=1))[:, None]
+    z = z @ A.T
+    z = z * np.minimum(1, 1.5 / np.linalg.norm(z, axis=1))[:, None]
+    np.testing.assert_allclose(y, z, rtol=1e-13)
+
+
+def test_nonfinite_rows_become_zero_rows():
+    x = np.array([[1.0, 2.0], [np.nan, 1.0], [np.inf, 0.0], [3.0, 4.0]])
+    y = eng.chunk_apply_steps(x, ((1.0, 10.0),))
+    np.testing.assert_array_equal(y, [[1, 2], [0, 0], [0, 0], [3, 4]])
+
+
+@pytest.mark.parametrize("chunks", [(1000, 4), (97, 4), (250, 2), (1, 1)])
+def test_level_gram_matches_numpy_for_any_chunking(rng, chunks):
+    x = rng.standard_normal((1000, 4)) * [1, 3, 9, 27]
+    steps = _steps(rng, 4, (40.0, 20.0, 10.0))
+    expected = eng.chunk_gram(eng.chunk_apply_steps(x, steps))
+    if chunks == (1, 1):
+        chunks = (333, 1)
+    (got,) = compute(eng.level_gram(da.from_array(x, chunks=chunks), steps), scheduler="threads")
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+def test_norm_counts_and_bucket_counts_match_numpy(rng):
+    x = rng.standard_normal((1000, 3)) * 4
+    edges = np.array([0.5, 1.0, 2.0, 4.0, 8.0])
+    (got,) = compute(eng.norm_counts(da.from_array(x, chunks=(130, 3)), edges), scheduler="synchronous")
+    norms = np.linalg.norm(x, axis=1)
+    expected = np.histogram(norms, bins=np.r_[0.0, edges, np.inf])[0]
+    np.testing.assert_array_equal(got, expected)
+    v = rng.uniform(-1, 10, size=200)
+    np.testing.assert_array_equal(eng.combine_bucket_counts(v, edges), np.histogram(v, bins=np.r_[-np.inf, edges, np.inf])[0])
+
+
+def test_group_grams_and_group_eigenvalues_match_numpy(rng):
+    n, d, m = 1000, 3, 30
+    x = rng.standard_normal((n, d))
+    gid = rng.permutation(n) // m
+    k = n // m
+    gid[gid >= k] = -1
+    (got,) = compute(eng.group_grams(da.from_array(x, chunks=(77, 3)), gid, k), scheduler="threads")
+    for t in (0, 5, k - 1):
+        np.testing.assert_allclose(got[t], x[gid == t].T @ x[gid == t], rtol=1e-12)
+    lam = eng.combine_group_min_eigenvalues(got, m)
+    assert lam[5] == pytest.approx(np.linalg.eigvalsh(x[gid == 5].T @ x[gid == 5] / m)[0], rel=1e-12)
+
+
+def test_only_the_noised_statistic_is_returned(rng):
+    x = rng.standard_normal((400, 3))
+    seen = []
+
+    def noise(g):
+        seen.append(np.array(g))
+        return {"noisy": g + 1.0}
+
+    (out,) = compute(eng.noised(eng.level_gram(da.from_array(x, chunks=(100, 3))), noise), scheduler="synchronous")
+    assert set(out) == {"noisy"}
+    np.testing.assert_allclose(out["noisy"], x.T @ x + 1.0, rtol=1e-12)
+    assert len(seen) == 1  # the noise function ran once, on the reduced Gram
+
+
+def test_coupled_neighbours_sensitivity_per_level(rng):
+    # X, X' differ in one row; the same public maps are applied to both (section 7.2)
+    n, d = 500, 4
+    s = level_schedule(n, d, 1.0, m=2, alpha=0.5, radius=200.0)
+    x = rng.standard_normal((n, d)) * np.array([1, 10, 50, 100.0])
+    x2 = x.copy()
+    x2[17] = rng.standard_normal(d) * 1e4  # far outside the radius: clipped
+    steps = _steps(rng, d, s.radii)
+    iu = np.triu_indices(d)
+    for k in range(1, len(steps) + 1):
+        a = eng.chunk_apply_steps(x, steps[:k])
+        b = eng.chunk_apply_steps(x2, steps[:k])
+        diff = (a.T @ a - b.T @ b)[iu] / n
+        r2 = s.radii[k - 1] ** 2
+        assert np.linalg.norm(diff) <= math.sqrt(2) * r2 / n * (1 + 1e-9)
+        assert np.linalg.norm(diff) <= s.sensitivities[k - 1]
+
+
+def test_unwinding_is_exact_without_clipping(rng):
+    d = 5
+    x = rng.standard_normal((200, d))
+    pi = _random_projection(rng, d, 2)
+    pinv = np.linalg.inv(pi)
+    np.testing.assert_allclose(pinv @ pi, np.eye(d), atol=1e-13)
+    V_part = np.eye(d) - pi  # = (1 - eta) V V^T
+    np.testing.assert_allclose(pinv, np.eye(d) + 2 * V_part, atol=1e-13)  # I + (1/eta - 1) V V^T
+    y = eng.chunk_apply_steps(x, ((math.sqrt(GROWTH) * pi, 1e9),))  # radius too large to clip
+    sigma_x = x.T @ x / len(x)
+    sigma_y = y.T @ y / len(y)
+    np.testing.assert_allclose((7 / 8) * pinv @ sigma_y @ pinv, sigma_x, rtol=1e-12, atol=1e-14)
+
+
+def test_fused_and_persisted_forms_equal_the_step_by_step_definition(rng):
+    x = rng.standard_normal((3000, 4)) * np.array([1, 10, 100, 1000.0])
+    x[7] = np.nan
+    x[8, 2] = np.inf
+    s = level_schedule(3000, 4, 1.0, m=2, alpha=0.5, radius=300.0)
+    steps = _steps(rng, 4, s.radii[:6], s0=0.7)
+    # fused (all maps in one product) and persisted-scale (one map per level) forms
+    prev, M = None, np.eye(4)
+    for k in range(1, len(steps) + 1):
+        oracle = eng.chunk_apply_steps(x, steps[:k])
+        a, r = steps[k - 1]
+        M = a * M if np.ndim(a) == 0 else a @ M
+        t, g = eng.chunk_level_step(x, prev, M=M, radius=r)
+        prev = t
+        np.testing.assert_allclose(g, oracle.T @ oracle, rtol=1e-11, atol=1e-9)
+        np.testing.assert_allclose(t[:, None] * (np.nan_to_num(x, posinf=0.0) @ M.T) * (t[:, None] > 0), oracle,
+                                   rtol=1e-11, atol=1e-9)
+        assert t[7] == 0 and t[8] == 0
+        np.testing.assert_allclose(eng.chunk_level_gram(x, steps[:k])[0], oracle.T @ oracle, rtol=1e-11, atol=1e-9)
+
+
+@pytest.mark.parametrize("scheduler", ["synchronous", "threads"])
+def test_level_step_keeps_scales_per_block_and_is_chunking_invariant(rng, scheduler):
+    x = rng.standard_normal((2000, 3)) * [1, 5, 25]
+    steps = ((0.5, 10.0), (math.sqrt(GROWTH) * _random_projection(rng, 3, 1), 6.0))
+    oracle = eng.chunk_apply_steps(x, steps)
+    for chunks in ((2000, 3), (333, 2)):
+        X = da.from_array(x, chunks=chunks)
+        prev, M = None, np.eye(3)
+        for a, r in steps:
+            M = a * M if np.ndim(a) == 0 else a @ M
+            ts, gram = eng.level_step(X, prev, M, r)
+            prev, g = eng.persist_and_release(ts, eng.noised(gram, lambda v: v), scheduler)
+        assert len(prev) == X.numblocks[0]
+        np.testing.assert_allclose(g, oracle.T @ oracle, rtol=1e-12)
