@@ -1,12 +1,21 @@
-"""Flags and printing shared by the sub-commands."""
+"""Flags, checks and printing shared by the sub-commands."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from typing import Callable, Iterable
 
-__all__ = ["add_output_args", "add_runtime_args", "print_json"]
+__all__ = [
+    "add_output_args",
+    "add_runtime_args",
+    "fit_and_write",
+    "input_shape",
+    "need",
+    "print_json",
+    "print_mapping",
+]
 
 
 def add_runtime_args(p: argparse.ArgumentParser) -> None:
@@ -30,3 +39,75 @@ def add_output_args(p: argparse.ArgumentParser, required: bool = True) -> None:
 def print_json(obj) -> None:
     json.dump(obj, sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")
+
+
+def print_mapping(mapping: dict, as_json: bool, *, skip: Iterable[str] = ("calibration",), width: int = 22) -> None:
+    """Print a plan-like mapping as JSON or as aligned ``key : value`` lines."""
+    if as_json:
+        print_json(mapping)
+        return
+    for key, value in mapping.items():
+        if key not in skip:
+            print(f"{key:>{width}} : {value}")
+
+
+def need(args, *names: str, context: str = "") -> None:
+    """Raise a ValidationError naming every missing ``--option`` among ``names``."""
+    from dpdist.exceptions import ValidationError
+
+    missing = [f"--{n.replace('_', '-')}" for n in names if getattr(args, n, None) is None]
+    if missing:
+        prefix = f"{context} needs option(s)" if context else "missing required option(s)"
+        raise ValidationError(f"{prefix}: {', '.join(missing)}")
+
+
+def input_shape(args) -> tuple[int, int]:
+    """(n, d) for ``--plan``: from INPUT's metadata (no data read) or --n-samples/--n-features."""
+    from dpdist.data.validation import as_dask_array
+
+    if args.input is not None:
+        n, d = as_dask_array(args.input).shape  # metadata only
+        return int(n), int(d)
+    need(args, "n_samples", "n_features", context="--plan without INPUT")
+    return int(args.n_samples), int(args.n_features)
+
+
+def fit_and_write(
+    est,
+    args,
+    summary: Callable[[object], list[str]],
+    extra_values: Callable[[object], dict] | None = None,
+    report_delta: float | None = None,
+) -> int:
+    """Check INPUT and --output, fit, write the release atomically, print a summary.
+
+    The output path is checked before any data is read; the release is written only after
+    the fit succeeded, so a failure leaves nothing behind.
+    """
+    from dpdist.data.results import check_output_path, write_result
+    from dpdist.exceptions import ValidationError
+    from dpdist.report.text import format_release
+
+    if args.input is None:
+        raise ValidationError("INPUT (a Zarr array path) is required unless --plan is given")
+    if args.output is None:
+        raise ValidationError("--output is required")
+    out = check_output_path(args.output, overwrite=args.overwrite)
+    est.fit(args.input)
+    rel = est.release_
+    values = dict(rel.values)
+    if extra_values is not None:
+        for key, value in extra_values(est).items():
+            values.setdefault(key, value)
+    meta = rel.metadata()
+    write_result(out, meta, values, overwrite=args.overwrite)
+    if args.json:
+        print_json(meta)
+    else:
+        print(format_release(meta, report_delta=report_delta))
+        for line in summary(est):
+            print(line)
+        if not meta.get("private", True):
+            print("WARNING   : this result is NOT PRIVATE")
+        print(f"written   : {out}")
+    return 0

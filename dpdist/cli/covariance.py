@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from dpdist.cli._common import add_output_args, add_runtime_args, print_json
+from dpdist.cli._common import add_output_args, add_runtime_args, fit_and_write, input_shape, need, print_mapping
 
 METHODS = ("privcov", "wang-xu", "thresholded")
 
@@ -38,26 +38,18 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _need(args, *names):
-    from dpdist.exceptions import ValidationError
-
-    missing = [f"--{n.replace('_', '-')}" for n in names if getattr(args, n) is None]
-    if missing:
-        raise ValidationError(f"missing required option(s): {', '.join(missing)}")
-
-
 def _estimator(args):
     import dpdist
 
     if args.method == "privcov":
-        _need(args, "k", "epsilon", "delta")
+        need(args, "k", "epsilon", "delta")
         return dpdist.SparseCovariance(
             args.k, args.epsilon, args.delta, sigma=args.sigma, clip=args.clip, beta=args.beta,
             random_state=args.random_state, scheduler=args.scheduler, on_nonfinite=args.on_nonfinite,
             tile_size=args.tile_size, progress=args.progress,
         )
     if args.method == "wang-xu":
-        _need(args, "epsilon", "delta")
+        need(args, "epsilon", "delta")
         return dpdist.baselines.GaussianCovariance(
             args.epsilon, args.delta, sigma=args.sigma, clip=args.clip, threshold=args.threshold,
             random_state=args.random_state, beta=args.beta, scheduler=args.scheduler,
@@ -70,44 +62,21 @@ def _estimator(args):
 
 
 def run(args) -> int:
-    from dpdist.data.results import check_output_path, write_result
-    from dpdist.data.validation import as_dask_array
     from dpdist.exceptions import ValidationError
-    from dpdist.report.text import format_release
 
     est = _estimator(args)
     if args.plan:
-        if args.input is not None:
-            n, d = as_dask_array(args.input).shape  # metadata only
-        else:
-            _need(args, "n_samples", "n_features")
-            n, d = args.n_samples, args.n_features
         if not hasattr(est, "plan"):
             raise ValidationError(f"--plan is not available for --method {args.method}")
+        n, d = input_shape(args)
         plan = est.plan(n, d)
-        if args.json:
-            print_json(plan)
-        else:
-            for key, value in plan.items():
-                if key != "calibration":
-                    print(f"{key:>22} : {value}")
-            if args.method == "privcov" and args.sigma is not None:
-                print(f"{'min n, error <= sigma^2':>22} : {est.min_samples(args.sigma**2, d)}")
+        if args.method == "privcov" and args.sigma is not None and not args.json:
+            plan["min n, error <= sigma^2"] = est.min_samples(args.sigma**2, d)
+        print_mapping(plan, args.json)
         return 0
-    if args.input is None:
-        raise ValidationError("INPUT (a Zarr array path) is required unless --plan is given")
-    if args.output is None:
-        raise ValidationError("--output is required")
-    out = check_output_path(args.output, overwrite=args.overwrite)
-    est.fit(args.input)
-    rel = est.release_
-    write_result(out, rel.metadata(), rel.values, overwrite=args.overwrite)
-    meta = rel.metadata()
-    if args.json:
-        print_json(meta)
-    else:
-        print(format_release(meta))
-        M = rel.values["covariance"]
-        print(f"released  : {M.shape[0]} x {M.shape[1]} sparse matrix, {M.nnz} non-zeros")
-        print(f"written   : {out}")
-    return 0
+
+    def summary(fitted) -> list[str]:
+        M = fitted.covariance_
+        return [f"released  : {M.shape[0]} x {M.shape[1]} sparse matrix, {M.nnz} non-zeros"]
+
+    return fit_and_write(est, args, summary)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from dpdist.cli._common import add_output_args, add_runtime_args, print_json
+from dpdist.cli._common import add_output_args, add_runtime_args, fit_and_write, input_shape, need, print_mapping
 
 
 def register(sub) -> None:
@@ -33,12 +33,9 @@ def register(sub) -> None:
 
 
 def _estimator(args):
-    from dpdist.exceptions import ValidationError
+    from dpdist.algorithms.sparse_pca import SpectralNorm
 
-    missing = [f"--{n.replace('_', '-')}" for n in ("k", "epsilon", "delta", "gap", "sigma") if getattr(args, n) is None]
-    if missing:
-        raise ValidationError(f"missing required option(s): {', '.join(missing)}")
-    from dpdist.algorithms.sparse_pca import SpectralNorm  # helper module, imported lazily
+    need(args, "k", "epsilon", "delta", "gap", "sigma")
 
     extra = {key: getattr(args, key) for key in ("n_batches", "tau") if getattr(args, key) is not None}
     return SpectralNorm(args.k, args.epsilon, args.delta, gap=args.gap, sigma=args.sigma,
@@ -46,42 +43,13 @@ def _estimator(args):
 
 
 def run(args) -> int:
-    from dpdist.data.results import check_output_path, write_result
-    from dpdist.data.validation import as_dask_array
-    from dpdist.exceptions import ValidationError
-    from dpdist.report.text import format_release
-
     est = _estimator(args)
     if args.plan:
-        if args.input is not None:
-            n, d = (int(s) for s in as_dask_array(args.input).shape)  # metadata only
-        elif args.n_samples is None or args.n_features is None:
-            raise ValidationError("--plan needs INPUT or both --n-samples and --n-features")
-        else:
-            n, d = args.n_samples, args.n_features
-        plan = est.plan(n, d)
-        if args.json:
-            print_json(plan)
-        else:
-            for key, value in plan.items():
-                if key != "calibration":
-                    print(f"{key:>22} : {value}")
+        n, d = input_shape(args)
+        print_mapping(est.plan(n, d), args.json)
         return 0
-    if args.input is None:
-        raise ValidationError("INPUT (a Zarr array path) is required unless --plan is given")
-    if args.output is None:
-        raise ValidationError("--output is required")
-    out = check_output_path(args.output, overwrite=args.overwrite)
-    est.fit(args.input)
-    rel = est.release_
-    values = dict(rel.values)
-    values.setdefault("norm", est.norm_)
-    write_result(out, rel.metadata(), values, overwrite=args.overwrite)
-    meta = rel.metadata()
-    if args.json:
-        print_json(meta)
-    else:
-        print(format_release(meta))
-        print(f"released  : ||Sigma||_op estimate {float(est.norm_):.6g}")
-        print(f"written   : {out}")
-    return 0
+    return fit_and_write(
+        est, args,
+        summary=lambda fitted: [f"released  : ||Sigma||_op estimate {float(fitted.norm_):.6g}"],
+        extra_values=lambda fitted: {"norm": fitted.norm_},
+    )

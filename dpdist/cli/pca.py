@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import inspect
 
-from dpdist.cli._common import add_output_args, add_runtime_args, print_json
+from dpdist.cli._common import add_output_args, add_runtime_args, fit_and_write, input_shape, need, print_mapping
 
 METHODS = ("privpca", "expmech", "analyze-gauss", "gaussian", "thresholded")
 
@@ -51,11 +51,7 @@ def register(sub) -> None:
 
 
 def _need(args, *names) -> None:
-    from dpdist.exceptions import ValidationError
-
-    missing = [f"--{n.replace('_', '-')}" for n in names if getattr(args, n) is None]
-    if missing:
-        raise ValidationError(f"--method {args.method} needs option(s): {', '.join(missing)}")
+    need(args, *names, context=f"--method {args.method}")
 
 
 def _given(args, **names) -> dict:
@@ -69,7 +65,7 @@ def _estimator(args):
     rt = dict(scheduler=args.scheduler)
     if args.method == "privpca":
         _need(args, "k", "epsilon", "delta", "gap", "sigma")
-        from dpdist.algorithms.sparse_pca import SparsePCA  # helper module, imported lazily
+        from dpdist.algorithms.sparse_pca import SparsePCA
 
         return SparsePCA(
             args.k, args.epsilon, args.delta, gap=args.gap, sigma=args.sigma,
@@ -107,16 +103,6 @@ def _plan_kwargs(est, args) -> dict:
     return {key: v for key, v in candidates.items() if key in accepted and v is not None}
 
 
-def _shape(args) -> tuple[int, int]:
-    from dpdist.data.validation import as_dask_array
-
-    if args.input is not None:
-        n, d = as_dask_array(args.input).shape  # metadata only
-        return int(n), int(d)
-    _need(args, "n_samples", "n_features")
-    return args.n_samples, args.n_features
-
-
 def print_plan(est, args, n: int, d: int) -> None:
     """Print ``est.plan(n, d)`` (shared with ``dpdist norm``)."""
     plan = est.plan(n, d, **_plan_kwargs(est, args))
@@ -131,39 +117,18 @@ def print_plan(est, args, n: int, d: int) -> None:
             extra["min_samples_for_target"] = est.min_samples(args.target_sin2, d)
         else:
             raise ValidationError("--target-sin2 is available for --method expmech and privpca")
-    if args.json:
-        print_json({**plan, **extra})
-        return
-    for key, value in {**plan, **extra}.items():
-        if key != "calibration":
-            print(f"{key:>24} : {value}")
+    print_mapping({**plan, **extra}, args.json, width=24)
 
 
 def run(args) -> int:
-    from dpdist.data.results import check_output_path, write_result
-    from dpdist.exceptions import ValidationError
-    from dpdist.report.text import format_release
-
     est = _estimator(args)
     if args.plan:
-        n, d = _shape(args)
+        n, d = input_shape(args)
         print_plan(est, args, n, d)
         return 0
-    if args.input is None:
-        raise ValidationError("INPUT (a Zarr array path) is required unless --plan is given")
-    if args.output is None:
-        raise ValidationError("--output is required")
-    out = check_output_path(args.output, overwrite=args.overwrite)
-    est.fit(args.input)
-    rel = est.release_
-    write_result(out, rel.metadata(), rel.values, overwrite=args.overwrite)
-    meta = rel.metadata()
-    if args.json:
-        print_json(meta)
-    else:
-        print(format_release(meta))
-        comp = est.components_
-        nnz = int((comp != 0).sum())
-        print(f"released  : leading component, {comp.shape[1]} features, {nnz} non-zeros")
-        print(f"written   : {out}")
-    return 0
+
+    def summary(fitted) -> list[str]:
+        comp = fitted.components_
+        return [f"released  : leading component, {comp.shape[1]} features, {int((comp != 0).sum())} non-zeros"]
+
+    return fit_and_write(est, args, summary)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from dpdist.cli._common import add_output_args, add_runtime_args, print_json
+from dpdist.cli._common import add_output_args, add_runtime_args, fit_and_write, input_shape, need, print_mapping
 
 METHODS = ("recursive", "subsample-aggregate")
 
@@ -49,21 +49,13 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _need(args, *names) -> None:
-    from dpdist.exceptions import ValidationError
-
-    missing = [f"--{n.replace('_', '-')}" for n in names if getattr(args, n) is None]
-    if missing:
-        raise ValidationError(f"missing required option(s): {', '.join(missing)}")
-
-
 def _estimator(args):
     import dpdist
     from dpdist.baselines import SubsampleAggregateSecondMoment
     from dpdist.exceptions import ValidationError
 
     if args.method == "recursive":
-        _need(args, "rho")
+        need(args, "rho")
         if args.epsilon is not None or args.delta is not None or args.unsafe_no_privacy:
             raise ValidationError("--epsilon/--delta/--unsafe-no-privacy belong to --method subsample-aggregate")
         return dpdist.SecondMoment(
@@ -71,7 +63,7 @@ def _estimator(args):
             init_fraction=args.init_fraction, sensitivity=args.sensitivity, xi=args.xi,
             random_state=args.random_state, scheduler=args.scheduler, psd=args.psd,
         )
-    _need(args, "epsilon", "delta")
+    need(args, "epsilon", "delta")
     if args.rho is not None or args.radius is not None or args.lambda_min is not None:
         raise ValidationError("--rho/--radius/--lambda-min belong to --method recursive")
     return SubsampleAggregateSecondMoment(
@@ -80,56 +72,32 @@ def _estimator(args):
     )
 
 
-def _summary(meta: dict, report_delta: float) -> list[str]:
-    from dpdist.privacy.zcdp import ZCDP
-
-    lines = [f"mechanism : {meta['mechanism']}"]
+def _details(meta: dict) -> list[str]:
+    """Budget breakdown and public parameters of a second-moment release."""
+    lines = []
     p = meta.get("privacy") or {}
-    if not meta.get("private", True):
-        lines.append("privacy   : NOT PRIVATE (no differential-privacy guarantee; unsafe_no_privacy run)")
-    elif p.get("type") == "zcdp":
-        z = ZCDP(p["rho"])
-        lines.append(
-            f"privacy   : rho = {p['rho']:g} zCDP (replace-one); = ({z.to_approx_dp(report_delta):.4g}, "
-            f"{report_delta:g})-DP (Bun-Steinke), ({z.to_approx_dp(report_delta, method='cks20'):.4g}, "
-            f"{report_delta:g})-DP (CKS20)"
-        )
-        levels = [part for part in p.get("breakdown", []) if part["step"].startswith("level ")]
-        for part in p.get("breakdown", []):
-            if not part["step"].startswith("level "):
-                lines.append(f"            {part['step']}: rho {part['rho']:.4g}")
-        if levels:
-            lines.append(f"            recursion: {len(levels)} levels x rho {levels[0]['rho']:.4g}")
-    elif p.get("type") == "approx-dp":
-        lines.append(f"privacy   : ({p['epsilon']:g}, {p['delta']:g})-DP (replace-one)")
+    levels = [part for part in p.get("breakdown", []) if part["step"].startswith("level ")]
+    for part in p.get("breakdown", []):
+        if not part["step"].startswith("level "):
+            lines.append(f"budget    : {part['step']}: rho {part['rho']:.4g}")
+    if levels:
+        lines.append(f"budget    : recursion: {len(levels)} levels x rho {levels[0]['rho']:.4g}")
     params = meta.get("parameters", {})
     for key in ("n_samples", "n_features", "m", "alpha", "radius", "radius_source", "lambda_min",
                 "lambda_source", "n_levels", "subspace_dims", "n_groups", "q_tilde"):
         if key in params:
             lines.append(f"{key:<10}: {params[key]}")
-    seeding = meta.get("seeding") or {}
-    if seeding.get("mode") == "seeded":
-        lines.append("seeding   : SEEDED (reproducible noise, for tests only)")
-    lines.append(f"status    : {meta.get('status')}")
-    for note in meta.get("notes", []):
-        lines.append(f"note      : {note}")
     return lines
 
 
 def run(args) -> int:
-    from dpdist.data.results import check_output_path, write_result
-    from dpdist.data.validation import as_dask_array
     from dpdist.exceptions import ValidationError
 
     est = _estimator(args)
     if args.plan:
         if args.method != "recursive":
             raise ValidationError("--plan is available for --method recursive only")
-        if args.input is not None:
-            n, d = as_dask_array(args.input).shape  # metadata only
-        else:
-            _need(args, "n_samples", "n_features")
-            n, d = args.n_samples, args.n_features
+        n, d = input_shape(args)
         plan = est.plan(n, d)
         info = {
             "n_levels": plan.n_levels,
@@ -139,26 +107,7 @@ def run(args) -> int:
             "event_e_holds": plan.event_e_holds,
             "rho_main": plan.rho_main,
         }
-        if args.json:
-            print_json(info)
-        else:
-            for key, value in info.items():
-                print(f"{key:>20} : {value}")
+        print_mapping(info, args.json, width=20)
         return 0
-    if args.input is None:
-        raise ValidationError("INPUT (a Zarr array path) is required unless --plan is given")
-    if args.output is None:
-        raise ValidationError("--output is required")
-    out = check_output_path(args.output, overwrite=args.overwrite)
-    est.fit(args.input)
-    rel = est.release_
-    write_result(out, rel.metadata(), rel.values, overwrite=args.overwrite)
-    meta = rel.metadata()
-    if args.json:
-        print_json(meta)
-    else:
-        print("\n".join(_summary(meta, args.report_delta)))
-        if not rel.private:
-            print("WARNING   : this result is NOT PRIVATE")
-        print(f"written   : {out}")
-    return 0
+    return fit_and_write(est, args, lambda fitted: _details(fitted.release_.metadata()),
+                         report_delta=args.report_delta)
