@@ -10,6 +10,7 @@ from dpdist._version import __version__
 from dpdist.algorithms.expmech_pca import ExpMechSparsePCA
 from dpdist.algorithms.second_moment import SecondMoment
 from dpdist.algorithms.sparse_covariance import SparseCovariance
+from dpdist.algorithms.sparse_pca import SparsePCA, SpectralNorm
 from dpdist.data.results import load_result
 from dpdist.exceptions import DataConversionWarning, NoPrivateResult, ValidationError
 
@@ -19,6 +20,8 @@ __all__ = [
     "NoPrivateResult",
     "SecondMoment",
     "SparseCovariance",
+    "SparsePCA",
+    "SpectralNorm",
     "ValidationError",
     "__version__",
     "load_result",

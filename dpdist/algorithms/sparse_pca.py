@@ -1,0 +1,862 @@
+"""PrivNorm (Algorithm 3) and PrivPCA (Algorithm 2) of the COLT 2026 paper, and Theorem 3.
+
+:func:`private_norm` releases the operator norm of the thresholded FriendlyCore average
+``T_5tau(Sigma_bar)``; :func:`private_pca` releases the leading k-sparse principal component;
+:func:`sparse_pca` runs both on the same data (Theorem 3), splitting the budget. The
+estimators :class:`SpectralNorm` and :class:`SparsePCA` validate, call these functions and
+copy the release into ``*_`` attributes.
+
+Execution (see :mod:`dpdist.engine.friendly`): pass 1 computes the batch statistics (good-set
+ingredients, friend counts, weights) and keeps them where they were computed; the private
+tests run there and only their noised outcomes come back; pass 2 computes
+``T_5tau(Sigma_bar)`` (again kept there), and the final release (a noised norm, or the top
+eigenvector of the noised, top-k^2 projector) is the only value that comes back. PrivNorm and
+PrivPCA use the same batches, tau, friend counts and Sigma_bar (deterministic functions of the
+data), so :func:`sparse_pca` reads the data twice in total, not four times; their noises are
+independent (distinct noise purposes).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dpdist.data.validation import as_dask_array
+from dpdist.engine.friendly import (
+    DEFAULT_GROUP_BYTES,
+    DEFAULT_TILE_BYTES,
+    FriendlyStats,
+    batch_labels,
+    combine_pass1_groups,
+    friendly_pass1_groups,
+    friendly_pass2,
+    open_session,
+    sparse_spectrum,
+)
+from dpdist.engine.runtime import check_scheduler
+from dpdist.exceptions import NoPrivateResult, ValidationError
+from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
+from dpdist.privacy.noise import (
+    FLOAT_NOISE_CAVEAT,
+    NoiseSeed,
+    bounded_laplace_from_uniform,
+    gaussian_from_uniform,
+    resolve_random_state,
+)
+from dpdist.privacy.pca_calibration import (
+    DEFAULT_BETA,
+    TAU_CONSTANT,
+    FriendlyTestCalibration,
+    batch_sizes,
+    check_gap,
+    check_k,
+    check_n_batches,
+    default_n_batches,
+    friendly_tau,
+    friendly_test_calibration,
+    privnorm_calibration,
+    privnorm_error_bound,
+    privpca_calibration,
+    privpca_error_bound,
+    search_min_samples,
+    split_budget,
+)
+from dpdist.privacy.release import Release
+from dpdist.privacy.topk_sampler import top_k2_of_noisy_projector
+
+__all__ = ["SparsePCA", "SpectralNorm", "private_norm", "private_pca", "sparse_pca"]
+
+MECH_NORM = "PrivNorm (COLT 2026, Algorithm 3)"
+MECH_PCA = "PrivPCA (COLT 2026, Algorithm 2)"
+MECH_BOTH = "PrivNorm + PrivPCA (COLT 2026, Theorem 3)"
+
+_COMMON_NOTES = (
+    FLOAT_NOISE_CAVEAT,
+    "Lemma 10 deviation: sigma_priv uses gap (1 - gap/2) lambda_hat in the denominator (Definition 4 "
+    "at gap/2 only guarantees that eigengap); the printed (13) omits 1/(1 - gap/2)",
+    "Fact 3/Fact 2 deviation: for a per-step epsilon/3 beyond the range the facts are stated for, the "
+    "bounded-Laplace bound and the Gaussian sigma are enlarged (never reduced)",
+    "rows are assumed mean-zero: the second moment (1/b) sum x x^T of each batch is used, not a "
+    "centred covariance",
+)
+
+
+# --------------------------------------------------------------------------------------
+# functions run where the statistics live (they see FriendlyStats; they return noised values)
+# --------------------------------------------------------------------------------------
+
+
+def _good_set(stats: FriendlyStats, gap: float, lambda_hat: float | None) -> np.ndarray:
+    """Good batches: Definition 4 at gap/2 (PrivPCA, ``lambda_hat`` given) or Algorithm 3's
+    lambda-free variant (``lambda_hat is None``)."""
+    lam1, lam2 = stats.lambda_1, stats.lambda_2
+    with np.errstate(invalid="ignore"):
+        ok = stats.krcs & (lam2 <= (1.0 - gap / 2.0) * lam1)
+        if lambda_hat is None:
+            ok &= lam1 > 0
+        else:
+            ok &= lam1 >= (1.0 - gap / 2.0) * lambda_hat
+    return ok
+
+
+def _friendly_tests(
+    stats: FriendlyStats,
+    gap: float,
+    lambda_hat: float | None,
+    cal: FriendlyTestCalibration,
+    seed: NoiseSeed,
+    purpose: str,
+) -> dict:
+    """Lines 2-15: the noisy tests on |C| and Z. Returns only noised values and outcomes."""
+    count = int(_good_set(stats, gap, lambda_hat).sum())
+    l_noise = float(bounded_laplace_from_uniform(seed.uniforms(purpose + "/count", 0, 0, 1), cal.count_scale, cal.count_bound)[0])
+    out = {"count_noisy": count + l_noise, "count_threshold": cal.count_threshold}
+    out["count_passed"] = bool(count + l_noise >= cal.count_threshold)
+    if not out["count_passed"]:
+        return out
+    xi = float(bounded_laplace_from_uniform(seed.uniforms(purpose + "/weight", 0, 0, 1), cal.weight_scale, cal.weight_bound)[0])
+    out["weight_noisy"] = stats.weight_sum + xi
+    out["weight_threshold"] = cal.weight_threshold
+    out["weight_passed"] = bool(stats.weight_sum + xi >= cal.weight_threshold)
+    return out
+
+
+def _release_norm(entries: tuple, n_features: int, sigma: float, seed: NoiseSeed, purpose: str) -> float:
+    """Algorithm 3 Lines 17-19: ``||T_5tau(Sigma_bar)||_op + N(0, sigma^2)``."""
+    r, c, v = entries
+    norm = sparse_spectrum(r, c, v, n_features).operator_norm()
+    return float(norm + gaussian_from_uniform(seed.uniforms(purpose + "/release", 0, 0, 1), sigma)[0])
+
+
+def _top_eigenvector_of_symmetrised(rows, cols, vals, n_features: int) -> tuple[np.ndarray, np.ndarray]:
+    """Line 22: ``v_1((P~ + P~^T)/2)`` as ``(support, values)``; post-processing only.
+
+    The symmetrised matrix lives on the indices A its entries touch; its spectrum on A is
+    computed densely. If every eigenvalue there is negative and some index lies outside A, the
+    top eigenvalue of the d x d matrix is 0 and e_j (j the smallest index outside A) is
+    returned. The sign is fixed by making the largest-magnitude entry positive.
+    """
+    active = np.unique(np.concatenate([rows, cols]))
+    pos = np.searchsorted(active, rows), np.searchsorted(active, cols)
+    a = active.size
+    mat = np.zeros((a, a))
+    np.add.at(mat, pos, vals / 2.0)
+    np.add.at(mat, (pos[1], pos[0]), vals / 2.0)
+    w, q = np.linalg.eigh(mat)
+    if w[-1] < 0 and a < n_features:
+        outside = np.setdiff1d(np.arange(min(n_features, a + 1)), active)
+        return np.array([int(outside[0])]), np.array([1.0])
+    vec = q[:, -1]
+    keep = vec != 0
+    vec = vec if vec[np.argmax(np.abs(vec))] > 0 else -vec
+    return active[keep], vec[keep]
+
+
+def _release_pca(entries: tuple, n_features: int, k: int, sigma: float, seed: NoiseSeed, purpose: str) -> dict:
+    """Algorithm 2 Lines 17-22 on ``T_5tau(Sigma_bar)``: u from the component carrying the top
+    eigenvalue, the exact top-k^2 of ``u u^T + G``, then the top eigenvector."""
+    r, c, v = entries
+    spec = sparse_spectrum(r, c, v, n_features, vectors=True)
+    support, u = spec.top_vector()
+    pr, pc, pv = top_k2_of_noisy_projector(support, u, n_features, k, sigma, seed, purpose + "/projector")
+    vs, vv = _top_eigenvector_of_symmetrised(pr, pc, pv, n_features)
+    return {"support": vs, "values": vv, "p_rows": pr, "p_cols": pc, "p_values": pv}
+
+
+# --------------------------------------------------------------------------------------
+# planning (no data)
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Setup:
+    n_samples: int
+    n_features: int
+    k: int
+    gap: float
+    sigma: float
+    n_batches: int
+    sizes: tuple
+    tau: float
+    tau_rule: str
+    beta: float
+
+
+def _setup(n_samples, n_features, k, gap, sigma, n_batches, tau, beta, budgets) -> _Setup:
+    n, d = int(n_samples), int(n_features)
+    if n < 2 * 20 or d < 2:
+        raise ValidationError(f"need n_samples >= 40 (20 batches of 2 rows) and n_features >= 2, got n={n}, d={d}")
+    k = check_k(k, d)
+    gap = check_gap(gap)
+    sigma = float(sigma)
+    if n_batches is None:
+        m = max(default_n_batches(e, dl, beta=beta) for e, dl in budgets)
+        if m > n // 2:
+            raise ValidationError(
+                f"the default number of batches for this budget is {m}, which needs n_samples >= {2 * m}; "
+                f"got n_samples={n} (pass n_batches= to override, or see plan())"
+            )
+    else:
+        m = check_n_batches(n_batches, n)
+    sizes = tuple(batch_sizes(n, m))
+    b = min(sizes)
+    if tau is None:
+        t = friendly_tau(sigma, d, b, beta=beta)
+        rule = f"eq. (11): {TAU_CONSTANT} sigma^2 sqrt(log(d/beta)/b), beta={beta}, b={b}"
+    else:
+        t = float(tau)
+        rule = "user-supplied"
+    return _Setup(n, d, k, gap, sigma, m, sizes, t, rule, float(beta))
+
+
+def _check_common(k, epsilon, delta, gap, sigma, n_batches, tau, beta, scheduler, random_state=None):
+    check_k(k)
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    check_gap(gap)
+    try:
+        s = float(sigma)
+    except (TypeError, ValueError):
+        raise ValidationError(f"sigma must be a positive number, got {sigma!r}") from None
+    if not (math.isfinite(s) and s > 0):
+        raise ValidationError(f"sigma must be finite and > 0, got {sigma!r}")
+    if n_batches is not None:
+        check_n_batches(n_batches)
+    if tau is not None:
+        try:
+            t = float(tau)
+        except (TypeError, ValueError):
+            raise ValidationError(f"tau must be a positive number, got {tau!r}") from None
+        if not (math.isfinite(t) and t > 0):
+            raise ValidationError(f"tau must be finite and > 0, got {tau!r}")
+    try:
+        bt = float(beta)
+    except (TypeError, ValueError):
+        raise ValidationError(f"beta must be a number in (0, 1), got {beta!r}") from None
+    if not (0 < bt < 1):
+        raise ValidationError(f"beta must lie in the open interval (0, 1), got {beta!r}")
+    check_scheduler(scheduler)
+    if random_state is not None:
+        resolve_random_state(random_state)  # validation only; resolved once in _run
+    return epsilon, delta
+
+
+# --------------------------------------------------------------------------------------
+# the pipeline
+# --------------------------------------------------------------------------------------
+
+
+def _run(
+    X,
+    *,
+    k,
+    epsilon,
+    delta,
+    gap,
+    sigma,
+    stages: list,
+    lambda_hat,
+    n_batches,
+    tau,
+    beta,
+    shuffle_batches,
+    random_state,
+    scheduler,
+    mechanism,
+    budget_split=None,
+    tile_bytes=DEFAULT_TILE_BYTES,
+    group_bytes=DEFAULT_GROUP_BYTES,
+) -> Release:
+    """Run the stages ("norm", then "pca") on shared batch statistics. ``stages`` is a list of
+    ``(name, epsilon, delta)``."""
+    X = as_dask_array(X)
+    n, d = X.shape
+    setup = _setup(n, d, k, gap, sigma, n_batches, tau, beta, [(e, dl) for _, e, dl in stages])
+    seed = resolve_random_state(random_state)
+    labels = None  # consecutive row ranges: labels are computed per chunk on the workers
+    if shuffle_batches:
+        # a public random permutation (independent of the data), drawn from the seed; this
+        # materialises n labels on the client
+        perm = np.argsort(seed.uniforms("privpca/shuffle", 0, 0, n), kind="stable")
+        labels = batch_labels(n, setup.sizes, perm)
+    tests_cal = {name: friendly_test_calibration(e, dl, setup.n_batches) for name, e, dl in stages}
+    noise_scales: dict[str, Any] = {}
+    for name, cal in tests_cal.items():
+        noise_scales[f"{name}/count_test_scale"] = cal.count_scale
+        noise_scales[f"{name}/count_test_bound"] = cal.count_bound
+        noise_scales[f"{name}/weight_test_scale"] = cal.weight_scale
+        noise_scales[f"{name}/weight_test_bound"] = cal.weight_bound
+    parameters = {
+        "n_samples": n,
+        "n_features": d,
+        "k": setup.k,
+        "gap": setup.gap,
+        "sigma": setup.sigma,
+        "n_batches": setup.n_batches,
+        "batch_size_min": min(setup.sizes),
+        "batch_size_max": max(setup.sizes),
+        "batches": "public random permutation" if shuffle_batches else "consecutive row ranges",
+        "tau": setup.tau,
+        "tau_rule": setup.tau_rule,
+        "threshold_sigma_bar": 5 * setup.tau,
+        "beta": setup.beta,
+        "stages": {name: {"epsilon": e, "delta": dl} for name, e, dl in stages},
+    }
+    if budget_split is not None:
+        parameters["budget_split"] = budget_split
+    values: dict[str, Any] = {"tests": {}}
+    spent = None
+    notes = list(_COMMON_NOTES)
+
+    def reject(stage: str, why: str):
+        rel = Release(
+            mechanism=mechanism,
+            privacy=spent,
+            parameters={**parameters, "rejected_stage": stage},
+            noise_scales=noise_scales,
+            values=values,
+            seeding=seed.describe(),
+            notes=tuple(notes + [f"rejected at {stage}: {why}; the budget of the stages run counts as spent"]),
+            status="rejected",
+        )
+        raise NoPrivateResult(f"{mechanism} returned bottom at stage {stage!r}: {why}", stage=stage, release=rel)
+
+    lam_hat = lambda_hat
+    with open_session(scheduler) as session:
+        groups = session.persist_each(
+            friendly_pass1_groups(
+                X, labels=labels, sizes=setup.sizes, tau=setup.tau, k=setup.k, tile_bytes=tile_bytes,
+                group_bytes=group_bytes,
+            )
+        )
+        stats = session.apply(
+            combine_pass1_groups, *groups, n_features=d, k=setup.k, sizes=np.asarray(setup.sizes, dtype=np.int64)
+        )
+        del groups  # the tiles' statistics are released once combined
+        sigma_bar = None
+        for name, e, dl in stages:
+            if name == "pca" and not (lam_hat is not None and lam_hat > 0):
+                # PrivNorm released lambda_hat <= 0: PrivPCA cannot run and spends nothing
+                reject("privpca/lambda_hat", f"the released lambda_hat = {lam_hat} is not > 0, PrivPCA was not run")
+            stage_budget = ApproxDP(e, dl)
+            spent = stage_budget if spent is None else spent + stage_budget
+            purpose = f"privpca/{name}"
+            outcome = session.fetch(
+                session.apply(
+                    _friendly_tests,
+                    stats,
+                    setup.gap,
+                    None if name == "norm" else float(lam_hat),
+                    tests_cal[name],
+                    seed,
+                    purpose,
+                )
+            )
+            values["tests"][name] = outcome
+            if not outcome["count_passed"]:
+                reject(f"{'privnorm' if name == 'norm' else 'privpca'}/good-set test (Line 4)",
+                       "too few batches are good (noisy |C| below 0.8 m + bound)")
+            if not outcome["weight_passed"]:
+                reject(f"{'privnorm' if name == 'norm' else 'privpca'}/friend-weight test (Line 13)",
+                       "too few batches have enough friends (noisy Z below 0.8 m + bound)")
+            if sigma_bar is None:
+                sigma_bar = session.persist(
+                    friendly_pass2(X, stats.graph_input, labels=labels, sizes=setup.sizes, rho=5 * setup.tau,
+                                   tile_bytes=tile_bytes)
+                )
+            if name == "norm":
+                cal = privnorm_calibration(e, dl, setup.k, setup.tau)
+                noise_scales["norm/sigma"] = cal.sigma
+                noise_scales["norm/sensitivity"] = cal.sensitivity
+                noise_scales["norm/rule"] = cal.rule
+                lam_hat = session.fetch(session.apply(_release_norm, sigma_bar, d, cal.sigma, seed, purpose))
+                values["norm"] = lam_hat
+            else:
+                cal = privpca_calibration(e, dl, setup.k, setup.tau, setup.gap, float(lam_hat))
+                noise_scales["pca/sigma_priv"] = cal.sigma
+                noise_scales["pca/sensitivity"] = cal.sensitivity
+                noise_scales["pca/rule"] = cal.rule
+                out = session.fetch(
+                    session.apply(_release_pca, sigma_bar, d, setup.k, cal.sigma, seed, purpose)
+                )
+                comp = np.zeros((1, d))
+                comp[0, out["support"]] = out["values"]
+                values["components"] = comp
+                values["projector_top_k2"] = (out["p_rows"], out["p_cols"], out["p_values"])
+                values["lambda_hat"] = float(lam_hat)
+    return Release(
+        mechanism=mechanism,
+        privacy=spent,
+        parameters=parameters,
+        noise_scales=noise_scales,
+        values=values,
+        seeding=seed.describe(),
+        notes=tuple(notes),
+        status="released",
+    )
+
+
+def private_norm(
+    X,
+    k: int,
+    epsilon: float,
+    delta: float,
+    *,
+    gap: float,
+    sigma: float,
+    n_batches: int | None = None,
+    tau: float | None = None,
+    beta: float = DEFAULT_BETA,
+    shuffle_batches: bool = False,
+    random_state=None,
+    scheduler=None,
+) -> Release:
+    """PrivNorm (Algorithm 3): a private estimate of ``lambda_1`` of a k-RCS covariance.
+
+    Parameters
+    ----------
+    X : array-like, dask array, zarr.Array or str
+        n x d data, one row per individual, rows mean-zero.
+    k : int
+        Row-column sparsity of the covariance (Model 1).
+    epsilon, delta : float
+        Privacy budget; epsilon > 0, 0 < delta < 1.
+    gap : float
+        Eigengap gamma in (0, 1): ``lambda_2 <= (1 - gap) lambda_1``.
+    sigma : float
+        Sub-Gaussian parameter of the rows (public); sets tau through eq. (11).
+    n_batches : int, optional
+        m >= 20; default :func:`~dpdist.privacy.pca_calibration.default_n_batches`.
+    tau : float, optional
+        Threshold; default eq. (11) with :data:`~dpdist.privacy.pca_calibration.TAU_CONSTANT`.
+    beta : float
+        Failure probability used by eq. (11) and the default m (utility only).
+    shuffle_batches : bool
+        False: batches are consecutive row ranges. True: batch membership follows a public
+        random permutation drawn from ``random_state`` (for data sorted by time or source).
+    random_state : None or int
+        None: OS entropy (the only mode fit for release). An int seeds the noise for tests.
+    scheduler : optional
+        See :func:`dpdist.engine.runtime.compute`.
+
+    Returns
+    -------
+    Release
+        ``values["norm"]`` is the released ``lambda_hat``.
+
+    Raises
+    ------
+    NoPrivateResult
+        When a private test rejects (Algorithm 3 returns bottom); ``.release`` records it.
+
+    Notes
+    -----
+    **Guarantee.** (epsilon, delta)-DP under replace-one neighbours (n public), for any input
+    and any tau > 0 (Lemma 20). Three steps at (epsilon/3, delta/3) each, basic composition:
+    the good-set count |C| (sensitivity 1) and the FriendlyCore weight sum Z (sensitivity 7,
+    eq. (12)) are tested with bounded Laplace noise (Lemma 8, Fact 3); given both pass on
+    neighbouring inputs, ``||T_5tau(Sigma_bar)||_op`` is ``20 k tau``-sensitive (Lemma 9 with
+    m >= 20) and released with Gaussian noise ``20 k tau (6/eps) sqrt(log(6/delta))`` (Fact
+    2). Sensitivities use public parameters only (k, tau, m). Caveats: floating-point noise
+    (no snapping); for epsilon/3 above the range of Facts 2-3 the noise is enlarged (see
+    :mod:`dpdist.privacy.pca_calibration`); a rejection spends the budget.
+
+    References
+    ----------
+    COLT 2026 paper (``shared/papers/000_b225b81e7478a8a0.txt``), Appendix C, Proposition 1.
+    """
+    epsilon, delta = _check_common(k, epsilon, delta, gap, sigma, n_batches, tau, beta, scheduler, random_state)
+    return _run(
+        X, k=k, epsilon=epsilon, delta=delta, gap=gap, sigma=sigma, stages=[("norm", epsilon, delta)],
+        lambda_hat=None, n_batches=n_batches, tau=tau, beta=beta, shuffle_batches=shuffle_batches,
+        random_state=random_state, scheduler=scheduler, mechanism=MECH_NORM,
+    )
+
+
+def private_pca(
+    X,
+    k: int,
+    epsilon: float,
+    delta: float,
+    *,
+    gap: float,
+    sigma: float,
+    lambda_hat: float,
+    n_batches: int | None = None,
+    tau: float | None = None,
+    beta: float = DEFAULT_BETA,
+    shuffle_batches: bool = False,
+    random_state=None,
+    scheduler=None,
+) -> Release:
+    """PrivPCA (Algorithm 2) with a given (public or separately released) ``lambda_hat``.
+
+    Parameters are those of :func:`private_norm`, plus ``lambda_hat > 0``, an estimate of
+    ``lambda_1`` (Theorem 3 wants it within ``(1 +- gap/10) lambda_1``).
+
+    Returns
+    -------
+    Release
+        ``values["components"]`` is the released unit vector, shape (1, d).
+
+    Notes
+    -----
+    **Guarantee.** (epsilon, delta)-DP under replace-one neighbours, for any input and any
+    tau > 0 (Corollary 1): tests on |C| and Z as in :func:`private_norm` (Lemma 8), then,
+    given both neighbouring runs pass, the projector ``u u^T`` of the top eigenvector of
+    ``T_5tau(Sigma_bar)`` is ``Delta``-sensitive in Frobenius norm (Lemma 10) with
+    ``Delta = 80 sqrt(2) k tau / (gap (1 - gap/2) lambda_hat)`` (the factor ``1/(1 -
+    gap/2)`` corrects the printed (13): goodness at gap/2 guarantees only that eigengap), and
+    ``u u^T + G`` with ``G_ij ~ N(0, sigma_priv^2)``, ``sigma_priv = Delta (6/eps)
+    sqrt(log(6/delta))``, is (epsilon/3, delta/3)-DP (Fact 2). ``top_{k^2}`` (sampled exactly
+    by :mod:`dpdist.privacy.topk_sampler`), symmetrisation and the top eigenvector are
+    post-processing. Caveats as in :func:`private_norm`; ``lambda_hat`` must not depend on
+    the data except through a DP release whose cost is accounted separately.
+    """
+    epsilon, delta = _check_common(k, epsilon, delta, gap, sigma, n_batches, tau, beta, scheduler, random_state)
+    lam = _check_lambda_hat(lambda_hat)
+    return _run(
+        X, k=k, epsilon=epsilon, delta=delta, gap=gap, sigma=sigma, stages=[("pca", epsilon, delta)],
+        lambda_hat=lam, n_batches=n_batches, tau=tau, beta=beta, shuffle_batches=shuffle_batches,
+        random_state=random_state, scheduler=scheduler, mechanism=MECH_PCA,
+    )
+
+
+def _check_lambda_hat(lambda_hat) -> float:
+    try:
+        lam = float(lambda_hat)
+    except (TypeError, ValueError):
+        raise ValidationError(f"lambda_hat must be a positive number, got {lambda_hat!r}") from None
+    if not (math.isfinite(lam) and lam > 0):
+        raise ValidationError(f"lambda_hat must be finite and > 0, got {lambda_hat!r}")
+    return lam
+
+
+def sparse_pca(
+    X,
+    k: int,
+    epsilon: float,
+    delta: float,
+    *,
+    gap: float,
+    sigma: float,
+    norm_fraction: float = 0.5,
+    lambda_hat: float | None = None,
+    n_batches: int | None = None,
+    tau: float | None = None,
+    beta: float = DEFAULT_BETA,
+    shuffle_batches: bool = False,
+    random_state=None,
+    scheduler=None,
+) -> Release:
+    """Theorem 3: PrivNorm for ``lambda_hat``, then PrivPCA, on the same data.
+
+    With ``lambda_hat`` given, PrivNorm is skipped and the whole budget goes to PrivPCA.
+
+    Notes
+    -----
+    **Guarantee.** (epsilon, delta)-DP under replace-one neighbours by basic composition of
+    PrivNorm at ``(f epsilon, f delta)`` and PrivPCA at ``((1-f) epsilon, (1-f) delta)``,
+    ``f = norm_fraction`` (each as in :func:`private_norm` and :func:`private_pca`). Both
+    stages share the batches, tau, the friend relation and Sigma_bar (deterministic functions
+    of the data, computed once); their noises are independent. If PrivNorm rejects, PrivPCA
+    does not run and only PrivNorm's share is spent (recorded in the release).
+    """
+    epsilon, delta = _check_common(k, epsilon, delta, gap, sigma, n_batches, tau, beta, scheduler, random_state)
+    if lambda_hat is not None:
+        lam = _check_lambda_hat(lambda_hat)
+        return _run(
+            X, k=k, epsilon=epsilon, delta=delta, gap=gap, sigma=sigma, stages=[("pca", epsilon, delta)],
+            lambda_hat=lam, n_batches=n_batches, tau=tau, beta=beta, shuffle_batches=shuffle_batches,
+            random_state=random_state, scheduler=scheduler, mechanism=MECH_PCA,
+            budget_split={"norm_fraction": 0.0, "lambda_hat": "user-supplied", "pca": [epsilon, delta]},
+        )
+    (en, dn), (ep, dp) = split_budget(epsilon, delta, norm_fraction)
+    return _run(
+        X, k=k, epsilon=epsilon, delta=delta, gap=gap, sigma=sigma,
+        stages=[("norm", en, dn), ("pca", ep, dp)], lambda_hat=None, n_batches=n_batches, tau=tau,
+        beta=beta, shuffle_batches=shuffle_batches, random_state=random_state, scheduler=scheduler,
+        mechanism=MECH_BOTH,
+        budget_split={"norm_fraction": float(norm_fraction), "norm": [en, dn], "pca": [ep, dp],
+                      "composition": "basic (DR14 Thm 3.16)"},
+    )
+
+
+# --------------------------------------------------------------------------------------
+# estimators
+# --------------------------------------------------------------------------------------
+
+
+def _plan_tests(setup: _Setup, cal: FriendlyTestCalibration) -> dict:
+    """How far a run whose batches are all good clears the Z test (the binding one)."""
+    m = setup.n_batches
+    margin_all_good = m - cal.weight_threshold  # Z = m when every batch befriends every other
+    return {
+        "count_test": {"scale": cal.count_scale, "bound": cal.count_bound, "threshold": cal.count_threshold},
+        "weight_test": {"scale": cal.weight_scale, "bound": cal.weight_bound, "threshold": cal.weight_threshold},
+        "weight_test_margin_if_all_good": margin_all_good,
+        "weight_test_margin_in_noise_scales": margin_all_good / cal.weight_scale,
+        "tests_can_pass": bool(margin_all_good > 0),
+    }
+
+
+class SpectralNorm:
+    """Private operator norm of a k-RCS covariance: PrivNorm (Algorithm 3).
+
+    Parameters
+    ----------
+    k, epsilon, delta, gap, sigma, n_batches, tau, random_state, scheduler
+        As in :func:`private_norm`.
+    beta : float, default 0.05
+        Failure probability of the utility statements (eq. (11), default m, plan()).
+    shuffle_batches : bool, default False
+        Batches from a public random permutation instead of consecutive row ranges.
+
+    Attributes
+    ----------
+    norm_ : float
+        The released estimate of ``lambda_1``.
+    noise_scale_ : float
+        Standard deviation of the Gaussian noise on the norm.
+    tau_ : float
+    n_batches_ : int
+    privacy_ : ApproxDP
+    release_ : Release
+
+    Notes
+    -----
+    See :func:`private_norm` for the guarantee: (epsilon, delta)-DP under replace-one
+    neighbours for any input (Lemma 20).
+    """
+
+    def __init__(
+        self,
+        k: int,
+        epsilon: float,
+        delta: float,
+        *,
+        gap: float,
+        sigma: float,
+        n_batches: int | None = None,
+        tau: float | None = None,
+        random_state=None,
+        scheduler=None,
+        beta: float = DEFAULT_BETA,
+        shuffle_batches: bool = False,
+    ):
+        self.k = k
+        self.epsilon = epsilon
+        self.delta = delta
+        self.gap = gap
+        self.sigma = sigma
+        self.n_batches = n_batches
+        self.tau = tau
+        self.random_state = random_state
+        self.scheduler = scheduler
+        self.beta = beta
+        self.shuffle_batches = shuffle_batches
+
+    def fit(self, X, y=None) -> "SpectralNorm":
+        """Run PrivNorm on X (validated first; nothing is set if it raises)."""
+        rel = private_norm(
+            X, self.k, self.epsilon, self.delta, gap=self.gap, sigma=self.sigma, n_batches=self.n_batches,
+            tau=self.tau, beta=self.beta, shuffle_batches=self.shuffle_batches,
+            random_state=self.random_state, scheduler=self.scheduler,
+        )
+        self.norm_ = float(rel.values["norm"])
+        self.noise_scale_ = float(rel.noise_scales["norm/sigma"])
+        self.tau_ = float(rel.parameters["tau"])
+        self.n_batches_ = int(rel.parameters["n_batches"])
+        self.privacy_ = rel.privacy
+        self.release_ = rel
+        return self
+
+    def plan(self, n_samples: int, n_features: int, *, lambda_1: float | None = None) -> dict:
+        """Noise scales, tau, m and the error Lemma 21 predicts at this size; reads no data.
+
+        ``lambda_1`` (default ``sigma**2``, the largest value Model 1 allows) only turns the
+        absolute error bound into a relative one.
+        """
+        epsilon, delta = _check_common(self.k, self.epsilon, self.delta, self.gap, self.sigma,
+                                       self.n_batches, self.tau, self.beta, self.scheduler)
+        setup = _setup(n_samples, n_features, self.k, self.gap, self.sigma, self.n_batches, self.tau,
+                       self.beta, [(epsilon, delta)])
+        cal = privnorm_calibration(epsilon, delta, setup.k, setup.tau)
+        err = privnorm_error_bound(cal, setup.k, setup.tau, setup.beta)
+        lam = float(lambda_1) if lambda_1 is not None else setup.sigma**2
+        return {
+            "n_samples": setup.n_samples,
+            "n_features": setup.n_features,
+            "n_batches": setup.n_batches,
+            "batch_size": min(setup.sizes),
+            "tau": setup.tau,
+            "noise_scale": cal.sigma,
+            "sensitivity": cal.sensitivity,
+            **_plan_tests(setup, friendly_test_calibration(epsilon, delta, setup.n_batches)),
+            **err,
+            "lambda_1_assumed": lam,
+            "relative_error_bound": err["error_bound"] / lam,
+            "meets_theorem_3_requirement": err["error_bound"] <= setup.gap * lam / 10,
+        }
+
+    def min_samples(self, target_relative_error: float, n_features: int, *, lambda_1: float | None = None) -> int:
+        """Least n whose :meth:`plan` relative error bound is <= the target (m held at its
+        value for that n: ``n_batches`` if set, else the default)."""
+        return search_min_samples(
+            lambda n: self.plan(n, n_features, lambda_1=lambda_1)["relative_error_bound"],
+            target_relative_error,
+            start=max(40, 2 * (self.n_batches or _default_m(self.epsilon, self.delta, self.beta))),
+        )
+
+
+def _default_m(*budget_and_beta) -> int:
+    *pairs, beta = budget_and_beta
+    return default_n_batches(pairs[0], pairs[1], beta=beta)
+
+
+class SparsePCA:
+    """Private leading k-sparse principal component: PrivNorm then PrivPCA (Theorem 3).
+
+    Parameters
+    ----------
+    k, epsilon, delta, gap, sigma, n_batches, tau, random_state, scheduler
+        As in :func:`sparse_pca`.
+    norm_fraction : float, default 0.5
+        Share of (epsilon, delta) spent by PrivNorm; ignored when ``lambda_hat`` is given.
+    lambda_hat : float, optional
+        A public estimate of ``lambda_1``: PrivNorm is skipped and PrivPCA gets the whole budget.
+    beta : float, default 0.05
+    shuffle_batches : bool, default False
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (1, d)
+        Unit vector; exactly zero off its (at most 2 k^2) active coordinates.
+    lambda_hat_ : float
+    noise_scale_ : float
+        sigma_priv of the projector release.
+    tau_ : float
+    n_batches_ : int
+    privacy_ : ApproxDP
+    release_ : Release
+
+    Notes
+    -----
+    See :func:`sparse_pca`: (epsilon, delta)-DP under replace-one neighbours for any input
+    (Corollary 1, Lemma 20, basic composition).
+    """
+
+    def __init__(
+        self,
+        k: int,
+        epsilon: float,
+        delta: float,
+        *,
+        gap: float,
+        sigma: float,
+        n_batches: int | None = None,
+        tau: float | None = None,
+        norm_fraction: float = 0.5,
+        lambda_hat: float | None = None,
+        random_state=None,
+        scheduler=None,
+        beta: float = DEFAULT_BETA,
+        shuffle_batches: bool = False,
+    ):
+        self.k = k
+        self.epsilon = epsilon
+        self.delta = delta
+        self.gap = gap
+        self.sigma = sigma
+        self.n_batches = n_batches
+        self.tau = tau
+        self.norm_fraction = norm_fraction
+        self.lambda_hat = lambda_hat
+        self.random_state = random_state
+        self.scheduler = scheduler
+        self.beta = beta
+        self.shuffle_batches = shuffle_batches
+
+    def fit(self, X, y=None) -> "SparsePCA":
+        """Run Theorem 3's pipeline on X (validated first; nothing is set if it raises)."""
+        rel = sparse_pca(
+            X, self.k, self.epsilon, self.delta, gap=self.gap, sigma=self.sigma,
+            norm_fraction=self.norm_fraction, lambda_hat=self.lambda_hat, n_batches=self.n_batches,
+            tau=self.tau, beta=self.beta, shuffle_batches=self.shuffle_batches,
+            random_state=self.random_state, scheduler=self.scheduler,
+        )
+        self.components_ = np.asarray(rel.values["components"])
+        self.lambda_hat_ = float(rel.values["lambda_hat"])
+        self.noise_scale_ = float(rel.noise_scales["pca/sigma_priv"])
+        self.tau_ = float(rel.parameters["tau"])
+        self.n_batches_ = int(rel.parameters["n_batches"])
+        self.privacy_ = rel.privacy
+        self.release_ = rel
+        return self
+
+    def _budgets(self):
+        epsilon, delta = _check_common(self.k, self.epsilon, self.delta, self.gap, self.sigma,
+                                       self.n_batches, self.tau, self.beta, self.scheduler)
+        if self.lambda_hat is not None:
+            _check_lambda_hat(self.lambda_hat)
+            return None, (epsilon, delta)
+        return split_budget(epsilon, delta, self.norm_fraction)
+
+    def plan(self, n_samples: int, n_features: int, *, lambda_1: float | None = None) -> dict:
+        """Noise scales, tau, m and the sin^2 error Theorem 3's proof predicts; reads no data.
+
+        ``lambda_1`` is the anticipated top eigenvalue (default: ``lambda_hat`` if given, else
+        ``sigma**2``, the largest value Model 1 allows, i.e. the optimistic case). Without a
+        given ``lambda_hat``, sigma_priv is planned at ``lambda_hat = (1 - gap/10) lambda_1``,
+        the worst value Proposition 1 allows.
+        """
+        norm_budget, (ep, dp) = self._budgets()
+        budgets = [(ep, dp)] if norm_budget is None else [norm_budget, (ep, dp)]
+        setup = _setup(n_samples, n_features, self.k, self.gap, self.sigma, self.n_batches, self.tau,
+                       self.beta, budgets)
+        lam = float(lambda_1) if lambda_1 is not None else (
+            float(self.lambda_hat) if self.lambda_hat is not None else setup.sigma**2)
+        lam_hat = float(self.lambda_hat) if self.lambda_hat is not None else (1 - setup.gap / 10) * lam
+        pcal = privpca_calibration(ep, dp, setup.k, setup.tau, setup.gap, lam_hat)
+        err = privpca_error_bound(pcal.sigma, setup.k, setup.tau, setup.gap, lam, setup.n_features, setup.beta)
+        out = {
+            "n_samples": setup.n_samples,
+            "n_features": setup.n_features,
+            "n_batches": setup.n_batches,
+            "batch_size": min(setup.sizes),
+            "tau": setup.tau,
+            "lambda_1_assumed": lam,
+            "lambda_hat_assumed": lam_hat,
+            "sigma_priv": pcal.sigma,
+            "noise_scale": pcal.sigma,
+            "projector_sensitivity": pcal.sensitivity,
+            "pca_tests": _plan_tests(setup, friendly_test_calibration(ep, dp, setup.n_batches)),
+            **err,
+        }
+        if norm_budget is not None:
+            ncal = privnorm_calibration(norm_budget[0], norm_budget[1], setup.k, setup.tau)
+            nerr = privnorm_error_bound(ncal, setup.k, setup.tau, setup.beta)
+            out["norm_noise_scale"] = ncal.sigma
+            out["norm_error_bound"] = nerr["error_bound"]
+            out["norm_within_gap_over_10"] = nerr["error_bound"] <= setup.gap * lam / 10
+            out["norm_tests"] = _plan_tests(setup, friendly_test_calibration(*norm_budget, setup.n_batches))
+            out["budget_split"] = {"norm": list(norm_budget), "pca": [ep, dp]}
+        return out
+
+    def min_samples(self, target_sin2: float, n_features: int, *, lambda_1: float | None = None) -> int:
+        """Least n whose :meth:`plan` predicts ``sin^2 <= target_sin2`` (and, when PrivNorm
+        runs, a lambda_hat within gap/10 as Theorem 3 requires); m is held at ``n_batches`` or
+        its default."""
+
+        def err(n):
+            p = self.plan(n, n_features, lambda_1=lambda_1)
+            ok = p.get("norm_within_gap_over_10", True)
+            return p["sin2_error_bound"] if ok else math.inf
+
+        norm_budget, (ep, dp) = self._budgets()
+        pairs = [(ep, dp)] if norm_budget is None else [norm_budget, (ep, dp)]
+        m = self.n_batches or max(default_n_batches(e, d, beta=self.beta) for e, d in pairs)
+        return search_min_samples(err, target_sin2, start=max(40, 2 * m))

@@ -1,0 +1,420 @@
+"""Calibration of PrivNorm (Algorithm 3) and PrivPCA (Algorithm 2) of the COLT 2026 paper.
+
+Every function here turns *public* parameters (epsilon, delta, k, gap, sigma, tau, the number
+of batches, lambda_hat) into a noise scale, a test threshold or a predicted error, and cites
+the formula it implements. Nothing here sees data, and nothing here imports dask or zarr.
+
+Where this module deviates from a printed formula it says *deviation*, gives the reason, and
+the deviation only ever makes noise larger (or a test stricter). The deviations are:
+
+1. **Lemma 10's gap** (:func:`privpca_sensitivity`). The proof applies Lemma 1 with
+   ``gap = gamma * lambda_hat / 2``, but Definition 4 with parameter gamma/2 only guarantees
+   ``lambda_1 - lambda_2 >= (gamma/2) lambda_1 >= (gamma/2)(1 - gamma/2) lambda_hat``. The
+   sensitivity is therefore ``80 sqrt(2) k tau / (gamma (1 - gamma/2) lambda_hat)``: larger
+   than the printed (13) by the factor ``1 / (1 - gamma/2)`` (at most 4/3 for gamma < 1/2).
+2. **Fact 3 for large epsilon** (:func:`bounded_laplace_test`). The bounded Laplace
+   mechanism with bound ``(Delta/eps) log(4/delta)`` is (eps, delta)-DP only while
+   ``e^eps + delta <= 4``; Fact 3 is stated for eps <= 1. In general the coupling gives
+   ``delta_eff = e^eps q / (1 - q)`` with ``q = exp(-bound/scale)``, so the bound used is
+   ``scale * max(log(4/delta), log((e^eps + delta)/delta))``, which equals the paper's for
+   every per-test eps <= log(4 - delta) (about 1.386) and is larger beyond.
+3. **Fact 2 for large epsilon** (:func:`gaussian_release_sigma`). The printed Gaussian
+   mechanism ``sigma = 2 Delta sqrt(log(2/delta)) / eps`` is stated for eps <= 1. For a
+   per-release eps > 1 we take the larger of it and the exact analytic Gaussian mechanism
+   (Balle & Wang 2018), which is valid for every eps.
+
+Budget split (Lemma 8, Corollary 1, Lemma 20): each of the three private steps of one run
+(the test on |C|, the test on Z, and the Gaussian release) gets (epsilon/3, delta/3); basic
+composition gives (epsilon, delta).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from dpdist.exceptions import ValidationError
+from dpdist.privacy.budget import check_delta, check_epsilon
+from dpdist.privacy.calibration import analytic_gaussian_sigma
+
+__all__ = [
+    "DEFAULT_BETA",
+    "GOOD_FRACTION",
+    "MIN_BATCHES",
+    "PASS_FRACTION",
+    "TAU_CONSTANT",
+    "COUNT_SENSITIVITY",
+    "WEIGHT_SENSITIVITY",
+    "FriendlyTestCalibration",
+    "GaussianReleaseCalibration",
+    "batch_sizes",
+    "bounded_laplace_test",
+    "check_gap",
+    "check_k",
+    "check_n_batches",
+    "default_n_batches",
+    "friendly_tau",
+    "friendly_test_calibration",
+    "gaussian_release_sigma",
+    "privnorm_calibration",
+    "privnorm_error_bound",
+    "privnorm_sensitivity",
+    "privpca_calibration",
+    "privpca_error_bound",
+    "privpca_sensitivity",
+    "search_min_samples",
+    "split_budget",
+]
+
+#: Constant C of eq. (11), ``tau = C sigma^2 sqrt(log(d / beta) / b)``. The paper asks for "a
+#: sufficiently large constant". Our choice: for Gaussian rows, ``Var(x_a x_b) <= 2 sigma^4``,
+#: so a Bernstein/Gaussian-tail union bound over the d^2 entries of one batch moment gives a
+#: max-entry deviation of about ``2 sigma^2 sqrt((2 log d + log(2/beta)) / b)``; C = 4 covers
+#: that with a margin of at least sqrt(2) for every d >= 2 and beta <= 0.05, so that good
+#: batches pass the friend test (pairwise distance <= 2 tau) on Model 1 data. Utility only:
+#: privacy holds for any tau. Users override it with ``tau=``.
+TAU_CONSTANT = 4.0
+
+#: Default failure probability beta of the utility statements (eq. (11), plan()).
+DEFAULT_BETA = 0.05
+
+#: Lemma 9 needs ``m + 1 - 4 (0.2 m + 1) >= 1``, i.e. m >= 20, for two neighbouring runs that
+#: both pass the tests to share a good batch. Below 20 batches the privacy proof fails, so
+#: fewer batches are refused.
+MIN_BATCHES = 20
+
+#: Lines 4 and 13: a run continues only when the noisy, shifted statistic is >= 0.8 m.
+PASS_FRACTION = 0.8
+
+#: Fraction of good batches assumed by :func:`default_n_batches` (Lemma 11 gives >= 0.9 m
+#: with high probability, typically close to m; we plan for 0.95 m).
+GOOD_FRACTION = 0.95
+
+#: Sensitivity of |C| (Lemma 8): one row changes one batch.
+COUNT_SENSITIVITY = 1.0
+
+#: Sensitivity of Z = sum p_i (Lemma 8, eq. (12)): 1 + (m - 1) 6/m <= 7.
+WEIGHT_SENSITIVITY = 7.0
+
+
+def check_k(k, n_features: int | None = None) -> int:
+    """Validate the sparsity ``k`` (an int >= 1, and <= d when d is known)."""
+    if isinstance(k, bool) or not isinstance(k, (int,)) and not hasattr(k, "__index__"):
+        raise ValidationError(f"k must be a positive integer, got {k!r}")
+    k = int(k)
+    if k < 1:
+        raise ValidationError(f"k must be >= 1, got {k}")
+    if n_features is not None and k > n_features:
+        raise ValidationError(f"k must satisfy k <= n_features = {n_features}, got k={k}")
+    return k
+
+
+def check_gap(gap) -> float:
+    """Validate the eigengap parameter gamma (``gap``): finite, 0 < gap < 1.
+
+    Privacy needs ``1 - gap/2 > 0`` (Lemma 10, deviation 1); Model 1 itself asks gap < 1/2.
+    """
+    try:
+        g = float(gap)
+    except (TypeError, ValueError):
+        raise ValidationError(f"gap must be a number in (0, 1), got {gap!r}") from None
+    if not (0.0 < g < 1.0):
+        raise ValidationError(f"gap must lie in the open interval (0, 1), got {gap!r}")
+    return g
+
+
+def _check_positive(value, name: str) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValidationError(f"{name} must be a positive number, got {value!r}") from None
+    if not (math.isfinite(v) and v > 0):
+        raise ValidationError(f"{name} must be finite and > 0, got {value!r}")
+    return v
+
+
+def check_n_batches(n_batches, n_samples: int | None = None) -> int:
+    """Validate the number of batches m: an int >= :data:`MIN_BATCHES` (Lemma 9), and at
+    most n/2 when n is known (each batch needs two rows)."""
+    if isinstance(n_batches, bool) or not hasattr(n_batches, "__index__"):
+        raise ValidationError(f"n_batches must be an integer >= {MIN_BATCHES}, got {n_batches!r}")
+    m = int(n_batches)
+    if m < MIN_BATCHES:
+        raise ValidationError(
+            f"n_batches must be >= {MIN_BATCHES} (Lemma 9's privacy argument needs it), got {m}"
+        )
+    if n_samples is not None and m > n_samples // 2:
+        raise ValidationError(
+            f"n_batches must be <= n_samples // 2 = {n_samples // 2} (batches of >= 2 rows), got {m}"
+        )
+    return m
+
+
+def batch_sizes(n_samples: int, n_batches: int) -> list[int]:
+    """Sizes of the m consecutive batches: ``n // m`` or ``n // m + 1`` rows, larger first
+    (the split of ``numpy.array_split``). Every row belongs to exactly one batch."""
+    q, r = divmod(int(n_samples), int(n_batches))
+    return [q + 1] * r + [q] * (int(n_batches) - r)
+
+
+def friendly_tau(
+    sigma: float,
+    n_features: int,
+    batch_size: int,
+    *,
+    beta: float = DEFAULT_BETA,
+    constant: float = TAU_CONSTANT,
+) -> float:
+    """Threshold tau of eq. (11): ``tau = C sigma^2 sqrt(log(d / beta) / b)``.
+
+    ``C`` is :data:`TAU_CONSTANT` unless given, ``b`` is the (smallest) batch size. Utility
+    only: the privacy proof of Algorithms 2 and 3 holds for any tau > 0.
+    """
+    sigma = _check_positive(sigma, "sigma")
+    constant = _check_positive(constant, "tau constant")
+    d, b = int(n_features), int(batch_size)
+    if d < 1 or b < 1:
+        raise ValidationError(f"friendly_tau needs d >= 1 and b >= 1, got d={d}, b={b}")
+    return constant * sigma**2 * math.sqrt(math.log(d / beta) / b)
+
+
+def bounded_laplace_test(sensitivity: float, epsilon: float, delta: float) -> tuple[float, float]:
+    """Scale and bound of the bounded Laplace mechanism (Fact 3) for one test.
+
+    Returns ``(scale, bound)`` with ``scale = sensitivity / epsilon`` and ``bound = scale *
+    max(log(4 / delta), log((e^epsilon + delta) / delta))``. The first term is Fact 3's; the
+    second (deviation 2 of the module docstring) makes the coupling argument hold for every
+    epsilon: BoundedLap = Lap conditioned on ``|X| <= bound``, and for any event E,
+    ``P[s + BL in E] <= e^eps P[s' + BL in E] + e^eps q / (1 - q)`` with ``q = e^{-bound /
+    scale}``; the bound makes ``e^eps q / (1 - q) <= delta``.
+    """
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    scale = float(sensitivity) / epsilon
+    # log((e^eps + delta) / delta), written to avoid overflowing e^eps
+    large = epsilon - math.log(delta) + math.log1p(delta * math.exp(-epsilon))
+    log_term = max(math.log(4.0 / delta), large)
+    return scale, scale * log_term
+
+
+@dataclass(frozen=True)
+class FriendlyTestCalibration:
+    """The two private tests of Algorithms 2 and 3 (Lines 3-4 and 12-13), Lemma 8.
+
+    Each test is (epsilon/3, delta/3)-DP. A run continues iff ``stat + noise - bound >=
+    pass_fraction * m`` where ``|noise| <= bound``, so a passing run certifies ``stat >= 0.8
+    m`` deterministically (what Lemma 9 uses).
+    """
+
+    epsilon: float
+    delta: float
+    n_batches: int
+    count_sensitivity: float
+    count_scale: float
+    count_bound: float
+    weight_sensitivity: float
+    weight_scale: float
+    weight_bound: float
+    pass_fraction: float
+
+    @property
+    def count_threshold(self) -> float:
+        """The noisy |C| + L must reach ``0.8 m + count_bound``."""
+        return self.pass_fraction * self.n_batches + self.count_bound
+
+    @property
+    def weight_threshold(self) -> float:
+        """The noisy Z + xi must reach ``0.8 m + weight_bound``."""
+        return self.pass_fraction * self.n_batches + self.weight_bound
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def friendly_test_calibration(epsilon: float, delta: float, n_batches: int) -> FriendlyTestCalibration:
+    """Calibrate the |C| and Z tests of one run at budget (epsilon, delta) (Lemma 8).
+
+    Paper values (for epsilon <= about 4): ``L ~ BoundedLap(3/eps, (3/eps) log(12/delta))``
+    and ``xi ~ BoundedLap(21/eps, (21/eps) log(12/delta))``: sensitivities 1 and 7 (eq. (12))
+    at (epsilon/3, delta/3) each, through :func:`bounded_laplace_test`.
+    """
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    m = check_n_batches(n_batches)
+    cs, cb = bounded_laplace_test(COUNT_SENSITIVITY, epsilon / 3, delta / 3)
+    ws, wb = bounded_laplace_test(WEIGHT_SENSITIVITY, epsilon / 3, delta / 3)
+    return FriendlyTestCalibration(
+        epsilon=epsilon,
+        delta=delta,
+        n_batches=m,
+        count_sensitivity=COUNT_SENSITIVITY,
+        count_scale=cs,
+        count_bound=cb,
+        weight_sensitivity=WEIGHT_SENSITIVITY,
+        weight_scale=ws,
+        weight_bound=wb,
+        pass_fraction=PASS_FRACTION,
+    )
+
+
+def default_n_batches(epsilon: float, delta: float, *, beta: float = DEFAULT_BETA) -> int:
+    """Default number of batches m (the paper's ``m ~ (1/eps) log(1/(delta beta))``).
+
+    The smallest m >= :data:`MIN_BATCHES` for which a run with ``Z >= GOOD_FRACTION * m``
+    passes the Z test (the binding one: sensitivity 7) unless the bounded Laplace noise falls
+    below ``-scale * log(2/beta)`` (probability below beta/4)::
+
+        (GOOD_FRACTION - 0.8) m >= bound_Z + scale_Z log(2 / beta)
+
+    With the paper's constants this is about ``(21/eps)(log(12/delta) + log(2/beta)) / 0.15``
+    batches: about 3,000/eps at delta = 1e-6.
+    """
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    ws, wb = bounded_laplace_test(WEIGHT_SENSITIVITY, epsilon / 3, delta / 3)
+    need = (wb + ws * math.log(2.0 / beta)) / (GOOD_FRACTION - PASS_FRACTION)
+    return max(MIN_BATCHES, int(math.ceil(need)))
+
+
+@dataclass(frozen=True)
+class GaussianReleaseCalibration:
+    """The Gaussian release of one run (Line 17-18 of Algorithm 3, Line 19-20 of Algorithm 2)."""
+
+    epsilon: float
+    delta: float
+    sensitivity: float
+    sigma: float
+    rule: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def gaussian_release_sigma(sensitivity: float, epsilon: float, delta: float) -> tuple[float, str]:
+    """Noise of the Gaussian release at (epsilon/3, delta/3) of a run's budget (Fact 2).
+
+    ``sigma = 2 Delta sqrt(log(2 / (delta/3))) / (epsilon/3) = Delta (6/eps) sqrt(log(6/delta))``.
+    Fact 2 is stated for a per-release epsilon <= 1 (total epsilon <= 3); above that we take
+    the larger of this and the analytic Gaussian mechanism at (epsilon/3, delta/3)
+    (deviation 3). Returns ``(sigma, rule)``.
+    """
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    paper = float(sensitivity) * (6.0 / epsilon) * math.sqrt(math.log(6.0 / delta))
+    if epsilon / 3 <= 1:
+        return paper, "Fact 2 (DR14 Thm A.1 variant): Delta (6/eps) sqrt(log(6/delta))"
+    exact = analytic_gaussian_sigma(float(sensitivity), epsilon / 3, delta / 3)
+    if exact > paper:
+        return exact, "analytic Gaussian (Balle-Wang 2018) at (eps/3, delta/3): Fact 2 needs eps/3 <= 1"
+    return paper, "Fact 2 (checked against the analytic Gaussian mechanism for eps/3 > 1)"
+
+
+def privnorm_sensitivity(k: int, tau: float) -> float:
+    """Sensitivity ``20 k tau`` of ``||T_5tau(Sigma_bar)||_op`` given both runs pass the tests
+    (Lemma 20, from Lemma 9: both are within 10 k tau of T_tau(M))."""
+    return 20.0 * int(k) * float(tau)
+
+
+def privnorm_calibration(epsilon: float, delta: float, k: int, tau: float) -> GaussianReleaseCalibration:
+    """Noise of PrivNorm's release, Algorithm 3 Line 17: ``20 k tau (6/eps) sqrt(log(6/delta))``."""
+    tau = _check_positive(tau, "tau")
+    sens = privnorm_sensitivity(check_k(k), tau)
+    sigma, rule = gaussian_release_sigma(sens, epsilon, delta)
+    return GaussianReleaseCalibration(float(epsilon), float(delta), sens, sigma, rule)
+
+
+def privpca_sensitivity(k: int, tau: float, gap: float, lambda_hat: float) -> float:
+    """Frobenius sensitivity of the projector ``P_hat = u u^T`` (Lemma 10, with deviation 1).
+
+    ``Delta = 80 sqrt(2) k tau / (gap (1 - gap/2) lambda_hat)``. The printed (13) omits the
+    factor ``1/(1 - gap/2)``: Lemma 10 applies Lemma 1 with gap ``gamma lambda_hat / 2``, but
+    goodness at gamma/2 (Definition 4) only gives ``lambda_1 - lambda_2 >= (gamma/2) lambda_1
+    >= (gamma/2)(1 - gamma/2) lambda_hat``.
+    """
+    gap = check_gap(gap)
+    lambda_hat = _check_positive(lambda_hat, "lambda_hat")
+    return 80.0 * math.sqrt(2.0) * int(k) * float(tau) / (gap * (1.0 - gap / 2.0) * lambda_hat)
+
+
+def privpca_calibration(
+    epsilon: float, delta: float, k: int, tau: float, gap: float, lambda_hat: float
+) -> GaussianReleaseCalibration:
+    """sigma_priv of Algorithm 2 Line 19: ``(80 sqrt(2) k tau / (gap lambda_hat)) (6/eps)
+    sqrt(log(6/delta))``, times ``1/(1 - gap/2)`` (deviation 1)."""
+    tau = _check_positive(tau, "tau")
+    sens = privpca_sensitivity(check_k(k), tau, gap, lambda_hat)
+    sigma, rule = gaussian_release_sigma(sens, epsilon, delta)
+    return GaussianReleaseCalibration(float(epsilon), float(delta), sens, sigma, rule)
+
+
+def split_budget(epsilon: float, delta: float, norm_fraction: float) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Split (epsilon, delta) between PrivNorm and PrivPCA (Theorem 3, basic composition).
+
+    Returns ``((eps_norm, delta_norm), (eps_pca, delta_pca))`` with ``eps_norm = f eps``,
+    ``delta_norm = f delta`` and the rest to PrivPCA; the two add up to (epsilon, delta).
+    """
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    try:
+        f = float(norm_fraction)
+    except (TypeError, ValueError):
+        raise ValidationError(f"norm_fraction must be a number in (0, 1), got {norm_fraction!r}") from None
+    if not (0.0 < f < 1.0):
+        raise ValidationError(f"norm_fraction must lie in the open interval (0, 1), got {norm_fraction!r}")
+    return (epsilon * f, delta * f), (epsilon * (1.0 - f), delta * (1.0 - f))
+
+
+def privnorm_error_bound(cal: GaussianReleaseCalibration, k: int, tau: float, beta: float = DEFAULT_BETA) -> dict:
+    """Predicted absolute error of PrivNorm when its tests pass on Model 1 data (Lemma 21).
+
+    ``|lambda_hat - lambda_1| <= 10 k tau + sigma sqrt(2 log(4/beta))``: Lemma 3 bounds the
+    thresholding error by 10 k tau given ``||Sigma_bar - Sigma||_max <= 3 tau`` (Lemma 11),
+    and the Gaussian tail bounds |g| except with probability beta/4 (Mill's inequality).
+    """
+    bias = 10.0 * int(k) * float(tau)
+    noise = cal.sigma * math.sqrt(2.0 * math.log(4.0 / beta))
+    return {"threshold_error": bias, "noise_error": noise, "error_bound": bias + noise}
+
+
+def privpca_error_bound(
+    sigma_priv: float, k: int, tau: float, gap: float, lambda_1: float, n_features: int, beta: float = DEFAULT_BETA
+) -> dict:
+    """Predicted sin^2 error of PrivPCA on Model 2 data (Lemma 12 and the proof of Theorem 3).
+
+    ``E = 2 sqrt(2) k (20 k tau / (gap lambda_1) + 2 sigma_priv sqrt(log(4 d / beta)))``
+    bounds ``||(P~ + P~^T)/2 - P||_op``; Lemma 1 with gap 1 then gives ``sin <= 2 E``, so the
+    predicted ``sin^2 <= min(1, 4 E^2)``. Also returns whether the top-k^2 step can find the
+    support: the noise maximum ``sigma_priv sqrt(2 log(d^2))`` against the smallest entry of
+    ``u u^T`` on a k-sparse unit vector, at best ``1/k``.
+    """
+    d = int(n_features)
+    k = int(k)
+    bias = 20.0 * k * float(tau) / (float(gap) * float(lambda_1))
+    noise = 2.0 * float(sigma_priv) * math.sqrt(math.log(4.0 * d / beta))
+    e = 2.0 * math.sqrt(2.0) * k * (bias + noise)
+    noise_max = float(sigma_priv) * math.sqrt(2.0 * math.log(max(d * d, 2)))
+    return {
+        "projector_bias": bias,
+        "projector_noise": noise,
+        "projector_error_bound": e,
+        "sin2_error_bound": min(1.0, 4.0 * e * e),
+        "noise_max_entry": noise_max,
+        "support_recoverable": noise_max < 1.0 / k,
+    }
+
+
+def search_min_samples(error_at, target: float, *, start: int = 40, limit: int = 10**40) -> int:
+    """Least n with ``error_at(n) <= target`` for a non-increasing ``error_at`` (doubling,
+    then bisection to 0.1% relative precision). Raises ValidationError when unreachable."""
+    target = float(target)
+    if not (math.isfinite(target) and target > 0):
+        raise ValidationError(f"target error must be finite and > 0, got {target!r}")
+    lo, hi = start // 2, start
+    while error_at(hi) > target:
+        lo, hi = hi, hi * 2
+        if hi > limit:
+            raise ValidationError(f"target error {target} is not reachable at any sample size")
+    while hi - lo > max(1, lo // 1000):
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if error_at(mid) <= target else (mid, hi)
+    return int(hi)
