@@ -8,7 +8,6 @@ validates parameters, calls it and exposes the release as ``*_`` attributes.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np

@@ -65,7 +65,7 @@ from scipy.linalg import blas
 from scipy.sparse import csgraph
 from scipy.spatial.distance import cdist
 
-from dpdist.engine.runtime import LOCAL_SCHEDULERS, client_for
+from dpdist.engine.runtime import LOCAL_SCHEDULERS, client_for, single_threaded_blas
 
 __all__ = [
     "FriendlyStats",
@@ -744,27 +744,6 @@ def friendly_pass2(
 # --------------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _single_threaded_blas(active: bool) -> Iterator[None]:
-    """One BLAS thread per task while dask's thread pool runs tasks concurrently.
-
-    OpenBLAS's own threads on top of dask's threads oversubscribe the cores; on a loaded
-    2-core machine this made the per-batch products about 4x slower. ``distributed`` workers
-    already start with one BLAS thread (its nanny sets ``OPENBLAS_NUM_THREADS=1``). Uses
-    ``threadpoolctl`` when it is installed; otherwise does nothing.
-    """
-    if not active:
-        yield
-        return
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # optional: only a speed-up
-        yield
-        return
-    with threadpool_limits(limits=1, user_api="blas"):
-        yield
-
-
 class Handle:
     """A result kept where it was computed: a ``distributed`` future, or a local value."""
 
@@ -800,7 +779,7 @@ class Session:
     def persist(self, obj) -> Handle:
         """Compute a delayed object once, keeping its result on the cluster."""
         if self.client is None:
-            with _single_threaded_blas(self.local_scheduler == "threads"):
+            with single_threaded_blas(self.local_scheduler == "threads"):
                 return Handle(dask.compute(obj, scheduler=self.local_scheduler)[0])
         return Handle(self.client.compute(obj))
 
