@@ -12,7 +12,7 @@ import sys
 
 from dpdist._version import __version__
 
-COMMANDS = ("demo", "generate", "covariance", "second_moment", "pca", "norm")
+COMMANDS = ("demo", "generate", "covariance", "second_moment", "pca", "norm", "audit")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,1323 @@
+"""Audit adapters: dpdist's mechanisms on adversarial neighbouring inputs, vectorised over trials.
+
+Each factory below returns an :class:`AuditCase`: a tiny (d <= 8) instance of one mechanism
+(or one *component* of it) that
+
+* calls the package's own calibration function for the noise scale and the claim,
+* draws the noise through the package's own noise path (:class:`~dpdist.privacy.noise.NoiseField`,
+  the engine kernels :func:`~dpdist.engine.topk.chunk_row_topk` /
+  :func:`~dpdist.engine.topk.finalize_row_topk`, :func:`~dpdist.engine.threshold.chunk_threshold`,
+  :func:`~dpdist.engine.subsets.chunk_gumbel_max`, the samplers of
+  :mod:`dpdist.privacy.second_moment_noise` and :mod:`dpdist.privacy.topk_sampler`), keyed by
+  the mechanism's own noise purpose, with independent noise per trial,
+* on the two datasets of an adversarial neighbouring pair (same n, one row replaced) or, for
+  a *release-level* case, on two exact statistics that differ by exactly the sensitivity the
+  calibration claims,
+* and reports the most powerful statistic we know for it (the released value of the affected
+  coordinate or a sum of affected coordinates for a Laplace/Gaussian release: the likelihood
+  ratio is monotone in it; the indicator of the targeted item for a selection).
+
+Which guarantee is audited
+--------------------------
+A mechanism's *total* claim (for PrivCov, the composition of d per-row releases) is far above
+what any single-coordinate attack can reach, so a halved noise scale would not be flagged
+against it. Each case therefore audits the guarantee that *its component* claims, computed
+from the package's calibration (never from the adapter's own arithmetic), and says so in
+``component``. A mis-calibrated *twin* of each case (``noise_multiplier=0.5``: noise scale
+halved, or for the truncated mechanisms the calibration evaluated at half the sensitivity) is
+built by wrapping the noise path here, never by editing a mechanism. ``catches_twin`` records
+whether the twin must be flagged: it is False exactly where the true privacy loss of the
+twin on the best pair we know still lies below the claim (the claim has slack), and the
+reason is given in ``notes``.
+
+Gaussian releases are audited in Gaussian DP: a Gaussian release of L2 sensitivity Delta with
+noise N(0, sigma^2) is exactly mu = Delta/sigma-GDP, so ``claimed_mu = Delta / sigma`` with both
+from the package's calibration, and ``claimed_epsilon, claimed_delta`` are the (epsilon, delta)
+the calibration was asked for (also checked: the epsilon lower bound at that delta). Where the
+rule that turns (epsilon, delta) into sigma is loose (the classic Gaussian mechanism, Fact 2),
+a factor-2 twin may still satisfy the (epsilon, delta) claim; the GDP audit then flags the
+noise path (the released noise is not the calibrated sigma), which is the bug it exists to
+catch. Whether each calibrated sigma implies its (epsilon, delta) is checked exactly (no
+sampling) by comparing ``claimed_mu`` with
+:func:`~dpdist.testing.audit.gdp_mu_for_approx_dp` (tests/testing/test_audit.py).
+
+Parameter points are chosen so that each audited component's claim is of order 1 (an epsilon
+near 1, a GDP mu near 1, a rho near 1/2), where a few thousand trials resolve a factor of 2.
+The calibration functions are closed-form in these parameters, so an error of a constant
+factor in them shows at any parameter point.
+
+Not covered
+-----------
+* Regime-dependent calibration errors away from the audited parameter points (for example
+  at the small delta of a real release, where the per-component claims are far too small to
+  resolve by sampling). Composition totals (PrivCov's advanced composition over rows, the
+  budget splits of Theorem 3 and of the zCDP initialisation) are not audited empirically.
+* A sensitivity *bound* that is wrong is caught only by the data-level cases (PrivCov
+  release, selection and estimator; Analyze Gauss data and estimator; the zCDP level with
+  the tight sensitivity and the histogram): release-level cases shift the exact statistic by
+  the claimed sensitivity and therefore audit the noise path, not the sensitivity analysis.
+* PrivNorm/PrivPCA end to end (the FriendlyCore front end, whose sensitivities hold given
+  that both runs pass the tests, Lemma 9); ExpMechPCA's selection on data (a row change moves
+  the PSD scores by at most half the claimed score sensitivity, so a data pair reaches
+  epsilon/4 at most); the subsample-and-aggregate masked output; floating-point attacks on
+  the samplers (Mironov 2012).
+* Whole-estimator runs exist for PrivCov and Analyze Gauss only (``slow``: long form).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from dpdist.testing.audit import AuditResult, audit
+
+__all__ = [
+    "CASES",
+    "SLOW_CASES",
+    "TWIN_MULTIPLIER",
+    "AuditCase",
+    "audit_cases",
+    "audit_table",
+    "expected_outcome",
+    "format_audit_table",
+    "run_audits",
+]
+
+Mechanism = Callable[[Any, int, int], np.ndarray]
+
+
+@dataclass(frozen=True)
+class AuditCase:
+    """One audit: a mechanism adapter, an adversarial pair, the claim and its notion.
+
+    Attributes
+    ----------
+    name : str
+        Registry name (``family/component``); a twin's name ends in ``[twin x0.5]``.
+    family : str
+        The mechanism family (``privcov``, ``wang-xu``, ...).
+    component : str
+        What is audited and which guarantee of the package's calibration it is held to.
+    notion : {"approx-dp", "gdp", "zcdp"}
+    claimed_epsilon, claimed_delta, claimed_mu, claimed_rho
+        The claim (see :func:`dpdist.testing.audit.audit_samples`).
+    mechanism : callable ``(dataset, n_trials, seed) -> statistics``
+        Runs ``n_trials`` independent trials on ``dataset`` and returns the test statistic
+        of each (shape ``(n_trials,)``).
+    neighbours : (D, D')
+    default_trials : int
+        Trials per dataset of the short (CI) form; the cost per trial differs by case.
+    noise_multiplier : float
+        1.0 for the real mechanism; 0.5 for the mis-calibrated twin.
+    catches_twin : bool
+        Whether the factor-2 twin of this case must be flagged.
+    slow : bool
+        True when one trial runs a whole estimator (milliseconds): left out of the default
+        selection of :func:`audit_cases` unless named.
+    notes : str
+    parameters : dict
+        The public parameters of the instance (calibration output).
+    """
+
+    name: str
+    family: str
+    component: str
+    notion: str
+    claimed_epsilon: float | None
+    claimed_delta: float
+    claimed_mu: float | None
+    claimed_rho: float | None
+    mechanism: Mechanism
+    neighbours: tuple
+    default_trials: int = 20_000
+    noise_multiplier: float = 1.0
+    catches_twin: bool = True
+    slow: bool = False
+    notes: str = ""
+    parameters: dict = field(default_factory=dict)
+
+    @property
+    def is_twin(self) -> bool:
+        """True for a mis-calibrated twin (``noise_multiplier != 1``)."""
+        return self.noise_multiplier != 1.0
+
+    def run(self, n_trials: int | None = None, *, confidence: float = 0.95, seed: int = 0) -> AuditResult:
+        """Audit this case: :func:`dpdist.testing.audit.audit` with the case's claim."""
+        return audit(
+            self.mechanism,
+            self.neighbours,
+            n_trials=int(n_trials or self.default_trials),
+            confidence=confidence,
+            claimed_epsilon=self.claimed_epsilon,
+            claimed_delta=self.claimed_delta,
+            claimed_mu=self.claimed_mu,
+            claimed_rho=self.claimed_rho,
+            notion=self.notion,
+            seed=seed,
+            name=self.name,
+            claim=self.component,
+            notes=self.notes,
+        )
+
+
+def _seed(seed: int):
+    from dpdist.privacy.noise import NoiseSeed
+
+    return NoiseSeed(int(seed) & ((1 << 128) - 1), seeded=True)
+
+
+def _twin_name(name: str, mult: float) -> str:
+    return name if mult == 1.0 else f"{name} [twin x{mult:g}]"
+
+
+def _scale_for(target: float, unit: float) -> float:
+    """Linear rescaling helper: the epsilon that makes a component claim equal ``target``."""
+    return target / unit
+
+
+# ---------------------------------------------------------------------------------------
+# raw primitives: Laplace, Gaussian, bounded Laplace
+# ---------------------------------------------------------------------------------------
+
+
+def laplace_case(noise_multiplier: float = 1.0) -> AuditCase:
+    """The Laplace sampler :func:`~dpdist.privacy.noise.laplace_from_uniform` at scale
+    b = Delta / epsilon, on values 0 and Delta: epsilon-DP (epsilon = 1)."""
+    from dpdist.privacy.noise import laplace_from_uniform
+
+    eps, sens = 1.0, 1.0
+    b = sens / eps
+
+    def mech(value: float, n: int, seed: int) -> np.ndarray:
+        u = _seed(seed).uniforms("audit/laplace", 0, 0, n)
+        return value + laplace_from_uniform(u, noise_multiplier * b)
+
+    return AuditCase(
+        name=_twin_name("primitives/laplace", noise_multiplier),
+        family="primitives",
+        component="Laplace(Delta/epsilon) on a value of sensitivity Delta: epsilon-DP",
+        notion="approx-dp",
+        claimed_epsilon=eps,
+        claimed_delta=0.0,
+        claimed_mu=None,
+        claimed_rho=None,
+        mechanism=mech,
+        neighbours=(sens, 0.0),
+        noise_multiplier=noise_multiplier,
+        parameters={"scale": b, "sensitivity": sens},
+    )
+
+
+def gaussian_case(noise_multiplier: float = 1.0, *, epsilon: float = 2.0, delta: float = 1e-3) -> AuditCase:
+    """The Gaussian sampler with :func:`~dpdist.privacy.calibration.gaussian_sigma` at
+    (epsilon, delta) (default (2, 1e-3): the analytic Gaussian mechanism): exactly
+    Delta/sigma-GDP."""
+    from dpdist.privacy.calibration import gaussian_sigma
+    from dpdist.privacy.noise import gaussian_from_uniform
+
+    eps, sens = float(epsilon), 1.0
+    sigma, rule = gaussian_sigma(sens, eps, delta)
+    name = "primitives/gaussian" if eps >= 1 else "primitives/gaussian-classic"
+
+    def mech(value: float, n: int, seed: int) -> np.ndarray:
+        u = _seed(seed).uniforms("audit/gaussian", 0, 0, n)
+        return value + gaussian_from_uniform(u, noise_multiplier * sigma)
+
+    return AuditCase(
+        name=_twin_name(name, noise_multiplier),
+        family="primitives",
+        component=f"Gaussian mechanism, gaussian_sigma at (epsilon, delta) = ({eps}, {delta}) [{rule}]: "
+        "mu = Delta/sigma-GDP, (epsilon, delta)-DP",
+        notion="gdp",
+        claimed_epsilon=eps,
+        claimed_delta=delta,
+        claimed_mu=sens / sigma,
+        claimed_rho=None,
+        mechanism=mech,
+        neighbours=(sens, 0.0),
+        default_trials=10_000 if eps >= 1 else 20_000,
+        noise_multiplier=noise_multiplier,
+        parameters={"sigma": sigma, "sensitivity": sens},
+    )
+
+
+def gaussian_classic_case(noise_multiplier: float = 1.0) -> AuditCase:
+    """:func:`gaussian_case` at (epsilon, delta) = (0.9, 0.05): the classic branch of
+    :func:`~dpdist.privacy.calibration.gaussian_sigma` (DR14 Theorem A.1, epsilon < 1)."""
+    return gaussian_case(noise_multiplier, epsilon=0.9, delta=0.05)
+
+
+def bounded_laplace_case(noise_multiplier: float = 1.0) -> AuditCase:
+    """The bounded Laplace sampler with :func:`~dpdist.privacy.pca_calibration.bounded_laplace_test`
+    at (epsilon, delta) = (1, 1e-3). The twin is calibrated for half the sensitivity (scale
+    and bound both halved)."""
+    from dpdist.privacy.noise import bounded_laplace_from_uniform
+    from dpdist.privacy.pca_calibration import bounded_laplace_test
+
+    eps, delta, sens = 1.0, 1e-3, 1.0
+    scale, bound = bounded_laplace_test(noise_multiplier * sens, eps, delta)
+
+    def mech(value: float, n: int, seed: int) -> np.ndarray:
+        u = _seed(seed).uniforms("audit/bounded-laplace", 0, 0, n)
+        return value + bounded_laplace_from_uniform(u, scale, bound)
+
+    return AuditCase(
+        name=_twin_name("primitives/bounded-laplace", noise_multiplier),
+        family="primitives",
+        component=f"bounded Laplace (Fact 3, bounded_laplace_test) at (epsilon, delta) = ({eps}, {delta})",
+        notion="approx-dp",
+        claimed_epsilon=eps,
+        claimed_delta=delta,
+        claimed_mu=None,
+        claimed_rho=None,
+        mechanism=mech,
+        neighbours=(sens, 0.0),
+        noise_multiplier=noise_multiplier,
+        parameters={"scale": scale, "bound": bound, "sensitivity": sens},
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# PrivCov (Algorithm 1): per-row noisy top-k and Laplace value release
+# ---------------------------------------------------------------------------------------
+
+#: PrivCov audit instance: d = 4 features, clip R = 1, n = 40 rows, delta = 0.1.
+PRIVCOV_D, PRIVCOV_N, PRIVCOV_CLIP, PRIVCOV_DELTA = 4, 40, 1.0, 0.1
+
+
+def _exact_second_moment(X: np.ndarray, clip: float) -> np.ndarray:
+    """The clipped second moment (1/n) Y^T Y through the engine (computed once per dataset)."""
+    import dask.array as da
+
+    from dpdist.engine.gram import clipped_second_moment
+
+    return np.asarray(clipped_second_moment(da.from_array(np.asarray(X, float)), clip).compute(scheduler="synchronous"))
+
+
+def _privcov_cal(k: int, component_epsilon: float):
+    """privcov_calibration at the epsilon that makes ``Delta / b`` equal ``component_epsilon``.
+
+    All of b's dependence on epsilon is through eps_row, linear in epsilon, so one call at
+    epsilon = 1 gives the scale factor.
+    """
+    from dpdist.privacy.calibration import privcov_calibration
+
+    unit = privcov_calibration(1.0, PRIVCOV_DELTA, PRIVCOV_N, PRIVCOV_D, k, PRIVCOV_CLIP)
+    eps = _scale_for(component_epsilon, unit.sensitivity / unit.laplace_scale)
+    return privcov_calibration(eps, PRIVCOV_DELTA, PRIVCOV_N, PRIVCOV_D, k, PRIVCOV_CLIP)
+
+
+def _privcov_row0(S: np.ndarray, k: int, b: float, n_trials: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n_trials`` independent runs of row 0 of Algorithm 1 through the engine kernels.
+
+    The trials are the rows of one tile (each a copy of row 0 of the exact second moment):
+    :class:`NoiseField` gives row r its own stream, so trial t draws independent selection
+    and release noise, exactly as row 0 of one run would. The tile's columns are split in
+    two column tiles merged by :func:`combine_row_topk` (the engine's tree step).
+    Returns (selected columns (T, k), released values (T, k)).
+    """
+    from dpdist.engine.topk import chunk_row_topk, combine_row_topk, finalize_row_topk
+    from dpdist.privacy.noise import NoiseField
+
+    ns = _seed(seed)
+    select = NoiseField(ns, "privcov/select", "laplace", b)
+    release = NoiseField(ns, "privcov/release", "laplace", b)
+    d = S.shape[1]
+    tile = np.broadcast_to(S[0], (n_trials, d))
+    h = d // 2
+    parts = [chunk_row_topk(tile[:, :h], 0, 0, k, select), chunk_row_topk(tile[:, h:], 0, h, k, select)]
+    rel = finalize_row_topk(combine_row_topk(parts, k), release.add_at)
+    return rel.cols, rel.values
+
+
+def privcov_release_case(noise_multiplier: float = 1.0) -> AuditCase:
+    """PrivCov's Laplace release of one entry, data-level.
+
+    Pair: background rows (1, 1, 0, 0) x 10; the replaced row is (1, 1, 0, 0) in D and
+    (1, -1, 0, 0) in D'. Sigma_hat_01 moves by exactly 2 R^2 / n = Delta; with k = d every
+    entry of row 0 is released. Statistic: the released value of entry (0, 1). Claim: the
+    Laplace release of one entry is Delta/b-DP, with Delta and b from privcov_calibration
+    (the package's per-row claim is far above this: Delta/b = eps_row / (2 sqrt(k' log(d /
+    delta_row)))).
+    """
+    k = PRIVCOV_D
+    cal = _privcov_cal(k, 1.0)
+    b = noise_multiplier * cal.laplace_scale
+    base = np.zeros((PRIVCOV_N, PRIVCOV_D))
+    base[1:11, :2] = 1.0
+    D, Dp = base.copy(), base.copy()
+    D[0, :2] = (1.0, 1.0)
+    Dp[0, :2] = (1.0, -1.0)
+    S = {0: _exact_second_moment(D, PRIVCOV_CLIP), 1: _exact_second_moment(Dp, PRIVCOV_CLIP)}
+
+    def mech(which: int, n: int, seed: int) -> np.ndarray:
+        cols, vals = _privcov_row0(S[which], k, b, n, seed)
+        hit = cols == 1
+        return np.where(hit.any(axis=1), (vals * hit).sum(axis=1), -1e6)
+
+    return AuditCase(
+        name=_twin_name("privcov/value-release", noise_multiplier),
+        family="privcov",
+        component="Laplace value release of one entry of row i (Algorithm 1 line 8): Delta/b-DP, "
+        "Delta = 2R^2/n and b from privcov_calibration",
+        notion="approx-dp",
+        claimed_epsilon=cal.sensitivity / cal.laplace_scale,
+        claimed_delta=0.0,
+        claimed_mu=None,
+        claimed_rho=None,
+        mechanism=mech,
+        neighbours=(0, 1),
+        default_trials=8_000,
+        noise_multiplier=noise_multiplier,
+        parameters={"calibration": cal.to_dict(), "k": k},
+    )
+
+
+def privcov_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
+    """PrivCov's noisy top-k selection of one entry, data-level.
+
+    Pair (k = 1, d = 4, R = 1): background rows (1, 1, 0, 0) x 20 and (1, 0, 0, 0) x 2; the
+    replaced row is (1, 1, 0, 0) in D and (1, -1, 0, 0) in D'. In row 0 only entry (0, 1)
+    moves: Sigma_hat_01 = 21/n in D and 19/n in D', so its score |Sigma_hat_01 + w| moves by
+    exactly Delta = 2/n while staying far from 0 (a score near 0 would blunt the shift through
+    the absolute value); the diagonal, 23/n in both, stays one Delta above it in D, so that
+    choosing entry 1 is a tail event of the noise, where the Laplace likelihood ratio is
+    largest. Statistic: 1 if S_0 = {1}. For a pair that moves a single score of row i, the
+    selection S_i is Delta/b-DP (shifting that score's Laplace noise by Delta maps one run to
+    the other), which is the component claim audited here.
+    """
+    k = 1
+    cal = _privcov_cal(k, 1.0)
+    b = noise_multiplier * cal.laplace_scale
+    base = np.zeros((PRIVCOV_N, PRIVCOV_D))
+    base[1:21, :2] = 1.0
+    base[21:23, 0] = 1.0
+    D, Dp = base.copy(), base.copy()
+    D[0, :2] = (1.0, 1.0)
+    Dp[0, :2] = (1.0, -1.0)
+    S = {0: _exact_second_moment(D, PRIVCOV_CLIP), 1: _exact_second_moment(Dp, PRIVCOV_CLIP)}
+
+    def mech(which: int, n: int, seed: int) -> np.ndarray:
+        cols, _ = _privcov_row0(S[which], k, b, n, seed)
+        return (cols[:, 0] == 1).astype(np.float64)
+
+    return AuditCase(
+        name=_twin_name("privcov/selection", noise_multiplier),
+        family="privcov",
+        component="noisy top-k selection S_i (Algorithm 1 line 6) under a pair moving one score of "
+        "row i by Delta: Delta/b-DP, Delta and b from privcov_calibration",
+        notion="approx-dp",
+        claimed_epsilon=cal.sensitivity / cal.laplace_scale,
+        claimed_delta=0.0,
+        claimed_mu=None,
+        claimed_rho=None,
+        mechanism=mech,
+        neighbours=(0, 1),
+        default_trials=10_000,
+        noise_multiplier=noise_multiplier,
+        parameters={"calibration": cal.to_dict(), "k": k},
+    )
+
+
+def privcov_row_case(noise_multiplier: float = 1.0) -> AuditCase:
+    """PrivCov's whole row i (selection and release), held to the per-row (eps_row, delta_row).
+
+    Pair (k = d = 4): background rows (1, 1, 1, 1) x 10; the replaced row is (1, 1, 1, 1) in
+    D and (1, -1, -1, -1) in D': all d - 1 off-diagonal entries of row 0 move by Delta.
+    Statistic: the sum of the released off-diagonal values of row 0 (the Laplace likelihood
+    ratio is monotone in each). The per-row claim of Theorem 2.2 (Qiao-Su-Zhang) carries a
+    factor 2 sqrt(k' log(d/delta_row)) over the (d - 1) Delta/b any row change can reach, so
+    a factor-2 twin is still (eps_row, delta_row)-DP here: ``catches_twin`` is False.
+    """
+    k = PRIVCOV_D
+    cal = _privcov_cal(k, 1.0)
+    b = noise_multiplier * cal.laplace_scale
+    base = np.zeros((PRIVCOV_N, PRIVCOV_D))
+    base[1:11, :] = 1.0
+    D, Dp = base.copy(), base.copy()
+    D[0] = 1.0
+    Dp[0] = (1.0, -1.0, -1.0, -1.0)
+    S = {0: _exact_second_moment(D, PRIVCOV_CLIP), 1: _exact_second_moment(Dp, PRIVCOV_CLIP)}
+
+    def mech(which: int, n: int, seed: int) -> np.ndarray:
+        cols, vals = _privcov_row0(S[which], k, b, n, seed)
+        return np.where(cols > 0, vals, 0.0).sum(axis=1)
+
+    return AuditCase(
+        name=_twin_name("privcov/row", noise_multiplier),
+        family="privcov",
+        component="one row of Algorithm 1 (top-k selection and k+1 value releases): "
+        "(eps_row, delta_row)-DP (Qiao-Su-Zhang Thm 2.2, privcov_calibration)",
+        notion="approx-dp",
+        claimed_epsilon=cal.epsilon_row,
+        claimed_delta=cal.delta_row,
+        claimed_mu=None,
+        claimed_rho=None,
+        mechanism=mech,
+        neighbours=(0, 1),
+        default_trials=4_000,
+        noise_multiplier=noise_multiplier,
+        catches_twin=False,
+        notes="per-row claim has slack 2 sqrt(k' log(d/delta_row)) / (d - 1) >= 2 over the best row change",
+        parameters={"calibration": cal.to_dict(), "k": k},
+    )
+
+
+def privcov_estimator_case(noise_multiplier: float = 1.0) -> AuditCase:
+    """The full estimator :func:`~dpdist.algorithms.sparse_covariance.private_sparse_covariance`
+    run once per trial (dask, synchronous scheduler, 2 x 2 tiles of the second moment) on the
+    pair of :func:`privcov_release_case`; statistic: the released value of entry (0, 1).
+
+    The twin patches the name ``privcov_calibration`` inside
+    :mod:`dpdist.algorithms.sparse_covariance` (for the duration of the call) with a wrapper
+    that halves ``laplace_scale``: the estimator itself is not edited.
+    """
+    import dataclasses
+    from unittest import mock
+
+    import dpdist.algorithms.sparse_covariance as module
+    from dpdist.privacy.calibration import privcov_calibration
+
+    k = PRIVCOV_D
+    cal = _privcov_cal(k, 1.0)
+    base = np.zeros((PRIVCOV_N, PRIVCOV_D))
+    base[1:11, :2] = 1.0
+    D, Dp = base.copy(), base.copy()
+    D[0, :2] = (1.0, 1.0)
+    Dp[0, :2] = (1.0, -1.0)
+    data = {0: D, 1: Dp}
+
+    def patched(*args: Any, **kwargs: Any):
+        real = privcov_calibration(*args, **kwargs)
+        return dataclasses.replace(real, laplace_scale=noise_multiplier * real.laplace_scale)
+
+    def mech(which: int, n: int, seed: int) -> np.ndarray:
+        out = np.empty(n)
+        with mock.patch.object(module, "privcov_calibration", patched):
+            for t in range(n):
+                rel = module.private_sparse_covariance(
+                    data[which], k, cal.epsilon, cal.delta, clip=PRIVCOV_CLIP, random_state=int(seed) * 1_000_003 + t,
+                    scheduler="synchronous", progress=False, tile_size=2,
+                )
+                cols, vals = rel.values["selected"][0], rel.values["selected_values"][0]
+                out[t] = vals[cols == 1][0] if np.any(cols == 1) else -1e6
+        return out
+
+    return AuditCase(
+        name=_twin_name("privcov/estimator", noise_multiplier),
+        family="privcov",
+        component="private_sparse_covariance end to end, released entry (0, 1): Delta/b-DP "
+        "(Delta = 2R^2/n, b from privcov_calibration)",
+        notion="approx-dp",
+        claimed_epsilon=cal.sensitivity / cal.laplace_scale,
+        claimed_delta=0.0,
+        claimed_mu=None,
+        claimed_rho=None,
+        mechanism=mech,
+        neighbours=(0, 1),
+        default_trials=1_500,
+        noise_multiplier=noise_multiplier,
+        slow=True,
+        parameters={"calibration": cal.to_dict(), "k": k},
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Gaussian releases of symmetric matrices (Wang-Xu, Analyze Gauss): NoiseField(symmetric)
+# through engine.threshold.chunk_threshold
+# ---------------------------------------------------------------------------------------
+
+
+def _symmetric_gaussian_trials(values: np.ndarray, sigma: float, purpose: str, seed: int) -> np.ndarray:
+    """Noisy copies of ``c`` released entries, one row per trial: (T, c).
+
+    One call of :func:`~dpdist.engine.threshold.chunk_threshold` (threshold 0: keep all) on a
+    (T, c) tile placed at rows c, c+1, ... (strictly below the diagonal) of the symmetric
+    :class:`NoiseField` of the mechanism's purpose: entry (t, j) reads stream j at position
+    t, so the T x c noise values are i.i.d. N(0, sigma^2), exactly the law of the noise on c
+    distinct upper-triangle entries of one run.
+    """
+    from dpdist.engine.threshold import chunk_threshold
+    from dpdist.privacy.noise import NoiseField
+
+    tile = np.asarray(values, dtype=np.float64)
+    c = tile.shape[1]
+    noise = NoiseField(_seed(seed), purpose, "gaussian", sigma, symmetric=True)
+    rows, cols, vals = chunk_threshold(tile, c, 0, 0.0, noise)
+    out = np.empty(tile.shape)
+    out[rows - c, cols] = vals
+    return out
+
+
+def _gaussian_release_mech(values: dict, sigma: float, purpose: str, weights: np.ndarray) -> Mechanism:
+    def mech(which: int, n: int, seed: int) -> np.ndarray:
+        tile = np.broadcast_to(np.asarray(values[which], float), (n, len(weights)))
+        return _symmetric_gaussian_trials(np.ascontiguousarray(tile), sigma, purpose, seed) @ weights
+
+    return mech
+
+
+#: Wang-Xu / Analyze Gauss audit instance.
+GAUSS_D, GAUSS_N, GAUSS_CLIP, GAUSS_EPS, GAUSS_DELTA = 4, 40, 1.0, 2.0, 1e-3
+
+
+def wang_xu_release_case(noise_multiplier: float = 1.0) -> AuditCase:
+    """Wang-Xu's Gaussian release, release-level: two second moments whose released upper
+    triangles differ by exactly the claimed L2 sensitivity 2 R^2 d / n in one entry.
+    Claim: Delta/sigma-GDP and (epsilon, delta)-DP (wang_xu_calibration, analytic rule)."""
+    from dpdist.privacy.calibration import wang_xu_calibration
+
+    cal = wang_xu_calibration(GAUSS_EPS, GAUSS_DELTA, GAUSS_N, GAUSS_D, GAUSS_CLIP)
+    sens, sigma = cal["sensitivity"], cal["gaussian_sigma"]
+    mech = _gaussian_release_mech({0: [sens], 1: [0.0]}, noise_multiplier * sigma, "wang-xu/gaussian", np.ones(1))
+    return AuditCase(
+        name=_twin_name("wang-xu/release", noise_multiplier),
+        family="wang-xu",
+        component="symmetric Gaussian noise on the clipped second moment at its claimed L2 sensitivity "
+        f"2R^2 d/n (wang_xu_calibration, {cal['rule']})",
+        notion="gdp",
+        claimed_epsilon=GAUSS_EPS,
+        claimed_delta=GAUSS_DELTA,
+        claimed_mu=sens / sigma,
+        claimed_rho=None,
+        mechanism=mech,
+        neighbours=(0, 1),
+        default_trials=10_000,
+        noise_multiplier=noise_multiplier,
+        parameters=dict(cal),
+    )
+
+
+def wang_xu_data_case(noise_multiplier: float = 1.0) -> AuditCase:
+    """Wang-Xu, data-level: the replaced row is (R, R, R, R) in D and (R, R, -R, -R) in D'
+    (other rows 0), moving 4 upper-triangle entries by 2R^2/n each (L2 distance R^2 d / n,
+    the largest a row change can reach for d = 4: half the claimed sensitivity). Statistic:
+    the sum of the 4 released entries. A factor-2 twin sits exactly at the claim here
+    (``catches_twin`` False)."""
+    from dpdist.privacy.calibration import wang_xu_calibration
+
+    cal = wang_xu_calibration(GAUSS_EPS, GAUSS_DELTA, GAUSS_N, GAUSS_D, GAUSS_CLIP)
+    sens, sigma = cal["sensitivity"], cal["gaussian_sigma"]
+    D = np.zeros((GAUSS_N, GAUSS_D))
+    Dp = D.copy()
+    D[0] = GAUSS_CLIP
+    Dp[0] = GAUSS_CLIP * np.array([1.0, 1.0, -1.0, -1.0])
+    idx = ([0, 0, 1, 1], [2, 3, 2, 3])
+    vals = {0: _exact_second_moment(D, GAUSS_CLIP)[idx], 1: _exact_second_moment(Dp, GAUSS_CLIP)[idx]}
+    mech = _gaussian_release_mech(vals, noise_multiplier * sigma, "wang-xu/gaussian", np.ones(4))
+    return AuditCase(
+        name=_twin_name("wang-xu/data", noise_multiplier),
+        family="wang-xu",
+        component="Wang-Xu end to end on the worst row change we know (L2 move R^2 d/n): "
+        "Delta/sigma-GDP with the claimed Delta",
+        notion="gdp",
+        claimed_epsilon=GAUSS_EPS,
+        claimed_delta=GAUSS_DELTA,
+        claimed_mu=sens / sigma,
+        claimed_rho=None,
+        mechanism=mech,
+        neighbours=(0, 1),
+        default_trials=10_000,
+        noise_multiplier=noise_multiplier,
+        catches_twin=False,
+        notes="claimed sensitivity 2R^2 d/n is twice the L2 move of this pair: the factor-2 twin is still private here",
+        parameters=dict(cal),
+    )
+
+
+def analyze_gauss_release_case(noise_multiplier: float = 1.0) -> AuditCase:
+    """Analyze Gauss, release-level: one upper-triangle entry moved by the claimed 2 L^2 / n."""
+    from dpdist.privacy.expmech_calibration import analyze_gauss_calibration
+
+    cal = analyze_gauss_calibration(GAUSS_EPS, GAUSS_DELTA, GAUSS_N, 1.0)
+    sens, sigma = cal["sensitivity"], cal["gaussian_sigma"]
+    mech = _gaussian_release_mech({0: [sens], 1: [0.0]}, noise_multiplier * sigma, "analyze-gauss/gaussian", np.ones(1))
+    return AuditCase(
+        name=_twin_name("analyze-gauss/release", noise_multiplier),
+        family="analyze-gauss",
+        component=f"symmetric Gaussian noise at the claimed L2 sensitivity 2L^2/n (analyze_gauss_calibration, {cal['rule']})",
+        notion="gdp",
+        claimed_epsilon=GAUSS_EPS,
+        claimed_delta=GAUSS_DELTA,
+        claimed_mu=sens / sigma,
+        claimed_rho=None,
+        mechanism=mech,
+        neighbours=(0, 1),
+        default_trials=10_000,
+        noise_multiplier=noise_multiplier,
+        parameters=dict(cal),
+    )
+
+
+def analyze_gauss_data_case(noise_multiplier: float = 1.0) -> AuditCase:
+    """Analyze Gauss, data-level: the replaced row is L e_0 in D and L e_1 in D' (L = 1, other
+    rows 0): the diagonal entries (0,0) and (1,1) move by L^2/n each, an L2 move of
+    sqrt(2) L^2/n (the largest possible; the claim 2 L^2/n has slack sqrt(2)). Statistic:
+    released (0,0) minus released (1,1). The twin reaches sqrt(2) times the claimed mu and is
+    flagged."""
+    from dpdist.algorithms.baselines.analyze_gauss import block_row_norm_clip
+    from dpdist.privacy.expmech_calibration import analyze_gauss_calibration
+
+    L = 1.0
+    cal = analyze_gauss_calibration(GAUSS_EPS, GAUSS_DELTA, GAUSS_N, L)
+    sens, sigma = cal["sensitivity"], cal["gaussian_sigma"]
+    D = np.zeros((GAUSS_N, GAUSS_D))
+    Dp = D.copy()
+    D[0, 0] = 3.0  # clipped to norm L by the mechanism's own row-norm clip
+    Dp[0, 1] = 3.0
+    vals = {}
+    for w, X in enumerate((D, Dp)):
+        Y = block_row_norm_clip(X, (X**2).sum(axis=1), L)
+        S = Y.T @ Y / GAUSS_N
+        vals[w] = [S[0, 0], S[1, 1]]
+    mech = _gaussian_release_mech(vals, noise_multiplier * sigma, "analyze-gauss/gaussian", np.array([1.0, -1.0]))
+    return AuditCase(
+        name=_twin_name("analyze-gauss/data", noise_multiplier),
+        family="analyze-gauss",
+        component="Analyze Gauss end to end on the worst row change (L2 move sqrt(2) L^2/n): "
+        "Delta/sigma-GDP with the claimed Delta = 2L^2/n",
+        notion="gdp",
+        claimed_epsilon=GAUSS_EPS,
+        claimed_delta=GAUSS_DELTA,
+        claimed_mu=sens / sigma,
+        claimed_rho=None,
+        mechanism=mech,
+        neighbours=(0, 1),
+        default_trials=10_000,
+        noise_multiplier=noise_multiplier,
+        notes="the claimed sensitivity 2L^2/n has slack sqrt(2) over the best row change",
+        parameters=dict(cal),
+    )
+
+
+def analyze_gauss_estimator_case(noise_multiplier: float = 1.0) -> AuditCase:
+    """The full :class:`~dpdist.algorithms.baselines.analyze_gauss.AnalyzeGauss` estimator,
+    one fit per trial (dask, synchronous, 2 x 2 tiles), on the pair of
+    :func:`analyze_gauss_data_case`; statistic: released (0,0) minus released (1,1). The twin
+    patches the name ``analyze_gauss_calibration`` inside the estimator's module (for the
+    duration of the call) with a wrapper that halves ``gaussian_sigma``."""
+    from unittest import mock
+
+    import dpdist.algorithms.baselines.analyze_gauss as module
+    from dpdist.privacy.expmech_calibration import analyze_gauss_calibration
+
+    cal = analyze_gauss_calibration(GAUSS_EPS, GAUSS_DELTA, GAUSS_N, 1.0)
+    D = np.zeros((GAUSS_N, GAUSS_D))
+    Dp = D.copy()
+    D[0, 0] = 3.0
+    Dp[0, 1] = 3.0
+    data = {0: D, 1: Dp}
+
+    def patched(*args: Any, **kwargs: Any) -> dict:
+        real = analyze_gauss_calibration(*args, **kwargs)
+        return {**real, "gaussian_sigma": noise_multiplier * real["gaussian_sigma"]}
+
+    def mech(which: int, n: int, seed: int) -> np.ndarray:
+        out = np.empty(n)
+        with mock.patch.object(module, "analyze_gauss_calibration", patched):
+            for t in range(n):
+                est = module.AnalyzeGauss(GAUSS_EPS, GAUSS_DELTA, row_norm=1.0, random_state=int(seed) * 1_000_003 + t,
+                                          scheduler="synchronous", tile_size=2).fit(data[which])
+                out[t] = est.covariance_[0, 0] - est.covariance_[1, 1]
+        return out
+
+    return AuditCase(
+        name=_twin_name("analyze-gauss/estimator", noise_multiplier),
+        family="analyze-gauss",
+        component="AnalyzeGauss.fit end to end on the worst row change: Delta/sigma-GDP with the claimed "
+        "Delta = 2L^2/n (analyze_gauss_calibration)",
+        notion="gdp",
+        claimed_epsilon=GAUSS_EPS,
+        claimed_delta=GAUSS_DELTA,
+        claimed_mu=cal["sensitivity"] / cal["gaussian_sigma"],
+        claimed_rho=None,
+        mechanism=mech,
+        neighbours=(0, 1),
+        default_trials=2_000,
+        noise_multiplier=noise_multiplier,
+        slow=True,
+        parameters=dict(cal),
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# PrivNorm / PrivPCA (Algorithms 2-3): bounded-Laplace tests and Gaussian releases
+# ---------------------------------------------------------------------------------------
+
+#: PrivNorm/PrivPCA audit instance: (epsilon, delta) = (3, 3e-3), so each of the three private
+#: steps of a run is held to (1, 1e-3); m = 20 batches.
+FRIENDLY_EPS, FRIENDLY_DELTA, FRIENDLY_M = 3.0, 3e-3, 20
+
+
+def _friendly_test_case(which: str, noise_multiplier: float) -> AuditCase:
+    from dpdist.privacy.noise import bounded_laplace_from_uniform
+    from dpdist.privacy.pca_calibration import bounded_laplace_test, friendly_test_calibration
+
+    cal = friendly_test_calibration(FRIENDLY_EPS, FRIENDLY_DELTA, FRIENDLY_M)
+    sens = cal.count_sensitivity if which == "count" else cal.weight_sensitivity
+    if noise_multiplier == 1.0:
+        scale, bound = (cal.count_scale, cal.count_bound) if which == "count" else (cal.weight_scale, cal.weight_bound)
+    else:  # the calibration evaluated at an underestimated sensitivity
+        scale, bound = bounded_laplace_test(noise_multiplier * sens, FRIENDLY_EPS / 3, FRIENDLY_DELTA / 3)
+    stat = 16.0 if which == "count" else 15.0
+    purpose = f"privpca/norm/{which}"
+
+    def mech(value: float, n: int, seed: int) -> np.ndarray:
+        u = _seed(seed).uniforms(purpose, 0, 0, n)
+        return value + bounded_laplace_from_uniform(u, scale, bound)
+
+    label = "|C| (sensitivity 1)" if which == "count" else "Z = sum p_i (sensitivity 7, eq. (12))"
+    return AuditCase(
+        name=_twin_name(f"privnorm-privpca/{which}-test", noise_multiplier),
+        family="privnorm-privpca",
+        component=f"bounded-Laplace test on {label}, release-level: (epsilon/3, delta/3)-DP "
+        "(friendly_test_calibration, Lemma 8)",
+        notion="approx-dp",
+        claimed_epsilon=FRIENDLY_EPS / 3,
+        claimed_delta=FRIENDLY_DELTA / 3,
+        claimed_mu=None,
+        claimed_rho=None,
+        mechanism=mech,
+        neighbours=(stat + sens, stat),
+        noise_multiplier=noise_multiplier,
+        notes="the same calibration serves PrivNorm and PrivPCA; the noisy statistic itself is released",
+        parameters=cal.to_dict(),
+    )
+
+
+def friendly_count_test_case(noise_multiplier: float = 1.0) -> AuditCase:
+    """The bounded-Laplace test on |C| (Lines 3-4), statistics c + 1 vs c."""
+    return _friendly_test_case("count", noise_multiplier)
+
+
+def friendly_weight_test_case(noise_multiplier: float = 1.0) -> AuditCase:
+    """The bounded-Laplace test on Z (Lines 12-13), statistics z + 7 vs z."""
+    return _friendly_test_case("weight", noise_multiplier)
+
+
+#: PrivNorm / PrivPCA Gaussian release: (epsilon, delta) = (9, 0.3): each run's release at
+#: (3, 0.1), where the calibrated mu is of order 1.
+RELEASE_EPS, RELEASE_DELTA = 9.0, 0.3
+
+
+def privnorm_release_case(noise_multiplier: float = 1.0) -> AuditCase:
+    """PrivNorm's Gaussian release of the norm (Algorithm 3 Line 17), release-level: norms
+    differing by the claimed sensitivity 20 k tau (k = 1, tau = 0.05)."""
+    from dpdist.privacy.noise import gaussian_from_uniform
+    from dpdist.privacy.pca_calibration import privnorm_calibration
+
+    cal = privnorm_calibration(RELEASE_EPS, RELEASE_DELTA, 1, 0.05)
+
+    def mech(value: float, n: int, seed: int) -> np.ndarray:
+        u = _seed(seed).uniforms("privpca/norm/release", 0, 0, n)
+        return value + gaussian_from_uniform(u, noise_multiplier * cal.sigma)
+
+    return AuditCase(
+        name=_twin_name("privnorm-privpca/norm-release", noise_multiplier),
+        family="privnorm-privpca",
+        component=f"Gaussian release of ||T_5tau(Sigma_bar)||_op at sensitivity 20 k tau (privnorm_calibration, {cal.rule})",
+        notion="gdp",
+        claimed_epsilon=RELEASE_EPS / 3,
+        claimed_delta=RELEASE_DELTA / 3,
+        claimed_mu=cal.sensitivity / cal.sigma,
+        claimed_rho=None,
+        mechanism=mech,
+        neighbours=(1.0 + cal.sensitivity, 1.0),
+        default_trials=10_000,
+        noise_multiplier=noise_multiplier,
+        parameters=cal.to_dict(),
+    )
+
+
+def privpca_release_case(noise_multiplier: float = 1.0) -> AuditCase:
+    """PrivPCA's Gaussian release of the projector (Algorithm 2 Lines 19-21) through the exact
+    top-k^2 sampler :func:`~dpdist.privacy.topk_sampler.top_k2_of_noisy_projector`.
+
+    Two unit vectors u = e_0 and u' = e_1 (d = 2, k = 2, so all k^2 = d^2 entries are
+    released): ``||u u^T - u' u'^T||_F = sqrt(2)``. The public (tau, gap, lambda_hat) are
+    chosen so that the claimed Frobenius sensitivity (Lemma 10 with deviation 1) equals
+    sqrt(2) exactly: the pair reaches the claim. Statistic: released P_00 - P_11.
+    """
+    from dpdist.privacy.pca_calibration import privpca_calibration, privpca_sensitivity
+    from dpdist.privacy.topk_sampler import top_k2_of_noisy_projector
+
+    k, tau, gap, d = 2, 0.05, 0.25, 2
+    lam = privpca_sensitivity(k, tau, gap, 1.0) / math.sqrt(2.0)  # Delta(lambda_hat) = sqrt(2)
+    cal = privpca_calibration(RELEASE_EPS, RELEASE_DELTA, k, tau, gap, lam)
+    sigma = noise_multiplier * cal.sigma
+
+    def mech(which: int, n: int, seed: int) -> np.ndarray:
+        from dpdist.privacy.noise import NoiseSeed
+
+        base = _seed(seed).entropy
+        support, u = np.array([which]), np.array([1.0])
+        out = np.empty(n)
+        for t in range(n):
+            r, c, v = top_k2_of_noisy_projector(support, u, d, k, sigma, NoiseSeed(base * 1_000_003 + t, True),
+                                                "privpca/pca/projector")
+            P = np.zeros((d, d))
+            P[r, c] = v
+            out[t] = P[0, 0] - P[1, 1]
+        return out
+
+    return AuditCase(
+        name=_twin_name("privnorm-privpca/projector-release", noise_multiplier),
+        family="privnorm-privpca",
+        component=f"Gaussian release of u u^T at the claimed Frobenius sensitivity (privpca_calibration, {cal.rule})",
+        notion="gdp",
+        claimed_epsilon=RELEASE_EPS / 3,
+        claimed_delta=RELEASE_DELTA / 3,
+        claimed_mu=cal.sensitivity / cal.sigma,
+        claimed_rho=None,
+        mechanism=mech,
+        neighbours=(0, 1),
+        default_trials=3_000,
+        noise_multiplier=noise_multiplier,
+        parameters={**cal.to_dict(), "lambda_hat": lam, "tau": tau, "gap": gap, "k": k},
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# ExpMechPCA (Algorithm 4): Gumbel-max exponential mechanism and the Gaussian block
+# ---------------------------------------------------------------------------------------
+
+#: ExpMechPCA audit instance: epsilon = 2 (selection epsilon/2 = 1), d = 8 candidate
+#: supports of size k = 1, tau = 1, n = 40.
+EXPMECH_EPS, EXPMECH_DELTA, EXPMECH_D, EXPMECH_N = 2.0, 1e-3, 8, 40
+
+
+def expmech_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
+    """ExpMechPCA's support selection, at the level of the exponential mechanism (Lemma 28).
+
+    Scores (k = 1, so the score of {j} is M_jj and the engine's
+    :func:`~dpdist.engine.subsets.chunk_gumbel_max` reads them from the diagonal): D has
+    ``q = (Delta_q, 0, ..., 0)``, D' has ``q' = (0, Delta_q, ..., Delta_q)``, with the score
+    sensitivity Delta_q = 2 k tau^2 / n of expmech_calibration; ``||q - q'||_inf = Delta_q``.
+    Statistic: the indicator that support {0} is chosen. Gumbel keys use the mechanism's own
+    :class:`~dpdist.algorithms.expmech_pca.GumbelKeys` with the calibrated weight (the twin
+    doubles the weight, i.e. halves the Gumbel scale). Claim: epsilon/2-DP.
+
+    A real row change moves each score by at most k tau^2 / n, half of Delta_q (a score is the
+    top eigenvalue of a PSD block, and replacing a row swaps one PSD rank-one term of norm
+    <= k tau^2 / n for another), so a data-level pair reaches at most epsilon/4, half the
+    selection's claim, and a factor-2 twin would stay within it: the claim audited is the
+    exponential mechanism's own, on score vectors that reach its stated sensitivity.
+    """
+    from dpdist.algorithms.expmech_pca import SELECT_PURPOSE, GumbelKeys
+    from dpdist.engine.subsets import chunk_gumbel_max
+    from dpdist.privacy.expmech_calibration import expmech_calibration
+
+    cal = expmech_calibration(EXPMECH_EPS, EXPMECH_DELTA, EXPMECH_N, EXPMECH_D, 1, 1.0)
+    weight = cal.gumbel_weight / noise_multiplier
+    q = cal.score_sensitivity
+    M = {0: np.diag([q] + [0.0] * (EXPMECH_D - 1)), 1: np.diag([0.0] + [q] * (EXPMECH_D - 1))}
+
+    def mech(which: int, n: int, seed: int) -> np.ndarray:
+        from dpdist.privacy.noise import NoiseSeed
+
+        base = _seed(seed).entropy
+        out = np.empty(n)
+        for t in range(n):
+            ns = NoiseSeed(base * 1_000_003 + t, True)
+            _, rank = chunk_gumbel_max(M[which], 1, 0, EXPMECH_D, GumbelKeys(ns, ns.key(SELECT_PURPOSE), weight))
+            out[t] = rank == 0
+        return out
+
+    return AuditCase(
+        name=_twin_name("expmech/selection", noise_multiplier),
+        family="expmech",
+        component="exponential mechanism over supports by Gumbel-max at weight epsilon n / (8 k tau^2): "
+        "(epsilon/2)-DP for score vectors within the claimed score sensitivity (Lemma 28)",
+        notion="approx-dp",
+        claimed_epsilon=cal.selection_epsilon,
+        claimed_delta=0.0,
+        claimed_mu=None,
+        claimed_rho=None,
+        mechanism=mech,
+        neighbours=(0, 1),
+        default_trials=8_000,
+        noise_multiplier=noise_multiplier,
+        parameters=cal.to_dict(),
+    )
+
+
+#: ExpMechPCA block release instance: (epsilon, delta) = (6, 0.3), where the printed sigma_priv
+#: (line 11, used here: it exceeds the analytic Gaussian requirement) gives mu of order 1.
+BLOCK_EPS, BLOCK_DELTA = 6.0, 0.3
+
+
+def expmech_block_case(noise_multiplier: float = 1.0) -> AuditCase:
+    """ExpMechPCA's Gaussian release of the chosen block (Algorithm 4 line 11-12), release-level:
+    blocks differing by the claimed Frobenius sensitivity 2 k tau^2 / n in one entry, noise
+    from the mechanism's own :class:`~dpdist.algorithms.expmech_pca.BlockGaussian`."""
+    from dpdist.algorithms.expmech_pca import BLOCK_PURPOSE, BlockGaussian
+    from dpdist.privacy.expmech_calibration import expmech_calibration
+
+    cal = expmech_calibration(BLOCK_EPS, BLOCK_DELTA, EXPMECH_N, EXPMECH_D, 1, 1.0)
+    sens = cal.block_sensitivity
+    sigma = noise_multiplier * cal.gaussian_sigma
+
+    def mech(value: float, n: int, seed: int) -> np.ndarray:
+        ns = _seed(seed)
+        noise = BlockGaussian(ns, ns.key(BLOCK_PURPOSE), sigma)
+        block = np.array([[value]])
+        # trial t releases the 1 x 1 block of support {t}: entry (t, t) of the d x d noise G
+        return np.array([noise(np.array([t]), block)[0, 0] for t in range(n)])
+
+    return AuditCase(
+        name=_twin_name("expmech/block-release", noise_multiplier),
+        family="expmech",
+        component=f"Gaussian release of the chosen k x k block at Frobenius sensitivity 2 k tau^2/n "
+        f"(expmech_calibration, {cal.gaussian_rule}): (epsilon/2, delta)",
+        notion="gdp",
+        claimed_epsilon=cal.release_epsilon,
+        claimed_delta=cal.release_delta,
+        claimed_mu=sens / cal.gaussian_sigma,
+        claimed_rho=None,
+        mechanism=mech,
+        neighbours=(sens, 0.0),
+        default_trials=10_000,
+        noise_multiplier=noise_multiplier,
+        parameters=cal.to_dict(),
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# zCDP second moment (MS25): GUE per level, Gaussian histograms; subsample-and-aggregate
+# ---------------------------------------------------------------------------------------
+
+#: zCDP audit instance: n = 40, d = 2, m = 2, alpha = 0.5, normalised radius 2 (one level).
+SM_N, SM_D, SM_M, SM_RADIUS, SM_RHO, SM_DELTA = 40, 2, 2, 2.0, 0.5, 1e-3
+
+
+def _second_moment_level_case(sensitivity: str, noise_multiplier: float) -> AuditCase:
+    from dpdist.privacy.second_moment_calibration import level_schedule
+    from dpdist.privacy.second_moment_noise import PURPOSE_LEVEL, GUEMeanNoise
+    from dpdist.privacy.zcdp import cks20_epsilon
+
+    sch = level_schedule(SM_N, SM_D, SM_RHO, m=SM_M, radius=SM_RADIUS, sensitivity=sensitivity)
+    R0, sigma = sch.radii[0], noise_multiplier * sch.sigmas[0]
+    grams = {}
+    for w in (0, 1):
+        X = np.zeros((SM_N, SM_D))
+        X[0, w] = R0  # a row of norm R_0, the level's bound: e_0 in D, e_1 in D'
+        grams[w] = X.T @ X
+
+    def mech(which: int, n: int, seed: int) -> np.ndarray:
+        ns = _seed(seed)
+        out = np.empty(n)
+        for t in range(n):  # level index = trial: an independent GUE stream per trial
+            M = GUEMeanNoise(ns, PURPOSE_LEVEL, t, sigma, SM_N)(grams[which])
+            out[t] = M[0, 0] - M[1, 1]
+        return out
+
+    rho0 = sch.rhos[0]
+    slack = "" if sensitivity == "tight" else "; MS25's 4R^2/n has slack 2 sqrt(2) over the exact sqrt(2) R^2/n"
+    return AuditCase(
+        name=_twin_name(f"second-moment/level-{sensitivity}", noise_multiplier),
+        family="second-moment",
+        component=f"one level of RecDPSME: GUE noise on (1/n) sum x x^T, rows of norm <= R_k, "
+        f"sensitivity={sensitivity!r}: rho/L-zCDP (level_schedule, GUEMeanNoise)",
+        notion="zcdp",
+        claimed_epsilon=cks20_epsilon(rho0, SM_DELTA),
+        claimed_delta=SM_DELTA,
+        claimed_mu=None,
+        claimed_rho=rho0,
+        mechanism=mech,
+        neighbours=(0, 1),
+        default_trials=6_000,
+        noise_multiplier=noise_multiplier,
+        catches_twin=sensitivity == "tight",
+        notes="data-level pair x = R_k e_0 vs R_k e_1 (L2 move sqrt(2) R_k^2/n)" + slack,
+        parameters=sch.to_dict(),
+    )
+
+
+def second_moment_level_tight_case(noise_multiplier: float = 1.0) -> AuditCase:
+    """A level of the zCDP recursion with ``sensitivity="tight"`` (sqrt(2) R^2/n, reached)."""
+    return _second_moment_level_case("tight", noise_multiplier)
+
+
+def second_moment_level_paper_case(noise_multiplier: float = 1.0) -> AuditCase:
+    """A level of the zCDP recursion with MS25's ``sensitivity="paper"`` (4 R^2/n)."""
+    return _second_moment_level_case("paper", noise_multiplier)
+
+
+def second_moment_one_shot_case(noise_multiplier: float = 1.0) -> AuditCase:
+    """The one-shot Gaussian mechanism :func:`~dpdist.algorithms.second_moment.one_shot_second_moment`
+    (``sensitivity="tight"``): GUE(sigma^2) with :func:`one_shot_sigma` on the second moment of
+    rows clipped to the public radius R by the engine's :func:`chunk_clip_rows`. Pair: the
+    replaced row is 3 e_0 in D and 3 e_1 in D' (clipped to R = 2); statistic: released (0,0)
+    minus released (1,1). Claim: rho-zCDP."""
+    from dpdist.engine.second_moment import chunk_clip_rows
+    from dpdist.privacy.second_moment_calibration import one_shot_sigma
+    from dpdist.privacy.second_moment_noise import PURPOSE_ONE_SHOT, GUEMeanNoise
+    from dpdist.privacy.zcdp import cks20_epsilon
+
+    sigma = noise_multiplier * one_shot_sigma(SM_N, SM_RHO, SM_RADIUS, "tight")
+    grams = {}
+    for w in (0, 1):
+        X = np.zeros((SM_N, SM_D))
+        X[0, w] = 3.0
+        Y = chunk_clip_rows(X, SM_RADIUS)
+        grams[w] = Y.T @ Y
+
+    def mech(which: int, n: int, seed: int) -> np.ndarray:
+        ns = _seed(seed)
+        out = np.empty(n)
+        for t in range(n):
+            M = GUEMeanNoise(ns, PURPOSE_ONE_SHOT, t, sigma, SM_N)(grams[which])
+            out[t] = M[0, 0] - M[1, 1]
+        return out
+
+    return AuditCase(
+        name=_twin_name("second-moment/one-shot", noise_multiplier),
+        family="second-moment",
+        component="one-shot Gaussian mechanism on the clipped second moment, sensitivity='tight': rho-zCDP "
+        "(one_shot_sigma, GUEMeanNoise)",
+        notion="zcdp",
+        claimed_epsilon=cks20_epsilon(SM_RHO, SM_DELTA),
+        claimed_delta=SM_DELTA,
+        claimed_mu=None,
+        claimed_rho=SM_RHO,
+        mechanism=mech,
+        neighbours=(0, 1),
+        default_trials=6_000,
+        noise_multiplier=noise_multiplier,
+        notes="data-level pair, rows clipped to the public radius (L2 move sqrt(2) R^2/n, the tight sensitivity)",
+        parameters={"sigma": sigma / noise_multiplier, "radius": SM_RADIUS, "rho": SM_RHO},
+    )
+
+
+def second_moment_histogram_case(noise_multiplier: float = 1.0) -> AuditCase:
+    """The private initialisation's Gaussian histogram (radius and lambda_min steps):
+    ``N(0, 1/rho_step)`` on every bin, L2 sensitivity sqrt(2) (a replaced row moves one count
+    from one bin to another). Pair: counts (5, 3, 0) vs (4, 4, 0); statistic: noisy bin 0
+    minus noisy bin 1. Claim rho_step = the radius share of split_budget."""
+    from dpdist.privacy.second_moment_calibration import histogram_sigma, split_budget
+    from dpdist.privacy.second_moment_noise import PURPOSE_RADIUS, GaussianHistogramNoise
+    from dpdist.privacy.zcdp import cks20_epsilon
+
+    share = split_budget(10.0, 0.1, private_radius=True, private_lambda=True)["radius"]  # 0.5
+    sigma = noise_multiplier * histogram_sigma(share)  # what second_moment() uses for rho_R
+    counts = {0: np.array([5.0, 3.0, 0.0]), 1: np.array([4.0, 4.0, 0.0])}
+
+    def mech(which: int, n: int, seed: int) -> np.ndarray:
+        ns = _seed(seed)
+        out = np.empty(n)
+        for t in range(n):
+            h = GaussianHistogramNoise(ns, PURPOSE_RADIUS, t, sigma)(counts[which])
+            out[t] = h[0] - h[1]
+        return out
+
+    return AuditCase(
+        name=_twin_name("second-moment/init-histogram", noise_multiplier),
+        family="second-moment",
+        component="Gaussian histogram of the private radius / lambda_min step: sigma = 1/sqrt(rho_step), "
+        "sensitivity sqrt(2): rho_step-zCDP (split_budget, GaussianHistogramNoise)",
+        notion="zcdp",
+        claimed_epsilon=cks20_epsilon(share, SM_DELTA),
+        claimed_delta=SM_DELTA,
+        claimed_mu=None,
+        claimed_rho=share,
+        mechanism=mech,
+        neighbours=(0, 1),
+        default_trials=6_000,
+        noise_multiplier=noise_multiplier,
+        notes="sigma from dpdist.privacy.second_moment_calibration.histogram_sigma, as in second_moment()",
+        parameters={"rho_step": share, "sigma": histogram_sigma(share)},
+    )
+
+
+#: Subsample-and-aggregate audit instance: k = 10 groups, (epsilon, delta) = (1, 1e-3) per step.
+SA_GROUPS, SA_EPS, SA_DELTA = 10, 1.0, 1e-3
+
+
+def subsample_aggregate_test_case(noise_multiplier: float = 1.0) -> AuditCase:
+    """The subsample-and-aggregate baseline's truncated-Laplace agreement test (Algorithm 3
+    line 5): Q + TLap(2/k, epsilon, delta), release-level with Q vs Q - 2/k. The twin is
+    calibrated for half the sensitivity. Claim: (epsilon, delta) for this step (GAP 13;
+    the baseline's total guarantee is (2 epsilon, 4 e^epsilon delta))."""
+    from dpdist.algorithms.baselines.subsample_aggregate import PURPOSE_TLAP
+    from dpdist.privacy.second_moment_calibration import tlap_support
+    from dpdist.privacy.second_moment_noise import truncated_laplace
+
+    sens = 2.0 / SA_GROUPS
+    used = noise_multiplier * sens
+    support = tlap_support(used, SA_EPS, SA_DELTA)
+
+    def mech(value: float, n: int, seed: int) -> np.ndarray:
+        ns = _seed(seed)
+        return value + np.array([truncated_laplace(ns, PURPOSE_TLAP, t, used, SA_EPS, support) for t in range(n)])
+
+    return AuditCase(
+        name=_twin_name("subsample-aggregate/agreement-test", noise_multiplier),
+        family="subsample-aggregate",
+        component="TLap(2/k, epsilon, delta) on the agreement Q (tlap_support, truncated_laplace): (epsilon, delta)-DP",
+        notion="approx-dp",
+        claimed_epsilon=SA_EPS,
+        claimed_delta=SA_DELTA,
+        claimed_mu=None,
+        claimed_rho=None,
+        mechanism=mech,
+        neighbours=(0.9, 0.9 - sens),
+        default_trials=10_000,
+        noise_multiplier=noise_multiplier,
+        notes="the masked output (Ashtiani-Liaw Lemma 3.6) is not audited",
+        parameters={"sensitivity": sens, "support": support},
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# registry
+# ---------------------------------------------------------------------------------------
+
+#: Every audit, by name: ``name -> factory(noise_multiplier=1.0) -> AuditCase``.
+CASES: dict[str, Callable[..., AuditCase]] = {
+    "primitives/laplace": laplace_case,
+    "primitives/gaussian": gaussian_case,
+    "primitives/gaussian-classic": gaussian_classic_case,
+    "primitives/bounded-laplace": bounded_laplace_case,
+    "privcov/value-release": privcov_release_case,
+    "privcov/selection": privcov_selection_case,
+    "privcov/row": privcov_row_case,
+    "privcov/estimator": privcov_estimator_case,
+    "wang-xu/release": wang_xu_release_case,
+    "wang-xu/data": wang_xu_data_case,
+    "analyze-gauss/release": analyze_gauss_release_case,
+    "analyze-gauss/data": analyze_gauss_data_case,
+    "analyze-gauss/estimator": analyze_gauss_estimator_case,
+    "privnorm-privpca/count-test": friendly_count_test_case,
+    "privnorm-privpca/weight-test": friendly_weight_test_case,
+    "privnorm-privpca/norm-release": privnorm_release_case,
+    "privnorm-privpca/projector-release": privpca_release_case,
+    "expmech/selection": expmech_selection_case,
+    "expmech/block-release": expmech_block_case,
+    "second-moment/level-tight": second_moment_level_tight_case,
+    "second-moment/level-paper": second_moment_level_paper_case,
+    "second-moment/one-shot": second_moment_one_shot_case,
+    "second-moment/init-histogram": second_moment_histogram_case,
+    "subsample-aggregate/agreement-test": subsample_aggregate_test_case,
+}
+
+#: Cases whose trials run a whole estimator (see :attr:`AuditCase.slow`).
+SLOW_CASES = ("privcov/estimator", "analyze-gauss/estimator")
+
+#: The factor of the mis-calibrated twins.
+TWIN_MULTIPLIER = 0.5
+
+
+def audit_cases(
+    names: list[str] | None = None, *, include_twins: bool = False, include_slow: bool = False
+) -> list[AuditCase]:
+    """Build the audit cases ``names``, each followed by its mis-calibrated twin when
+    ``include_twins``. A name may also be a family (``privcov``). Default: every case of
+    :data:`CASES` except the slow ones (whole-estimator runs) unless ``include_slow``; a slow
+    case named explicitly is always included."""
+    chosen: list[str] = []
+    if not names:
+        names = [c for c in CASES if include_slow or c not in SLOW_CASES]
+    for name in names:
+        if name in CASES:
+            chosen.append(name)
+        else:
+            fam = [c for c in CASES if c.split("/")[0] == name]
+            if not fam:
+                raise KeyError(f"unknown mechanism {name!r}; known: {', '.join(CASES)}")
+            chosen.extend(fam)
+    out = []
+    for name in dict.fromkeys(chosen):
+        out.append(CASES[name]())
+        if include_twins:
+            out.append(CASES[name](noise_multiplier=TWIN_MULTIPLIER))
+    return out
+
+
+def run_audits(
+    names: list[str] | None = None,
+    *,
+    n_trials: int | None = None,
+    trial_factor: float = 1.0,
+    confidence: float = 0.95,
+    seed: int = 0,
+    include_twins: bool = False,
+    include_slow: bool = False,
+) -> list[tuple[AuditCase, AuditResult]]:
+    """Run :func:`audit_cases` and return ``(case, result)`` pairs.
+
+    ``n_trials`` (per dataset) overrides every case's ``default_trials``; otherwise each case
+    runs ``trial_factor * default_trials`` (slow cases: ``default_trials``, already sized to
+    flag their twins, at several minutes a case).
+    """
+    out = []
+    for case in audit_cases(names, include_twins=include_twins, include_slow=include_slow):
+        factor = 1.0 if case.slow else trial_factor
+        n = n_trials if n_trials is not None else max(4, int(round(factor * case.default_trials)))
+        out.append((case, case.run(n, confidence=confidence, seed=seed)))
+    return out
+
+
+def expected_outcome(case: AuditCase) -> str:
+    """What a correct package gives for ``case``: ``"pass"`` for a real mechanism,
+    ``"flagged"`` for a twin that must be caught, ``"slack"`` for a twin whose true privacy
+    loss on the pair still lies below the claim (either outcome is then correct)."""
+    if not case.is_twin:
+        return "pass"
+    return "flagged" if case.catches_twin else "slack"
+
+
+def audit_table(pairs: list[tuple[AuditCase, AuditResult]]) -> list[dict]:
+    """One plain-JSON row per ``(case, result)``: the claim, the lower bound, the trials, the
+    confidence, the verdict, whether it is the expected one, and the full result."""
+    rows = []
+    for case, res in pairs:
+        expected = expected_outcome(case)
+        ok = res.passed if expected == "pass" else (not res.passed) if expected == "flagged" else True
+        rows.append(
+            {
+                "mechanism": case.name,
+                "family": case.family,
+                "twin": case.is_twin,
+                "noise_multiplier": case.noise_multiplier,
+                "component": case.component,
+                "notion": res.notion,
+                "claimed": res.claimed,
+                "lower_bound": res.lower_bound,
+                "claimed_epsilon": res.claimed_epsilon,
+                "claimed_delta": res.claimed_delta,
+                "epsilon_lower_bound": res.epsilon_lower_bound,
+                "trials": res.n_trials,
+                "confidence": res.confidence,
+                "passed": res.passed,
+                "expected": expected,
+                "as_expected": bool(ok),
+                "audit": res.to_dict(),
+            }
+        )
+    return rows
+
+
+def format_audit_table(rows: list[dict]) -> str:
+    """Fixed-width text of :func:`audit_table` rows (one line each)."""
+    unit = {"approx-dp": "eps", "gdp": "mu/GDP", "zcdp": "rho/zCDP"}
+    head = (
+        f"{'mechanism':<46} {'claim in':<9} {'claimed':>9} {'lower bd':>9} {'claimed eps':>11} "
+        f"{'eps lower':>9} {'trials':>7} {'conf':>5}  verdict"
+    )
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        verdict = "pass" if r["passed"] else "FLAGGED"
+        if r["expected"] == "slack":
+            verdict += " (twin within slack)"
+        elif not r["as_expected"]:
+            verdict += "  <-- UNEXPECTED"
+        ce = "-" if r["claimed_epsilon"] is None else f"{r['claimed_epsilon']:.4g}"
+        lines.append(
+            f"{r['mechanism']:<46} {unit[r['notion']]:<9} {r['claimed']:>9.4g} "
+            f"{r['lower_bound']:>9.4g} {ce:>11} {r['epsilon_lower_bound']:>9.4g} {r['trials']:>7} "
+            f"{r['confidence']:>5.3g}  {verdict}"
+        )
+    return "\n".join(lines)
