@@ -215,8 +215,18 @@ def chunk_level_step(
         if bad.any():
             tb[bad] = 0.0
             z[bad] = 0.0
-        z *= tb[:, None]
-        g += z.T @ z
+        # sum_i t_i^2 z_i z_i^T: most rows are not shrunk (t_i = 1), so take the plain Gram and
+        # subtract the shrunk rows' (1 - t_i^2) z_i z_i^T; when many rows are shrunk, scale them
+        # all instead (no cancellation).
+        shrunk = np.flatnonzero(tb < 1.0)
+        if len(shrunk) <= len(tb) // 8:
+            g += z.T @ z
+            if len(shrunk):
+                zs = z[shrunk]
+                g -= (zs.T * (1.0 - tb[shrunk] ** 2)) @ zs
+        else:
+            z *= tb[:, None]
+            g += z.T @ z
         t[lo : lo + batch] = tb
     return t, (g + g.T) / 2.0
 
