@@ -110,8 +110,7 @@ def test_existing_output_is_refused_before_computing(store, tmp_path, capsys):
     assert rc == 2 and "already exists" in capsys.readouterr().err
 
 
-def test_privpca_and_norm_commands_run_when_the_estimators_exist(store, tmp_path):
-    pytest.importorskip("dpdist.algorithms.sparse_pca")
+def test_privpca_and_norm_commands_run(store, tmp_path):
     path, m = store
     rc = main(["norm", "--plan", "--n-samples", "100000", "--n-features", "50", "--k", "2", "--epsilon", "1",
                "--delta", "1e-6", "--gap", "0.5", "--sigma", str(m.sigma)])
