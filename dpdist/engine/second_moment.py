@@ -347,12 +347,13 @@ def persist_and_release(keep: list, release: Any, scheduler: Any) -> tuple[list,
     the kept blocks are NumPy arrays held only as inputs of the next level. ``release`` is
     computed exactly once and its value returned.
     """
-    from dpdist.engine.runtime import client_for
+    from dpdist.engine.runtime import client_for, single_threaded_blas
 
     with client_for(scheduler) as client:
         if client is None:
             name = "sync" if scheduler in ("synchronous", "single-threaded") else scheduler
-            kept, value = dask.compute(list(keep), release, scheduler=name)
+            with single_threaded_blas(name == "threads"):
+                kept, value = dask.compute(list(keep), release, scheduler=name)
             return list(kept), value
         persisted = client.persist([*keep, release])
         return list(persisted[:-1]), client.compute(persisted[-1]).result()
