@@ -24,6 +24,7 @@ __all__ = [
     "privcov_calibration",
     "privcov_error_bound",
     "privcov_min_samples",
+    "search_min_samples",
     "subgaussian_clip",
     "wang_xu_calibration",
     "SAMPLING_CONSTANT",
@@ -197,14 +198,23 @@ def privcov_min_samples(
         cal = privcov_calibration(epsilon, delta, n, n_features, k, r)
         return privcov_error_bound(cal, sigma, beta)["error_bound"]
 
-    lo, hi = 2, 4
-    while bound(hi) > target_error:
+    return search_min_samples(bound, target_error, start=4, limit=1 << 62)
+
+
+def search_min_samples(error_at, target: float, *, start: int = 40, limit: int = 10**40) -> int:
+    """Least n with ``error_at(n) <= target`` for a non-increasing ``error_at`` (doubling,
+    then bisection to 0.1% relative precision). Raises ValidationError when unreachable."""
+    target = float(target)
+    if not (math.isfinite(target) and target > 0):
+        raise ValidationError(f"target error must be finite and > 0, got {target!r}")
+    lo, hi = start // 2, start
+    while error_at(hi) > target:
         lo, hi = hi, hi * 2
-        if hi > 1 << 62:
-            raise ValidationError("target_error is not reachable at any sample size")
+        if hi > limit:
+            raise ValidationError(f"target error {target} is not reachable at any sample size")
     while hi - lo > max(1, lo // 1000):
         mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if bound(mid) <= target_error else (mid, hi)
+        lo, hi = (lo, mid) if error_at(mid) <= target else (mid, hi)
     return int(hi)
 
 

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import check_delta, check_epsilon
-from dpdist.privacy.calibration import SAMPLING_CONSTANT, gaussian_sigma
+from dpdist.privacy.calibration import SAMPLING_CONSTANT, gaussian_sigma, search_min_samples
 
 __all__ = [
     "ExpMechCalibration",
@@ -241,15 +241,7 @@ def expmech_min_samples(
         cal = expmech_calibration(epsilon, delta, n, n_features, k, tau)
         return expmech_error_bound(cal, sigma, beta, eigengap)["sin2_bound"]
 
-    lo, hi = 1, 2
-    while bound(hi) > target:
-        lo, hi = hi, hi * 2
-        if hi > 1 << 62:
-            raise ValidationError("target_sin2 is not reachable at any sample size")
-    while hi - lo > max(1, lo // 1000):
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if bound(mid) <= target else (mid, hi)
-    return int(hi)
+    return search_min_samples(bound, target, start=2, limit=1 << 62)
 
 
 def analyze_gauss_calibration(epsilon: float, delta: float, n_samples: int, row_norm: float) -> dict:

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import check_delta, check_epsilon
-from dpdist.privacy.calibration import analytic_gaussian_sigma
+from dpdist.privacy.calibration import analytic_gaussian_sigma, search_min_samples
 
 __all__ = [
     "DEFAULT_BETA",
@@ -402,19 +402,3 @@ def privpca_error_bound(
         "support_recoverable": noise_max < 1.0 / k,
     }
 
-
-def search_min_samples(error_at, target: float, *, start: int = 40, limit: int = 10**40) -> int:
-    """Least n with ``error_at(n) <= target`` for a non-increasing ``error_at`` (doubling,
-    then bisection to 0.1% relative precision). Raises ValidationError when unreachable."""
-    target = float(target)
-    if not (math.isfinite(target) and target > 0):
-        raise ValidationError(f"target error must be finite and > 0, got {target!r}")
-    lo, hi = start // 2, start
-    while error_at(hi) > target:
-        lo, hi = hi, hi * 2
-        if hi > limit:
-            raise ValidationError(f"target error {target} is not reachable at any sample size")
-    while hi - lo > max(1, lo // 1000):
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if error_at(mid) <= target else (mid, hi)
-    return int(hi)
