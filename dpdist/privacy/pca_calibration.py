@@ -401,4 +401,3 @@ def privpca_error_bound(
         "noise_max_entry": noise_max,
         "support_recoverable": noise_max < 1.0 / k,
     }
-
