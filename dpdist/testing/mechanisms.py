@@ -571,13 +571,23 @@ def wang_xu_release_case(noise_multiplier: float = 1.0) -> AuditCase:
     from dpdist.privacy.calibration import wang_xu_calibration
 
     cal = wang_xu_calibration(GAUSS_EPS, GAUSS_DELTA, GAUSS_N, GAUSS_D, GAUSS_CLIP)
-    sens, sigma = cal["sensitivity"], cal["gaussian_sigma"]
-    mech = _gaussian_release_mech({0: [sens], 1: [0.0]}, noise_multiplier * sigma, "wang-xu/gaussian", np.ones(1))
-    return AuditCase(
-        name=_twin_name("wang-xu/release", noise_multiplier),
-        family="wang-xu",
-        component="symmetric Gaussian noise on the clipped second moment at its claimed L2 sensitivity "
+    return _gaussian_release_case(
+        "wang-xu", cal, noise_multiplier,
+        "symmetric Gaussian noise on the clipped second moment at its claimed L2 sensitivity "
         f"2R^2 d/n (wang_xu_calibration, {cal['rule']})",
+    )
+
+
+def _gaussian_release_case(family: str, cal: dict, noise_multiplier: float, component: str) -> AuditCase:
+    """Release-level Gaussian case: one released entry moved by exactly the calibration's
+    claimed L2 sensitivity; claim ``mu = sensitivity / sigma`` (GDP) and (GAUSS_EPS,
+    GAUSS_DELTA)-DP. Noise through ``NoiseField`` under purpose ``<family>/gaussian``."""
+    sens, sigma = cal["sensitivity"], cal["gaussian_sigma"]
+    mech = _gaussian_release_mech({0: [sens], 1: [0.0]}, noise_multiplier * sigma, f"{family}/gaussian", np.ones(1))
+    return AuditCase(
+        name=_twin_name(f"{family}/release", noise_multiplier),
+        family=family,
+        component=component,
         notion="gdp",
         claimed_epsilon=GAUSS_EPS,
         claimed_delta=GAUSS_DELTA,
@@ -633,22 +643,9 @@ def analyze_gauss_release_case(noise_multiplier: float = 1.0) -> AuditCase:
     from dpdist.privacy.expmech_calibration import analyze_gauss_calibration
 
     cal = analyze_gauss_calibration(GAUSS_EPS, GAUSS_DELTA, GAUSS_N, 1.0)
-    sens, sigma = cal["sensitivity"], cal["gaussian_sigma"]
-    mech = _gaussian_release_mech({0: [sens], 1: [0.0]}, noise_multiplier * sigma, "analyze-gauss/gaussian", np.ones(1))
-    return AuditCase(
-        name=_twin_name("analyze-gauss/release", noise_multiplier),
-        family="analyze-gauss",
-        component=f"symmetric Gaussian noise at the claimed L2 sensitivity 2L^2/n (analyze_gauss_calibration, {cal['rule']})",
-        notion="gdp",
-        claimed_epsilon=GAUSS_EPS,
-        claimed_delta=GAUSS_DELTA,
-        claimed_mu=sens / sigma,
-        claimed_rho=None,
-        mechanism=mech,
-        neighbours=(0, 1),
-        default_trials=10_000,
-        noise_multiplier=noise_multiplier,
-        parameters=dict(cal),
+    return _gaussian_release_case(
+        "analyze-gauss", cal, noise_multiplier,
+        f"symmetric Gaussian noise at the claimed L2 sensitivity 2L^2/n (analyze_gauss_calibration, {cal['rule']})",
     )
 
 
