@@ -12,12 +12,22 @@ from dpdist.algorithms.second_moment import SecondMoment
 from dpdist.algorithms.sparse_covariance import SparseCovariance
 from dpdist.algorithms.sparse_pca import SparsePCA, SpectralNorm
 from dpdist.data.results import load_result
-from dpdist.exceptions import DataConversionWarning, NoPrivateResult, ValidationError
+from dpdist.exceptions import (
+    BudgetExceeded,
+    DataConversionWarning,
+    InfrastructureError,
+    NoPrivateResult,
+    PrivacyWarning,
+    ValidationError,
+)
 
 __all__ = [
+    "BudgetExceeded",
     "DataConversionWarning",
     "ExpMechSparsePCA",
+    "InfrastructureError",
     "NoPrivateResult",
+    "PrivacyWarning",
     "SecondMoment",
     "SparseCovariance",
     "SparsePCA",

@@ -1,25 +1,90 @@
-"""Exceptions and warnings raised by dpdist."""
+"""Exceptions and warnings raised by dpdist.
+
+Every exception a user can meet carries the process exit code that the ``dpdist`` command
+line (and a scheduler running ``dpdist run``) reports for it, as the class attribute
+``exit_code``:
+
+====  ==================================================================================
+code  meaning
+====  ==================================================================================
+0     success
+1     internal error (a bug: anything not listed below)
+2     usage or validation error (bad flag, bad parameter, bad input, invalid job file);
+      nothing was read or spent
+3     the privacy-budget ledger refused the job: it would exceed the dataset's budget
+4     no private result: a private test returned "bottom"; the budget counts as spent
+5     infrastructure failure: scheduler unreachable, workers lost, storage error, timeout
+130   interrupted (Ctrl-C)
+====  ==================================================================================
+"""
 
 from __future__ import annotations
 
-__all__ = ["DataConversionWarning", "NoPrivateResult", "ValidationError"]
+__all__ = [
+    "BudgetExceeded",
+    "DataConversionWarning",
+    "DpdistError",
+    "InfrastructureError",
+    "NoPrivateResult",
+    "PrivacyWarning",
+    "ValidationError",
+]
+
+#: Exit code for anything that is not a :class:`DpdistError` (a bug).
+EXIT_INTERNAL = 1
+#: Exit code for Ctrl-C.
+EXIT_INTERRUPTED = 130
 
 
-class ValidationError(ValueError):
+class DpdistError(Exception):
+    """Base of dpdist's own errors; ``exit_code`` is what the command line exits with."""
+
+    exit_code = EXIT_INTERNAL
+
+
+class ValidationError(DpdistError, ValueError):
     """A parameter or an input failed validation; raised before any data is read or noised."""
+
+    exit_code = 2
+
+
+class BudgetExceeded(DpdistError, RuntimeError):
+    """A privacy-budget ledger refused a reservation: the job would overspend its dataset's
+    budget. Raised before any data is read; nothing is spent."""
+
+    exit_code = 3
+
+
+class NoPrivateResult(DpdistError, RuntimeError):
+    """A private test inside a mechanism rejected: the mechanism returned "bottom".
+
+    The privacy budget counts as spent; ``release`` (when set) records the stage that rejected.
+    """
+
+    exit_code = 4
+
+    def __init__(self, message: str, *, stage: str | None = None, release=None):
+        super().__init__(message)
+        self.stage = stage
+        self.release = release
+
+
+class InfrastructureError(DpdistError, RuntimeError):
+    """The computation could not run: scheduler unreachable, workers lost, storage
+    unreadable or unwritable, or a timeout. ``noise_drawn`` says whether any noise had been
+    drawn (then the budget counts as spent) or not (then nothing was spent)."""
+
+    exit_code = 5
+
+    def __init__(self, message: str, *, noise_drawn: bool = False):
+        super().__init__(message)
+        self.noise_drawn = noise_drawn
 
 
 class DataConversionWarning(UserWarning):
     """Input data were converted (for example integers to float64) before processing."""
 
 
-class NoPrivateResult(RuntimeError):
-    """A private test inside a mechanism rejected: the mechanism returned "bottom".
-
-    The privacy budget counts as spent; ``release`` (when set) records the stage that rejected.
-    """
-
-    def __init__(self, message: str, *, stage: str | None = None, release=None):
-        super().__init__(message)
-        self.stage = stage
-        self.release = release
+class PrivacyWarning(UserWarning):
+    """An unsafe mode is in use: a seeded (reproducible, hence not private) release, a NOT
+    PRIVATE baseline, or ``unsafe_no_privacy=True``. Emitted once per fit."""

@@ -29,18 +29,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from dpdist.exceptions import NoPrivateResult, ValidationError
+    from dpdist.exceptions import EXIT_INTERRUPTED, DpdistError
 
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (ValidationError, NoPrivateResult, FileNotFoundError) as exc:
+    except DpdistError as exc:  # exit codes: see dpdist.exceptions
+        print(f"dpdist {args.command}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except FileNotFoundError as exc:
         print(f"dpdist {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"dpdist {args.command}: interrupted; nothing was written", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":  # pragma: no cover
