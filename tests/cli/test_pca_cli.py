@@ -122,5 +122,5 @@ def test_privpca_and_norm_commands_run(store, tmp_path):
     rc = main(["pca", path, "--method", "privpca", "--k", "2", "--epsilon", "1", "--delta", "1e-6", "--gap", "0.6",
                "--sigma", str(m.sigma), "--random-state", "0", "--scheduler", "synchronous",
                "--output", str(tmp_path / "pp")])
-    assert rc in (0, 2)
+    assert rc in (0, 4)  # 4: a private test rejected (NoPrivateResult)
     assert (tmp_path / "pp").exists() == (rc == 0)
