@@ -7,12 +7,14 @@ Keys are ``weight * score - log(-log(u))`` with ``u = ((w >> 11) + 0.5) 2**-53``
 float64. Failures (Ilvento, "Implementing the exponential mechanism with base-2 differential
 privacy", CCS 2020, shows the same class of failures for the inverse-CDF form):
 
-1. **Bounded noise, hence impossible outputs.** ``u`` lies in ``[2**-54, 1 - 2**-54]``, so the
-   Gumbel noise lies in ``[-3.61, 37.4]``: a candidate whose weighted score trails the best by
-   more than 41.0 can never win. Exactly, it wins with probability about ``exp(-41)``. Between
-   neighbours the weighted scores move by up to ``epsilon / 2``, so candidates whose gap
-   crosses 41.0 are possible under one dataset and impossible under the other. Each such
-   output has probability below ``exp(-40)`` ~ 4e-18, but there can be up to ``C(d, k)`` ~ 1e9
+1. **Bounded noise, hence impossible outputs.** ``u`` lies in ``[2**-54, 1 - 1.5 2**-53]``
+   or is exactly 1.0 (the top grid point ``(2**53 - 1/2) 2**-53`` rounds to 1; its key is
+   ``+inf``, a data-independent winner with probability ``2**-53`` per candidate), so the
+   finite Gumbel noise lies in ``[-3.61, 36.8]``: a candidate whose weighted score trails the
+   best by more than 40.4 can never win. Exactly, it wins with probability about
+   ``exp(-40)``. Between neighbours the weighted scores move by up to ``epsilon / 2``, so
+   candidates whose gap crosses 40.4 are possible under one dataset and impossible under the
+   other. Each such output has probability below ``exp(-40)`` ~ 4e-18, but there can be up to ``C(d, k)`` ~ 1e9
    of them: a support failure of total mass up to ~ 4e-9, far above the 1e-15 issue 10
    allows.
 2. **Quantised probabilities.** ``u`` has a 2**-53 grid and the keys are rounded to float64;
@@ -154,7 +156,8 @@ class GumbelMax:
     # -- float keys --------------------------------------------------------------------------
     def lattice_scores(self, scores) -> np.ndarray:
         """``q = rint(clamp(weight * score) 2**SCORE_BITS) 2**-SCORE_BITS`` (NaN -> -2**900)."""
-        x = np.asarray(scores, dtype=np.float64) * self.weight
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow -> inf -> the clamp
+            x = np.asarray(scores, dtype=np.float64) * self.weight
         x = np.nan_to_num(x, nan=-_CLAMP, posinf=_CLAMP, neginf=-_CLAMP)
         np.clip(x, -_CLAMP, _CLAMP, out=x)
         return np.ldexp(np.rint(np.ldexp(x, SCORE_BITS)), -SCORE_BITS)
