@@ -393,21 +393,25 @@ def _fast_magnitudes(law: str, scale: float, W: np.ndarray) -> tuple[np.ndarray,
         n = -special.ndtri(p)
         x = scale * n
         # |dx/dP| = s / phi(n); cell half-width 2**-65 plus input rounding 2**-52 p, doubled
-        inv_phi = np.exp(0.5 * n * n)
-        inv_phi *= _SQRT2PI * scale
-        radius = (2.0**-64 + 2.0**-51 * p) * inv_phi
+        radius = np.exp(0.5 * n * n)
+        radius *= (2.0**-64 * _SQRT2PI * scale) + (2.0**-51 * _SQRT2PI * scale) * p
+        radius += x * _REL
+        radius += scale * _REL
     else:
         u = (wf + 0.5) * _TWO63
         x = np.log(u)
         x *= -scale
         # |dx/dU| = s / U; cell half-width 2**-64 plus input rounding 2**-52 u, doubled
         radius = (scale * 2.0**-63) / u
-        radius += scale * 2.0**-51
-    radius += (x + scale) * _REL
+        radius += x * _REL
+        radius += scale * (2.0**-51 + _REL)
     r = x + 0.5
     mag = np.floor(r)
-    frac = r - mag  # exact (Sterbenz)
-    pending = (frac <= radius) | (frac >= 1.0 - radius) | (wf < _W_MIN)
+    r -= mag  # the fraction, exact (Sterbenz)
+    r -= 0.5
+    np.abs(r, out=r)
+    r += radius  # undecided iff a half-integer lies within the radius
+    pending = (r >= 0.5) | (wf < _W_MIN)
     return mag, pending
 
 
