@@ -1,0 +1,465 @@
+"""Typed privacy events and the accountant that turns them into budgets.
+
+An *event* says what ran, not what it cost (STYLE.md principle 3; modelled on
+``dp_accounting.dp_event``): a Laplace mechanism with noise multiplier ``scale / Delta_1``, a
+Gaussian mechanism with ``sigma / Delta_2``, a rho-zCDP step, an (epsilon, delta)-DP step, and
+their adaptive compositions. Events are frozen, hashable, and round-trip through JSON
+(:meth:`Event.to_dict`, :func:`event_from_dict`), so a release can record its events and be
+re-accounted later, or composed across jobs, with a better accountant.
+
+Rules (all under replace-one neighbours; each is a theorem, cited)
+------------------------------------------------------------------
+- Laplace, noise multiplier ``m``: ``1/m``-DP (Dwork-McSherry-Nissim-Smith 2006).
+- Discrete Laplace on Z, scale ``t``, integer sensitivity ``Delta``: ``Delta/t``-DP (CKS20
+  Section 2; Ghosh-Roughgarden-Sundararajan 2012).
+- Gaussian, noise multiplier ``m``: ``1/(2 m^2)``-zCDP (Bun-Steinke 2016, Prop. 1.6).
+- Discrete Gaussian on Z^n, ``sigma``, L2 sensitivity ``Delta``: ``Delta^2/(2 sigma^2)``-zCDP,
+  the continuous Gaussian's bound (CKS20 Theorem 4 in one dimension, Section 5 for vectors).
+- epsilon-DP implies ``epsilon^2/2``-zCDP (BS16 Prop. 1.4); rho's add under composition (BS16
+  Lemma 2.3); rho-zCDP to (epsilon, delta): BS16 Prop. 1.3 or the tight CKS20 Prop. 12
+  (:mod:`dpdist.privacy.zcdp`).
+- Basic composition: epsilons and deltas add (DR14 Thm 3.16). Advanced composition of ``k``
+  (epsilon_0, delta_0)-DP steps with slack ``delta'``: ``sqrt(2k ln(1/delta')) epsilon_0 +
+  k epsilon_0 (e^epsilon_0 - 1)``, ``k delta_0 + delta'`` (DR14 Thm 3.20).
+- Privacy loss distributions (PLD) and Renyi DP (RDP) of Laplace, Gaussian and zCDP parts:
+  ``dp_accounting`` (Google's maintained library; imported lazily, it takes ~1 s to import).
+
+The :class:`Accountant` composes events and reports ``(epsilon, delta)`` by the tightest
+method that applies (each method gives a valid guarantee, so their minimum is one too), and
+rho when every part is zCDP.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from dpdist.exceptions import ValidationError
+from dpdist.privacy.budget import ApproxDP, check_delta
+from dpdist.privacy.zcdp import bun_steinke_epsilon, cks20_epsilon
+
+__all__ = [
+    "Accountant",
+    "ComposedEvent",
+    "DiscreteGaussianEvent",
+    "DiscreteLaplaceEvent",
+    "EpsilonDeltaEvent",
+    "Event",
+    "GaussianEvent",
+    "LaplaceEvent",
+    "NoOpEvent",
+    "NonPrivateEvent",
+    "SelfComposedEvent",
+    "UnsupportedEventError",
+    "ZCDPEvent",
+    "advanced_composition",
+    "basic_composition",
+    "event_from_dict",
+    "pure_epsilon",
+    "to_dp_accounting",
+    "zcdp_rho",
+]
+
+METHODS = ("auto", "pure", "zcdp-cks20", "zcdp-bun-steinke", "basic", "pld", "rdp")
+
+
+class UnsupportedEventError(ValidationError):
+    """An event that an accounting rule does not cover (the message names the event)."""
+
+
+def _positive(value: Any, name: str, *, allow_zero: bool = False, allow_inf: bool = False) -> float:
+    if isinstance(value, bool):
+        raise ValidationError(f"{name} must be a number, got {value!r}")
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValidationError(f"{name} must be a number, got {value!r}") from None
+    if math.isnan(v) or v < 0 or (v == 0 and not allow_zero) or (math.isinf(v) and not allow_inf):
+        raise ValidationError(f"{name} must be {'>= 0' if allow_zero else '> 0'} and finite, got {value!r}")
+    return v
+
+
+_REGISTRY: dict[str, type] = {}
+
+
+def _register(name: str):
+    def deco(cls):
+        cls.TYPE = name
+        _REGISTRY[name] = cls
+        return cls
+
+    return deco
+
+
+@dataclass(frozen=True)
+class Event:
+    """Base of all events: frozen, with a JSON form ``{"type": ..., fields...}``."""
+
+    TYPE = "event"
+
+    def to_dict(self) -> dict:
+        d: dict = {"type": self.TYPE}
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if isinstance(value, Event):
+                value = value.to_dict()
+            elif isinstance(value, tuple):
+                value = [v.to_dict() for v in value]
+            d[name] = value
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+
+def event_from_dict(d: dict) -> Event:
+    """Inverse of :meth:`Event.to_dict` (also accepts a JSON string)."""
+    if isinstance(d, str):
+        d = json.loads(d)
+    if not isinstance(d, dict) or d.get("type") not in _REGISTRY:
+        raise ValidationError(f"not a privacy event: {d!r}")
+    cls = _REGISTRY[d["type"]]
+    kwargs = {}
+    for name in cls.__dataclass_fields__:
+        if name not in d:
+            continue
+        value = d[name]
+        if name == "event":
+            value = event_from_dict(value)
+        elif name == "events":
+            value = tuple(event_from_dict(v) for v in value)
+        kwargs[name] = value
+    return cls(**kwargs)
+
+
+@_register("no-op")
+@dataclass(frozen=True)
+class NoOpEvent(Event):
+    """A step that reads no private data (a public radius): costs nothing."""
+
+
+@_register("non-private")
+@dataclass(frozen=True)
+class NonPrivateEvent(Event):
+    """A step without a privacy guarantee (a non-private baseline): infinite cost."""
+
+
+@_register("laplace")
+@dataclass(frozen=True)
+class LaplaceEvent(Event):
+    """Laplace mechanism (or its rounding to a lattice) with ``noise_multiplier = scale / Delta_1``."""
+
+    noise_multiplier: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "noise_multiplier", _positive(self.noise_multiplier, "noise_multiplier"))
+
+
+@_register("gaussian")
+@dataclass(frozen=True)
+class GaussianEvent(Event):
+    """Gaussian mechanism (or its rounding to a lattice) with ``noise_multiplier = sigma / Delta_2``."""
+
+    noise_multiplier: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "noise_multiplier", _positive(self.noise_multiplier, "noise_multiplier"))
+
+
+@_register("discrete-laplace")
+@dataclass(frozen=True)
+class DiscreteLaplaceEvent(Event):
+    """Discrete Laplace on Z (P(k) proportional to exp(-|k|/scale)) at integer L1 sensitivity."""
+
+    scale: float
+    sensitivity: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scale", _positive(self.scale, "scale"))
+        if isinstance(self.sensitivity, bool) or int(self.sensitivity) != self.sensitivity or self.sensitivity < 1:
+            raise ValidationError(f"sensitivity must be an integer >= 1, got {self.sensitivity!r}")
+        object.__setattr__(self, "sensitivity", int(self.sensitivity))
+
+
+@_register("discrete-gaussian")
+@dataclass(frozen=True)
+class DiscreteGaussianEvent(Event):
+    """Discrete Gaussian on Z^n (CKS20) with parameter ``sigma`` at L2 sensitivity ``sensitivity``."""
+
+    sigma: float
+    sensitivity: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sigma", _positive(self.sigma, "sigma"))
+        object.__setattr__(self, "sensitivity", _positive(self.sensitivity, "sensitivity"))
+
+
+@_register("zcdp")
+@dataclass(frozen=True)
+class ZCDPEvent(Event):
+    """A rho-zCDP step."""
+
+    rho: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rho", _positive(self.rho, "rho", allow_zero=True))
+
+
+@_register("epsilon-delta")
+@dataclass(frozen=True)
+class EpsilonDeltaEvent(Event):
+    """An (epsilon, delta)-DP step (delta = 0: pure DP; epsilon = 0: a delta-only residual)."""
+
+    epsilon: float
+    delta: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", _positive(self.epsilon, "epsilon", allow_zero=True))
+        d = _positive(self.delta, "delta", allow_zero=True)
+        if d >= 1:
+            raise ValidationError(f"delta must lie in [0, 1), got {self.delta!r}")
+        object.__setattr__(self, "delta", d)
+
+
+@_register("composed")
+@dataclass(frozen=True)
+class ComposedEvent(Event):
+    """Adaptive composition of ``events`` (in order)."""
+
+    events: tuple = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        events = tuple(self.events)
+        if not all(isinstance(e, Event) for e in events):
+            raise ValidationError(f"ComposedEvent takes events, got {events!r}")
+        object.__setattr__(self, "events", events)
+
+
+@_register("self-composed")
+@dataclass(frozen=True)
+class SelfComposedEvent(Event):
+    """``count`` adaptive repetitions of ``event``."""
+
+    event: Event
+    count: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.event, Event):
+            raise ValidationError(f"SelfComposedEvent takes an event, got {self.event!r}")
+        if isinstance(self.count, bool) or int(self.count) != self.count or self.count < 0:
+            raise ValidationError(f"count must be an integer >= 0, got {self.count!r}")
+        object.__setattr__(self, "count", int(self.count))
+
+
+# --------------------------------------------------------------------------------------
+# our own proven rules
+# --------------------------------------------------------------------------------------
+
+
+def _leaves(event: Event, times: int = 1) -> Iterable[tuple[Event, int]]:
+    """``(leaf, multiplicity)`` pairs of a composition tree."""
+    if isinstance(event, ComposedEvent):
+        for e in event.events:
+            yield from _leaves(e, times)
+    elif isinstance(event, SelfComposedEvent):
+        yield from _leaves(event.event, times * event.count)
+    else:
+        yield event, times
+
+
+def pure_epsilon(event: Event) -> float | None:
+    """The pure-DP epsilon by basic composition, or None when some part is not pure DP."""
+    total = []
+    for leaf, k in _leaves(event):
+        if isinstance(leaf, NoOpEvent):
+            continue
+        if isinstance(leaf, LaplaceEvent):
+            total.append(k / leaf.noise_multiplier)
+        elif isinstance(leaf, DiscreteLaplaceEvent):
+            total.append(k * leaf.sensitivity / leaf.scale)
+        elif isinstance(leaf, EpsilonDeltaEvent) and leaf.delta == 0:
+            total.append(k * leaf.epsilon)
+        else:
+            return None
+    return math.fsum(total)
+
+
+def zcdp_rho(event: Event) -> float | None:
+    """rho by zCDP composition (BS16), or None when some part has no zCDP bound."""
+    total = []
+    for leaf, k in _leaves(event):
+        if isinstance(leaf, NoOpEvent):
+            continue
+        if isinstance(leaf, GaussianEvent):
+            total.append(k / (2.0 * leaf.noise_multiplier**2))
+        elif isinstance(leaf, DiscreteGaussianEvent):
+            total.append(k * leaf.sensitivity**2 / (2.0 * leaf.sigma**2))
+        elif isinstance(leaf, ZCDPEvent):
+            total.append(k * leaf.rho)
+        else:
+            eps = pure_epsilon(leaf)
+            if eps is None:
+                return None
+            total.append(k * eps**2 / 2.0)  # BS16 Prop. 1.4
+    return math.fsum(total)
+
+
+def basic_composition(event: Event) -> ApproxDP:
+    """(sum of epsilons, sum of deltas) over pure and (epsilon, delta) parts (DR14 Thm 3.16)."""
+    eps, dlt = [], []
+    for leaf, k in _leaves(event):
+        if isinstance(leaf, EpsilonDeltaEvent):
+            eps.append(k * leaf.epsilon)
+            dlt.append(k * leaf.delta)
+            continue
+        e = pure_epsilon(leaf)
+        if e is None:
+            raise UnsupportedEventError(f"basic composition needs (epsilon, delta) parts, got {leaf!r}")
+        eps.append(k * e)
+    return _approx(math.fsum(eps), math.fsum(dlt))
+
+
+def _approx(epsilon: float, delta: float) -> ApproxDP:
+    """ApproxDP allowing epsilon = 0 (a pure delta residual) by flooring at the tiniest float."""
+    return ApproxDP(max(epsilon, 5e-324), delta)
+
+
+def advanced_composition(event: SelfComposedEvent, delta_slack: float) -> ApproxDP:
+    """DR14 Theorem 3.20 for ``count`` repetitions of an (epsilon_0, delta_0) step.
+
+    ``epsilon = sqrt(2 k ln(1/delta')) epsilon_0 + k epsilon_0 (e^{epsilon_0} - 1)``,
+    ``delta = k delta_0 + delta'``. The inner event may be any pure or (epsilon, delta) event.
+    """
+    if not isinstance(event, SelfComposedEvent):
+        raise UnsupportedEventError(f"advanced composition applies to SelfComposedEvent, got {event!r}")
+    delta_slack = check_delta(delta_slack, "delta_slack")
+    inner = basic_composition(event.event)
+    k, e0 = event.count, inner.epsilon
+    eps = math.sqrt(2 * k * math.log(1 / delta_slack)) * e0 + k * e0 * math.expm1(e0)
+    return _approx(eps, k * inner.delta + delta_slack)
+
+
+# --------------------------------------------------------------------------------------
+# dp_accounting (PLD, RDP)
+# --------------------------------------------------------------------------------------
+
+
+def to_dp_accounting(event: Event):
+    """The equivalent ``dp_accounting`` event (discrete Gaussian parts become their zCDP bound).
+
+    Raises :class:`UnsupportedEventError` for parts dp_accounting has no event for.
+    """
+    import dp_accounting as dpa
+
+    if isinstance(event, NoOpEvent):
+        return dpa.NoOpDpEvent()
+    if isinstance(event, NonPrivateEvent):
+        return dpa.NonPrivateDpEvent()
+    if isinstance(event, LaplaceEvent):
+        return dpa.LaplaceDpEvent(event.noise_multiplier)
+    if isinstance(event, GaussianEvent):
+        return dpa.GaussianDpEvent(event.noise_multiplier)
+    if isinstance(event, ZCDPEvent):
+        return dpa.ZCDpEvent(event.rho)
+    if isinstance(event, DiscreteGaussianEvent):
+        return dpa.ZCDpEvent(event.sensitivity**2 / (2.0 * event.sigma**2))
+    if isinstance(event, ComposedEvent):
+        return dpa.ComposedDpEvent([to_dp_accounting(e) for e in event.events])
+    if isinstance(event, SelfComposedEvent):
+        return dpa.SelfComposedDpEvent(to_dp_accounting(event.event), event.count)
+    raise UnsupportedEventError(f"dp_accounting has no event for {event!r}")
+
+
+def _dpa_epsilon(event: Event, delta: float, kind: str) -> float:
+    from dp_accounting import pld, rdp
+
+    acc = pld.PLDAccountant() if kind == "pld" else rdp.RdpAccountant()
+    ev = to_dp_accounting(event)
+    if not acc.supports(ev):
+        raise UnsupportedEventError(f"the {kind.upper()} accountant does not support {event!r}")
+    acc.compose(ev)
+    return float(acc.get_epsilon(delta))
+
+
+# --------------------------------------------------------------------------------------
+# the accountant
+# --------------------------------------------------------------------------------------
+
+
+class Accountant:
+    """Composes events; reports rho and (epsilon, delta) by the tightest applicable rule.
+
+    Examples
+    --------
+    >>> acc = Accountant().compose(GaussianEvent(2.0)).compose(GaussianEvent(2.0))
+    >>> acc.rho()
+    0.25
+    """
+
+    def __init__(self) -> None:
+        self._events: list[Event] = []
+
+    @property
+    def event(self) -> ComposedEvent:
+        """Everything composed so far."""
+        return ComposedEvent(tuple(self._events))
+
+    def compose(self, event: Event, count: int = 1) -> "Accountant":
+        if not isinstance(event, Event):
+            raise ValidationError(f"compose() takes an Event, got {event!r}")
+        self._events.append(event if count == 1 else SelfComposedEvent(event, count))
+        return self
+
+    def rho(self) -> float | None:
+        """rho of the composition when every part is zCDP, else None."""
+        return zcdp_rho(self.event)
+
+    def _non_private(self) -> bool:
+        return any(isinstance(leaf, NonPrivateEvent) for leaf, _ in _leaves(self.event))
+
+    def epsilons(self, delta: float) -> dict[str, float]:
+        """epsilon at ``delta`` by every method that applies (method -> epsilon)."""
+        delta = check_delta(delta)
+        ev = self.event
+        if self._non_private():
+            return {"non-private": math.inf}
+        out: dict[str, float] = {}
+        pure = pure_epsilon(ev)
+        if pure is not None:
+            out["pure"] = pure
+        rho = zcdp_rho(ev)
+        if rho is not None:
+            out["zcdp-bun-steinke"] = bun_steinke_epsilon(rho, delta)
+            out["zcdp-cks20"] = cks20_epsilon(rho, delta) if rho > 0 else 0.0
+        try:
+            basic = basic_composition(ev)
+            if basic.delta <= delta:
+                out["basic"] = basic.epsilon
+        except UnsupportedEventError:
+            pass
+        for kind in ("pld", "rdp"):
+            try:
+                out[kind] = _dpa_epsilon(ev, delta, kind)
+            except UnsupportedEventError:
+                pass
+        return out
+
+    def get_epsilon(self, delta: float, method: str = "auto") -> float:
+        """epsilon at ``delta``: the smallest over applicable methods (``auto``) or one method."""
+        if method not in METHODS:
+            raise ValidationError(f"method must be one of {METHODS}, got {method!r}")
+        found = self.epsilons(delta)
+        if "non-private" in found:
+            return math.inf
+        if method == "auto":
+            if not found:
+                raise UnsupportedEventError(f"no accounting rule covers {self.event!r} at delta={delta}")
+            return min(found.values())
+        if method not in found:
+            raise UnsupportedEventError(f"method {method!r} does not apply to {self.event!r}")
+        return found[method]
+
+    def approx_dp(self, delta: float, method: str = "auto") -> ApproxDP:
+        return _approx(self.get_epsilon(delta, method), check_delta(delta))

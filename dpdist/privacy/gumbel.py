@@ -1,0 +1,262 @@
+"""The exponential mechanism as an exact Gumbel-max that a chunked max-reduction can run.
+
+Assessment of today's sampler (``algorithms/expmech_pca.py`` ``GumbelKeys`` with
+``engine/subsets.py`` ``chunk_gumbel_max``)
+--------------------------------------------------------------------------------
+Keys are ``weight * score - log(-log(u))`` with ``u = ((w >> 11) + 0.5) 2**-53``, compared as
+float64. Failures (Ilvento, "Implementing the exponential mechanism with base-2 differential
+privacy", CCS 2020, shows the same class of failures for the inverse-CDF form):
+
+1. **Bounded noise, hence impossible outputs.** ``u`` lies in ``[2**-54, 1 - 1.5 2**-53]``
+   or is exactly 1.0 (the top grid point ``(2**53 - 1/2) 2**-53`` rounds to 1; its key is
+   ``+inf``, a data-independent winner with probability ``2**-53`` per candidate), so the
+   finite Gumbel noise lies in ``[-3.61, 36.8]``: a candidate whose weighted score trails the
+   best by more than 40.4 can never win. Exactly, it wins with probability about
+   ``exp(-40)``. Between neighbours the weighted scores move by up to ``epsilon / 2``, so
+   candidates whose gap crosses 40.4 are possible under one dataset and impossible under the
+   other. Each such output has probability below ``exp(-40)`` ~ 4e-18, but there can be up to ``C(d, k)`` ~ 1e9
+   of them: a support failure of total mass up to ~ 4e-9, far above the 1e-15 issue 10
+   allows.
+2. **Quantised probabilities.** ``u`` has a 2**-53 grid and the keys are rounded to float64;
+   near a tie the winner is decided by rounding (and by the smaller rank), so each
+   candidate's probability is a multiple of the grid mass, not ``exp(q_c) / sum exp(q)``: the
+   privacy loss at an output differs from the analysed one by an amount that grows where
+   ``|key|`` is large (keys of magnitude 2**k resolve only ``2**(k - 52)``).
+3. The scores themselves are floats (eigenvalues of a clipped second moment): their float
+   error belongs in the sensitivity (issue 9 / the wave-2 mechanism), not here.
+
+The fix: exact Gumbel-max with certified comparisons
+----------------------------------------------------
+Candidate ``c`` (rank r) has weighted score ``x_c = weight * score_c`` and key
+``q_c + G_c`` with
+
+- ``q_c = rint(clamp(x_c) 2**SCORE_BITS) 2**-SCORE_BITS``: the weighted score on the public
+  lattice ``2**-SCORE_BITS`` (exact; ``clamp`` to ``+-2**900`` is 1-Lipschitz);
+- ``G_c = -ln(-ln(1 - U_c))`` an *exact* standard Gumbel: ``U_c`` is the real uniform in the
+  cell ``[W, W + 1) 2**-64`` of the main word ``W`` (position r of stream 0 under
+  key(purpose)), refined when needed by the candidate's fallback words (positions
+  0.. of stream r under key(purpose + FALLBACK_SUFFIX)).
+
+The arg max of ``q_c + G_c`` over exact Gumbels is exactly the exponential mechanism's law
+``P(c) = exp(q_c) / sum_c' exp(q_c')`` (the Gumbel-max trick). Float keys are computed with a
+rigorous radius (cell width, input rounding, ``2**-46`` relative error of ``numpy.log`` /
+``numpy.log1p`` as in :mod:`dpdist.privacy.lattice`); a comparison whose key intervals
+overlap is decided exactly in mpmath interval arithmetic after refining the cells. So
+:meth:`GumbelMax.best` returns the exact arg max of a batch, :meth:`GumbelMax.combine` the
+exact larger of two candidates, and a chunked tree max-reduction (each chunk returns its best
+candidate, the merge is ``combine``) returns exactly the exponential mechanism's output
+whatever the chunking. Gumbel noise has unbounded support, so every candidate has positive
+probability under every dataset: no impossible outputs.
+
+Privacy statement
+-----------------
+If ``|x_c(D) - x_c(D')| <= u`` for every candidate c (u = weight times the score sensitivity,
+plus the float error of computing ``weight * score``), then ``|q_c - q'_c| <= u + 2**-SCORE_BITS``
+and the release is ``2 (u + 2**-SCORE_BITS)``-DP (McSherry-Talwar 2007; the Gumbel-max
+representation of the exponential mechanism, e.g. Durfee-Rogers 2019). With the usual weight
+``epsilon / (2 Delta)`` this is ``epsilon + 2**-(SCORE_BITS - 1)``.
+
+Residuals, quantified
+---------------------
+- **Score lattice**: ``+ 2**-29`` to epsilon (absolute) at ``SCORE_BITS = 30``. A wave-2
+  mechanism calibrates ``weight = (epsilon - 2**-29) / (2 Delta)`` to keep epsilon exact.
+- **Exhaustion**: a comparison still undecided after ``FALLBACK_WORDS`` refinements of each
+  cell (each refinement leaves two distinct real keys undecided with probability below
+  ``2**-40`` once the cells are narrow) falls back to the smaller rank: probability below
+  ``2**-1000`` per comparison, added to delta (:data:`EXHAUSTION_DELTA_PER_COMPARISON`).
+- **Float functions**: as in :mod:`dpdist.privacy.lattice`, the certification trusts
+  ``numpy.log`` and ``numpy.log1p`` to ``2**-46`` relative error (measured below 1 ulp);
+  beyond it, a near-tie could be decided by the float keys: a change of law of the order of
+  the float error, never an impossible output.
+- ChaCha20 as a pseudo-random function.
+
+Cost: one 64-bit word per candidate (as today) and two logarithms; exact comparisons are rare
+(the best and the runner-up are usually far apart compared with the ~1e-14 radius).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from dpdist.privacy.lattice import FALLBACK_SUFFIX, FALLBACK_WORDS
+from dpdist.privacy.noise import NoiseSeed
+
+__all__ = ["Candidate", "EMPTY", "EXHAUSTION_DELTA_PER_COMPARISON", "GumbelMax", "SCORE_BITS"]
+
+#: Weighted scores are rounded to the lattice 2**-SCORE_BITS.
+SCORE_BITS = 30
+#: Per-comparison probability bound of the exhaustion residual.
+EXHAUSTION_DELTA_PER_COMPARISON = 2.0**-1000
+
+_REL = 2.0**-46
+_CLAMP = 2.0**900
+#: Cells within 2**-44 of U = 1 (Gumbel in [-3.80, -3.41]) get a fixed interval.
+_NEAR_ONE = float((1 << 64) - (1 << 20))
+#: Cells below 2**-44 get bounds from E ~ U (the midpoint radius needs a narrow cell).
+_SMALL = float(1 << 20)
+_LOCAL = threading.local()
+
+
+class Candidate(NamedTuple):
+    """A batch's best candidate: a certified interval ``[lo, hi]`` holding its exact key, its
+    rank and its lattice score."""
+
+    lo: float
+    hi: float
+    rank: int
+    score: float
+
+
+#: The best candidate of an empty range.
+EMPTY = Candidate(-math.inf, -math.inf, -1, -math.inf)
+
+
+def _iv():
+    ctx = getattr(_LOCAL, "iv", None)
+    if ctx is None:
+        from mpmath.ctx_iv import MPIntervalContext
+
+        ctx = _LOCAL.iv = MPIntervalContext()
+    return ctx
+
+
+@dataclass(frozen=True)
+class GumbelMax:
+    """Exact exponential mechanism by Gumbel-max over candidates addressed by rank.
+
+    Parameters
+    ----------
+    seed : NoiseSeed
+    purpose : str
+        Candidate r's main word is position r of stream 0 under this purpose.
+    weight : float
+        Multiplies the raw scores into Gumbel units (``epsilon / (2 Delta)`` for the
+        textbook calibration; see the module docstring for the residual).
+
+    Small, frozen and picklable: ``best`` runs in the chunk tasks, ``combine`` in the merges.
+    """
+
+    seed: NoiseSeed
+    purpose: str
+    weight: float
+
+    def __post_init__(self) -> None:
+        w = float(self.weight)
+        if not (math.isfinite(w) and w > 0):
+            raise ValueError(f"weight must be finite and > 0, got {self.weight!r}")
+        object.__setattr__(self, "weight", w)
+        object.__setattr__(self, "_key", self.seed.key(self.purpose))
+        object.__setattr__(self, "_fkey", self.seed.key(self.purpose + FALLBACK_SUFFIX))
+
+    # -- float keys --------------------------------------------------------------------------
+    def lattice_scores(self, scores) -> np.ndarray:
+        """``q = rint(clamp(weight * score) 2**SCORE_BITS) 2**-SCORE_BITS`` (NaN -> -2**900)."""
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow -> inf -> the clamp
+            x = np.asarray(scores, dtype=np.float64) * self.weight
+        x = np.nan_to_num(x, nan=-_CLAMP, posinf=_CLAMP, neginf=-_CLAMP)
+        np.clip(x, -_CLAMP, _CLAMP, out=x)
+        return np.ldexp(np.rint(np.ldexp(x, SCORE_BITS)), -SCORE_BITS)
+
+    def _words(self, start: int, count: int) -> np.ndarray:
+        return self.seed.raw(self._key, 0, int(start), int(count))
+
+    @staticmethod
+    def _gumbel(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Certified bounds ``(lo, hi)`` on the exact Gumbel of each cell (module docstring)."""
+        wf = words.astype(np.float64)
+        u = np.minimum((wf + 0.5) * 2.0**-64, 1.0 - 2.0**-53)
+        e = -np.log1p(-u)
+        g = -np.log(e)
+        # |dG/dU| = 1 / ((1 - U) E); cell half-width 2**-65 plus input rounding 2**-52 u, doubled
+        radius = (2.0**-64 + 2.0**-51 * u) / ((1.0 - u) * e)
+        radius += _REL * (2.0 + np.abs(g))
+        lo, hi = g - radius, g + radius
+        small = wf < _SMALL
+        if small.any():  # U < 2**-44: E in [x, x (1 + x)], G = -ln E; W = 0 has no upper bound
+            w = wf[small]
+            with np.errstate(divide="ignore"):
+                hi[small] = -np.log(w * 2.0**-64) + 2.0**-30
+            lo[small] = -np.log((w + 1.0) * 2.0**-64 * (1.0 + 2.0**-40)) - 2.0**-30
+        near_one = wf >= _NEAR_ONE
+        if near_one.any():  # U > 1 - 2**-44: E in [30.4, 44.4], G in [-3.80, -3.41]
+            lo[near_one] = -3.85
+            hi[near_one] = -3.35
+        return lo, hi
+
+    def keys(self, scores, start: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Certified key bounds ``(lo, hi)`` and lattice scores ``q`` of ranks ``start ..``."""
+        q = self.lattice_scores(scores)
+        glo, ghi = self._gumbel(self._words(start, q.size))
+        lo, hi = q + glo, q + ghi
+        lo -= 2.0**-52 * np.abs(lo)  # rounding of the sums
+        hi += 2.0**-52 * np.abs(hi)
+        return lo, hi, q
+
+    # -- exact comparisons -------------------------------------------------------------------
+    def _fallback(self, rank: int, used: int) -> int:
+        return int(self.seed.raw(self._fkey, int(rank), int(used), 1)[0])
+
+    def _interval(self, q: float, num: int, bits: int):
+        ctx = _iv()
+        ctx.prec = bits + 64
+        lo = ctx.ldexp(ctx.mpf(num), -bits)
+        hi = ctx.ldexp(ctx.mpf(num + 1), -bits)
+        u = ctx.mpf([lo, hi])
+        return ctx.mpf(q) - ctx.log(-ctx.log(1 - u))
+
+    def beats(self, a: Candidate, b: Candidate) -> bool:
+        """Exactly whether ``a``'s key exceeds ``b``'s (ties, of probability 0, and the
+        exhaustion residual go to the smaller rank)."""
+        if a.rank < 0:
+            return False
+        if b.rank < 0:
+            return True
+        if a.lo > b.hi:
+            return True
+        if b.lo > a.hi:
+            return False
+        cells = {}
+        for c in (a, b):
+            cells[c.rank] = [int(self._words(c.rank, 1)[0]), 64, 0]
+        for _ in range(FALLBACK_WORDS + 1):
+            ia = self._interval(a.score, cells[a.rank][0], cells[a.rank][1])
+            ib = self._interval(b.score, cells[b.rank][0], cells[b.rank][1])
+            if ia.a > ib.b:
+                return True
+            if ib.a > ia.b:
+                return False
+            for c in (a, b):  # refine both cells by one word
+                cell = cells[c.rank]
+                if cell[2] < FALLBACK_WORDS:
+                    cell[0] = (cell[0] << 64) | self._fallback(c.rank, cell[2])
+                    cell[1] += 64
+                    cell[2] += 1
+            if all(cells[c.rank][2] >= FALLBACK_WORDS for c in (a, b)):
+                break
+        return a.rank < b.rank  # exhaustion residual
+
+    def combine(self, a: Candidate, b: Candidate) -> Candidate:
+        """The exact larger of two candidates: the merge of a max-reduction."""
+        return a if self.beats(a, b) else b
+
+    def best(self, scores, start: int) -> Candidate:
+        """The exact arg max of the candidates of ranks ``start .. start + len(scores) - 1``.
+
+        Only candidates whose upper bound reaches the float leader's lower bound can win; they
+        are compared exactly (usually the leader alone).
+        """
+        lo, hi, q = self.keys(scores, start)
+        if lo.size == 0:
+            return EMPTY
+        i = int(np.argmax(lo))
+        contenders = np.flatnonzero(hi >= lo[i])
+        win = Candidate(float(lo[i]), float(hi[i]), int(start) + i, float(q[i]))
+        for j in contenders.tolist():
+            if j != i:
+                win = self.combine(win, Candidate(float(lo[j]), float(hi[j]), int(start) + j, float(q[j])))
+        return win
