@@ -142,7 +142,7 @@ def open_ledger(url: str | None = None) -> "Ledger":
 
         return PostgresLedger(url)
     if url.startswith("sqlite:///"):
-        url = url[len("sqlite://"):]
+        url = "/" + url[len("sqlite:///"):].lstrip("/")
     elif "://" in url:
         raise ValidationError(f"ledger must be a path, sqlite:///PATH or postgresql://..., got {redact_url(url)!r}")
     return SQLiteLedger(url)
