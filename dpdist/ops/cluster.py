@@ -37,7 +37,8 @@ def make_cluster(spec: ClusterSpec) -> Any:
 
     options.setdefault("dashboard_address", None)
     options.setdefault("threads_per_worker", 1)
-    options.setdefault("host", "127.0.0.1")
+    if options.get("processes", True):
+        options.setdefault("host", "127.0.0.1")  # never listen beyond this host unless asked
     try:
         return LocalCluster(n_workers=spec.jobs, **options)
     except TypeError as exc:

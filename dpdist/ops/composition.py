@@ -51,6 +51,7 @@ __all__ = [
     "decimal_of",
     "epsilon_at",
     "spent",
+    "within",
 ]
 
 #: A charge or a total: an (epsilon, delta) guarantee or a zCDP rho.
@@ -89,6 +90,15 @@ def cost_from_dict(d: dict) -> Cost:
     if kind == "zcdp":
         return ZCDP(float(d["rho"]))
     raise ValidationError(f"unknown privacy cost type {kind!r} (expected 'approx-dp' or 'zcdp')")
+
+
+def within(privacy: object, cost: Cost) -> bool:
+    """Whether ``privacy`` (a release's stated guarantee) is of ``cost``'s kind and no larger."""
+    if isinstance(cost, ApproxDP) and isinstance(privacy, ApproxDP):
+        return privacy.epsilon <= cost.epsilon and privacy.delta <= cost.delta
+    if isinstance(cost, ZCDP) and isinstance(privacy, ZCDP):
+        return privacy.rho <= cost.rho
+    return False
 
 
 def epsilon_at(cost: Cost, delta: float) -> float:

@@ -167,7 +167,7 @@ def _expand(value: Any, where: str, field_: str) -> Any:
 
         return _ENV.sub(sub, value)
     if isinstance(value, dict):
-        return {k: _expand(v, where, f"{field_}.{k}") for k, v in value.items()}
+        return {k: _expand(v, where, f"{field_}.{k}" if field_ else k) for k, v in value.items()}
     if isinstance(value, list):
         return [_expand(v, where, f"{field_}[{i}]") for i, v in enumerate(value)]
     return value

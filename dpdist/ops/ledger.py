@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 from typing import Any, ContextManager, Iterator, Protocol, Sequence
 
 from dpdist.exceptions import BudgetExceeded, InfrastructureError, NoPrivateResult, ValidationError
-from dpdist.ops.composition import Cost, Spent, cost_from_dict, cost_to_dict, decimal_of, spent
+from dpdist.ops.composition import Cost, Spent, cost_from_dict, cost_to_dict, decimal_of, spent, within
 from dpdist.privacy.budget import ApproxDP
 from dpdist.privacy.zcdp import ZCDP
 
@@ -313,12 +313,9 @@ def spent_by(exc: NoPrivateResult, reserved: Cost) -> Cost:
     """What a rejected mechanism spent: its release's guarantee when it records one of the
     reserved kind and no larger, else the whole reservation (conservative)."""
     privacy = getattr(getattr(exc, "release", None), "privacy", None)
-    if isinstance(reserved, ApproxDP) and isinstance(privacy, ApproxDP):
-        if privacy.epsilon <= reserved.epsilon and privacy.delta <= reserved.delta:
-            return privacy
-    if isinstance(reserved, ZCDP) and isinstance(privacy, ZCDP) and privacy.rho <= reserved.rho:
-        return ZCDP(privacy.rho)
-    return reserved
+    if not within(privacy, reserved):
+        return reserved
+    return ZCDP(privacy.rho) if isinstance(privacy, ZCDP) else privacy
 
 
 class Ledger(abc.ABC):

@@ -28,7 +28,7 @@ from typing import Any
 from dpdist.data.publish import check_target, stage_result
 from dpdist.exceptions import InfrastructureError, NoPrivateResult, ValidationError
 from dpdist.ops.cluster import scheduler_for
-from dpdist.ops.composition import Cost, cost_to_dict, epsilon_at
+from dpdist.ops.composition import Cost, cost_to_dict, epsilon_at, within
 from dpdist.ops.job import Job
 from dpdist.ops.ledger import Ledger, canonical_dataset, open_ledger, redact_url, resolve_ledger_url
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
@@ -39,9 +39,23 @@ __all__ = ["estimator_cost", "job_ledger", "plan_job", "run_job"]
 
 
 def estimator_cost(est: Any) -> Cost:
-    """The privacy cost an estimator's parameters declare (reserved before reading data)."""
+    """The guarantee an estimator's parameters declare (reserved before reading data).
+
+    An estimator may state it itself (``privacy_cost()``); otherwise it is the estimator's
+    ``rho``, or its ``(epsilon, delta)``, except for the subsample-and-aggregate baseline, whose
+    parameters (eps, delta) give a (2 eps, 4 e^eps delta)-DP guarantee (MS25 Lemma A.4).
+    :func:`run_job` checks after the fit that the release spent no more than this.
+    """
     if getattr(est, "unsafe_no_privacy", False):
         raise ValidationError("a job may not run an estimator with unsafe_no_privacy=True")
+    if callable(getattr(est, "privacy_cost", None)):
+        return est.privacy_cost()
+    from dpdist.algorithms.baselines.subsample_aggregate import SubsampleAggregateSecondMoment
+
+    if isinstance(est, SubsampleAggregateSecondMoment):
+        from dpdist.privacy.second_moment_calibration import baseline_guarantee
+
+        return baseline_guarantee(est.epsilon, est.delta)
     if hasattr(est, "rho"):
         return ZCDP(check_rho(est.rho))
     if hasattr(est, "epsilon") and hasattr(est, "delta"):
@@ -155,7 +169,7 @@ def run_job(job: Job, *, ledger: Ledger, run: str | None = None) -> dict:
     predicted = _predicted(job, plan)
     with ledger.charge(dataset, cost, job=job.name, output=target, unspent_until_running=True) as reservation:
         with scheduler_for(job) as scheduler:
-            est.set_params(scheduler=scheduler)
+            est = job.build_estimator(scheduler)
             reservation.running()
             try:
                 est.fit(job.dataset_url)
@@ -164,6 +178,9 @@ def run_job(job: Job, *, ledger: Ledger, run: str | None = None) -> dict:
             except (OSError, TimeoutError) as exc:  # storage or network during the pass
                 raise InfrastructureError(f"{type(exc).__name__} during the fit: {exc}", noise_drawn=True) from None
         rel = est.release_
+        if not within(rel.privacy, cost):  # a bug: never publish what the ledger did not reserve
+            raise RuntimeError(f"the release states {rel.privacy!r}, more than the reserved {cost!r}; "
+                               "nothing was published and the reservation counts as spent")
         meta = rel.metadata()
         meta["job"] = {
             "name": job.name, "run": run, "dataset": dataset, "dataset_name": job.dataset_name,

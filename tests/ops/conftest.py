@@ -127,3 +127,11 @@ def run_dpdist(*args: str, env: dict | None = None, timeout: float = 300) -> sub
     """``dpdist ARGS`` in a subprocess (the path schedulers use)."""
     full_env = {**os.environ, **(env or {})}
     return subprocess.run(dpdist_cmd(*args), capture_output=True, text=True, env=full_env, timeout=timeout)
+
+
+@pytest.fixture(autouse=True)
+def _no_default_ledger(monkeypatch, tmp_path):
+    """No test touches the user's default ledger: $XDG_DATA_HOME points into the test's
+    directory and $DPDIST_LEDGER is unset."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("DPDIST_LEDGER", raising=False)
