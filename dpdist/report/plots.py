@@ -20,7 +20,7 @@ import scipy.sparse as sp
 __all__ = ["eigen_band", "plot_budget", "plot_result", "result_summary"]
 
 #: Largest d whose spectrum is computed in full (dense); above it, the top eigenvalues only.
-DENSE_SPECTRUM_MAX_D = 3000
+DENSE_SPECTRUM_MAX_D = 2000
 #: Largest heatmap side in cells: bigger matrices are binned (each cell shows its largest |M_ij|).
 HEATMAP_MAX_CELLS = 600
 
@@ -45,7 +45,7 @@ def _matrix(values: dict) -> tuple[str, Any] | None:
 
 
 def _spectrum(M) -> np.ndarray:
-    """Eigenvalues of the symmetric part of ``M``, largest first (top 100 when d is large)."""
+    """Eigenvalues of the symmetric part of ``M``, largest first (top 50 when d is large)."""
     d = M.shape[0]
     if d <= DENSE_SPECTRUM_MAX_D:
         A = M.toarray() if sp.issparse(M) else np.asarray(M, dtype=float)
@@ -53,7 +53,7 @@ def _spectrum(M) -> np.ndarray:
     from scipy.sparse.linalg import eigsh
 
     A = sp.csr_array(M)
-    vals = eigsh((A + A.T) / 2, k=min(100, d - 2), which="LA", return_eigenvectors=False)
+    vals = eigsh((A + A.T) / 2, k=min(50, d - 2), which="LA", return_eigenvectors=False)
     return np.sort(vals)[::-1]
 
 
@@ -90,7 +90,7 @@ def _heatmap_grid(M) -> tuple[np.ndarray, int]:
     return grid, cells
 
 
-def result_summary(metadata: dict, values: dict) -> dict:
+def result_summary(metadata: dict, values: dict, *, eigs: np.ndarray | None = None) -> dict:
     """What :func:`plot_result` shows, as numbers (for the printed summary and --json)."""
     out: dict = {"mechanism": metadata.get("mechanism"), "privacy": metadata.get("privacy"),
                  "status": metadata.get("status"), "private": metadata.get("private", True)}
@@ -104,7 +104,7 @@ def result_summary(metadata: dict, values: dict) -> dict:
         name, M = found
         d = M.shape[0]
         nnz = int(M.nnz) if sp.issparse(M) else int(np.count_nonzero(M))
-        eigs = _spectrum(M)
+        eigs = _spectrum(M) if eigs is None else eigs
         out.update({"matrix": name, "shape": list(M.shape), "nnz": nnz, "density": nnz / (d * d),
                     "top_eigenvalues": [float(x) for x in eigs[:5]],
                     "min_eigenvalue": float(eigs[-1])})
@@ -144,8 +144,9 @@ def _title(metadata: dict) -> str:
 def plot_result(metadata: dict, values: dict, path: str, *, title: str | None = None) -> dict:
     """Write the PNG report of one result to ``path``; returns :func:`result_summary`."""
     plt = _pyplot()
-    summary = result_summary(metadata, values)
     found = _matrix(values)
+    eigs = _spectrum(found[1]) if found is not None else None
+    summary = result_summary(metadata, values, eigs=eigs)
     if found is None:
         fig, ax = plt.subplots(figsize=(9, 4.5), dpi=120, layout="constrained")
         vec = next((np.ravel(v) for v in values.values() if getattr(v, "ndim", 0) in (1, 2)), None)
@@ -166,7 +167,6 @@ def plot_result(metadata: dict, values: dict, path: str, *, title: str | None = 
 
     name, M = found
     d = M.shape[0]
-    eigs = _spectrum(M)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5.6), dpi=120, layout="constrained",
                                    gridspec_kw={"width_ratios": [1, 1.25]})
     grid, cells = _heatmap_grid(M)
@@ -174,8 +174,7 @@ def plot_result(metadata: dict, values: dict, path: str, *, title: str | None = 
     from matplotlib.colors import LogNorm
 
     shown = np.ma.masked_equal(grid, 0)
-    cmap = plt.get_cmap("viridis").copy()
-    cmap.set_bad("white")
+    cmap = plt.get_cmap("viridis").with_extremes(bad="white")
     norm = LogNorm(vmin=max(positive.min(), positive.max() * 1e-4), vmax=positive.max()) if positive.size else None
     im = ax1.imshow(shown, cmap=cmap, norm=norm, interpolation="nearest", extent=(0, d, d, 0))
     cb = fig.colorbar(im, ax=ax1, shrink=0.85)
