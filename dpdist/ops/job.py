@@ -71,7 +71,7 @@ ESTIMATORS: dict[str, tuple[str, str | None, str]] = {
     "SparseCovariance": ("dpdist.algorithms.sparse_covariance:SparseCovariance", "error_bound",
                          "||M - Sigma||_op (probability >= 1 - beta)"),
     "SecondMoment": ("dpdist.algorithms.second_moment:SecondMoment", "predicted_gamma",
-                     "gamma: (1 - gamma) Sigma <= M <= (1 + gamma) Sigma"),
+                     "gamma (the band (1 - gamma) Sigma <= M <= (1 + gamma) Sigma)"),
     "SparsePCA": ("dpdist.algorithms.sparse_pca:SparsePCA", "sin2_error_bound", "sin^2 of the angle to v1"),
     "SpectralNorm": ("dpdist.algorithms.sparse_pca:SpectralNorm", "error_bound", "| norm - ||Sigma||_op |"),
     "ExpMechSparsePCA": ("dpdist.algorithms.expmech_pca:ExpMechSparsePCA", "error", "sin^2 of the angle to v1"),
