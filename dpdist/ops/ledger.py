@@ -343,6 +343,13 @@ class Ledger(abc.ABC):
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def _create_schema(self, cur, **types: str) -> None:
+        """Create the tables (if missing) with the backend's column ``types``; record the version."""
+        for stmt in filter(str.strip, SCHEMA.format(**types).split(";")):
+            cur.execute(stmt)
+        self._exec(cur, "INSERT INTO dpdist_meta (key, value) VALUES ('schema', ?) ON CONFLICT DO NOTHING",
+                   (str(SCHEMA_VERSION),))
+
     def _sql(self, sql: str) -> str:
         return sql if self.placeholder == "?" else sql.replace("?", self.placeholder)
 
@@ -649,12 +656,15 @@ def _describe(cost: Cost) -> str:
 
 # -- SQLite -------------------------------------------------------------------------------
 
-_SQLITE_SCHEMA = """
+#: The schema of both backends; ``{seq}`` and ``{events}`` are the two column types that differ.
+#: ``events`` holds the typed privacy events of a charge as JSON (an empty list until issue 10's
+#: events land), so they can be filled in later without a migration.
+SCHEMA = """
 CREATE TABLE IF NOT EXISTS dpdist_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS dpdist_datasets (
     dataset TEXT PRIMARY KEY, name TEXT, budget TEXT NOT NULL, owner TEXT, updated TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS dpdist_entries (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq {seq},
     id TEXT NOT NULL UNIQUE,
     dataset TEXT NOT NULL,
     state TEXT NOT NULL,
@@ -662,8 +672,8 @@ CREATE TABLE IF NOT EXISTS dpdist_entries (
     stage TEXT, job TEXT, output TEXT, checksum TEXT, outcome TEXT, note TEXT,
     host TEXT, pid INTEGER, pid_start TEXT,
     created TEXT NOT NULL, finished TEXT,
-    events TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(events)));
-CREATE INDEX IF NOT EXISTS dpdist_entries_dataset ON dpdist_entries (dataset, seq);
+    events {events});
+CREATE INDEX IF NOT EXISTS dpdist_entries_dataset ON dpdist_entries (dataset, seq)
 """
 
 
@@ -688,10 +698,8 @@ class SQLiteLedger(Ledger):
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=FULL")  # a committed spend survives power loss
             with self._transaction(lock=True) as cur:
-                for stmt in filter(str.strip, _SQLITE_SCHEMA.split(";")):
-                    cur.execute(stmt)
-                cur.execute("INSERT OR IGNORE INTO dpdist_meta (key, value) VALUES ('schema', ?)",
-                            (str(SCHEMA_VERSION),))
+                self._create_schema(cur, seq="INTEGER PRIMARY KEY AUTOINCREMENT",
+                                    events="TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(events))")
         except sqlite3.Error as exc:
             raise InfrastructureError(f"cannot open the ledger {path!r}: {exc}") from None
 

@@ -18,27 +18,9 @@ import contextlib
 from typing import Any, Iterator
 
 from dpdist.exceptions import InfrastructureError, ValidationError
-from dpdist.ops.ledger import SCHEMA_VERSION, Ledger, redact_url
+from dpdist.ops.ledger import Ledger, redact_url
 
 __all__ = ["PostgresLedger"]
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS dpdist_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS dpdist_datasets (
-    dataset TEXT PRIMARY KEY, name TEXT, budget TEXT NOT NULL, owner TEXT, updated TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS dpdist_entries (
-    seq BIGSERIAL PRIMARY KEY,
-    id TEXT NOT NULL UNIQUE,
-    dataset TEXT NOT NULL,
-    state TEXT NOT NULL,
-    cost TEXT NOT NULL,
-    stage TEXT, job TEXT, output TEXT, checksum TEXT, outcome TEXT, note TEXT,
-    host TEXT, pid INTEGER, pid_start TEXT,
-    created TEXT NOT NULL, finished TEXT,
-    events JSONB NOT NULL DEFAULT '[]'::jsonb);
-CREATE INDEX IF NOT EXISTS dpdist_entries_dataset ON dpdist_entries (dataset, seq)
-"""
-
 
 def _psycopg():
     try:
@@ -64,10 +46,7 @@ class PostgresLedger(Ledger):
             with self._transaction(lock=True) as cur:
                 # one creator at a time (CREATE TABLE IF NOT EXISTS races otherwise)
                 cur.execute("SELECT pg_advisory_xact_lock(7420113)")
-                for stmt in filter(str.strip, _SCHEMA.split(";")):
-                    cur.execute(stmt)
-                cur.execute("INSERT INTO dpdist_meta (key, value) VALUES ('schema', %s) ON CONFLICT DO NOTHING",
-                            (str(SCHEMA_VERSION),))
+                self._create_schema(cur, seq="BIGSERIAL PRIMARY KEY", events="JSONB NOT NULL DEFAULT '[]'::jsonb")
         except self._errors as exc:
             raise InfrastructureError(f"cannot reach the ledger {redact_url(url)!r}: {_first_line(exc)}") from None
 

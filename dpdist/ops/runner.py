@@ -10,6 +10,7 @@ metadata, and it prints what the job would spend and what it would leave.
     reserve the cost in the ledger                                            -> exit 3
     connect to / start the cluster                                            -> exit 5, released
     mark running; fit (reads the data, draws the noise)                       -> 4 committed / 5
+                                                  (a refusal during the pass: 2, committed as spent)
     stage the result on local disk, checksum it; prepare it at the target
     commit the ledger entry with the output location and checksum (one transaction)
     publish the result (a rename, or the object store's commit marker)
@@ -173,7 +174,13 @@ def run_job(job: Job, *, ledger: Ledger, run: str | None = None) -> dict:
             reservation.running()
             try:
                 est.fit(job.dataset_url)
-            except (NoPrivateResult, ValidationError, InfrastructureError):
+            except ValidationError as exc:
+                # parameters and shape were validated by plan() before the reservation, so a
+                # refusal during the pass depends on the data (non-finite values under
+                # on_nonfinite="raise": a documented 1-bit release): it counts as spent
+                reservation.commit(outcome="refused-during-pass", note=f"counted as spent: {exc}"[:500])
+                raise
+            except (NoPrivateResult, InfrastructureError):
                 raise
             except (OSError, TimeoutError) as exc:  # storage or network during the pass
                 raise InfrastructureError(f"{type(exc).__name__} during the fit: {exc}", noise_drawn=True) from None

@@ -6,6 +6,8 @@ import json
 import os
 import shutil
 
+import numpy as np
+
 
 import pytest
 
@@ -191,3 +193,24 @@ def test_budget_set_validation(setup, capsys):
 
 
 
+
+
+def test_a_refusal_during_the_pass_counts_as_spent(setup, capsys, tmp_path):
+    """A non-finite row refused under on_nonfinite="raise" is a data-dependent bit: the run exits
+    2 and its reservation is committed, so repeated runs cannot probe that bit for free."""
+    import zarr
+
+    led, make, out, ds = setup
+    nan_ds = str(tmp_path / "nan.zarr")
+    X = zarr.open_array(ds, mode="r")[...]
+    X[7, 3] = np.nan
+    zarr.create_array(nan_ds, shape=X.shape, chunks=(500, X.shape[1]), dtype="f8")[...] = X
+    led.set_budget(nan_ds, ApproxDP(1.0, 1e-6))
+    job = tmp_path / "nan.toml"
+    job.write_text(job_toml(nan_ds, f"{out}/nan.zarr", ledger=led.url).replace(
+        "sigma = 1.0", 'sigma = 1.0\non_nonfinite = "raise"'))
+    code, _, err = cli(capsys, "run", str(job))
+    assert code == 2 and "NaN" in err
+    [entry] = [e for e in led.history(nan_ds) if e.state != "budget-set"]
+    assert (entry.state, entry.outcome) == ("committed", "refused-during-pass")
+    assert os.listdir(out) == []
