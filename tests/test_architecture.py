@@ -4,7 +4,9 @@
 - dpdist.engine imports nothing from dpdist.privacy, dpdist.algorithms or dpdist.cli
   (it decides no noise scale);
 - dpdist.data imports nothing from dpdist.privacy or dpdist.algorithms;
-- nothing but dpdist.cli imports dpdist.cli.
+- nothing but dpdist.cli imports dpdist.cli;
+- dpdist.ops (ledger, job files, runner) sits above algorithms and data: only dpdist.cli
+  imports it, and it imports nothing from dpdist.cli.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ FORBIDDEN = {
     "data": ("dpdist.privacy", "dpdist.algorithms", "dpdist.cli"),
     "algorithms": ("dpdist.cli",),
     "report": ("dpdist.cli",),
+    "ops": ("dpdist.cli",),
 }
 
 
@@ -42,5 +45,17 @@ def test_layer_does_not_import_what_it_must_not(layer):
     for path in sorted((PKG / layer).rglob("*.py")):
         for mod in imported_modules(path):
             if any(mod == f or mod.startswith(f + ".") for f in FORBIDDEN[layer]):
+                bad.append(f"{path.relative_to(PKG.parent)} imports {mod}")
+    assert not bad, "\n".join(bad)
+
+
+def test_only_cli_imports_ops():
+    bad = []
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG)
+        if rel.parts[0] in ("cli", "ops"):
+            continue
+        for mod in imported_modules(path):
+            if mod == "dpdist.ops" or mod.startswith("dpdist.ops."):
                 bad.append(f"{path.relative_to(PKG.parent)} imports {mod}")
     assert not bad, "\n".join(bad)

@@ -13,6 +13,7 @@ import sys
 from dpdist._version import __version__
 
 COMMANDS = ("demo", "generate", "covariance", "second_moment", "pca", "norm", "audit")
+COMMANDS += ("budget", "plan", "run", "report")  # issue 11: operations
 
 
 def build_parser() -> argparse.ArgumentParser:

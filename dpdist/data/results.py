@@ -112,9 +112,12 @@ def load_result(path: str | os.PathLike) -> LoadedResult:
     import zarr
 
     path = os.fspath(path)
-    if not os.path.exists(path):
+    if "://" not in path and not os.path.exists(path):
         raise ValidationError(f"no dpdist result at {path!r}: the path does not exist")
-    root = zarr.open_group(path, mode="r")
+    try:  # fsspec URLs (s3://...): an unpublished result has no root zarr.json (data/publish.py)
+        root = zarr.open_group(path, mode="r")
+    except FileNotFoundError:  # zarr.errors.GroupNotFoundError is one
+        raise ValidationError(f"no dpdist result at {path!r}") from None
     if "dpdist" not in root.attrs:
         raise ValidationError(f"{path!r} is not a dpdist result (no 'dpdist' metadata)")
     values: dict[str, Any] = {}

@@ -1,0 +1,330 @@
+"""Job files: one TOML file declares a scheduled private release.
+
+A job names the dataset, the ledger that holds its budget, the estimator and its
+parameters, where the result goes, and where the computation runs::
+
+    name = "weekly-claims-covariance"
+
+    [dataset]
+    url = "s3://warehouse/claims.zarr"   # a Zarr array (or a dpdist dataset group with X)
+    name = "claims"                      # optional label; the URL identifies the budget
+    # n_samples = 10_000_000             # optional: lets `dpdist plan` skip the store's metadata
+    # n_features = 64
+
+    [ledger]                             # optional; else DPDIST_LEDGER, else the default path
+    url = "postgresql://dpdist@ledger-db/dpdist"
+
+    [estimator]
+    name = "SparseCovariance"            # see ESTIMATORS
+    [estimator.params]                   # keyword arguments of the estimator
+    k = 3
+    epsilon = 0.5
+    delta = 1e-7
+    sigma = 1.0
+    [estimator.plan]                     # optional extra arguments of plan() (guesses)
+
+    [output]
+    url = "s3://warehouse/releases/claims-{date}.zarr"  # {job} {date} {datetime} {run}
+    overwrite = false
+
+    [scheduler]                          # optional; default: dask's local threads
+    address = "tcp://dask-scheduler:8786"  # or "local-cluster", "threads", "synchronous"
+    timeout = 3600                       # seconds to wait for the cluster / the computation
+
+    # or, instead of [scheduler].address, a cluster the job starts and stops itself:
+    [cluster]
+    kind = "slurm"                       # "slurm" (dask-jobqueue SLURMCluster) or "local"
+    jobs = 4                             # SLURM jobs (each runs `processes` workers)
+    [cluster.options]                    # SLURMCluster keyword arguments
+    queue = "compute"
+    cores = 8
+    memory = "32GiB"
+    walltime = "02:00:00"
+
+Strings may use ``${VAR}`` or ``${VAR:-default}`` to read the environment (for paths that
+differ between hosts; keep secrets out of job files: they are read by libpq and botocore from
+their own environment variables). :func:`load_job` validates everything that can be checked
+without the data into a frozen :class:`Job`; every error names the file and the field.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib
+import inspect
+import math
+import numbers
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from dpdist.exceptions import ValidationError
+
+__all__ = ["CLUSTER_KINDS", "ESTIMATORS", "ClusterSpec", "Job", "job_from_dict", "load_job"]
+
+#: Estimators a job may run (the private ones: a job spends a ledger's budget), with the key of
+#: their plan() that predicts the error, and what that error measures.
+ESTIMATORS: dict[str, tuple[str, str | None, str]] = {
+    "SparseCovariance": ("dpdist.algorithms.sparse_covariance:SparseCovariance", "error_bound",
+                         "||M - Sigma||_op (probability >= 1 - beta)"),
+    "SecondMoment": ("dpdist.algorithms.second_moment:SecondMoment", "predicted_gamma",
+                     "gamma (the band (1 - gamma) Sigma <= M <= (1 + gamma) Sigma)"),
+    "SparsePCA": ("dpdist.algorithms.sparse_pca:SparsePCA", "sin2_error_bound", "sin^2 of the angle to v1"),
+    "SpectralNorm": ("dpdist.algorithms.sparse_pca:SpectralNorm", "error_bound", "| norm - ||Sigma||_op |"),
+    "ExpMechSparsePCA": ("dpdist.algorithms.expmech_pca:ExpMechSparsePCA", "error", "sin^2 of the angle to v1"),
+    "GaussianCovariance": ("dpdist.baselines:GaussianCovariance", None, ""),
+    "GaussianPCA": ("dpdist.baselines:GaussianPCA", None, ""),
+    "AnalyzeGauss": ("dpdist.baselines:AnalyzeGauss", None, ""),
+    "SubsampleAggregateSecondMoment": ("dpdist.baselines:SubsampleAggregateSecondMoment", None, ""),
+}
+
+CLUSTER_KINDS = ("slurm", "local")
+#: Estimator parameters a job file may not set (the job's own sections set them).
+RESERVED_PARAMS = ("scheduler", "progress", "timeout", "ledger")
+
+_TOP = {"name", "dataset", "ledger", "estimator", "output", "scheduler", "cluster"}
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def _err(where: str, field_: str, message: str) -> ValidationError:
+    return ValidationError(f"job file {where}: {field_}: {message}")
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """A cluster the job starts for itself: ``kind`` (``slurm`` or ``local``), the number of
+    ``jobs`` (SLURM jobs, or local workers) and the cluster class's keyword ``options``."""
+
+    kind: str
+    jobs: int = 1
+    options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True)
+class Job:
+    """A validated job file (frozen). Build with :func:`load_job`."""
+
+    name: str
+    source: str
+    dataset_url: str
+    estimator: str
+    params: Mapping[str, Any]
+    output_url: str
+    dataset_name: str | None = None
+    n_samples: int | None = None
+    n_features: int | None = None
+    ledger: str | None = None
+    plan_args: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    overwrite: bool = False
+    scheduler: str | None = None
+    timeout: float | None = None
+    cluster: ClusterSpec | None = None
+
+    @property
+    def estimator_class(self) -> type:
+        module, _, name = ESTIMATORS[self.estimator][0].partition(":")
+        return getattr(importlib.import_module(module), name)
+
+    @property
+    def error_key(self) -> tuple[str | None, str]:
+        """(plan() key of the predicted error, what it measures)."""
+        _, key, metric = ESTIMATORS[self.estimator]
+        return key, metric
+
+    def output_for(self, run: str, now: _dt.datetime | None = None) -> str:
+        """The output URL with ``{job}``, ``{date}``, ``{datetime}`` and ``{run}`` filled in."""
+        now = now or _dt.datetime.now(_dt.timezone.utc)
+        return self.output_url.format(job=self.name, date=now.strftime("%Y%m%d"),
+                                      datetime=now.strftime("%Y%m%dT%H%M%SZ"), run=run)
+
+    def build_estimator(self, scheduler: Any = None) -> Any:
+        """The estimator with the job's parameters (validated by the estimator in plan/fit)."""
+        cls = self.estimator_class
+        kwargs = dict(self.params)
+        accepted = inspect.signature(cls.__init__).parameters
+        if "scheduler" in accepted:
+            kwargs["scheduler"] = scheduler
+        if "progress" in accepted:
+            kwargs["progress"] = False
+        if self.timeout is not None and "timeout" in accepted:
+            kwargs["timeout"] = self.timeout
+        return cls(**kwargs)
+
+
+def _expand(value: Any, where: str, field_: str) -> Any:
+    if isinstance(value, str):
+        def sub(m: re.Match) -> str:
+            var, default = m.group(1), m.group(2)
+            if var in os.environ:
+                return os.environ[var]
+            if default is not None:
+                return default
+            raise _err(where, field_, f"environment variable {var} is not set (write ${{{var}:-default}} "
+                                      "for a default)")
+
+        return _ENV.sub(sub, value)
+    if isinstance(value, dict):
+        return {k: _expand(v, where, f"{field_}.{k}" if field_ else k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand(v, where, f"{field_}[{i}]") for i, v in enumerate(value)]
+    return value
+
+
+def _table(doc: dict, key: str, where: str, *, required: bool, allowed: set[str]) -> dict:
+    value = doc.get(key)
+    if value is None:
+        if required:
+            raise _err(where, f"[{key}]", "missing (required)")
+        return {}
+    if not isinstance(value, dict):
+        raise _err(where, key, f"must be a table ([{key}]), got {type(value).__name__}")
+    unknown = sorted(set(value) - allowed)
+    if unknown:
+        raise _err(where, f"[{key}] {unknown[0]}", f"unknown field (allowed: {', '.join(sorted(allowed))})")
+    return value
+
+
+def _string(table: dict, key: str, where: str, prefix: str, *, required: bool = False) -> str | None:
+    value = table.get(key)
+    if value is None:
+        if required:
+            raise _err(where, f"{prefix}.{key}", "missing (required)")
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise _err(where, f"{prefix}.{key}", f"must be a non-empty string, got {value!r}")
+    return value
+
+
+def _count(table: dict, key: str, where: str, prefix: str, low: int = 1) -> int | None:
+    value = table.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise _err(where, f"{prefix}.{key}", f"must be an integer >= {low}, got {value!r}")
+    return value
+
+
+def _check_param(value: Any, where: str, field_: str) -> Any:
+    # the estimators refuse strings for numbers and bools for counts; TOML keeps the types
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _err(where, field_, f"must be finite, got {value!r}")
+    if isinstance(value, (dict, list)):
+        raise _err(where, field_, f"must be a number, string or boolean, got {type(value).__name__}")
+    return value
+
+
+def job_from_dict(doc: dict, source: str = "<dict>") -> Job:
+    """Validate a parsed job document (the TOML's tables) into a :class:`Job`."""
+    where = source
+    unknown = sorted(set(doc) - _TOP)
+    if unknown:
+        raise _err(where, unknown[0], f"unknown top-level field (allowed: {', '.join(sorted(_TOP))})")
+    doc = _expand(doc, where, "")
+    name = doc.get("name")
+    if name is None:
+        name = os.path.splitext(os.path.basename(source))[0] or "job"
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.@-]+", name):
+        raise _err(where, "name", f"must be letters, digits, '_', '-', '.', '@', got {name!r}")
+
+    ds = _table(doc, "dataset", where, required=True, allowed={"url", "name", "n_samples", "n_features"})
+    dataset_url = _string(ds, "url", where, "dataset", required=True)
+    dataset_name = _string(ds, "name", where, "dataset")
+    n_samples = _count(ds, "n_samples", where, "dataset", low=2)
+    n_features = _count(ds, "n_features", where, "dataset", low=2)
+
+    led = _table(doc, "ledger", where, required=False, allowed={"url"})
+    ledger = _string(led, "url", where, "ledger")
+
+    est = _table(doc, "estimator", where, required=True, allowed={"name", "params", "plan"})
+    est_name = _string(est, "name", where, "estimator", required=True)
+    if est_name not in ESTIMATORS:
+        raise _err(where, "estimator.name", f"must be one of {', '.join(ESTIMATORS)}, got {est_name!r} (a job "
+                                            "spends a ledger's budget, so only private estimators run as jobs)")
+    params = est.get("params", {})
+    if not isinstance(params, dict):
+        raise _err(where, "estimator.params", "must be a table")
+    module, _, cls_name = ESTIMATORS[est_name][0].partition(":")
+    accepted = inspect.signature(getattr(importlib.import_module(module), cls_name).__init__).parameters
+    for key, value in params.items():
+        if key in RESERVED_PARAMS:
+            raise _err(where, f"estimator.params.{key}", "is set by the job's [scheduler]/[cluster] tables, "
+                                                         "not as a parameter")
+        if key not in accepted or key == "self":
+            raise _err(where, f"estimator.params.{key}",
+                       f"{est_name} has no parameter {key!r} (parameters: "
+                       f"{', '.join(p for p in accepted if p not in ('self',) + RESERVED_PARAMS)})")
+        _check_param(value, where, f"estimator.params.{key}")
+    missing = [p.name for p in accepted.values()
+               if p.name != "self" and p.default is inspect.Parameter.empty and p.name not in params
+               and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if missing:
+        raise _err(where, f"estimator.params.{missing[0]}", f"missing (required by {est_name})")
+    if params.get("unsafe_no_privacy"):
+        raise _err(where, "estimator.params.unsafe_no_privacy", "a job spends a ledger's budget and may not run "
+                                                                "without privacy")
+    plan_args = est.get("plan", {})
+    if not isinstance(plan_args, dict):
+        raise _err(where, "estimator.plan", "must be a table")
+    for key, value in plan_args.items():
+        _check_param(value, where, f"estimator.plan.{key}")
+
+    out = _table(doc, "output", where, required=True, allowed={"url", "overwrite"})
+    output_url = _string(out, "url", where, "output", required=True)
+    try:
+        output_url.format(job="j", date="d", datetime="t", run="r")
+    except (KeyError, IndexError, ValueError) as exc:
+        raise _err(where, "output.url", f"unknown placeholder {exc} (allowed: {{job}} {{date}} {{datetime}} "
+                                        "{run})") from None
+    overwrite = out.get("overwrite", False)
+    if not isinstance(overwrite, bool):
+        raise _err(where, "output.overwrite", f"must be true or false, got {overwrite!r}")
+
+    sch = _table(doc, "scheduler", where, required=False, allowed={"address", "timeout"})
+    scheduler = _string(sch, "address", where, "scheduler")
+    timeout = sch.get("timeout")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, numbers.Real)
+                                or not math.isfinite(timeout) or timeout <= 0):
+        raise _err(where, "scheduler.timeout", f"must be a number of seconds > 0, got {timeout!r}")
+
+    cluster = None
+    cl = _table(doc, "cluster", where, required=False, allowed={"kind", "jobs", "options"})
+    if cl:
+        if scheduler is not None:
+            raise _err(where, "cluster", "give either [scheduler].address or [cluster], not both")
+        kind = _string(cl, "kind", where, "cluster", required=True)
+        if kind not in CLUSTER_KINDS:
+            raise _err(where, "cluster.kind", f"must be one of {CLUSTER_KINDS}, got {kind!r}")
+        options = cl.get("options", {})
+        if not isinstance(options, dict):
+            raise _err(where, "cluster.options", "must be a table")
+        cluster = ClusterSpec(kind, _count(cl, "jobs", where, "cluster") or 1, MappingProxyType(dict(options)))
+
+    return Job(
+        name=name, source=source, dataset_url=dataset_url, dataset_name=dataset_name, n_samples=n_samples,
+        n_features=n_features, ledger=ledger, estimator=est_name, params=MappingProxyType(dict(params)),
+        plan_args=MappingProxyType(dict(plan_args)), output_url=output_url, overwrite=overwrite,
+        scheduler=scheduler, timeout=float(timeout) if timeout is not None else None, cluster=cluster,
+    )
+
+
+def load_job(path: str | os.PathLike) -> Job:
+    """Read and validate the job file at ``path``.
+
+    Raises
+    ------
+    ValidationError
+        The file is missing, is not TOML, or a field is missing, unknown or invalid (the
+        message names the file and the field).
+    """
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            doc = tomllib.load(f)
+    except FileNotFoundError:
+        raise ValidationError(f"job file {path}: does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValidationError(f"job file {path}: not valid TOML: {exc}") from None
+    return job_from_dict(doc, source=path)

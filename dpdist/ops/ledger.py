@@ -1,0 +1,752 @@
+"""A persistent privacy-budget ledger shared by every job that reads a dataset.
+
+Every production DP system keeps a budget that outlives the process and refuses to
+overspend (Tumult's session accountant, PipelineDP's budget accountant, the Census
+Bureau's TopDown allocations). This is dpdist's: a small table of datasets with their
+owners' total budgets, and an append-mostly table of entries, one per job.
+
+Life of a job (what :meth:`Ledger.charge` and :func:`dpdist.ops.runner.run_job` do)::
+
+    reserve  ->  (mark running)  ->  commit(output, checksum)      success
+                                 ->  commit(outcome=...)           no private result, or a
+                                                                   failure after noise was drawn
+             ->  release(reason)                                   failure before any noise
+
+- **reserve** (before any data is read) inserts a ``reserved`` entry holding the planned
+  cost, in one transaction that first locks the dataset and re-checks the dataset's
+  committed *and* reserved charges plus the new one under the composition rule of
+  :mod:`dpdist.ops.composition`. A refusal raises :class:`~dpdist.exceptions.BudgetExceeded`
+  (exit code 3) and is itself recorded as a ``refused`` entry (it spends nothing).
+- **commit** turns the reservation into a ``committed`` entry, recording in the *same*
+  transaction the output's location and checksum. A result is published only after its
+  commit (:func:`dpdist.ops.runner.run_job`), so no released output exists without a
+  committed entry.
+- **release** returns a reservation whose job failed before any noise was drawn.
+- A ``NoPrivateResult`` commits what the mechanism spent (its outcome says so).
+
+A job killed between reserve and commit leaves a ``reserved`` entry. ``dpdist budget show``
+lists it (with whether its process is still alive), and the recovery command
+``dpdist budget recover DATASET`` resolves it: a job that never reached the ``running``
+stage read no data and is released; a job that was running may have drawn noise, so its
+reservation is committed as spent (``recovered-as-spent``). Reservations of other hosts,
+whose processes cannot be checked, are recovered with ``--older-than SECONDS``.
+
+Backends: :class:`SQLiteLedger` (the default; WAL mode, ``BEGIN IMMEDIATE`` transactions,
+safe for many processes on one host, not over network file systems) and
+:class:`dpdist.ops.postgres.PostgresLedger` (many hosts; ``SELECT ... FOR UPDATE`` on the
+dataset row). Both keep the same schema and pass the same contract tests.
+
+Where the ledger is: :func:`open_ledger` takes a path or URL. Commands look for it, in this
+order, in the ``--ledger`` flag, the job file's ``[ledger]`` table, the ``DPDIST_LEDGER``
+environment variable, and the default :data:`DEFAULT_LEDGER_PATH`
+(``$XDG_DATA_HOME/dpdist/ledger.sqlite``, i.e. ``~/.local/share/dpdist/ledger.sqlite``).
+
+Estimators (and any code below ``ops``) call a ledger only through the duck-typed
+:class:`ChargeProtocol`: ``with ledger.charge(dataset, cost) as reservation: ...``; they
+never import this module.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import datetime as _dt
+import json
+import os
+import socket
+import sqlite3
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, ContextManager, Iterator, Protocol, Sequence
+
+from dpdist.exceptions import BudgetExceeded, InfrastructureError, NoPrivateResult, ValidationError
+from dpdist.ops.composition import Cost, Spent, cost_from_dict, cost_to_dict, decimal_of, spent, within
+from dpdist.privacy.budget import ApproxDP
+from dpdist.privacy.zcdp import ZCDP
+
+__all__ = [
+    "ChargeProtocol",
+    "DEFAULT_LEDGER_PATH",
+    "Entry",
+    "LEDGER_ENV",
+    "Ledger",
+    "Reservation",
+    "SQLiteLedger",
+    "canonical_dataset",
+    "default_ledger_path",
+    "open_ledger",
+    "redact_url",
+    "resolve_ledger_url",
+    "spending_series",
+]
+
+#: Environment variable naming the ledger (a path, ``sqlite:///PATH`` or ``postgresql://...``).
+LEDGER_ENV = "DPDIST_LEDGER"
+
+SCHEMA_VERSION = 1
+
+#: Entry states.
+RESERVED, COMMITTED, RELEASED, REFUSED, BUDGET_SET = "reserved", "committed", "released", "refused", "budget-set"
+#: Stages of a reservation (``running``: data may have been read and noise drawn).
+STAGE_RESERVED, STAGE_RUNNING = "reserved", "running"
+
+
+def default_ledger_path() -> str:
+    """``$XDG_DATA_HOME/dpdist/ledger.sqlite`` (``~/.local/share/dpdist/ledger.sqlite``)."""
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, "dpdist", "ledger.sqlite")
+
+
+DEFAULT_LEDGER_PATH = "$XDG_DATA_HOME/dpdist/ledger.sqlite (default ~/.local/share/dpdist/ledger.sqlite)"
+
+
+def resolve_ledger_url(flag: str | None = None, job_file: str | None = None) -> tuple[str, str]:
+    """The ledger to use and where that choice came from: flag, job file, environment, default."""
+    if flag:
+        return flag, "--ledger"
+    if job_file:
+        return job_file, "job file"
+    env = os.environ.get(LEDGER_ENV)
+    if env:
+        return env, LEDGER_ENV
+    return default_ledger_path(), "default"
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (for messages, logs and metadata)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    if "://" not in url:
+        return url
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    netloc = f"{parts.username}:***@{host}" if parts.username else f"***@{host}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def open_ledger(url: str | None = None) -> "Ledger":
+    """Open the ledger at ``url`` (see :func:`resolve_ledger_url` for ``None``).
+
+    A plain path or ``sqlite:///PATH`` opens a :class:`SQLiteLedger`; ``postgresql://`` or
+    ``postgres://`` opens a :class:`~dpdist.ops.postgres.PostgresLedger` (extra
+    ``dpdist[postgres]``).
+    """
+    if url is None:
+        url = resolve_ledger_url()[0]
+    if url.startswith(("postgresql://", "postgres://")):
+        from dpdist.ops.postgres import PostgresLedger
+
+        return PostgresLedger(url)
+    if url.startswith("sqlite:///"):
+        url = "/" + url[len("sqlite:///"):].lstrip("/")
+    elif "://" in url:
+        raise ValidationError(f"ledger must be a path, sqlite:///PATH or postgresql://..., got {redact_url(url)!r}")
+    return SQLiteLedger(url)
+
+
+def canonical_dataset(url: str) -> str:
+    """A dataset's stable identifier: its URL, with local paths made absolute and real.
+
+    The identifier is the location of the data, never a free name: two names for the same
+    store would otherwise be two budgets. A declared name is kept beside it as a label
+    (``dpdist budget`` accepts either).
+    """
+    url = str(url).strip()
+    if not url:
+        raise ValidationError("a dataset needs a URL or path")
+    if url.startswith("file://"):
+        url = url[len("file://"):]
+    if "://" in url:
+        scheme, rest = url.split("://", 1)
+        return f"{scheme.lower()}://{rest.rstrip('/')}"
+    return os.path.realpath(os.path.expanduser(url))
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
+
+
+def _process_start(pid: int) -> str | None:
+    """Start time of process ``pid`` (Linux ``/proc``), to tell a pid reused from the original."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode(errors="replace")
+        return stat.rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _process_alive(pid: int, start: str | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if start is not None and os.path.exists("/proc"):
+        return _process_start(pid) == start
+    return True
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One ledger record: a charge (reserved, committed, released), a refusal, or a budget set.
+
+    ``cost`` is the privacy cost (for a budget set: the new total); ``events`` the typed
+    privacy events when known (a JSON list; empty until issue 10's events land).
+    """
+
+    seq: int
+    id: str
+    dataset: str
+    state: str
+    cost: dict
+    stage: str | None = None
+    job: str | None = None
+    output: str | None = None
+    checksum: str | None = None
+    outcome: str | None = None
+    note: str | None = None
+    host: str | None = None
+    pid: int | None = None
+    pid_start: str | None = None
+    created: str = ""
+    finished: str | None = None
+    events: list = field(default_factory=list)
+
+    @property
+    def privacy(self) -> Cost:
+        return cost_from_dict(self.cost)
+
+    @property
+    def counts(self) -> bool:
+        """Whether this entry counts against the budget (reserved or committed)."""
+        return self.state in (RESERVED, COMMITTED)
+
+    def process_state(self) -> str:
+        """For a reserved entry: ``alive``, ``gone`` (stale) or ``unknown`` (another host)."""
+        if self.state != RESERVED or self.pid is None:
+            return "unknown"
+        if self.host != socket.gethostname():
+            return "unknown"
+        return "alive" if _process_alive(self.pid, self.pid_start) else "gone"
+
+    def to_dict(self) -> dict:
+        return {
+            "seq": self.seq, "id": self.id, "dataset": self.dataset, "state": self.state,
+            "stage": self.stage, "cost": self.cost, "job": self.job, "output": self.output,
+            "checksum": self.checksum, "outcome": self.outcome, "note": self.note, "host": self.host,
+            "pid": self.pid, "created": self.created, "finished": self.finished, "events": self.events,
+        }
+
+
+_COLUMNS = ("seq", "id", "dataset", "state", "cost", "stage", "job", "output", "checksum", "outcome", "note",
+            "host", "pid", "pid_start", "created", "finished", "events")
+
+
+def _entry(row: Sequence) -> Entry:
+    d = dict(zip(_COLUMNS, row))
+    d["cost"] = json.loads(d["cost"]) if isinstance(d["cost"], str) else d["cost"]
+    ev = d["events"]
+    d["events"] = (json.loads(ev) if isinstance(ev, str) else ev) or []
+    return Entry(**d)
+
+
+class ChargeProtocol(Protocol):
+    """What an estimator needs of a ledger: ``with ledger.charge(dataset, cost) as r:``.
+
+    The object entered has ``running()`` (mark: data may be read from now on) and
+    ``commit(output=None, checksum=None)``; leaving the block by an exception releases the
+    reservation when nothing can have been spent, else commits it as spent. Estimators
+    call this duck-typed interface and never import :mod:`dpdist.ops`.
+    """
+
+    def charge(self, dataset: str, cost: Any, *, job: str | None = None) -> ContextManager[Any]: ...
+
+
+class Reservation:
+    """A reserved charge; resolve it with :meth:`commit` or :meth:`release` (once)."""
+
+    def __init__(self, ledger: "Ledger", entry: Entry):
+        self.ledger = ledger
+        self.id = entry.id
+        self.dataset = entry.dataset
+        self.cost = entry.privacy
+        self.entry = entry
+        self.running_ = False
+
+    @property
+    def open(self) -> bool:
+        return self.entry.state == RESERVED
+
+    def running(self) -> None:
+        """Mark the stage at which data may be read and noise drawn (recovery then counts it
+        as spent)."""
+        self.ledger.mark_running(self.id)
+        self.running_ = True
+
+    def commit(self, *, output: str | None = None, checksum: str | None = None, outcome: str = "released",
+               spent: Cost | None = None, note: str | None = None) -> Entry:
+        self.entry = self.ledger.commit(self.id, output=output, checksum=checksum, outcome=outcome,
+                                        spent=spent, note=note)
+        return self.entry
+
+    def release(self, reason: str) -> Entry:
+        self.entry = self.ledger.release(self.id, reason=reason)
+        return self.entry
+
+
+def nothing_spent(exc: BaseException) -> bool:
+    """Whether a failure certainly drew no noise (then a reservation may be released)."""
+    if isinstance(exc, (ValidationError, BudgetExceeded)):
+        return True
+    if isinstance(exc, InfrastructureError):
+        return not exc.noise_drawn
+    return False
+
+
+def spent_by(exc: NoPrivateResult, reserved: Cost) -> Cost:
+    """What a rejected mechanism spent: its release's guarantee when it records one of the
+    reserved kind and no larger, else the whole reservation (conservative)."""
+    privacy = getattr(getattr(exc, "release", None), "privacy", None)
+    if not within(privacy, reserved):
+        return reserved
+    return ZCDP(privacy.rho) if isinstance(privacy, ZCDP) else privacy
+
+
+class Ledger(abc.ABC):
+    """The ledger interface (``reserve``, ``commit``, ``release``, ``history``, ``remaining``)
+    and its logic; a backend supplies a locked transaction and its SQL dialect."""
+
+    #: Placeholder of the backend's DB-API driver.
+    placeholder = "?"
+    url: str
+
+    # -- backend hooks -------------------------------------------------------------------
+    @abc.abstractmethod
+    def _transaction(self, *, lock: bool) -> ContextManager[Any]:
+        """A cursor inside one transaction; ``lock=True`` takes the write lock up front."""
+
+    def _lock_dataset(self, cur, dataset: str) -> None:  # pragma: no cover - SQLite locks the file
+        """Serialise reservations on ``dataset`` (Postgres: ``SELECT ... FOR UPDATE``)."""
+
+    def close(self) -> None:
+        """Close the connection."""
+
+    def __enter__(self) -> "Ledger":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _create_schema(self, cur, **types: str) -> None:
+        """Create the tables (if missing) with the backend's column ``types``; record the version."""
+        for stmt in filter(str.strip, SCHEMA.format(**types).split(";")):
+            cur.execute(stmt)
+        self._exec(cur, "INSERT INTO dpdist_meta (key, value) VALUES ('schema', ?) ON CONFLICT DO NOTHING",
+                   (str(SCHEMA_VERSION),))
+
+    def _sql(self, sql: str) -> str:
+        return sql if self.placeholder == "?" else sql.replace("?", self.placeholder)
+
+    def _exec(self, cur, sql: str, params: Sequence = ()) -> Any:
+        cur.execute(self._sql(sql), tuple(params))
+        return cur
+
+    # -- datasets ------------------------------------------------------------------------
+    def set_budget(self, dataset: str, total: Cost, *, name: str | None = None, owner: str | None = None) -> Entry:
+        """Set (or change) the total budget of ``dataset``, recorded in its history.
+
+        Changing the kind (``(epsilon, delta)`` vs ``rho``) is refused when existing charges
+        could not be composed under the new kind.
+        """
+        dataset = canonical_dataset(dataset)
+        if not isinstance(total, (ApproxDP, ZCDP)) or (isinstance(total, ZCDP) and total.rho <= 0):
+            raise ValidationError(f"a budget must be ApproxDP(epsilon, delta) or ZCDP(rho > 0), got {total!r}")
+        with self._transaction(lock=True) as cur:
+            self._lock_dataset(cur, dataset)
+            spent(total, [e.privacy for e in self._entries(cur, dataset) if e.counts])  # kind compatible?
+            budget = json.dumps(cost_to_dict(total))
+            row = self._exec(cur, "SELECT name FROM dpdist_datasets WHERE dataset = ?", (dataset,)).fetchone()
+            if row is None:
+                self._exec(cur, "INSERT INTO dpdist_datasets (dataset, name, budget, owner, updated) "
+                                "VALUES (?, ?, ?, ?, ?)", (dataset, name, budget, owner, _now()))
+            else:
+                self._exec(cur, "UPDATE dpdist_datasets SET name = ?, budget = ?, owner = ?, updated = ? "
+                                "WHERE dataset = ?", (name if name is not None else row[0], budget, owner,
+                                                      _now(), dataset))
+            return self._insert(cur, dataset, BUDGET_SET, cost_to_dict(total), note=f"owner {owner}" if owner else None)
+
+    def datasets(self) -> list[dict]:
+        """Every dataset with a budget: ``dataset``, ``name``, ``budget``, ``owner``, ``updated``."""
+        with self._transaction(lock=False) as cur:
+            rows = self._exec(cur, "SELECT dataset, name, budget, owner, updated FROM dpdist_datasets "
+                                   "ORDER BY dataset").fetchall()
+        return [{"dataset": r[0], "name": r[1], "budget": json.loads(r[2]), "owner": r[3], "updated": r[4]}
+                for r in rows]
+
+    def lookup(self, dataset_or_name: str) -> str:
+        """The canonical identifier of a dataset given by URL/path or by its declared name."""
+        with self._transaction(lock=False) as cur:
+            rows = self._exec(cur, "SELECT dataset FROM dpdist_datasets WHERE name = ?",
+                              (dataset_or_name,)).fetchall()
+        if len(rows) == 1:
+            return rows[0][0]
+        if len(rows) > 1:
+            raise ValidationError(f"the name {dataset_or_name!r} labels {len(rows)} datasets; give the URL")
+        return canonical_dataset(dataset_or_name)
+
+    def total(self, dataset: str) -> Cost | None:
+        """The dataset's total budget, or None when its owner has set none."""
+        with self._transaction(lock=False) as cur:
+            return self._total(cur, canonical_dataset(dataset))
+
+    def _total(self, cur, dataset: str) -> Cost | None:
+        row = self._exec(cur, "SELECT budget FROM dpdist_datasets WHERE dataset = ?", (dataset,)).fetchone()
+        return None if row is None else cost_from_dict(json.loads(row[0]))
+
+    # -- entries -------------------------------------------------------------------------
+    def _entries(self, cur, dataset: str) -> list[Entry]:
+        rows = self._exec(cur, f"SELECT {', '.join(_COLUMNS)} FROM dpdist_entries WHERE dataset = ? ORDER BY seq",
+                          (dataset,)).fetchall()
+        return [_entry(r) for r in rows]
+
+    def _entry_by_id(self, cur, entry_id: str) -> Entry:
+        row = self._exec(cur, f"SELECT {', '.join(_COLUMNS)} FROM dpdist_entries WHERE id = ?",
+                         (entry_id,)).fetchone()
+        if row is None:
+            raise ValidationError(f"no ledger entry {entry_id!r}")
+        return _entry(row)
+
+    def _insert(self, cur, dataset: str, state: str, cost: dict, *, stage: str | None = None,
+                job: str | None = None, output: str | None = None, note: str | None = None,
+                events: list | None = None, outcome: str | None = None, finished: bool = True) -> Entry:
+        entry_id = uuid.uuid4().hex
+        pid = os.getpid()
+        now = _now()
+        self._exec(
+            cur,
+            "INSERT INTO dpdist_entries (id, dataset, state, cost, stage, job, output, outcome, note, host, pid, "
+            "pid_start, created, finished, events) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (entry_id, dataset, state, json.dumps(cost), stage, job, output, outcome, note, socket.gethostname(),
+             pid, _process_start(pid), now, now if finished else None, json.dumps(events or [])),
+        )
+        return self._entry_by_id(cur, entry_id)
+
+    def reserve(self, dataset: str, cost: Cost, *, job: str | None = None, output: str | None = None,
+                events: list | None = None) -> Reservation:
+        """Reserve ``cost`` on ``dataset`` before reading any data.
+
+        Raises
+        ------
+        BudgetExceeded
+            The dataset has no budget, or the reservation would exceed it (the refusal is
+            recorded as a ``refused`` entry).
+        ValidationError
+            ``cost`` is not a privacy cost, or cannot be charged against this budget's kind.
+        """
+        dataset = canonical_dataset(dataset)
+        cost_dict = cost_to_dict(cost)
+        with self._transaction(lock=True) as cur:
+            self._lock_dataset(cur, dataset)
+            total = self._total(cur, dataset)
+            if total is None:
+                reason = f"dataset {dataset!r} has no privacy budget in this ledger; its owner sets one with " \
+                         f"'dpdist budget set {dataset} --epsilon E --delta D' (or --rho)"
+            else:
+                result = spent(total, [e.privacy for e in self._entries(cur, dataset) if e.counts] + [cost])
+                reason = "" if result.fits else (
+                    f"reserving {_describe(cost)} on {dataset!r} would exceed its budget {_describe(total)}: "
+                    f"{result.reason}"
+                )
+            if not reason:
+                entry = self._insert(cur, dataset, RESERVED, cost_dict, stage=STAGE_RESERVED, job=job,
+                                     output=output, events=events, finished=False)
+                return Reservation(self, entry)
+            self._insert(cur, dataset, REFUSED, cost_dict, job=job, output=output, note=reason, events=events,
+                         outcome="refused")
+        raise BudgetExceeded(reason)
+
+    def mark_running(self, entry_id: str) -> None:
+        """Record that the reserved job now reads data (noise may be drawn from here on)."""
+        with self._transaction(lock=True) as cur:
+            n = self._exec(cur, "UPDATE dpdist_entries SET stage = ? WHERE id = ? AND state = ?",
+                           (STAGE_RUNNING, entry_id, RESERVED)).rowcount
+            if n != 1:
+                raise ValidationError(f"reservation {entry_id!r} is not open")
+
+    def commit(self, entry_id: str, *, output: str | None = None, checksum: str | None = None,
+               outcome: str = "released", spent: Cost | None = None, note: str | None = None) -> Entry:
+        """Commit a reservation, recording the output's location and checksum in the same
+        transaction. ``spent`` (no larger than the reservation) replaces the reserved cost."""
+        with self._transaction(lock=True) as cur:
+            entry = self._entry_by_id(cur, entry_id)
+            if entry.state != RESERVED:
+                raise ValidationError(f"reservation {entry_id!r} is {entry.state}, not reserved")
+            cost = entry.cost
+            if spent is not None:
+                cost = cost_to_dict(spent)
+                if cost["type"] != entry.cost["type"] or any(
+                    decimal_of(cost[k]) > decimal_of(entry.cost[k]) for k in cost if k != "type"
+                ):
+                    raise ValidationError(f"spent {cost} exceeds the reservation {entry.cost}")
+            self._exec(cur, "UPDATE dpdist_entries SET state = ?, cost = ?, output = ?, checksum = ?, outcome = ?, "
+                            "note = ?, finished = ? WHERE id = ? AND state = ?",
+                       (COMMITTED, json.dumps(cost), output if output is not None else entry.output, checksum,
+                        outcome, note, _now(), entry_id, RESERVED))
+            return self._entry_by_id(cur, entry_id)
+
+    def release(self, entry_id: str, *, reason: str) -> Entry:
+        """Return a reservation whose job failed before any noise was drawn."""
+        with self._transaction(lock=True) as cur:
+            n = self._exec(cur, "UPDATE dpdist_entries SET state = ?, outcome = ?, note = ?, finished = ? "
+                                "WHERE id = ? AND state = ?",
+                           (RELEASED, "released-unspent", reason, _now(), entry_id, RESERVED)).rowcount
+            if n != 1:
+                raise ValidationError(f"reservation {entry_id!r} is not open")
+            return self._entry_by_id(cur, entry_id)
+
+    def history(self, dataset: str) -> list[Entry]:
+        """Every entry of ``dataset`` in order: budget sets, reservations, commits, refusals."""
+        with self._transaction(lock=False) as cur:
+            return self._entries(cur, canonical_dataset(dataset))
+
+    def remaining(self, dataset: str, *, extra: Cost | None = None) -> Spent:
+        """What the dataset's committed and reserved charges (plus ``extra``, a dry run) spend
+        of its total; ``.remaining()`` is what is left.
+
+        Raises
+        ------
+        BudgetExceeded
+            The dataset has no budget.
+        """
+        dataset = canonical_dataset(dataset)
+        with self._transaction(lock=False) as cur:
+            total = self._total(cur, dataset)
+            if total is None:
+                raise BudgetExceeded(f"dataset {dataset!r} has no privacy budget in this ledger")
+            charges = [e.privacy for e in self._entries(cur, dataset) if e.counts]
+        return spent(total, charges + ([extra] if extra is not None else []))
+
+    @contextlib.contextmanager
+    def charge(self, dataset: str, cost: Cost, *, job: str | None = None, output: str | None = None,
+               events: list | None = None, unspent_until_running: bool = False) -> Iterator[Reservation]:
+        """Reserve ``cost`` for the block; resolve the reservation when the block ends.
+
+        - the block commits explicitly (``reservation.commit(output=..., checksum=...)``), or
+          ends normally: committed (the result reached the caller);
+        - :class:`~dpdist.exceptions.NoPrivateResult`: committed with what was spent;
+        - an error certain to have drawn no noise (validation, or an infrastructure failure
+          with ``noise_drawn=False``): released;
+        - any other exception (a bug, Ctrl-C, a failure after noise): committed as spent,
+          since the ledger cannot prove no noise was drawn; with ``unspent_until_running``
+          (for callers that mark :meth:`Reservation.running` before reading data, as the
+          job runner does), released when it happened before that mark.
+
+        Examples
+        --------
+        >>> with ledger.charge("s3://bucket/claims.zarr", ApproxDP(0.5, 1e-7)) as r:  # doctest: +SKIP
+        ...     r.running()
+        ...     est.fit("s3://bucket/claims.zarr")
+        """
+        reservation = self.reserve(dataset, cost, job=job, output=output, events=events)
+        try:
+            yield reservation
+        except NoPrivateResult as exc:
+            if reservation.open:
+                reservation.commit(outcome="no-private-result", spent=spent_by(exc, reservation.cost),
+                                   note=str(exc)[:500])
+            raise
+        except BaseException as exc:
+            if reservation.open:
+                if nothing_spent(exc) or (unspent_until_running and not reservation.running_):
+                    reservation.release(f"{type(exc).__name__}: {str(exc)[:500]}")
+                else:
+                    reservation.commit(outcome="failed-counted-as-spent",
+                                       note=f"{type(exc).__name__}: {str(exc)[:500]}")
+            raise
+        if reservation.open:
+            reservation.commit(outcome="released")
+
+    # -- recovery ------------------------------------------------------------------------
+    def open_reservations(self, dataset: str | None = None) -> list[Entry]:
+        """Reservations not yet committed or released (of ``dataset``, or of every dataset)."""
+        with self._transaction(lock=False) as cur:
+            sql = f"SELECT {', '.join(_COLUMNS)} FROM dpdist_entries WHERE state = ?"
+            params: tuple = (RESERVED,)
+            if dataset is not None:
+                sql += " AND dataset = ?"
+                params += (canonical_dataset(dataset),)
+            return [_entry(r) for r in self._exec(cur, sql + " ORDER BY seq", params).fetchall()]
+
+    def recover(self, dataset: str | None = None, *, older_than: float | None = None) -> list[Entry]:
+        """Resolve stale reservations (the recovery command ``dpdist budget recover``).
+
+        A reservation is stale when its process (on this host) is gone, or, with
+        ``older_than`` seconds, when it is older than that (for jobs of other hosts, whose
+        processes cannot be checked). A stale reservation that never reached the
+        ``running`` stage read no data and is released; one that was running may have drawn
+        noise and is committed as spent (outcome ``recovered-as-spent``).
+        """
+        now = _dt.datetime.now(_dt.timezone.utc)
+        done = []
+        for e in self.open_reservations(dataset):
+            state = e.process_state()
+            age = (now - _dt.datetime.fromisoformat(e.created)).total_seconds()
+            if state == "alive" or (state == "unknown" and (older_than is None or age <= older_than)):
+                continue
+            why = "process gone" if state == "gone" else f"reserved {age:.0f}s ago on host {e.host}"
+            try:
+                if e.stage == STAGE_RUNNING:
+                    done.append(self.commit(e.id, outcome="recovered-as-spent",
+                                            note=f"recovered ({why}); the job may have drawn noise"))
+                else:
+                    done.append(self.release(e.id, reason=f"recovered ({why}); the job read no data"))
+            except ValidationError:  # resolved concurrently by its own job
+                continue
+        return done
+
+
+def spending_series(ledger: Ledger, dataset: str) -> dict:
+    """The share of ``dataset``'s budget spent over time, for :func:`dpdist.report.plots.plot_budget`.
+
+    One point per committed or open charge (at its commit or reservation time) and per
+    refusal (at the level the budget had then); the share is the composed epsilon (or rho)
+    over the total in force at that time, under :mod:`dpdist.ops.composition`'s rule.
+    """
+    dataset = canonical_dataset(dataset)
+    entries = ledger.history(dataset)
+    events = sorted(((e.finished or e.created) if e.state == COMMITTED else e.created, e.seq, e) for e in entries)
+    total: Cost | None = None
+    charges: list[Cost] = []
+    points = []
+    level = 0.0
+
+    def share(result: Spent) -> float:
+        if isinstance(result.total, ZCDP):
+            return float(result.rho or 0) / result.total.rho
+        return float(result.epsilon or 0) / result.total.epsilon
+
+    for when, _, e in events:
+        if e.state == BUDGET_SET:
+            total = e.privacy
+        elif total is None:
+            continue
+        elif e.state in (COMMITTED, RESERVED):
+            charges.append(e.privacy)
+        elif e.state != REFUSED:
+            continue
+        if total is not None:
+            level = share(spent(total, charges))
+            points.append((when, level, e.state))
+    name = next((d["name"] for d in ledger.datasets() if d["dataset"] == dataset), None)
+    return {"dataset": dataset, "label": name or dataset, "points": points,
+            "total": _describe(total) if total is not None else "none"}
+
+
+def _describe(cost: Cost) -> str:
+    if isinstance(cost, ApproxDP):
+        return f"({cost.epsilon:g}, {cost.delta:g})-DP"
+    return f"rho={cost.rho:g} zCDP"
+
+
+# -- SQLite -------------------------------------------------------------------------------
+
+#: The schema of both backends; ``{seq}`` and ``{events}`` are the two column types that differ.
+#: ``events`` holds the typed privacy events of a charge as JSON (an empty list until issue 10's
+#: events land), so they can be filled in later without a migration.
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS dpdist_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS dpdist_datasets (
+    dataset TEXT PRIMARY KEY, name TEXT, budget TEXT NOT NULL, owner TEXT, updated TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS dpdist_entries (
+    seq {seq},
+    id TEXT NOT NULL UNIQUE,
+    dataset TEXT NOT NULL,
+    state TEXT NOT NULL,
+    cost TEXT NOT NULL,
+    stage TEXT, job TEXT, output TEXT, checksum TEXT, outcome TEXT, note TEXT,
+    host TEXT, pid INTEGER, pid_start TEXT,
+    created TEXT NOT NULL, finished TEXT,
+    events {events});
+CREATE INDEX IF NOT EXISTS dpdist_entries_dataset ON dpdist_entries (dataset, seq)
+"""
+
+
+class SQLiteLedger(Ledger):
+    """The embedded ledger: one SQLite file, WAL journal, ``BEGIN IMMEDIATE`` transactions.
+
+    Safe for concurrent processes on one host (the file lock serialises writers; readers
+    do not block). Not safe on network file systems (NFS, SMB): use PostgreSQL there.
+    """
+
+    def __init__(self, path: str | os.PathLike, *, timeout: float = 60.0):
+        path = os.path.abspath(os.path.expanduser(os.fspath(path)))
+        self.url = path
+        parent = os.path.dirname(path)
+        if not os.path.isdir(parent):
+            if path == default_ledger_path():
+                os.makedirs(parent, exist_ok=True)
+            else:
+                raise ValidationError(f"ledger directory {parent!r} does not exist")
+        try:
+            self._conn = sqlite3.connect(path, timeout=timeout, isolation_level=None)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=FULL")  # a committed spend survives power loss
+            with self._transaction(lock=True) as cur:
+                self._create_schema(cur, seq="INTEGER PRIMARY KEY AUTOINCREMENT",
+                                    events="TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(events))")
+        except sqlite3.Error as exc:
+            raise InfrastructureError(f"cannot open the ledger {path!r}: {exc}") from None
+
+    @contextlib.contextmanager
+    def _transaction(self, *, lock: bool) -> Iterator[Any]:
+        cur = _Cursor(self._conn.cursor())
+        try:
+            cur.execute("BEGIN IMMEDIATE" if lock else "BEGIN")
+        except sqlite3.Error as exc:
+            raise InfrastructureError(f"ledger {self.url!r} unavailable: {exc}") from None
+        try:
+            yield cur
+        except BaseException:
+            self._conn.rollback()
+            raise
+        try:
+            cur.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._conn.rollback()
+            raise InfrastructureError(f"ledger {self.url!r}: commit failed: {exc}") from None
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class _Cursor:
+    """A sqlite3 cursor whose execute errors become InfrastructureError (ledger failures are
+    infrastructure failures, exit code 5) and whose execute returns itself."""
+
+    def __init__(self, cur: sqlite3.Cursor):
+        self._cur = cur
+
+    def execute(self, sql: str, params: Sequence = ()) -> "_Cursor":
+        try:
+            self._cur.execute(sql, params)
+        except sqlite3.IntegrityError:
+            raise
+        except sqlite3.Error as exc:
+            raise InfrastructureError(f"ledger error: {exc}") from None
+        return self
+
+    def fetchone(self):
+        return self._cur.fetchone()
+
+    def fetchall(self):
+        return self._cur.fetchall()
+
+    @property
+    def rowcount(self) -> int:
+        return self._cur.rowcount

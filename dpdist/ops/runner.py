@@ -1,0 +1,221 @@
+"""Run a job file against a ledger: plan (a dry run), and run.
+
+:func:`plan_job` reads no data: the data's shape comes from the job file or the store's
+metadata, and it prints what the job would spend and what it would leave.
+
+:func:`run_job` is the whole life of a scheduled release::
+
+    validate the job and the estimator's parameters (plan(), metadata only)   -> exit 2
+    check the output location is free                                         -> exit 2
+    reserve the cost in the ledger                                            -> exit 3
+    connect to / start the cluster                                            -> exit 5, released
+    mark running; fit (reads the data, draws the noise)                       -> 4 committed / 5
+                                                  (a refusal during the pass: 2, committed as spent)
+    stage the result on local disk, checksum it; prepare it at the target
+    commit the ledger entry with the output location and checksum (one transaction)
+    publish the result (a rename, or the object store's commit marker)
+
+so a result is never readable before its ledger entry is committed
+(:mod:`dpdist.data.publish`), and a failure before the running stage spends nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import uuid
+from typing import Any
+
+from dpdist.data.publish import check_target, stage_result
+from dpdist.exceptions import InfrastructureError, NoPrivateResult, ValidationError
+from dpdist.ops.cluster import scheduler_for
+from dpdist.ops.composition import Cost, cost_to_dict, epsilon_at, within
+from dpdist.ops.job import Job
+from dpdist.ops.ledger import Ledger, canonical_dataset, open_ledger, redact_url, resolve_ledger_url
+from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
+from dpdist.privacy.release import to_jsonable
+from dpdist.privacy.zcdp import ZCDP, check_rho
+
+__all__ = ["estimator_cost", "job_ledger", "plan_job", "run_job"]
+
+
+def estimator_cost(est: Any) -> Cost:
+    """The guarantee an estimator's parameters declare (reserved before reading data).
+
+    An estimator may state it itself (``privacy_cost()``); otherwise it is the estimator's
+    ``rho``, or its ``(epsilon, delta)``, except for the subsample-and-aggregate baseline, whose
+    parameters (eps, delta) give a (2 eps, 4 e^eps delta)-DP guarantee (MS25 Lemma A.4).
+    :func:`run_job` checks after the fit that the release spent no more than this.
+    """
+    if getattr(est, "unsafe_no_privacy", False):
+        raise ValidationError("a job may not run an estimator with unsafe_no_privacy=True")
+    if callable(getattr(est, "privacy_cost", None)):
+        return est.privacy_cost()
+    from dpdist.algorithms.baselines.subsample_aggregate import SubsampleAggregateSecondMoment
+
+    if isinstance(est, SubsampleAggregateSecondMoment):
+        from dpdist.privacy.second_moment_calibration import baseline_guarantee
+
+        return baseline_guarantee(est.epsilon, est.delta)
+    if hasattr(est, "rho"):
+        return ZCDP(check_rho(est.rho))
+    if hasattr(est, "epsilon") and hasattr(est, "delta"):
+        delta = float(est.delta)
+        return ApproxDP(check_epsilon(est.epsilon), check_delta(delta) if delta else 0.0)
+    raise ValidationError(f"{type(est).__name__} declares no privacy cost (epsilon/delta or rho)")
+
+
+def job_ledger(job: Job, flag: str | None = None) -> tuple[Ledger, str]:
+    """Open the job's ledger (flag, job file, ``DPDIST_LEDGER``, default) and say which."""
+    url, source = resolve_ledger_url(flag, job.ledger)
+    return open_ledger(url), source
+
+
+def _shape(job: Job) -> tuple[int, int]:
+    if job.n_samples is not None and job.n_features is not None:
+        return job.n_samples, job.n_features
+    from dpdist.data.validation import as_dask_array
+
+    try:
+        n, d = as_dask_array(job.dataset_url).shape  # metadata only
+    except (OSError, TimeoutError) as exc:
+        raise InfrastructureError(f"cannot read the metadata of {job.dataset_url!r}: {exc}") from None
+    return int(n), int(d)
+
+
+def _plan(job: Job, est: Any, n: int, d: int) -> dict:
+    try:
+        plan = est.plan(n, d, **dict(job.plan_args))
+    except TypeError as exc:
+        raise ValidationError(f"job file {job.source}: estimator.plan: {exc}") from None
+    if dataclasses.is_dataclass(plan):
+        plan = {f.name: getattr(plan, f.name) for f in dataclasses.fields(plan)}
+    return to_jsonable(plan)
+
+
+def _predicted(job: Job, plan: dict) -> dict | None:
+    key, metric = job.error_key
+    if key is None or key not in plan:
+        return None
+    return {"value": plan[key], "metric": metric, "plan_key": key}
+
+
+def _cost_summary(cost: Cost, delta: float | None) -> dict:
+    out = {"cost": cost_to_dict(cost)}
+    if isinstance(cost, ZCDP) and delta:
+        out["epsilon_at_delta"] = {"delta": delta, "epsilon": epsilon_at(cost, delta), "conversion": "CKS20"}
+    return out
+
+
+def _prepare(job: Job) -> tuple[Any, Cost, tuple[int, int], dict]:
+    est = job.build_estimator()
+    cost = estimator_cost(est)
+    n, d = _shape(job)
+    try:
+        plan = _plan(job, est, n, d)
+    except ValidationError as exc:
+        raise ValidationError(f"job file {job.source}: estimator {job.estimator}: {exc}") from None
+    return est, cost, (n, d), plan
+
+
+def plan_job(job: Job, *, ledger: Ledger | None = None) -> dict:
+    """The dry run of ``job``: cost, cost at the dataset's delta, budget before and after,
+    predicted error and the estimator's full plan. Reads no data and changes no ledger."""
+    _, cost, (n, d), plan = _prepare(job)
+    dataset = canonical_dataset(job.dataset_url)
+    out: dict = {
+        "job": job.name,
+        "dataset": dataset,
+        "dataset_name": job.dataset_name,
+        "estimator": job.estimator,
+        "shape": [n, d],
+        "events": [cost_to_dict(cost)],  # typed events (issue 10) will replace this list
+    }
+    total = ledger.total(dataset) if ledger is not None else None
+    delta = float(total.delta) if isinstance(total, ApproxDP) else None
+    out.update(_cost_summary(cost, delta))
+    if ledger is None:
+        out["budget"] = None
+    elif total is None:
+        out["budget"] = {"total": None, "note": f"no budget set for {dataset}; the run would be refused"}
+    else:
+        before = ledger.remaining(dataset)
+        after = ledger.remaining(dataset, extra=cost)
+        out["budget"] = {
+            "total": cost_to_dict(total),
+            "remaining_before": before.remaining(),
+            "remaining_after": after.remaining() if after.fits else None,
+            "fits": after.fits,
+            "open_reservations": len(ledger.open_reservations(dataset)),
+        }
+        if not after.fits:
+            out["budget"]["reason"] = after.reason
+    out["predicted_error"] = _predicted(job, plan)
+    out["plan"] = plan
+    return out
+
+
+def run_job(job: Job, *, ledger: Ledger, run: str | None = None) -> dict:
+    """Execute ``job`` (see the module docstring); returns what happened.
+
+    Raises
+    ------
+    ValidationError (2), BudgetExceeded (3), NoPrivateResult (4), InfrastructureError (5)
+        After resolving the reservation as described in :meth:`Ledger.charge`.
+    """
+    run = run or uuid.uuid4().hex[:12]
+    est, cost, (n, d), plan = _prepare(job)
+    dataset = canonical_dataset(job.dataset_url)
+    target = check_target(job.output_for(run), overwrite=job.overwrite)
+    predicted = _predicted(job, plan)
+    with ledger.charge(dataset, cost, job=job.name, output=target, unspent_until_running=True) as reservation:
+        with scheduler_for(job) as scheduler:
+            est = job.build_estimator(scheduler)
+            reservation.running()
+            try:
+                est.fit(job.dataset_url)
+            except ValidationError as exc:
+                # parameters and shape were validated by plan() before the reservation, so a
+                # refusal during the pass depends on the data (non-finite values under
+                # on_nonfinite="raise": a documented 1-bit release): it counts as spent
+                reservation.commit(outcome="refused-during-pass", note=f"counted as spent: {exc}"[:500])
+                raise
+            except (NoPrivateResult, InfrastructureError):
+                raise
+            except (OSError, TimeoutError) as exc:  # storage or network during the pass
+                raise InfrastructureError(f"{type(exc).__name__} during the fit: {exc}", noise_drawn=True) from None
+        rel = est.release_
+        if not within(rel.privacy, cost):  # a bug: never publish what the ledger did not reserve
+            raise RuntimeError(f"the release states {rel.privacy!r}, more than the reserved {cost!r}; "
+                               "nothing was published and the reservation counts as spent")
+        meta = rel.metadata()
+        meta["job"] = {
+            "name": job.name, "run": run, "dataset": dataset, "dataset_name": job.dataset_name,
+            "reservation": reservation.id, "ledger_backend": type(ledger).__name__,
+            "host": socket.gethostname(), "predicted_error": predicted,
+        }
+        staged = None
+        try:
+            staged = stage_result(target, meta, dict(rel.values), overwrite=job.overwrite)
+            staged.prepare()
+            entry = reservation.commit(output=target, checksum=staged.checksum)
+        except BaseException as exc:
+            if staged is not None:
+                staged.discard()
+            if reservation.open:  # noise was drawn: whatever failed, the budget is spent
+                reservation.commit(outcome="failed-counted-as-spent", note=f"{type(exc).__name__}: {exc}"[:500])
+            raise
+        staged.publish()
+    remaining = ledger.remaining(dataset).remaining()
+    return {
+        "status": "released", "exit_code": 0, "job": job.name, "run": run, "dataset": dataset,
+        "reservation": entry.id, "output": target, "checksum": staged.checksum,
+        **_cost_summary(cost, None), "remaining": remaining, "predicted_error": predicted,
+        "mechanism": meta.get("mechanism"),
+    }
+
+
+def describe_ledger(ledger: Ledger) -> str:
+    """The ledger's location for messages (password masked)."""
+    return redact_url(getattr(ledger, "url", "?"))
+

@@ -1,0 +1,313 @@
+"""The ledger contract: every backend passes these tests (subclass :class:`LedgerContract` and
+give a ``ledger_url`` fixture, as zarr's ``StoreTests`` are subclassed per store)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from decimal import Decimal
+
+import pytest
+
+from dpdist.exceptions import BudgetExceeded, InfrastructureError, NoPrivateResult, ValidationError
+from dpdist.ops.ledger import open_ledger
+from dpdist.privacy.budget import ApproxDP
+from dpdist.privacy.zcdp import ZCDP, cks20_epsilon
+from tests.ops.conftest import dpdist_cmd, job_toml
+
+DS = "/data/claims.zarr"
+
+
+def cli(capsys, *args: str) -> str:
+    """``dpdist ARGS`` in this process (exit code 0 asserted); returns its standard output."""
+    from dpdist.cli.main import main
+
+    capsys.readouterr()
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return out
+
+
+def _wait_for(predicate, timeout: float = 120.0, what: str = "condition"):
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+FORK_JOBS = """
+import json, os, sys, time, traceback
+from dpdist.cli.main import build_parser, main
+build_parser()  # import every command, and what a run imports lazily, before forking
+import distributed, zarr, dpdist.ops.runner, dpdist.data.publish
+try:
+    import psycopg
+except ImportError:
+    pass
+barrier, job, logs, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+pids = []
+for i in range(n):
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(os.open(f"{logs}/{i}.out", os.O_WRONLY | os.O_CREAT, 0o644), 1)
+        os.dup2(os.open(f"{logs}/{i}.err", os.O_WRONLY | os.O_CREAT, 0o644), 2)
+        code = 1
+        try:
+            while not os.path.exists(barrier):
+                time.sleep(0.001)
+            code = main(["run", job, "--json"])
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    pids.append(pid)
+print("ready", flush=True)
+codes = {i: os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for i, pid in enumerate(pids)}
+print(json.dumps(codes))
+"""
+
+
+class LedgerContract:
+    """Semantics of reserve/commit/release/history/remaining, the same on every backend."""
+
+    @pytest.fixture
+    def ledger(self, ledger_url):
+        with open_ledger(ledger_url) as led:
+            yield led
+
+    # -- budgets and refusals ---------------------------------------------------------------
+    def test_reserve_without_a_budget_is_refused_and_recorded(self, ledger):
+        with pytest.raises(BudgetExceeded, match="no privacy budget"):
+            ledger.reserve(DS, ApproxDP(0.1, 1e-8), job="j")
+        [entry] = ledger.history(DS)
+        assert entry.state == "refused" and entry.job == "j"
+
+    def test_decimal_budget_admits_exactly_its_share(self, ledger):
+        # 3 x 0.1 > 0.3 in binary floating point; the ledger counts the decimals written
+        ledger.set_budget(DS, ApproxDP(0.3, 1e-6))
+        for _ in range(3):
+            ledger.reserve(DS, ApproxDP(0.1, 1e-7)).commit(output="o", checksum="c")
+        with pytest.raises(BudgetExceeded, match="exceed"):
+            ledger.reserve(DS, ApproxDP(0.1, 1e-7))
+        left = ledger.remaining(DS)
+        assert left.epsilon == Decimal("0.3") and left.delta == Decimal("3e-7")
+        rem = left.remaining()
+        assert (Decimal(rem["epsilon"]), Decimal(rem["delta"])) == (0, Decimal("7e-7"))
+
+    def test_delta_is_a_budget_too(self, ledger):
+        ledger.set_budget(DS, ApproxDP(10.0, 1e-6))
+        ledger.reserve(DS, ApproxDP(0.1, 6e-7)).commit()
+        with pytest.raises(BudgetExceeded, match="delta"):
+            ledger.reserve(DS, ApproxDP(0.1, 6e-7))
+
+    def test_open_reservations_count_against_the_budget(self, ledger):
+        ledger.set_budget(DS, ApproxDP(1.0, 1e-6))
+        r = ledger.reserve(DS, ApproxDP(0.6, 1e-7))
+        with pytest.raises(BudgetExceeded):
+            ledger.reserve(DS, ApproxDP(0.6, 1e-7))
+        r.release("test")
+        ledger.reserve(DS, ApproxDP(0.6, 1e-7))  # released budget is available again
+
+    def test_commit_records_output_and_checksum(self, ledger):
+        ledger.set_budget(DS, ApproxDP(1.0, 1e-6))
+        r = ledger.reserve(DS, ApproxDP(0.25, 1e-7), job="weekly", output="s3://b/out.zarr")
+        assert r.entry.state == "reserved" and r.entry.finished is None
+        e = r.commit(output="s3://b/out.zarr", checksum="sha256:ab")
+        assert (e.state, e.output, e.checksum, e.outcome) == ("committed", "s3://b/out.zarr", "sha256:ab", "released")
+        assert e.finished is not None
+        with pytest.raises(ValidationError, match="committed, not reserved"):
+            ledger.commit(r.id)
+        with pytest.raises(ValidationError, match="not open"):
+            ledger.release(r.id, reason="late")
+
+    def test_commit_cannot_spend_more_than_reserved(self, ledger):
+        ledger.set_budget(DS, ApproxDP(1.0, 1e-6))
+        r = ledger.reserve(DS, ApproxDP(0.25, 1e-7))
+        with pytest.raises(ValidationError, match="exceeds the reservation"):
+            r.commit(spent=ApproxDP(0.5, 1e-7))
+        assert r.commit(spent=ApproxDP(0.1, 1e-7)).cost == {"type": "approx-dp", "epsilon": "0.1", "delta": "1E-7"}
+
+    def test_history_is_ordered_and_survives_reopening(self, ledger, ledger_url):
+        ledger.set_budget(DS, ApproxDP(1.0, 1e-6), name="claims", owner="alice")
+        ledger.reserve(DS, ApproxDP(0.5, 1e-7), events=[{"kind": "laplace", "scale": 0.5}]).commit(output="a")
+        ledger.reserve(DS, ApproxDP(0.25, 1e-7)).release("scheduler unreachable")
+        with open_ledger(ledger_url) as again:
+            hist = again.history(DS)
+            assert [e.state for e in hist] == ["budget-set", "committed", "released"]
+            assert [e.seq for e in hist] == sorted(e.seq for e in hist)
+            assert hist[1].events == [{"kind": "laplace", "scale": 0.5}]
+            assert again.lookup("claims") == DS
+            assert again.remaining(DS).epsilon == Decimal("0.5")
+
+    # -- the context manager ------------------------------------------------------------------
+    @pytest.mark.parametrize("exc, state, outcome", [
+        (None, "committed", "released"),
+        (ValidationError("bad k"), "released", "released-unspent"),
+        (InfrastructureError("scheduler gone", noise_drawn=False), "released", "released-unspent"),
+        (InfrastructureError("worker lost", noise_drawn=True), "committed", "failed-counted-as-spent"),
+        (NoPrivateResult("bottom", stage="norm"), "committed", "no-private-result"),
+        (RuntimeError("a bug"), "committed", "failed-counted-as-spent"),
+    ])
+    def test_charge_resolves_the_reservation(self, ledger, exc, state, outcome):
+        ledger.set_budget(DS, ApproxDP(1.0, 1e-6))
+        try:
+            with ledger.charge(DS, ApproxDP(0.5, 1e-7), job="j"):
+                if exc is not None:
+                    raise exc
+        except type(exc) if exc is not None else ():
+            pass
+        [entry] = [e for e in ledger.history(DS) if e.state != "budget-set"]
+        assert (entry.state, entry.outcome) == (state, outcome)
+        expected_left = Decimal("1.0") if state == "released" else Decimal("0.5")
+        assert Decimal(ledger.remaining(DS).remaining()["epsilon"]) == expected_left
+
+    def test_no_private_result_commits_what_its_release_spent(self, ledger):
+        class Rel:
+            privacy = ApproxDP(0.2, 5e-8)  # e.g. PrivPCA rejected after its PrivNorm share
+
+        ledger.set_budget(DS, ApproxDP(1.0, 1e-6))
+        with pytest.raises(NoPrivateResult):
+            with ledger.charge(DS, ApproxDP(0.5, 1e-7)):
+                raise NoPrivateResult("bottom", stage="norm", release=Rel())
+        assert ledger.remaining(DS).epsilon == Decimal("0.2")
+
+    # -- zCDP --------------------------------------------------------------------------------
+    def test_rho_budget_adds_rhos_and_counts_pure_dp_as_eps_squared_over_2(self, ledger):
+        ledger.set_budget(DS, ZCDP(0.5))
+        ledger.reserve(DS, ZCDP(0.3)).commit()
+        ledger.reserve(DS, ApproxDP(0.6, 0.0)).commit()  # 0.18
+        assert ledger.remaining(DS).rho == Decimal("0.48")
+        with pytest.raises(BudgetExceeded):
+            ledger.reserve(DS, ZCDP(0.03))
+        with pytest.raises(ValidationError, match="cannot be charged against a zCDP"):
+            ledger.reserve(DS, ApproxDP(0.01, 1e-9))
+        assert len(ledger.history(DS)) == 4  # the invalid charge left no entry
+
+    def test_zcdp_charges_on_an_approx_budget_are_converted_at_the_end(self, ledger):
+        # one (0.5, 1e-7) charge and two zCDP charges of rho 0.01: the rhos add to 0.02 and
+        # are converted once at the delta left, 1e-6 - 1e-7 (CKS20)
+        eps_z = cks20_epsilon(0.02, 9e-7)
+        ledger.set_budget(DS, ApproxDP(0.5 + eps_z + 1e-9, 1e-6))
+        ledger.reserve(DS, ApproxDP(0.5, 1e-7)).commit()
+        ledger.reserve(DS, ZCDP(0.01)).commit()
+        ledger.reserve(DS, ZCDP(0.01)).commit()
+        spent = ledger.remaining(DS)
+        assert spent.fits and spent.zcdp_rho == Decimal("0.02")
+        # converting each rho separately would need 2 * eps(0.01) > eps(0.02): the rule composes first
+        assert 2 * cks20_epsilon(0.01, 4.5e-7) > eps_z
+        with pytest.raises(BudgetExceeded):
+            ledger.reserve(DS, ZCDP(1e-6))
+
+    def test_budget_kind_change_is_refused_when_charges_do_not_fit_the_kind(self, ledger):
+        ledger.set_budget(DS, ApproxDP(1.0, 1e-6))
+        ledger.reserve(DS, ApproxDP(0.1, 1e-7)).commit()
+        with pytest.raises(ValidationError, match="zCDP"):
+            ledger.set_budget(DS, ZCDP(1.0))
+
+    # -- real processes ------------------------------------------------------------------------
+    def test_twenty_concurrent_jobs_on_a_budget_for_ten(self, ledger, ledger_url, tiny_dataset, tmp_path):
+        """20 `dpdist run` processes released together on a budget that admits 10."""
+        ledger.set_budget(tiny_dataset, ApproxDP(1.0, 1e-6))
+        out = tmp_path / "out"
+        out.mkdir()
+        job = tmp_path / "job.toml"
+        job.write_text(job_toml(tiny_dataset, f"{out}/cov-{{run}}.zarr", epsilon=0.1, delta=1e-8,
+                                ledger=ledger_url))
+        barrier = tmp_path / "go"
+        logs = tmp_path / "logs"
+        logs.mkdir()
+        # One interpreter imports dpdist once and forks 20 job processes (importing it 20 times
+        # costs ~40 s of CPU on 2 cores); each waits at the barrier, then runs the CLI's
+        # `dpdist run JOB --json` with its own ledger connection: the 20 reservations race.
+        helper = subprocess.Popen([sys.executable, "-c", FORK_JOBS, str(barrier), str(job), str(logs), "20"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert helper.stdout.readline().strip() == "ready"
+            barrier.write_text("go")
+            out_, err_ = helper.communicate(timeout=600)
+        finally:
+            if helper.poll() is None:
+                helper.kill()
+        assert helper.returncode == 0, err_[-3000:]
+        exit_codes = json.loads(out_)
+        results = [((logs / f"{i}.out").read_text(), (logs / f"{i}.err").read_text(), exit_codes[str(i)])
+                   for i in range(20)]
+        codes = sorted(rc for _, _, rc in results)
+        assert codes == [0] * 10 + [3] * 10, [err[-2000:] for _, err, rc in results if rc not in (0, 3)]
+        statuses = sorted(json.loads(out_)["status"] for out_, _, _ in results)
+        assert statuses == ["refused"] * 10 + ["released"] * 10
+        hist = ledger.history(tiny_dataset)
+        states = sorted(e.state for e in hist)
+        assert states == ["budget-set"] + ["committed"] * 10 + ["refused"] * 10  # no record lost
+        spent = ledger.remaining(tiny_dataset)
+        assert spent.epsilon == Decimal("1.0") and spent.epsilon <= Decimal("1.0")
+        assert spent.delta == Decimal("1e-7")
+        from dpdist.data.publish import result_checksum
+
+        committed = [e for e in hist if e.state == "committed"]
+        assert sorted(os.listdir(out)) == sorted(os.path.basename(e.output) for e in committed)
+        for e in committed:  # every published result has its committed entry and checksum
+            assert result_checksum(e.output) == e.checksum
+
+    def test_killed_job_is_reported_and_recovered(self, ledger, ledger_url, tiny_dataset, tmp_path, capsys):
+        """Two jobs killed with SIGKILL between reserve and commit: a `dpdist run` stuck before
+        reading data (its scheduler never answers) and a Python job killed while running."""
+        ledger.set_budget(tiny_dataset, ApproxDP(1.0, 1e-6))
+        silent = socket.socket()  # accepts TCP connections, never speaks: the client waits
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        job = tmp_path / "job.toml"
+        job.write_text(job_toml(tiny_dataset, str(tmp_path / "never.zarr"), epsilon=0.2, ledger=ledger_url,
+                                scheduler=f"tcp://127.0.0.1:{silent.getsockname()[1]}",
+                                extra="timeout = 600\n"))
+        waiting = subprocess.Popen(dpdist_cmd("run", str(job)), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        running_script = (
+            "import sys, time\nfrom dpdist.ops.ledger import open_ledger\nfrom dpdist.privacy.budget import ApproxDP\n"
+            "led = open_ledger(sys.argv[1])\n"
+            "with led.charge(sys.argv[2], ApproxDP(0.3, 1e-8), job='python-job') as r:\n"
+            "    r.running()\n    print('running', flush=True)\n    time.sleep(600)\n")
+        running = subprocess.Popen([sys.executable, "-c", running_script, ledger_url, tiny_dataset],
+                                   stdout=subprocess.PIPE, text=True)
+        try:
+            assert running.stdout.readline().strip() == "running"
+            _wait_for(lambda: len(ledger.open_reservations(tiny_dataset)) == 2, what="two reservations")
+            for p in (waiting, running):
+                os.kill(p.pid, signal.SIGKILL)
+                p.wait(timeout=30)
+        finally:
+            for p in (waiting, running):
+                if p.poll() is None:
+                    p.kill()
+            silent.close()
+        status = json.loads(cli(capsys, "budget", "show", tiny_dataset, "--ledger", ledger_url, "--json"))
+        assert sorted((r["job"], r["stage"], r["process"]) for r in status["open_reservations"]) == [
+            ("python-job", "running", "gone"), ("tiny-job", "reserved", "gone")]
+        assert Decimal(status["remaining"]["epsilon"]) == Decimal("0.5")  # both still count while open
+        text = cli(capsys, "budget", "show", tiny_dataset, "--ledger", ledger_url)
+        assert "STALE" in text and f"dpdist budget recover {tiny_dataset}" in text
+
+        rec = cli(capsys, "budget", "recover", tiny_dataset, "--ledger", ledger_url, "--json")
+        done = {e["job"]: (e["state"], e["outcome"]) for e in json.loads(rec)}
+        assert done == {"tiny-job": ("released", "released-unspent"),  # never read data
+                        "python-job": ("committed", "recovered-as-spent")}  # may have drawn noise
+        assert ledger.open_reservations(tiny_dataset) == []
+        assert Decimal(ledger.remaining(tiny_dataset).remaining()["epsilon"]) == Decimal("0.7")
+        assert not os.path.exists(tmp_path / "never.zarr")
+
+    def test_recover_leaves_live_jobs_alone(self, ledger):
+        ledger.set_budget(DS, ApproxDP(1.0, 1e-6))
+        r = ledger.reserve(DS, ApproxDP(0.1, 1e-8))  # this process: alive
+        assert ledger.recover(DS) == []
+        assert ledger.recover(DS, older_than=3600) == []
+        assert r.open and ledger.open_reservations(DS)[0].process_state() == "alive"

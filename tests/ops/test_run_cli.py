@@ -1,0 +1,216 @@
+"""`dpdist plan` and `dpdist run` on job files: exit codes, JSON, what reaches the ledger and disk."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import numpy as np
+
+
+import pytest
+
+from dpdist.cli.main import main
+from dpdist.data.publish import result_checksum
+from dpdist.data.results import load_result
+from dpdist.ops.ledger import open_ledger
+from dpdist.privacy.budget import ApproxDP
+from tests.ops.conftest import free_port, job_toml
+
+
+def cli(capsys, *args):
+    capsys.readouterr()
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def setup(tmp_path, tiny_dataset):
+    ledger = str(tmp_path / "ledger.sqlite")
+    out = tmp_path / "out"
+    out.mkdir()
+
+    def make(epsilon=0.1, **kw):
+        job = tmp_path / f"job-{len(list(tmp_path.glob('job-*')))}.toml"
+        job.write_text(job_toml(tiny_dataset, kw.pop("output", f"{out}/cov-{{run}}.zarr"), epsilon=epsilon,
+                                ledger=ledger, **kw))
+        return str(job)
+
+    with open_ledger(ledger) as led:
+        yield led, make, out, tiny_dataset
+
+
+def test_scheduled_job_runs_three_times_then_the_budget_refuses(setup, capsys):
+    led, make, out, ds = setup
+    job = make(epsilon=0.3)
+    assert cli(capsys, "budget", "set", ds, "--epsilon", "1.0", "--delta", "1e-6", "--name", "tiny",
+               "--ledger", led.url)[0] == 0
+    for i in range(3):
+        code, text, err = cli(capsys, "run", job)
+        assert code == 0, err
+        assert "written" in text
+    code, text, err = cli(capsys, "run", job, "--json")
+    assert code == 3
+    refused = json.loads(text)
+    assert refused["status"] == "refused" and "exceed its budget" in refused["error"]
+    assert len(os.listdir(out)) == 3
+    code, hist, _ = cli(capsys, "budget", "history", "tiny", "--ledger", led.url)
+    lines = hist.strip().splitlines()
+    assert [line.split()[3] for line in lines[1:]] == ["budget-set", "committed", "committed", "committed", "refused"]
+    code, text, _ = cli(capsys, "budget", "show", ds, "--json", "--ledger", led.url)
+    status = json.loads(text)
+    assert (status["committed"], status["refused"], status["remaining"]["epsilon"]) == (3, 1, "0.1")
+
+
+def test_run_json_output_and_the_result_it_names(setup, capsys):
+    led, make, out, ds = setup
+    led.set_budget(ds, ApproxDP(1.0, 1e-6))
+    code, text, err = cli(capsys, "run", make(), "--json")
+    assert code == 0, err
+    res = json.loads(text)
+    assert res["status"] == "released" and res["exit_code"] == 0
+    [entry] = [e for e in led.history(ds) if e.state == "committed"]
+    assert (entry.id, entry.output, entry.checksum) == (res["reservation"], res["output"], res["checksum"])
+    assert result_checksum(res["output"]) == res["checksum"]
+    meta = load_result(res["output"]).metadata
+    assert meta["job"]["reservation"] == entry.id and meta["job"]["predicted_error"]["plan_key"] == "error_bound"
+    assert not [p for p in os.listdir(out) if p.startswith(".")]  # no staging left behind
+
+
+def test_plan_reads_no_data_and_changes_no_ledger(setup, capsys, tmp_path):
+    led, make, out, ds = setup
+    # a copy of the store whose chunks are garbage: reading any value would fail
+    meta_only = str(tmp_path / "meta-only.zarr")
+    shutil.copytree(ds, meta_only)
+    chunks = [os.path.join(b, f) for b, _, fs in os.walk(os.path.join(meta_only, "c")) for f in fs]
+    assert chunks
+    for path in chunks:
+        with open(path, "wb") as f:
+            f.write(b"not a chunk")
+    led.set_budget(meta_only, ApproxDP(1.0, 1e-6))
+    job = tmp_path / "plan.toml"
+    job.write_text(job_toml(meta_only, f"{out}/x.zarr", epsilon=0.25, ledger=led.url))
+    before = led.history(meta_only)
+    code, text, err = cli(capsys, "plan", str(job), "--json")
+    assert code == 0, err
+    plan = json.loads(text)
+    assert plan["shape"] == [2000, 6] and plan["events"] == [{"type": "approx-dp", "epsilon": "0.25", "delta": "1E-8"}]
+    assert plan["budget"]["remaining_after"]["epsilon"] == "0.75" and plan["budget"]["fits"]
+    assert plan["predicted_error"]["metric"].startswith("||M - Sigma||_op") and plan["predicted_error"]["value"] > 0
+    assert led.history(meta_only) == before
+    code, text, _ = cli(capsys, "plan", str(job))
+    assert "after job  : eps=0.75" in text and "predicted" in text
+    import zarr
+
+    with pytest.raises(Exception):  # the chunks are indeed unreadable
+        zarr.open_array(meta_only, mode="r")[...]
+
+
+def test_plan_of_a_zcdp_job_converts_at_the_datasets_delta(setup, capsys, tmp_path):
+    led, make, out, ds = setup
+    led.set_budget(ds, ApproxDP(2.0, 1e-6))
+    est = ('[estimator]\nname = "SecondMoment"\n[estimator.params]\nrho = 0.05\nm = 50\n'
+           'radius = 6.0\nlambda_min = 0.5\n')
+    code, text, err = cli(capsys, "plan", make(estimator=est), "--json")
+    assert code == 0, err
+    plan = json.loads(text)
+    from dpdist.privacy.zcdp import cks20_epsilon
+
+    assert plan["epsilon_at_delta"]["epsilon"] == pytest.approx(cks20_epsilon(0.05, 1e-6))
+    assert plan["predicted_error"]["plan_key"] == "predicted_gamma"
+
+
+def test_plan_refused_exits_3(setup, capsys):
+    led, make, out, ds = setup
+    led.set_budget(ds, ApproxDP(0.05, 1e-6))
+    code, text, _ = cli(capsys, "plan", make())
+    assert code == 3 and "REFUSED" in text
+
+
+def test_existing_output_is_invalid_before_any_reservation(setup, capsys):
+    led, make, out, ds = setup
+    led.set_budget(ds, ApproxDP(1.0, 1e-6))
+    (out / "taken.zarr").mkdir()
+    code, text, err = cli(capsys, "run", make(output=f"{out}/taken.zarr"), "--json")
+    assert code == 2 and json.loads(text)["status"] == "invalid"
+    assert [e.state for e in led.history(ds)] == ["budget-set"]
+
+
+def test_invalid_job_exits_2(setup, capsys, tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[dataset]\nurl = "/x.zarr"\n')
+    code, _, err = cli(capsys, "run", str(bad))
+    assert code == 2 and "[estimator]: missing" in err
+
+
+def test_unreachable_scheduler_exits_5_and_releases_the_reservation(setup, capsys):
+    led, make, out, ds = setup
+    led.set_budget(ds, ApproxDP(1.0, 1e-6))
+    job = make(scheduler=f"tcp://127.0.0.1:{free_port()}", extra="timeout = 2\n")
+    code, text, err = cli(capsys, "run", job, "--json")
+    assert code == 5, err
+    assert json.loads(text)["status"] == "infrastructure-failure"
+    [entry] = [e for e in led.history(ds) if e.state != "budget-set"]
+    assert (entry.state, entry.stage) == ("released", "reserved")
+    assert os.listdir(out) == []
+
+
+def test_no_private_result_exits_4_and_commits_what_was_spent(setup, capsys):
+    led, make, out, ds = setup
+    led.set_budget(ds, ApproxDP(2.0, 1e-6))
+    est = ('[estimator]\nname = "SparsePCA"\n[estimator.params]\nk = 2\nepsilon = 1.0\ndelta = 1e-6\n'
+           'gap = 0.5\nsigma = 1.0\nn_batches = 20\n')
+    code, text, err = cli(capsys, "run", make(estimator=est), "--json")
+    assert code == 4, err
+    assert json.loads(text)["status"] == "no-private-result"
+    [entry] = [e for e in led.history(ds) if e.state != "budget-set"]
+    # PrivPCA rejected in its PrivNorm stage, which had spent half of the budget
+    assert (entry.state, entry.outcome) == ("committed", "no-private-result")
+    assert entry.cost == {"type": "approx-dp", "epsilon": "0.5", "delta": "5E-7"}
+    assert os.listdir(out) == []
+
+
+def test_local_cluster_section_runs_the_job(setup, capsys):
+    led, make, out, ds = setup
+    led.set_budget(ds, ApproxDP(1.0, 1e-6))
+    job = make(scheduler="threads", extra="[cluster]\nkind = \"local\"\njobs = 1\n[cluster.options]\nprocesses = false\n")
+    text = open(job).read().replace('address = "threads"\n', "")
+    open(job, "w").write(text)
+    code, out_, err = cli(capsys, "run", job, "--json")
+    assert code == 0, err
+
+
+def test_budget_set_validation(setup, capsys):
+    led, make, out, ds = setup
+    lf = ("--ledger", led.url)
+    assert cli(capsys, "budget", "set", ds, "--epsilon", "1.0", *lf)[0] == 2
+    assert cli(capsys, "budget", "set", ds, "--rho", "0.5", "--epsilon", "1", "--delta", "1e-6", *lf)[0] == 2
+    assert cli(capsys, "budget", "set", ds, "--rho", "-1", *lf)[0] == 2
+    code, text, _ = cli(capsys, "budget", "show", ds, *lf)
+    assert "none set" in text
+
+
+
+
+
+def test_a_refusal_during_the_pass_counts_as_spent(setup, capsys, tmp_path):
+    """A non-finite row refused under on_nonfinite="raise" is a data-dependent bit: the run exits
+    2 and its reservation is committed, so repeated runs cannot probe that bit for free."""
+    import zarr
+
+    led, make, out, ds = setup
+    nan_ds = str(tmp_path / "nan.zarr")
+    X = zarr.open_array(ds, mode="r")[...]
+    X[7, 3] = np.nan
+    zarr.create_array(nan_ds, shape=X.shape, chunks=(500, X.shape[1]), dtype="f8")[...] = X
+    led.set_budget(nan_ds, ApproxDP(1.0, 1e-6))
+    job = tmp_path / "nan.toml"
+    job.write_text(job_toml(nan_ds, f"{out}/nan.zarr", ledger=led.url).replace(
+        "sigma = 1.0", 'sigma = 1.0\non_nonfinite = "raise"'))
+    code, _, err = cli(capsys, "run", str(job))
+    assert code == 2 and "NaN" in err
+    [entry] = [e for e in led.history(nan_ds) if e.state != "budget-set"]
+    assert (entry.state, entry.outcome) == ("committed", "refused-during-pass")
+    assert os.listdir(out) == []
