@@ -21,8 +21,9 @@ Every estimator takes ``scheduler`` (CLI ``--scheduler``) with these values:
 ``"threads"``, ``"synchronous"`` (``"sync"``), ``"processes"``
     dask's local schedulers.
 ``"local-cluster"``
-    Start a ``distributed.LocalCluster`` of worker processes sized to the machine (one
-    single-threaded worker per core, at most 8) for this fit, and close it after.
+    A ``distributed.LocalCluster`` of worker processes sized to the machine (one
+    single-threaded worker per core, at most 8), started by the first fit that asks for it
+    in this process, reused by the later ones, and closed when the process exits.
 ``"tcp://host:port"`` (any ``distributed`` address)
     Connect to that running cluster for this fit.
 a ``distributed.Client``, or a ``LocalCluster`` (any ``distributed`` cluster object)
@@ -59,6 +60,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import atexit
 import concurrent.futures
 import contextlib
 import math
@@ -502,8 +504,7 @@ class Runtime:
                 if f.status == "cancelled":
                     raise self.failure(f"the computation was cancelled on {self.description}", noised=noised)
         except BaseException:
-            with contextlib.suppress(Exception):
-                self.client.cancel(futures)
+            self._cancel(futures)
             raise
         finally:
             if bar is not None:  # let the bar draw its last line, then stop it
@@ -513,25 +514,32 @@ class Runtime:
         if noised:
             self.noise_drawn = True
 
+    def _cancel(self, futures: list) -> None:
+        pending = list({f.key: f for f in futures if f.status == "pending"}.values())
+        if pending:
+            with contextlib.suppress(Exception):
+                self.client.cancel(pending)
+
     def _gather(self, futures: list, progress: bool | None, noised: bool) -> list:
         self._wait(futures, progress, noised)
         try:
             return self.client.gather(futures)
         except BaseException as exc:
-            with contextlib.suppress(Exception):
-                self.client.cancel(futures)
+            self._cancel(futures)
             translated = self.translate(exc, noised=noised) if isinstance(exc, Exception) else exc
             if translated is exc:
                 raise
             raise translated from None
 
-    def release_futures(self) -> None:
-        """Drop every future this fit created (kept per-block state included)."""
-        if self.client is not None and self._futures:
-            with contextlib.suppress(Exception):
-                self.client.cancel(self._futures)
-        self._futures = []
-
+    def release_futures(self, cancel: bool = False) -> None:
+        """Drop every future this fit created (kept per-block state included); with
+        ``cancel``, also stop those still pending on the cluster."""
+        futures, self._futures = self._futures, []
+        if cancel and self.client is not None:
+            pending = list({f.key: f for f in futures if f.status == "pending"}.values())
+            if pending:
+                with contextlib.suppress(Exception):
+                    self.client.cancel(pending)
 
 def _start_progress_bar(client: Any, futures: list) -> concurrent.futures.Future:
     """A text progress bar on standard error for ``futures`` of ``client`` (not the default
@@ -572,20 +580,53 @@ def _connect(address: str, timeout: float | None) -> Any:
         ) from None
 
 
-def _start_local_cluster() -> tuple[Any, Any]:
+_LOCAL_CLUSTER_LOCK = threading.Lock()
+_LOCAL_CLUSTER: list = []  # [(cluster, client)] of this process, started on first use
+
+
+def _close_local_cluster() -> None:
+    with _LOCAL_CLUSTER_LOCK:
+        while _LOCAL_CLUSTER:
+            cluster, client = _LOCAL_CLUSTER.pop()
+            with contextlib.suppress(Exception):
+                client.close()
+            with contextlib.suppress(Exception):
+                cluster.close()
+
+
+def _local_cluster_client() -> Any:
+    """The client of this process's LocalCluster: started on first use (after the spawn
+    check), reused by later fits while it runs, closed when the process exits."""
     from distributed import Client, LocalCluster
 
     _check_spawn(LOCAL_CLUSTER)
-    n_workers = max(1, min(os.cpu_count() or 1, 8))
-    try:
-        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None)
-    except Exception as exc:
-        raise InfrastructureError(
-            f"could not start a LocalCluster ({type(exc).__name__}: {_first_line(exc)}); "
-            "no noise was drawn: nothing was spent",
-            noise_drawn=False,
-        ) from None
-    return cluster, Client(cluster, set_as_default=False)
+    with _LOCAL_CLUSTER_LOCK:
+        if _LOCAL_CLUSTER:
+            cluster, client = _LOCAL_CLUSTER[0]
+            if cluster.status.name == "running" and client.status == "running":
+                return client
+            _LOCAL_CLUSTER.clear()
+            with contextlib.suppress(Exception):
+                client.close()
+                cluster.close()
+        n_workers = max(1, min(os.cpu_count() or 1, 8))
+        try:
+            cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=":0")
+        except Exception as exc:
+            raise InfrastructureError(
+                f"could not start a LocalCluster ({type(exc).__name__}: {_first_line(exc)}); "
+                "no noise was drawn: nothing was spent",
+                noise_drawn=False,
+            ) from None
+        client = Client(cluster, set_as_default=False)
+        if not _LOCAL_CLUSTER_EXIT:
+            atexit.register(_close_local_cluster)
+            _LOCAL_CLUSTER_EXIT.append(True)
+        _LOCAL_CLUSTER.append((cluster, client))
+        return client
+
+
+_LOCAL_CLUSTER_EXIT: list = []
 
 
 def _resolve_default() -> Any:
@@ -609,9 +650,10 @@ def _resolve_default() -> Any:
 def open_runtime(scheduler: Any = None, *, timeout: Any = DEFAULT_TIMEOUT) -> Iterator[Runtime]:
     """The :class:`Runtime` of one fit on ``scheduler`` (see the module docstring).
 
-    Clients and clusters started here are closed on exit; futures created through the
-    runtime are released on exit. A :class:`Runtime` passes through unchanged (its own
-    deadline applies).
+    A client connected here (an address, a cluster object) is closed on exit, and futures
+    created through the runtime are released; the ``"local-cluster"`` cluster lives on for
+    the process's later fits. A :class:`Runtime` passes through unchanged (its own deadline
+    applies).
     """
     if isinstance(scheduler, Runtime):
         yield scheduler
@@ -634,10 +676,8 @@ def open_runtime(scheduler: Any = None, *, timeout: Any = DEFAULT_TIMEOUT) -> It
                 _check_spawn(scheduler)
             rt = Runtime(None, name, timeout, f"dask's local {name!r} scheduler")
         elif scheduler == LOCAL_CLUSTER:
-            cluster, client = _start_local_cluster()
-            stack.callback(cluster.close)
-            stack.callback(client.close)
-            rt = Runtime(client, None, timeout, f"a LocalCluster at {_address(client)}")
+            client = _local_cluster_client()
+            rt = Runtime(client, None, timeout, f"this process's LocalCluster at {_address(client)}")
         elif isinstance(scheduler, str):
             client = _connect(scheduler, timeout)
             stack.callback(client.close)
@@ -650,8 +690,13 @@ def open_runtime(scheduler: Any = None, *, timeout: Any = DEFAULT_TIMEOUT) -> It
             client = Client(scheduler, set_as_default=False)
             stack.callback(client.close)
             rt = Runtime(client, None, timeout, f"the cluster at {_address(client)}")
-        stack.callback(rt.release_futures)
-        yield rt
+        try:
+            yield rt
+        except BaseException:
+            rt.release_futures(cancel=True)
+            raise
+        finally:
+            rt.release_futures()
 
 
 def _address(client: Any) -> str:
