@@ -330,7 +330,6 @@ class Runtime:
         self.description = description
         self.deadline = None if timeout is None else time.monotonic() + timeout
         self.noise_drawn = False
-        self._futures: list = []
 
     def __repr__(self) -> str:
         return f"<dpdist Runtime on {self.description}>"
@@ -416,9 +415,7 @@ class Runtime:
         """Run ``fn(*args, **kwargs)`` where the arguments live (a future on a cluster)."""
         if self.client is None:
             return fn(*args, **kwargs)
-        future = self.client.submit(fn, *args, pure=False, **kwargs)
-        self._futures.append(future)
-        return future
+        return self.client.submit(fn, *args, pure=False, **kwargs)
 
     def result(self, obj: Any, *, noised: bool = True) -> Any:
         """The value of a future (or a local value) brought to this process."""
@@ -464,23 +461,29 @@ class Runtime:
         first task error. Cancels the futures on any failure (Ctrl-C included)."""
         from distributed import wait
 
-        self._futures.extend(futures)
         grace = _no_workers_timeout()
         started = False
         empty_since = None
         bar = _start_progress_bar(self.client, futures) if _show_progress(progress) else None
         try:
             while True:
+                remaining = self._remaining()
+                step = _POLL_SECONDS if remaining is None else max(0.01, min(_POLL_SECONDS, remaining))
+                try:
+                    with self.client.as_current():
+                        wait(futures, timeout=step)
+                    break
+                except TimeoutError:
+                    pass
                 try:
                     n_workers = self._workers()
                 except Exception as exc:
                     raise self.translate(exc, noised=noised, started=started) from None
-                now = time.monotonic()
                 if n_workers:
                     started, empty_since = True, None
                 else:
-                    empty_since = now if empty_since is None else empty_since
-                    if now - empty_since >= grace:
+                    empty_since = time.monotonic() if empty_since is None else empty_since
+                    if time.monotonic() - empty_since >= grace:
                         raise self.failure(
                             f"the cluster {self.description} has had no workers for {grace:g} s (all workers lost?)",
                             noised=noised, started=started,
@@ -488,13 +491,6 @@ class Runtime:
                 remaining = self._remaining()
                 if remaining is not None and remaining <= 0:
                     raise self._timed_out(noised, started)
-                step = _POLL_SECONDS if remaining is None else max(0.01, min(_POLL_SECONDS, remaining))
-                try:
-                    with self.client.as_current():
-                        wait(futures, timeout=step)
-                    break
-                except TimeoutError:
-                    continue
             for f in futures:
                 if f.status == "error":
                     exc = f.exception()
@@ -531,15 +527,6 @@ class Runtime:
                 raise
             raise translated from None
 
-    def release_futures(self, cancel: bool = False) -> None:
-        """Drop every future this fit created (kept per-block state included); with
-        ``cancel``, also stop those still pending on the cluster."""
-        futures, self._futures = self._futures, []
-        if cancel and self.client is not None:
-            pending = list({f.key: f for f in futures if f.status == "pending"}.values())
-            if pending:
-                with contextlib.suppress(Exception):
-                    self.client.cancel(pending)
 
 def _start_progress_bar(client: Any, futures: list) -> concurrent.futures.Future:
     """A text progress bar on standard error for ``futures`` of ``client`` (not the default
@@ -650,9 +637,9 @@ def _resolve_default() -> Any:
 def open_runtime(scheduler: Any = None, *, timeout: Any = DEFAULT_TIMEOUT) -> Iterator[Runtime]:
     """The :class:`Runtime` of one fit on ``scheduler`` (see the module docstring).
 
-    A client connected here (an address, a cluster object) is closed on exit, and futures
-    created through the runtime are released; the ``"local-cluster"`` cluster lives on for
-    the process's later fits. A :class:`Runtime` passes through unchanged (its own deadline
+    A client connected here (an address, a cluster object) is closed on exit; the
+    ``"local-cluster"`` cluster lives on for the process's later fits. Futures are not
+    tracked here: each is released when the fit drops it (a failed wait cancels its own). A :class:`Runtime` passes through unchanged (its own deadline
     applies).
     """
     if isinstance(scheduler, Runtime):
@@ -690,13 +677,7 @@ def open_runtime(scheduler: Any = None, *, timeout: Any = DEFAULT_TIMEOUT) -> It
             client = Client(scheduler, set_as_default=False)
             stack.callback(client.close)
             rt = Runtime(client, None, timeout, f"the cluster at {_address(client)}")
-        try:
-            yield rt
-        except BaseException:
-            rt.release_futures(cancel=True)
-            raise
-        finally:
-            rt.release_futures()
+        yield rt
 
 
 def _address(client: Any) -> str:

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import dpdist
-from tests.user_path.conftest import dask_cluster, user_env
+from tests.clusters import dask_cluster, user_env
 
 pytestmark = pytest.mark.slow
 

@@ -1,9 +1,9 @@
 """SecondMoment's private lambda_min step on more rows than the client can hold one array of.
 
 The client runs in a subprocess whose address space is limited (``RLIMIT_AS``) to what it
-uses after a warm-up fit plus 32 MiB; the data are 6,000,000 lazily generated rows, so an
-n-long int64 array (48 MiB: the group labels the step used to build on the client) does not
-fit, which the script checks first. The workers (the real cluster) compute the labels of
+uses after a warm-up fit plus 24 MiB; the data are 4,000,000 lazily generated rows, so an
+n-long int64 array (32 MiB: the group labels the step used to build on the client, with an
+argsort of as many uniforms) does not fit, which the script checks first. The workers (the real cluster) compute the labels of
 their own rows.
 """
 
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.user_path.conftest import last_json, run_python, user_env
+from tests.clusters import last_json, run_python, user_env
 
 pytestmark = pytest.mark.slow
 
-N_ROWS = 6_000_000
-MARGIN_MIB = 32
+N_ROWS = 4_000_000
+MARGIN_MIB = 24
 SCRIPT = """\
 import json, resource, sys
 import dask.array as da, numpy as np

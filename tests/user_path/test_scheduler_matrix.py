@@ -12,15 +12,16 @@ all-zero chunks there).
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.user_path.conftest import HERE, last_json, run_python
+from tests.clusters import last_json, run_python
 
 pytestmark = pytest.mark.slow
 
-SCRIPT = HERE / "fit_everything.py"
+SCRIPT = Path(__file__).resolve().parent / "fit_everything.py"
 #: (output shapes, budget) every run must report; budget None for a NOT PRIVATE baseline.
 EXPECTED = {
     "SparseCovariance": ({"covariance_": [6, 6]}, {"epsilon": 1.0, "delta": 1e-5}),
