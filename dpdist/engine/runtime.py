@@ -158,7 +158,9 @@ def _no_workers_timeout() -> float:
     try:
         value = float(value)
     except (TypeError, ValueError):
-        raise ValidationError(f"dask config dpdist.no-workers-timeout must be a number of seconds, got {value!r}") from None
+        raise ValidationError(
+            f"dask config dpdist.no-workers-timeout must be a number of seconds, got {value!r}"
+        ) from None
     return value
 
 
@@ -541,7 +543,8 @@ def _start_progress_bar(client: Any, futures: list) -> concurrent.futures.Future
             frac = (1 - remaining / all) if all else 1.0
             bar = "#" * int(self.width * frac)
             with contextlib.suppress(ValueError):
-                sys.stderr.write(f"\r[{bar:<{self.width}}] | {int(100 * frac)}% Completed | {format_time(self.elapsed)}")
+                elapsed = format_time(self.elapsed)
+                sys.stderr.write(f"\r[{bar:<{self.width}}] | {int(100 * frac)}% Completed | {elapsed}")
                 sys.stderr.flush()
 
         def _draw_stop(self, **kwargs):
@@ -639,8 +642,8 @@ def open_runtime(scheduler: Any = None, *, timeout: Any = DEFAULT_TIMEOUT) -> It
 
     A client connected here (an address, a cluster object) is closed on exit; the
     ``"local-cluster"`` cluster lives on for the process's later fits. Futures are not
-    tracked here: each is released when the fit drops it (a failed wait cancels its own). A :class:`Runtime` passes through unchanged (its own deadline
-    applies).
+    tracked here: each is released when the fit drops it (a failed wait cancels its own).
+    A :class:`Runtime` passes through unchanged (its own deadline applies).
     """
     if isinstance(scheduler, Runtime):
         yield scheduler

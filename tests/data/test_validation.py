@@ -143,7 +143,8 @@ def test_a_corrupt_chunk_fails_the_fit_without_values_and_without_spending(tmp_p
     _store(tmp_path / "a.zarr", x)
     (tmp_path / "a.zarr" / "c" / "1" / "0").write_bytes(b"\x28\xb5\x2f\xfd garbage")
     with pytest.raises(InfrastructureError) as info:
-        dpdist.SparseCovariance(2, 1.0, 1e-5, clip=2.0, random_state=0, scheduler="threads").fit(str(tmp_path / "a.zarr"))
+        est = dpdist.SparseCovariance(2, 1.0, 1e-5, clip=2.0, random_state=0, scheduler="threads")
+        est.fit(str(tmp_path / "a.zarr"))
     msg = str(info.value)
     assert info.value.noise_drawn is False and "nothing was spent" in msg and "\n" not in msg
     assert "a.zarr" in msg and "123.4" not in msg

@@ -201,8 +201,9 @@ def test_an_unreachable_scheduler_is_an_infrastructure_error():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
-        with pytest.raises(InfrastructureError, match=f"cannot reach the dask scheduler at tcp://127.0.0.1:{port}") as info:
-            compute(da.ones(4, chunks=2).sum(), scheduler=f"tcp://127.0.0.1:{port}")
+        address = f"tcp://127.0.0.1:{port}"
+        with pytest.raises(InfrastructureError, match=f"cannot reach the dask scheduler at {address}") as info:
+            compute(da.ones(4, chunks=2).sum(), scheduler=address)
     assert info.value.noise_drawn is False and "\n" not in str(info.value)
 
 

@@ -3,8 +3,8 @@
 The client runs in a subprocess whose address space is limited (``RLIMIT_AS``) to what it
 uses after a warm-up fit plus 24 MiB; the data are 4,000,000 lazily generated rows, so an
 n-long int64 array (32 MiB: the group labels the step used to build on the client, with an
-argsort of as many uniforms) does not fit, which the script checks first. The workers (the real cluster) compute the labels of
-their own rows.
+argsort of as many uniforms) does not fit, which the script checks first. The workers (the
+real cluster) compute the labels of their own rows.
 """
 
 from __future__ import annotations
