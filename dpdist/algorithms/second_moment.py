@@ -53,10 +53,10 @@ from dpdist.privacy.zcdp import ZCDP, check_rho
 __all__ = [
     "MECHANISM",
     "SecondMoment",
+    "group_partition",
     "lambda_buckets",
     "one_shot_second_moment",
     "radius_grid",
-    "group_partition",
     "random_groups",
     "second_moment",
     "second_moment_diagnostics",
