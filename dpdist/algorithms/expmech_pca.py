@@ -15,7 +15,7 @@ import numpy as np
 from dpdist.algorithms._base import Estimator
 from dpdist.data.validation import as_dask_array
 from dpdist.engine.gram import clipped_second_moment, nonfinite_guard
-from dpdist.engine.runtime import check_scheduler, compute
+from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
 from dpdist.engine.subsets import DEFAULT_CHUNK_SIZE, block_release, gumbel_max_subset
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
@@ -159,6 +159,7 @@ def expmech_pca(
     scheduler: Any = None,
     on_nonfinite: str = "raise",
     chunk_size: int = DEFAULT_CHUNK_SIZE,
+    timeout: float | None = DEFAULT_TIMEOUT,
 ) -> Release:
     """Private k-sparse leading eigenvector by the exhaustive exponential mechanism.
 
@@ -188,6 +189,8 @@ def expmech_pca(
         Non-finite entries: refuse before releasing, or replace by 0.
     chunk_size : int
         Subsets per task of the enumeration (does not change the output).
+    timeout : float or None, default one day
+        Seconds for the fit; see :mod:`dpdist.engine.runtime`.
 
     Returns
     -------
@@ -221,6 +224,7 @@ def expmech_pca(
     """
     _check_params(k, epsilon, delta, sigma, clip, max_subsets, beta)
     check_scheduler(scheduler)
+    timeout = check_timeout(timeout)
     Xd = as_dask_array(X, min_rows=1, min_cols=1)
     n, d = (int(s) for s in Xd.shape)
     k = int(k)
@@ -240,7 +244,7 @@ def expmech_pca(
     # the second moment (each chunk is read once); the release task checks it on the worker
     guard = None if all_finite is None else all_finite.to_delayed(optimize_graph=False).ravel()[0]
     subset_d, block_d = block_release(M, rank, k, release_fn, guard=guard)
-    subset, noisy_block = compute(subset_d, block_d, scheduler=scheduler)
+    subset, noisy_block = compute(subset_d, block_d, scheduler=scheduler, timeout=timeout)
     if all_finite is not None and noisy_block is None:
         raise ValidationError(
             "X contains NaN or infinite values; nothing was released (pass on_nonfinite='zero' "
@@ -316,6 +320,8 @@ class ExpMechSparsePCA(Estimator):
     on_nonfinite : {"raise", "zero"}
     chunk_size : int
         Subsets per task.
+    timeout : float or None, default 86400 (one day)
+        Seconds for the fit; None for no limit (:mod:`dpdist.engine.runtime`).
 
     Attributes
     ----------
@@ -360,6 +366,7 @@ class ExpMechSparsePCA(Estimator):
         scheduler: Any = None,
         on_nonfinite: str = "raise",
         chunk_size: int = DEFAULT_CHUNK_SIZE,
+        timeout: float | None = DEFAULT_TIMEOUT,
     ) -> None:
         self.k = k
         self.epsilon = epsilon
@@ -372,6 +379,7 @@ class ExpMechSparsePCA(Estimator):
         self.scheduler = scheduler
         self.on_nonfinite = on_nonfinite
         self.chunk_size = chunk_size
+        self.timeout = timeout
 
     def fit(self, X: Any, y: Any = None) -> "ExpMechSparsePCA":
         """Release the private leading sparse component of ``X`` (spends the budget once)."""
@@ -388,6 +396,7 @@ class ExpMechSparsePCA(Estimator):
             scheduler=self.scheduler,
             on_nonfinite=self.on_nonfinite,
             chunk_size=self.chunk_size,
+            timeout=self.timeout,
         )
         self.release_ = rel
         self.components_ = rel.values["components"]

@@ -19,9 +19,10 @@ import numpy as np
 from dpdist.algorithms._base import Estimator
 from dpdist.data.validation import as_dask_array
 from dpdist.engine import second_moment as engine
-from dpdist.engine.runtime import check_scheduler, client_for, compute
+from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute, open_runtime
 from dpdist.exceptions import NoPrivateResult, ValidationError
 from dpdist.privacy.noise import FLOAT_NOISE_CAVEAT, NoiseSeed, resolve_random_state
+from dpdist.privacy.partition import GroupPartition
 from dpdist.privacy.release import Release
 from dpdist.privacy.second_moment_calibration import (
     GROWTH,
@@ -52,6 +53,7 @@ from dpdist.privacy.zcdp import ZCDP, check_rho
 __all__ = [
     "MECHANISM",
     "SecondMoment",
+    "group_partition",
     "lambda_buckets",
     "one_shot_second_moment",
     "radius_grid",
@@ -74,6 +76,9 @@ _NOTES = (
     "GAP 4: shrink S(y) = y min(1, sqrt(3/7) R / ||y||)",
     "GAP 16: uncentred second moment (1/n) sum x x^T; no private mean step",
     "rows holding NaN or inf are replaced by zero rows (a per-row map; not counted)",
+    "GAP 11: lambda_min groups (private lambda_min only) are a keyed pseudorandom partition without "
+    "replacement (row i -> pi(i) // m, pi an 8-round Feistel permutation keyed by the seed; "
+    "data-independent, not exactly uniform: dpdist.privacy.partition)",
     FLOAT_NOISE_CAVEAT,
 )
 
@@ -137,23 +142,28 @@ def select_lambda(noisy_counts: np.ndarray, edges: np.ndarray, alpha: float) -> 
     return low, low / (1.0 + alpha)
 
 
+def group_partition(
+    seed: NoiseSeed, n_samples: int, group_size: int, purpose: str = PURPOSE_PARTITION
+) -> GroupPartition:
+    """A data-independent split into k = floor(n/m) disjoint groups of m rows (Algorithms 3-4).
+
+    Row i goes to group pi(i) // m, with pi a permutation of [0, n) keyed by the seed (a
+    Feistel network, see :mod:`dpdist.privacy.partition`); rows with pi(i) >= k m are unused
+    (-1). The returned object computes the labels of any row range, so each row block gets
+    its own on the worker that reads it: nothing of size n is built on the client. GAP 11:
+    this samples without replacement, unlike Definition 1.1, and the permutation is
+    pseudorandom, not exactly uniform (its distribution is stated in that module).
+    """
+    return GroupPartition(seed, int(n_samples), int(group_size), purpose)
+
+
 def random_groups(
     seed: NoiseSeed, n_samples: int, group_size: int, purpose: str = PURPOSE_PARTITION
 ) -> tuple[np.ndarray, int]:
-    """A uniformly random split into k = floor(n/m) disjoint groups of m rows (Algorithms 3-4).
-
-    Row i goes to group pi(i) // m, with pi a random permutation (argsort of keyed uniforms,
-    data-independent); rows with pi(i) >= k m are unused (-1). The assignment is materialised
-    on the client (8 n bytes). GAP 11: this samples without replacement, unlike Definition 1.1.
-    """
-    n, m = int(n_samples), int(group_size)
-    k = n // m
-    u = seed.uniforms(purpose, 0, 0, n)
-    perm = np.empty(n, dtype=np.int64)
-    perm[np.argsort(u, kind="stable")] = np.arange(n)
-    gids = perm // m
-    gids[perm >= k * m] = -1
-    return gids, k
+    """The labels of :func:`group_partition` for all n rows at once (8 n bytes: for tests and
+    small inputs; the estimators evaluate the partition per row block), and k."""
+    partition = group_partition(seed, n_samples, group_size, purpose)
+    return partition(0, int(n_samples)), partition.n_groups
 
 
 # ---------------------------------------------------------------------------------------
@@ -175,10 +185,12 @@ class _Config:
     lambda_floor: float
     psd: bool
     scheduler: Any
+    timeout: float | None
 
 
 def _validate(
-    rho, m, alpha, radius, lambda_min, init_fraction, sensitivity, xi, radius_range, lambda_floor, psd, scheduler
+    rho, m, alpha, radius, lambda_min, init_fraction, sensitivity, xi, radius_range, lambda_floor, psd, scheduler,
+    timeout,
 ) -> _Config:
     rho = check_rho(rho)
     m = check_m(m)
@@ -201,7 +213,7 @@ def _validate(
         raise ValidationError(f"psd must be a bool, got {psd!r}")
     scheduler = check_scheduler(scheduler)
     return _Config(rho, m, alpha, radius, lambda_min, float(init_fraction), sensitivity, xi, (lo, hi),
-                   lambda_floor, bool(psd), scheduler)
+                   lambda_floor, bool(psd), scheduler, check_timeout(timeout))
 
 
 def _compute_one(stat, scheduler):
@@ -224,6 +236,7 @@ def second_moment(
     radius_range: tuple[float, float] = (1e-8, 1e8),
     lambda_floor: float = 1e-12,
     psd: bool = False,
+    timeout: float | None = DEFAULT_TIMEOUT,
 ) -> Release:
     """rho-zCDP estimate of the second moment (1/n) sum x x^T by RecDPSME (MS25, Alg. 1-2).
 
@@ -265,6 +278,8 @@ def second_moment(
         The lambda histogram covers [lambda_floor R_hat^2, R_hat^2] (private lambda only).
     psd : bool, default False
         Post-process the output by clipping its eigenvalues at 0 (GAP 17; not in MS25).
+    timeout : float or None, default one day
+        Seconds for the whole fit (all passes); see :mod:`dpdist.engine.runtime`.
 
     Returns
     -------
@@ -299,7 +314,8 @@ def second_moment(
     S(y) = y min(1, sqrt(3/7) R / ||y||). GAP 5: rows are clipped to R_hat at level 0. GAP 6:
     ``sensitivity`` option. GAP 8-10: zCDP initialisation (norm quantile with threshold
     tau = sigma sqrt(2 ln(2K/xi)); bucket argmax with lambda_hat = l / (1 + alpha); the split
-    of ``init_fraction``). GAP 11: groups are a random partition (without replacement).
+    of ``init_fraction``). GAP 11: groups are a keyed pseudorandom partition (without
+    replacement), computed per row block on the workers (:func:`group_partition`).
     GAP 16: uncentred second moment. GAP 17: ``psd`` option. Rows with NaN/inf become zero rows.
 
     **Computation.** One pass over X per private initialisation step and one per level. Each
@@ -310,7 +326,7 @@ def second_moment(
     unwinding run here, on released values only.
     """
     cfg = _validate(rho, m, alpha, radius, lambda_min, init_fraction, sensitivity, xi, radius_range,
-                    lambda_floor, psd, scheduler)
+                    lambda_floor, psd, scheduler, timeout)
     seed = resolve_random_state(random_state)
     X = as_dask_array(X)
     n, d = (int(s) for s in X.shape)
@@ -336,8 +352,7 @@ def second_moment(
     }
     notes = list(_NOTES)
     timings: dict[str, Any] = {}
-    with client_for(cfg.scheduler) as client:
-        sched = client if client is not None else cfg.scheduler
+    with open_runtime(cfg.scheduler, timeout=cfg.timeout) as sched:
 
         # --- radius (section 3.2): Gaussian histogram of row norms, then a tail rule ----------
         if cfg.radius is None:
@@ -361,10 +376,11 @@ def second_moment(
 
         # --- lambda_min (section 3.2): Algorithm 4 with a Gaussian bucket histogram ------------
         if cfg.lambda_min is None:
-            gids, k = random_groups(seed, n, cfg.m)
+            partition = group_partition(seed, n, cfg.m)
+            k = partition.n_groups
             edges_l = lambda_buckets(r_hat, cfg.alpha, cfg.lambda_floor)
             sigma_l = histogram_sigma(split["lambda_min"])
-            grams = engine.group_grams(X, gids, k, steps=((1.0, r_hat),))
+            grams = engine.group_grams(X, partition, k, steps=((1.0, r_hat),))
             counts = engine.on_worker(
                 engine.combine_bucket_counts, engine.on_worker(engine.combine_group_min_eigenvalues, grams, cfg.m), edges_l
             )
@@ -456,7 +472,8 @@ def _recursion(X, schedule: LevelSchedule, lam_hat: float, seed: NoiseSeed, sche
 
 
 def one_shot_second_moment(
-    X, rho: float, *, radius: float, sensitivity: str = "paper", random_state: int | None = None, scheduler: Any = None
+    X, rho: float, *, radius: float, sensitivity: str = "paper", random_state: int | None = None, scheduler: Any = None,
+    timeout: float | None = DEFAULT_TIMEOUT,
 ) -> Release:
     """The one-shot Gaussian mechanism: (1/n) sum clip(x) clip(x)^T + GUE(sigma^2), the
     comparator of section 7.3.
@@ -477,7 +494,7 @@ def one_shot_second_moment(
     sigma = one_shot_sigma(n, rho, radius, sensitivity)
     noisy = compute(
         engine.noised(engine.level_gram(X, ((1.0, radius),)), GUEMeanNoise(seed, PURPOSE_ONE_SHOT, 0, sigma, n)),
-        scheduler=scheduler, progress=False,
+        scheduler=scheduler, progress=False, timeout=timeout,
     )[0]
     return Release(
         mechanism="Gaussian mechanism on the clipped second moment (one shot)",
@@ -529,7 +546,7 @@ class SecondMoment(Estimator):
         Total zCDP budget.
     m, alpha, radius, lambda_min, init_fraction, sensitivity, xi, random_state, scheduler
         See :func:`second_moment`.
-    radius_range, lambda_floor, psd
+    radius_range, lambda_floor, psd, timeout
         See :func:`second_moment`.
 
     Attributes
@@ -578,6 +595,7 @@ class SecondMoment(Estimator):
         radius_range: tuple[float, float] = (1e-8, 1e8),
         lambda_floor: float = 1e-12,
         psd: bool = False,
+        timeout: float | None = DEFAULT_TIMEOUT,
     ) -> None:
         self.rho = rho
         self.m = m
@@ -592,6 +610,7 @@ class SecondMoment(Estimator):
         self.radius_range = radius_range
         self.lambda_floor = lambda_floor
         self.psd = psd
+        self.timeout = timeout
 
     def fit(self, X, y=None) -> "SecondMoment":
         """Release the private second moment of ``X`` (rows are individuals)."""

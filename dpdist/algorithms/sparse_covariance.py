@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from dpdist.algorithms._base import Estimator, check_int, check_positive
 from dpdist.data.validation import as_dask_array
 from dpdist.engine.gram import DEFAULT_TILE, NONFINITE_POLICIES, clipped_second_moment, nonfinite_guard
-from dpdist.engine.runtime import check_scheduler, compute
+from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
 from dpdist.engine.topk import row_topk_release
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
@@ -100,6 +100,7 @@ def private_sparse_covariance(
     on_nonfinite: str = "raise",
     tile_size: int = DEFAULT_TILE,
     progress: bool | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT,
 ) -> Release:
     """Release an (epsilon, delta)-DP sparse estimate of the second moment of ``X``.
 
@@ -124,6 +125,8 @@ def private_sparse_covariance(
     on_nonfinite : {"raise", "zero"}
     tile_size : int
         Tile width of the second moment (memory per task ~ 8 * tile_size**2 bytes).
+    timeout : float or None, default one day
+        Seconds for the fit; see :mod:`dpdist.engine.runtime`.
 
     Returns
     -------
@@ -168,6 +171,7 @@ def private_sparse_covariance(
         raise ValidationError(f"on_nonfinite must be one of {NONFINITE_POLICIES}, got {on_nonfinite!r}")
     tile_size = check_int(tile_size, "tile_size", low=1)
     check_scheduler(scheduler)
+    timeout = check_timeout(timeout)
     if sigma is None and clip is None:
         raise ValidationError("give either sigma (the sub-Gaussian scale) or clip (the truncation level R)")
     seed = resolve_random_state(random_state)
@@ -183,7 +187,7 @@ def private_sparse_covariance(
     select = NoiseField(seed, "privcov/select", "laplace", cal.laplace_scale)
     release = NoiseField(seed, "privcov/release", "laplace", cal.laplace_scale)
     parts = row_topk_release(S, k, select, release.add_at, guard=all_finite)
-    results = compute(*parts, scheduler=scheduler, progress=progress)
+    results = compute(*parts, scheduler=scheduler, progress=progress, timeout=timeout)
     if any(r is None for r in results):
         raise ValidationError(
             "X contains NaN or infinite values; nothing was released. Clean the data or pass "
@@ -247,6 +251,8 @@ class SparseCovariance(Estimator):
     tile_size : int, default 2048
     progress : bool or None
         Progress bar; None shows it only on a terminal.
+    timeout : float or None, default 86400 (one day)
+        Seconds for the fit; None for no limit. See :mod:`dpdist.engine.runtime`.
 
     Attributes
     ----------
@@ -295,6 +301,7 @@ class SparseCovariance(Estimator):
         on_nonfinite: str = "raise",
         tile_size: int = DEFAULT_TILE,
         progress: bool | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
     ):
         self.k = k
         self.epsilon = epsilon
@@ -307,6 +314,7 @@ class SparseCovariance(Estimator):
         self.on_nonfinite = on_nonfinite
         self.tile_size = tile_size
         self.progress = progress
+        self.timeout = timeout
 
     def fit(self, X: Any, y: Any = None) -> "SparseCovariance":
         """Compute and release the estimate; returns self."""
@@ -323,6 +331,7 @@ class SparseCovariance(Estimator):
             on_nonfinite=self.on_nonfinite,
             tile_size=self.tile_size,
             progress=self.progress,
+            timeout=self.timeout,
         )
         M = rel.values["covariance"]
         self.covariance_ = M

@@ -36,7 +36,7 @@ from dpdist.engine.friendly import (
     open_session,
     sparse_spectrum,
 )
-from dpdist.engine.runtime import check_scheduler
+from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout
 from dpdist.exceptions import NoPrivateResult, ValidationError
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
 from dpdist.privacy.noise import (
@@ -212,7 +212,8 @@ def _setup(n_samples, n_features, k, gap, sigma, n_batches, tau, beta, budgets) 
     return _Setup(n, d, k, gap, sigma, m, sizes, t, rule, float(beta))
 
 
-def _check_common(k, epsilon, delta, gap, sigma, n_batches, tau, beta, scheduler, random_state=None):
+def _check_common(k, epsilon, delta, gap, sigma, n_batches, tau, beta, scheduler, random_state=None,
+                  timeout=None):
     check_k(k)
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
@@ -239,6 +240,7 @@ def _check_common(k, epsilon, delta, gap, sigma, n_batches, tau, beta, scheduler
     if not (0 < bt < 1):
         raise ValidationError(f"beta must lie in the open interval (0, 1), got {beta!r}")
     check_scheduler(scheduler)
+    check_timeout(timeout)
     if random_state is not None:
         resolve_random_state(random_state)  # validation only; resolved once in _run
     return epsilon, delta
@@ -266,6 +268,7 @@ def _run(
     random_state,
     scheduler,
     mechanism,
+    timeout=DEFAULT_TIMEOUT,
     budget_split=None,
     tile_bytes=DEFAULT_TILE_BYTES,
     group_bytes=DEFAULT_GROUP_BYTES,
@@ -325,7 +328,7 @@ def _run(
         raise NoPrivateResult(f"{mechanism} returned bottom at stage {stage!r}: {why}", stage=stage, release=rel)
 
     lam_hat = lambda_hat
-    with open_session(scheduler) as session:
+    with open_session(scheduler, timeout=timeout) as session:
         groups = session.persist_each(
             friendly_pass1_groups(
                 X, labels=labels, sizes=setup.sizes, tau=setup.tau, k=setup.k, tile_bytes=tile_bytes,
@@ -413,6 +416,7 @@ def private_norm(
     shuffle_batches: bool = False,
     random_state=None,
     scheduler=None,
+    timeout: float | None = DEFAULT_TIMEOUT,
 ) -> Release:
     """PrivNorm (Algorithm 3): a private estimate of ``lambda_1`` of a k-RCS covariance.
 
@@ -441,6 +445,8 @@ def private_norm(
         None: OS entropy (the only mode fit for release). An int seeds the noise for tests.
     scheduler : optional
         See :func:`dpdist.engine.runtime.compute`.
+    timeout : float or None, default one day
+        Seconds for the fit (both passes); see :mod:`dpdist.engine.runtime`.
 
     Returns
     -------
@@ -468,11 +474,12 @@ def private_norm(
     ----------
     COLT 2026 paper (``shared/papers/000_b225b81e7478a8a0.txt``), Appendix C, Proposition 1.
     """
-    epsilon, delta = _check_common(k, epsilon, delta, gap, sigma, n_batches, tau, beta, scheduler, random_state)
+    epsilon, delta = _check_common(k, epsilon, delta, gap, sigma, n_batches, tau, beta, scheduler, random_state,
+                                   timeout)
     return _run(
         X, k=k, epsilon=epsilon, delta=delta, gap=gap, sigma=sigma, stages=[("norm", epsilon, delta)],
         lambda_hat=None, n_batches=n_batches, tau=tau, beta=beta, shuffle_batches=shuffle_batches,
-        random_state=random_state, scheduler=scheduler, mechanism=MECH_NORM,
+        random_state=random_state, scheduler=scheduler, timeout=timeout, mechanism=MECH_NORM,
     )
 
 
@@ -491,6 +498,7 @@ def private_pca(
     shuffle_batches: bool = False,
     random_state=None,
     scheduler=None,
+    timeout: float | None = DEFAULT_TIMEOUT,
 ) -> Release:
     """PrivPCA (Algorithm 2) with a given (public or separately released) ``lambda_hat``.
 
@@ -516,12 +524,13 @@ def private_pca(
     post-processing. Caveats as in :func:`private_norm`; ``lambda_hat`` must not depend on
     the data except through a DP release whose cost is accounted separately.
     """
-    epsilon, delta = _check_common(k, epsilon, delta, gap, sigma, n_batches, tau, beta, scheduler, random_state)
+    epsilon, delta = _check_common(k, epsilon, delta, gap, sigma, n_batches, tau, beta, scheduler, random_state,
+                                   timeout)
     lam = _check_lambda_hat(lambda_hat)
     return _run(
         X, k=k, epsilon=epsilon, delta=delta, gap=gap, sigma=sigma, stages=[("pca", epsilon, delta)],
         lambda_hat=lam, n_batches=n_batches, tau=tau, beta=beta, shuffle_batches=shuffle_batches,
-        random_state=random_state, scheduler=scheduler, mechanism=MECH_PCA,
+        random_state=random_state, scheduler=scheduler, timeout=timeout, mechanism=MECH_PCA,
     )
 
 
@@ -551,6 +560,7 @@ def sparse_pca(
     shuffle_batches: bool = False,
     random_state=None,
     scheduler=None,
+    timeout: float | None = DEFAULT_TIMEOUT,
 ) -> Release:
     """Theorem 3: PrivNorm for ``lambda_hat``, then PrivPCA, on the same data.
 
@@ -565,13 +575,14 @@ def sparse_pca(
     of the data, computed once); their noises are independent. If PrivNorm rejects, PrivPCA
     does not run and only PrivNorm's share is spent (recorded in the release).
     """
-    epsilon, delta = _check_common(k, epsilon, delta, gap, sigma, n_batches, tau, beta, scheduler, random_state)
+    epsilon, delta = _check_common(k, epsilon, delta, gap, sigma, n_batches, tau, beta, scheduler, random_state,
+                                   timeout)
     if lambda_hat is not None:
         lam = _check_lambda_hat(lambda_hat)
         return _run(
             X, k=k, epsilon=epsilon, delta=delta, gap=gap, sigma=sigma, stages=[("pca", epsilon, delta)],
             lambda_hat=lam, n_batches=n_batches, tau=tau, beta=beta, shuffle_batches=shuffle_batches,
-            random_state=random_state, scheduler=scheduler, mechanism=MECH_PCA,
+            random_state=random_state, scheduler=scheduler, timeout=timeout, mechanism=MECH_PCA,
             budget_split={"norm_fraction": 0.0, "lambda_hat": "user-supplied", "pca": [epsilon, delta]},
         )
     (en, dn), (ep, dp) = split_budget(epsilon, delta, norm_fraction)
@@ -579,7 +590,7 @@ def sparse_pca(
         X, k=k, epsilon=epsilon, delta=delta, gap=gap, sigma=sigma,
         stages=[("norm", en, dn), ("pca", ep, dp)], lambda_hat=None, n_batches=n_batches, tau=tau,
         beta=beta, shuffle_batches=shuffle_batches, random_state=random_state, scheduler=scheduler,
-        mechanism=MECH_BOTH,
+        timeout=timeout, mechanism=MECH_BOTH,
         budget_split={"norm_fraction": float(norm_fraction), "norm": [en, dn], "pca": [ep, dp],
                       "composition": "basic (DR14 Thm 3.16)"},
     )
@@ -608,7 +619,7 @@ class SpectralNorm:
 
     Parameters
     ----------
-    k, epsilon, delta, gap, sigma, n_batches, tau, random_state, scheduler
+    k, epsilon, delta, gap, sigma, n_batches, tau, random_state, scheduler, timeout
         As in :func:`private_norm`.
     beta : float, default 0.05
         Failure probability of the utility statements (eq. (11), default m, plan()).
@@ -646,6 +657,7 @@ class SpectralNorm:
         scheduler=None,
         beta: float = DEFAULT_BETA,
         shuffle_batches: bool = False,
+        timeout: float | None = DEFAULT_TIMEOUT,
     ):
         self.k = k
         self.epsilon = epsilon
@@ -658,13 +670,14 @@ class SpectralNorm:
         self.scheduler = scheduler
         self.beta = beta
         self.shuffle_batches = shuffle_batches
+        self.timeout = timeout
 
     def fit(self, X, y=None) -> "SpectralNorm":
         """Run PrivNorm on X (validated first; nothing is set if it raises)."""
         rel = private_norm(
             X, self.k, self.epsilon, self.delta, gap=self.gap, sigma=self.sigma, n_batches=self.n_batches,
             tau=self.tau, beta=self.beta, shuffle_batches=self.shuffle_batches,
-            random_state=self.random_state, scheduler=self.scheduler,
+            random_state=self.random_state, scheduler=self.scheduler, timeout=self.timeout,
         )
         self.norm_ = float(rel.values["norm"])
         self.noise_scale_ = float(rel.noise_scales["norm/sigma"])
@@ -722,7 +735,7 @@ class SparsePCA:
 
     Parameters
     ----------
-    k, epsilon, delta, gap, sigma, n_batches, tau, random_state, scheduler
+    k, epsilon, delta, gap, sigma, n_batches, tau, random_state, scheduler, timeout
         As in :func:`sparse_pca`.
     norm_fraction : float, default 0.5
         Share of (epsilon, delta) spent by PrivNorm; ignored when ``lambda_hat`` is given.
@@ -765,6 +778,7 @@ class SparsePCA:
         scheduler=None,
         beta: float = DEFAULT_BETA,
         shuffle_batches: bool = False,
+        timeout: float | None = DEFAULT_TIMEOUT,
     ):
         self.k = k
         self.epsilon = epsilon
@@ -779,6 +793,7 @@ class SparsePCA:
         self.scheduler = scheduler
         self.beta = beta
         self.shuffle_batches = shuffle_batches
+        self.timeout = timeout
 
     def fit(self, X, y=None) -> "SparsePCA":
         """Run Theorem 3's pipeline on X (validated first; nothing is set if it raises)."""
@@ -786,7 +801,7 @@ class SparsePCA:
             X, self.k, self.epsilon, self.delta, gap=self.gap, sigma=self.sigma,
             norm_fraction=self.norm_fraction, lambda_hat=self.lambda_hat, n_batches=self.n_batches,
             tau=self.tau, beta=self.beta, shuffle_batches=self.shuffle_batches,
-            random_state=self.random_state, scheduler=self.scheduler,
+            random_state=self.random_state, scheduler=self.scheduler, timeout=self.timeout,
         )
         self.components_ = np.asarray(rel.values["components"])
         self.lambda_hat_ = float(rel.values["lambda_hat"])

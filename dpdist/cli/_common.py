@@ -18,13 +18,38 @@ __all__ = [
 ]
 
 
+def _timeout_arg(text: str) -> float | None:
+    """--timeout: seconds (> 0), or 'none' for no limit."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds or 'none', got {text!r}") from None
+    if not (value > 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"expected seconds > 0 or 'none', got {text!r}")
+    return value
+
+
 def add_runtime_args(p: argparse.ArgumentParser) -> None:
-    """--random-state, --scheduler, --progress/--no-progress (mirroring the Python API)."""
+    """--random-state, --scheduler, --timeout, --missing-chunks, --progress/--no-progress
+    (mirroring the Python API: ``random_state``, ``scheduler``, ``timeout`` on estimators;
+    ``missing_chunks`` of :func:`dpdist.data.as_dask_array`)."""
+    from dpdist.engine.runtime import DEFAULT_TIMEOUT
+
     p.add_argument("--random-state", type=int, default=None,
                    help="seed the noise (reproducible; tests only). Default: OS entropy")
     p.add_argument("--scheduler", default=None,
-                   help="'synchronous', 'threads', 'processes', or a cluster address "
-                        "tcp://HOST:PORT. Default: a local Dask cluster sized to this machine")
+                   help="where to run: 'threads', 'synchronous', 'processes', 'local-cluster' (start a "
+                        "Dask LocalCluster for this run), or the address of a running cluster "
+                        "tcp://HOST:PORT. Default: dask's configured scheduler (threads), starting nothing")
+    p.add_argument("--timeout", type=_timeout_arg, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                   help="fail (exit 5) when the run has not finished after SECONDS (one day), "
+                        "or when the cluster has had no worker for 30 s; 'none': no limit")
+    p.add_argument("--missing-chunks", choices=("raise", "fill"), default="raise",
+                   help="an input Zarr store whose chunk files are not all present is refused before "
+                        "anything is read ('raise'), or its missing chunks are read as the array's fill "
+                        "value ('fill')")
     p.add_argument("--progress", dest="progress", action="store_true", default=None,
                    help="show a progress bar (default: only on a terminal)")
     p.add_argument("--no-progress", dest="progress", action="store_false")

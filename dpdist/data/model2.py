@@ -266,7 +266,8 @@ class Model2:
             raise ValidationError(f"output {path!r} already exists (pass overwrite=True)")
         root = zarr.open_group(path, mode="w")
         root.attrs["model2"] = json.loads(json.dumps(self.parameters()))
-        arr = root.create_array("X", shape=self.X.shape, chunks=tuple(c[0] for c in self.X.chunks), dtype=self.X.dtype)
+        arr = root.create_array("X", shape=self.X.shape, chunks=tuple(c[0] for c in self.X.chunks), dtype=self.X.dtype,
+                                config={"write_empty_chunks": True})  # readers refuse missing chunks
         kwargs = {} if scheduler is None else {"scheduler": scheduler}
         da.store(self.X, arr, lock=False, compute=True, **kwargs)
         truth = root.create_group("truth")

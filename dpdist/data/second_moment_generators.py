@@ -276,5 +276,5 @@ def to_zarr(data: SyntheticData | da.Array, path: str | os.PathLike, *, overwrit
     path = os.fspath(path)
     if os.path.exists(path) and not overwrite:
         raise ValidationError(f"{path!r} already exists (pass overwrite=True)")
-    da.to_zarr(X, path, overwrite=overwrite)
+    da.to_zarr(X, path, overwrite=overwrite, config={"write_empty_chunks": True})  # readers refuse missing chunks
     return path

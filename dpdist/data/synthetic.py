@@ -122,8 +122,10 @@ class Model1:
             root = zarr.open_group(tmp, mode="w")
             root.attrs["model"] = self.describe() | {"n_samples": int(n_samples)}
             X = self.samples(n_samples, chunk_rows=chunk_rows)
-            arr = root.create_array("X", shape=X.shape, chunks=(X.chunks[0][0], X.shape[1]), dtype="float64")
-            compute(da.store(X, arr, lock=False, compute=False), scheduler=scheduler)
+            # every chunk file written (also all-zero ones): readers refuse missing chunks
+            arr = root.create_array("X", shape=X.shape, chunks=(X.chunks[0][0], X.shape[1]), dtype="float64",
+                                    config={"write_empty_chunks": True})
+            compute(da.store(X, arr, lock=False, compute=False), scheduler=scheduler, noised=False)
             truth = root.create_group("truth")
             cov = sp.csr_array(self.covariance)
             truth.attrs["format"] = "csr"

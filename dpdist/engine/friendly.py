@@ -65,7 +65,7 @@ from scipy.linalg import blas
 from scipy.sparse import csgraph
 from scipy.spatial.distance import cdist
 
-from dpdist.engine.runtime import LOCAL_SCHEDULERS, client_for, single_threaded_blas
+from dpdist.engine.runtime import DEFAULT_TIMEOUT, Runtime, open_runtime
 
 __all__ = [
     "FriendlyStats",
@@ -762,61 +762,47 @@ class Handle:
 
 
 class Session:
-    """Runs graphs on one scheduler and keeps their non-private results there.
+    """Runs graphs on one :class:`~dpdist.engine.runtime.Runtime` and keeps their
+    non-private results where they were computed.
 
     Parameters
     ----------
-    client : distributed.Client or None
-        None for dask's local schedulers.
-    local_scheduler : str
-        Local scheduler name when ``client`` is None.
+    runtime : Runtime
+        The fit's runtime (a ``distributed`` client, or a local dask scheduler), with its
+        deadline. Every graph, wait and fetch goes through it: nothing here looks up a
+        default client.
     """
 
-    def __init__(self, client: Any, local_scheduler: str | None = None):
-        self.client = client
-        self.local_scheduler = local_scheduler
+    def __init__(self, runtime: Runtime):
+        self.runtime = runtime
 
-    def persist(self, obj) -> Handle:
-        """Compute a delayed object once, keeping its result on the cluster."""
-        if self.client is None:
-            with single_threaded_blas(self.local_scheduler == "threads"):
-                return Handle(dask.compute(obj, scheduler=self.local_scheduler)[0])
-        return Handle(self.client.compute(obj))
+    @property
+    def client(self) -> Any:
+        """The ``distributed.Client``, or None for a local scheduler."""
+        return self.runtime.client
 
-    def persist_each(self, objs: Sequence) -> list[Handle]:
+    def persist(self, obj, *, noised: bool = False) -> Handle:
+        """Compute a delayed object once (waiting for it), keeping its result on the cluster."""
+        return Handle(self.runtime.persist([obj], noised=noised)[0])
+
+    def persist_each(self, objs: Sequence, *, noised: bool = False) -> list[Handle]:
         """Persist delayed objects one after the other (each finished before the next starts),
         so that their working memories never add up."""
-        handles = []
-        for obj in objs:
-            h = self.persist(obj)
-            if self.client is not None:
-                from distributed import wait
-
-                wait(h.graph_input)
-            handles.append(h)
-        return handles
+        return [self.persist(obj, noised=noised) for obj in objs]
 
     def apply(self, fn: Callable, *args: Any, **kwargs: Any) -> Handle:
         """Run ``fn`` where the handles' values live (handles in ``args`` are resolved there)."""
         args = tuple(a.graph_input if isinstance(a, Handle) else a for a in args)
-        if self.client is None:
-            return Handle(fn(*args, **kwargs))
-        return Handle(self.client.submit(fn, *args, pure=False, **kwargs))
+        return Handle(self.runtime.submit(fn, *args, **kwargs))
 
     def fetch(self, handle: Handle) -> Any:
         """Bring a (noised, releasable) result back to the caller."""
-        if self.client is None:
-            return handle.graph_input
-        return handle.graph_input.result()
+        return self.runtime.result(handle.graph_input, noised=True)
 
 
 @contextlib.contextmanager
-def open_session(scheduler: Any) -> Iterator[Session]:
-    """A :class:`Session` on ``scheduler`` (same values as :func:`dpdist.engine.runtime.compute`)."""
-    with client_for(scheduler) as client:
-        if client is None:
-            name = "sync" if scheduler in ("synchronous", "single-threaded", "sync") else scheduler
-            assert name in LOCAL_SCHEDULERS
-            yield Session(None, name)
-        else:
-            yield Session(client)
+def open_session(scheduler: Any, *, timeout: Any = DEFAULT_TIMEOUT) -> Iterator[Session]:
+    """A :class:`Session` on ``scheduler`` (values and ``timeout`` as in
+    :func:`dpdist.engine.runtime.open_runtime`)."""
+    with open_runtime(scheduler, timeout=timeout) as runtime:
+        yield Session(runtime)

@@ -285,15 +285,30 @@ def norm_counts(X: da.Array, edges: np.ndarray, steps: Sequence[Step] = ()) -> d
     return per_block.sum(axis=0, split_every=8)
 
 
-def group_grams(X: da.Array, group_ids: np.ndarray | da.Array, n_groups: int, steps: Sequence[Step] = ()) -> da.Array:
-    """Lazy per-group Gram sums (n_groups, d, d); ``group_ids`` aligned with the rows of X."""
+def _block_group_grams(x, gid=None, *, labels, n_groups, steps, block_info=None):
+    if gid is None:  # labels computed here, on the worker, from the block's row range
+        start, stop = block_info[0]["array-location"][0]
+        gid = labels(int(start), int(stop))
+    return chunk_group_grams(x, gid, n_groups, steps)
+
+
+def group_grams(
+    X: da.Array,
+    labels: Callable[[int, int], np.ndarray] | np.ndarray,
+    n_groups: int,
+    steps: Sequence[Step] = (),
+) -> da.Array:
+    """Lazy per-group Gram sums (n_groups, d, d).
+
+    ``labels`` gives each row's group (0..n_groups-1, or -1 for an unused row): either a
+    picklable function ``labels(start, stop)`` returning the labels of rows
+    ``start..stop-1``, evaluated per row block on the workers (nothing of size n is built
+    here), or an array aligned with the rows of X (small inputs and tests).
+    """
     X = _row_blocks(X)
     nb, d = X.numblocks[0], X.shape[1]
-    gids = da.asarray(group_ids).reshape(-1, 1).rechunk((X.chunks[0], (1,)))
-    per_block = da.map_blocks(
-        chunk_group_grams,
-        X,
-        gids,
+    kwargs = dict(
+        labels=labels if callable(labels) else None,
         n_groups=int(n_groups),
         steps=tuple(steps),
         new_axis=[2, 3],
@@ -301,6 +316,11 @@ def group_grams(X: da.Array, group_ids: np.ndarray | da.Array, n_groups: int, st
         dtype=np.float64,
         meta=np.empty((0, 0, 0, 0), dtype=np.float64),
     )
+    if callable(labels):
+        per_block = da.map_blocks(_block_group_grams, X, **kwargs)
+    else:
+        gids = da.asarray(np.asarray(labels)).reshape(-1, 1).rechunk((X.chunks[0], (1,)))
+        per_block = da.map_blocks(_block_group_grams, X, gids, **kwargs)
     return per_block.sum(axis=0, split_every=4)
 
 
@@ -345,18 +365,15 @@ def persist_and_release(keep: list, release: Any, scheduler: Any) -> tuple[list,
     On a distributed cluster ``keep`` is persisted as futures on the workers (it never
     reaches this process); with a local scheduler everything already runs in this process and
     the kept blocks are NumPy arrays held only as inputs of the next level. ``release`` is
-    computed exactly once and its value returned.
+    computed exactly once and its value returned. ``scheduler`` is any value accepted by
+    :func:`dpdist.engine.runtime.open_runtime`; pass the fit's
+    :class:`~dpdist.engine.runtime.Runtime` so that every level shares its deadline.
     """
-    from dpdist.engine.runtime import client_for, single_threaded_blas
+    from dpdist.engine.runtime import open_runtime
 
-    with client_for(scheduler) as client:
-        if client is None:
-            name = "sync" if scheduler in ("synchronous", "single-threaded") else scheduler
-            with single_threaded_blas(name == "threads"):
-                kept, value = dask.compute(list(keep), release, scheduler=name)
-            return list(kept), value
-        persisted = client.persist([*keep, release])
-        return list(persisted[:-1]), client.compute(persisted[-1]).result()
+    with open_runtime(scheduler) as rt:
+        parts = rt.persist([*keep, release], noised=True)
+        return list(parts[:-1]), rt.result(parts[-1])
 
 
 def on_worker(fn: Callable[..., Any], *stats: Any) -> Any:

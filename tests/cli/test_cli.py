@@ -103,7 +103,8 @@ def test_help(cmd, capsys):
 
 
 def test_demo_runs_on_a_local_cluster(capsys):
-    assert main(["demo", "--n-samples", "200000", "--n-features", "12", "--random-state", "3"]) == 0
+    assert main(["demo", "--n-samples", "200000", "--n-features", "12", "--random-state", "3",
+                 "--scheduler", "local-cluster"]) == 0
     out = capsys.readouterr().out
     assert "(2, 1e-06)-DP spent" in out and "||M - Sigma||_op" in out and "cluster" in out
 

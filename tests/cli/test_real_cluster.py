@@ -2,69 +2,23 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
 
 import dpdist
 import dpdist.data.synthetic
+from tests.clusters import dask_cluster
 
 pytestmark = pytest.mark.slow
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _dask_cli() -> list[str]:
-    exe = shutil.which("dask", path=os.path.dirname(sys.executable)) or shutil.which("dask")
-    return [exe] if exe else [sys.executable, "-m", "dask"]
-
-
 @pytest.fixture
 def cluster_address(tmp_path):
-    port = _free_port()
-    addr = f"tcp://127.0.0.1:{port}"
-    env = dict(os.environ, DASK_DISTRIBUTED__WORKER__DAEMON="False")
-    log = open(tmp_path / "cluster.log", "w")
-    procs = [subprocess.Popen([*_dask_cli(), "scheduler", "--host", "127.0.0.1", "--port", str(port),
-                               "--no-dashboard"], stdout=log, stderr=log, env=env)]
-    try:
-        from distributed import Client
-
-        deadline = time.time() + 60
-        client = None
-        while client is None:
-            try:
-                client = Client(addr, timeout=2, set_as_default=False)
-            except OSError:
-                if time.time() > deadline:
-                    raise
-                time.sleep(0.5)
-        for _ in range(2):
-            procs.append(subprocess.Popen([*_dask_cli(), "worker", addr, "--nworkers", "1", "--nthreads", "1",
-                                           "--no-dashboard", "--local-directory", str(tmp_path / "w")],
-                                          stdout=log, stderr=log, env=env))
-        client.wait_for_workers(2, timeout=60)
-        client.close()
+    with dask_cluster(2, cwd=tmp_path, log=tmp_path / "cluster.log") as (addr, _):
         yield addr
-    finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        log.close()
 
 
 def test_cli_against_a_separate_scheduler_and_workers(cluster_address, tmp_path):

@@ -1,14 +1,57 @@
-"""Where graphs run: scheduler choice, the current client, progress output."""
+"""Where graphs run: scheduler resolution, time limits, failures, progress output."""
 
 from __future__ import annotations
 
+import _thread
+import threading
+import time
+
+import dask
 import dask.array as da
 import numpy as np
 import pytest
 
 import dpdist
-from dpdist.engine.runtime import check_scheduler, compute
-from dpdist.exceptions import ValidationError
+from dpdist.engine.runtime import (
+    _line_is_guarded,
+    check_scheduler,
+    check_timeout,
+    compute,
+    open_runtime,
+    spawn_problem,
+)
+from dpdist.exceptions import InfrastructureError, ValidationError
+
+
+def _slow_sum(n_tasks: int, seconds: float):
+    """A graph of ``n_tasks`` tasks of ``seconds`` each, summed."""
+
+    def block(x):
+        time.sleep(seconds)
+        return x
+
+    return da.ones(n_tasks, chunks=1).map_blocks(block, dtype=float).sum()
+
+
+def _scheduler_forgets_everything(client, within: float = 2.0) -> bool:
+    """Whether the scheduler holds no task within ``within`` seconds (the work cancelled
+    takes several seconds to run)."""
+    deadline = time.time() + within
+    while time.time() < deadline:
+        if client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)) == 0:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture
+def inproc_cluster():
+    """A one-worker distributed cluster in this process (threads), never the default client."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        with Client(cluster, set_as_default=False) as client:
+            yield cluster, client
 
 
 def test_local_schedulers_compute_once_together():
@@ -18,17 +61,35 @@ def test_local_schedulers_compute_once_together():
 
 
 def test_bad_scheduler_refused():
-    for bad in ("bogus", 3, object()):
+    for bad in ("bogus", 3, object(), "dask.distributed"):
         with pytest.raises(ValidationError, match="scheduler"):
             check_scheduler(bad)
 
 
-def test_progress_is_silent_off_a_terminal_and_shown_when_asked(capsys):
-    x = da.ones(100, chunks=10).sum()
-    compute(x, scheduler="synchronous")  # pytest's stderr is not a terminal
-    assert capsys.readouterr().err == ""
-    compute(x, scheduler="synchronous", progress=True)
-    assert "100%" in capsys.readouterr().err
+def test_bad_timeout_refused():
+    assert check_timeout(None) is None and check_timeout(2) == 2.0
+    for bad in (0, -1.0, float("inf"), float("nan"), True, "10", [1]):
+        with pytest.raises(ValidationError, match="timeout"):
+            check_timeout(bad)
+
+
+def test_default_is_the_threaded_scheduler_and_starts_nothing():
+    with open_runtime(None) as rt:
+        assert rt.client is None and rt.local == "threads"
+
+
+def test_default_follows_dask_config():
+    with dask.config.set(scheduler="synchronous"):
+        with open_runtime(None) as rt:
+            assert rt.client is None and rt.local == "sync"
+
+
+def test_a_client_that_is_not_the_default_is_not_picked_up(inproc_cluster):
+    _, client = inproc_cluster
+    with open_runtime(None) as rt:
+        assert rt.client is None
+    with client.as_current(), open_runtime(None) as rt:
+        assert rt.client is client  # distributed.get_client() semantics: the current client
 
 
 def test_the_current_distributed_client_is_used_by_default():
@@ -42,3 +103,123 @@ def test_the_current_distributed_client_is_used_by_default():
             assert len(ts.data) > 0  # the tasks ran on this client's cluster
     ref = dpdist.SparseCovariance(2, 1.0, 1e-5, clip=2.0, random_state=0, scheduler="synchronous").fit(X)
     np.testing.assert_allclose(est.covariance_.toarray(), ref.covariance_.toarray(), rtol=1e-12)
+
+
+def test_sparse_pca_runs_on_a_client_that_is_not_the_default(inproc_cluster):
+    # Session.persist_each used to call distributed.wait without the session's client:
+    # "ValueError: No clients found"
+    from distributed import get_task_stream
+
+    _, client = inproc_cluster
+    x = np.random.default_rng(1).standard_normal((12000, 5))
+    x[:, :2] = x[:, :2] @ np.linalg.cholesky([[3.0, 2.0], [2.0, 3.0]]).T  # a spike: the private tests pass
+    kw = dict(gap=0.5, sigma=5**0.5, n_batches=60, tau=0.6, random_state=4)
+    with get_task_stream(client) as ts:
+        a = dpdist.SpectralNorm(2, 200.0, 1e-6, scheduler=client, **kw).fit(x)
+    assert len(ts.data) > 0
+    b = dpdist.SpectralNorm(2, 200.0, 1e-6, scheduler="synchronous", **kw).fit(x)
+    assert a.norm_ == pytest.approx(b.norm_, rel=1e-12)
+
+
+def test_a_cluster_object_gets_its_own_client(inproc_cluster):
+    cluster, _ = inproc_cluster
+    x = da.arange(10, chunks=3)
+    assert compute(x.sum(), scheduler=cluster) == (45,)
+
+
+def test_progress_is_silent_off_a_terminal_and_shown_when_asked(capsys):
+    x = da.ones(100, chunks=10).sum()
+    compute(x, scheduler="synchronous")  # pytest's stderr is not a terminal
+    assert capsys.readouterr().err == ""
+    compute(x, scheduler="synchronous", progress=True)
+    assert "100%" in capsys.readouterr().err
+
+
+def test_progress_on_a_client_that_is_not_the_default(inproc_cluster, capsys):
+    # distributed.progress looks up the default client: "ValueError: No clients found"
+    _, client = inproc_cluster
+    assert compute(da.ones(100, chunks=10).sum(), scheduler=client, progress=True) == (100.0,)
+    captured = capsys.readouterr()
+    assert "100% Completed" in captured.err and captured.out == ""
+
+
+def test_timeout_on_threads_reports_whether_noise_was_drawn():
+    with pytest.raises(InfrastructureError, match="timeout=0.3 s") as info:
+        compute(_slow_sum(40, 0.05), scheduler="threads", timeout=0.3, noised=False)
+    assert info.value.noise_drawn is False and "nothing was spent" in str(info.value)
+    with pytest.raises(InfrastructureError) as info:
+        compute(_slow_sum(40, 0.05), scheduler="threads", timeout=0.3, noised=True)
+    assert info.value.noise_drawn is True and "counts as spent" in str(info.value)
+
+
+def test_a_failure_after_a_released_step_says_noise_was_drawn():
+    with open_runtime("threads", timeout=60) as rt:
+        rt.compute(da.ones(4, chunks=2).sum(), noised=True)
+        err = rt.failure("boom", noised=False)
+    assert err.noise_drawn is True and "earlier step" in str(err)
+
+
+def test_timeout_on_a_cluster_cancels_the_futures(inproc_cluster):
+    _, client = inproc_cluster
+    with pytest.raises(InfrastructureError, match="timeout") as info:
+        compute(_slow_sum(50, 0.1), scheduler=client, timeout=0.5, noised=False)
+    assert info.value.noise_drawn is False
+    assert _scheduler_forgets_everything(client)  # nothing left of the failed fit (50 x 0.1 s of work)
+
+
+def test_a_cluster_without_workers_fails_instead_of_hanging(inproc_cluster):
+    cluster, client = inproc_cluster
+
+    def lose_the_worker():
+        time.sleep(0.5)
+        cluster.scale(0)
+
+    threading.Thread(target=lose_the_worker, daemon=True).start()
+    t0 = time.monotonic()
+    with dask.config.set({"dpdist.no-workers-timeout": 1.0}):
+        with pytest.raises(InfrastructureError, match="no workers") as info:
+            compute(_slow_sum(100, 0.1), scheduler=client, timeout=60, noised=False)
+    assert time.monotonic() - t0 < 30 and info.value.noise_drawn is False
+
+
+def test_ctrl_c_cancels_the_futures(inproc_cluster):
+    _, client = inproc_cluster
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            compute(_slow_sum(50, 0.1), scheduler=client, timeout=60)
+    finally:
+        timer.cancel()
+    assert _scheduler_forgets_everything(client)
+
+
+def test_an_unreachable_scheduler_is_an_infrastructure_error():
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        address = f"tcp://127.0.0.1:{port}"
+        with pytest.raises(InfrastructureError, match=f"cannot reach the dask scheduler at {address}") as info:
+            compute(da.ones(4, chunks=2).sum(), scheduler=address)
+    assert info.value.noise_drawn is False and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("source", "line", "guarded"),
+    [
+        ("import x\nfit()\n", 2, False),
+        ('import x\nif __name__ == "__main__":\n    fit()\n', 3, True),
+        ("import x\nif '__main__' == __name__ and True:\n    a = 1\n    fit()\n", 4, True),
+        ('if __name__ == "__main__":\n    pass\nfit()\n', 3, False),
+        ('if __name__ != "__main__":\n    fit()\n', 2, False),
+    ],
+)
+def test_main_guard_detection(source, line, guarded):
+    assert _line_is_guarded(source, line) is guarded
+
+
+def test_pytest_itself_may_start_worker_processes():
+    assert spawn_problem() is None  # `python -m pytest`: the main module is pytest.__main__

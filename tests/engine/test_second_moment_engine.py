@@ -181,3 +181,19 @@ def test_level_step_keeps_scales_per_block_and_is_chunking_invariant(rng, schedu
             prev, g = eng.persist_and_release(ts, eng.noised(gram, lambda v: v), scheduler)
         assert len(prev) == X.numblocks[0]
         np.testing.assert_allclose(g, oracle.T @ oracle, rtol=1e-12)
+
+
+def test_group_labels_computed_per_block_match_the_materialised_labels(rng):
+    from dpdist.privacy.noise import NoiseSeed
+    from dpdist.privacy.partition import GroupPartition
+
+    n, d, m = 1000, 3, 30
+    x = rng.standard_normal((n, d))
+    part = GroupPartition(NoiseSeed(4, True), n, m, "test/groups")
+    k = part.n_groups
+    (expected,) = compute(eng.group_grams(da.from_array(x, chunks=(n, 3)), part(0, n), k), scheduler="sync")
+    for chunks in ((77, 3), (500, 2)):
+        (got,) = compute(eng.group_grams(da.from_array(x, chunks=chunks), part, k), scheduler="threads")
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
+    labels = part(0, n)
+    np.testing.assert_allclose(expected[3], x[labels == 3].T @ x[labels == 3], rtol=1e-12)

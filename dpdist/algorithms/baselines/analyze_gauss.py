@@ -14,7 +14,7 @@ from dpdist.algorithms.baselines._common import triples_to_csr
 from dpdist.algorithms.expmech_pca import leading_eigenvector
 from dpdist.data.validation import as_dask_array
 from dpdist.engine.gram import DEFAULT_TILE, NONFINITE_POLICIES, clipped_second_moment, nonfinite_guard
-from dpdist.engine.runtime import check_scheduler, compute
+from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
 from dpdist.engine.threshold import threshold_triples
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
@@ -56,8 +56,8 @@ class AnalyzeGauss(Estimator):
     random_state : None or int
     beta : float
         Failure probability used by :meth:`plan`.
-    scheduler, tile_size, on_nonfinite
-        As for the other estimators.
+    scheduler, tile_size, on_nonfinite, timeout
+        As for the other estimators (:mod:`dpdist.engine.runtime` for scheduler and timeout).
 
     Attributes
     ----------
@@ -84,7 +84,7 @@ class AnalyzeGauss(Estimator):
 
     def __init__(self, epsilon: float, delta: float, *, row_norm: float, random_state: Any = None,
                  beta: float = 0.1, scheduler: Any = None, tile_size: int = DEFAULT_TILE,
-                 on_nonfinite: str = "raise") -> None:
+                 on_nonfinite: str = "raise", timeout: float | None = DEFAULT_TIMEOUT) -> None:
         self.epsilon = epsilon
         self.delta = delta
         self.row_norm = row_norm
@@ -93,6 +93,7 @@ class AnalyzeGauss(Estimator):
         self.scheduler = scheduler
         self.tile_size = tile_size
         self.on_nonfinite = on_nonfinite
+        self.timeout = timeout
 
     def _calibration(self, n: int) -> dict:
         eps = check_epsilon(self.epsilon)
@@ -126,6 +127,7 @@ class AnalyzeGauss(Estimator):
     def fit(self, X: Any, y: Any = None) -> "AnalyzeGauss":
         tile = check_int(self.tile_size, "tile_size")
         check_scheduler(self.scheduler)
+        timeout = check_timeout(self.timeout)
         if self.on_nonfinite not in NONFINITE_POLICIES:
             raise ValidationError(f"on_nonfinite must be one of {NONFINITE_POLICIES}, got {self.on_nonfinite!r}")
         seed = resolve_random_state(self.random_state)
@@ -136,7 +138,8 @@ class AnalyzeGauss(Estimator):
         Y = row_norm_clip(Xg, cal["row_norm"])
         S = clipped_second_moment(Y, math.inf, tile=tile)
         noise = NoiseField(seed, "analyze-gauss/gaussian", "gaussian", cal["gaussian_sigma"], symmetric=True)
-        results = compute(*threshold_triples(S, 0.0, noise, guard=finite), scheduler=self.scheduler)
+        results = compute(*threshold_triples(S, 0.0, noise, guard=finite), scheduler=self.scheduler,
+                          timeout=timeout)
         M = triples_to_csr(list(results), d).toarray()
         v, lam = leading_eigenvector(M)
         notes = [FLOAT_NOISE_CAVEAT, f"Gaussian scale rule: {cal['rule']}",

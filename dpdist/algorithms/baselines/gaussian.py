@@ -11,7 +11,7 @@ from dpdist.algorithms.baselines._common import triples_to_csr
 from dpdist.algorithms.baselines.thresholded import bickel_levina_threshold
 from dpdist.data.validation import as_dask_array
 from dpdist.engine.gram import DEFAULT_TILE, NONFINITE_POLICIES, clipped_second_moment, nonfinite_guard
-from dpdist.engine.runtime import check_scheduler, compute
+from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
 from dpdist.engine.threshold import threshold_triples
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
@@ -46,6 +46,8 @@ class GaussianCovariance(Estimator):
         :func:`wang_xu_noise_threshold` plus, when sigma is given, the sampling level
         :func:`~dpdist.algorithms.baselines.thresholded.bickel_levina_threshold`.
     random_state : None or int
+    scheduler, timeout
+        Where and how long the fit may run (:mod:`dpdist.engine.runtime`).
 
     Attributes
     ----------
@@ -71,7 +73,8 @@ class GaussianCovariance(Estimator):
 
     def __init__(self, epsilon: float, delta: float, *, sigma: float | None = None, clip: float | None = None,
                  threshold: float | None = None, random_state: int | None = None, beta: float = 0.1,
-                 scheduler: Any = None, tile_size: int = DEFAULT_TILE, on_nonfinite: str = "raise"):
+                 scheduler: Any = None, tile_size: int = DEFAULT_TILE, on_nonfinite: str = "raise",
+                 timeout: float | None = DEFAULT_TIMEOUT):
         self.epsilon = epsilon
         self.delta = delta
         self.sigma = sigma
@@ -82,6 +85,7 @@ class GaussianCovariance(Estimator):
         self.scheduler = scheduler
         self.tile_size = tile_size
         self.on_nonfinite = on_nonfinite
+        self.timeout = timeout
 
     def _resolve(self, n: int, d: int) -> dict:
         eps = check_epsilon(self.epsilon)
@@ -112,6 +116,7 @@ class GaussianCovariance(Estimator):
     def fit(self, X: Any, y: Any = None) -> "GaussianCovariance":
         tile = check_int(self.tile_size, "tile_size")
         check_scheduler(self.scheduler)
+        timeout = check_timeout(self.timeout)
         if self.on_nonfinite not in NONFINITE_POLICIES:
             raise ValidationError(f"on_nonfinite must be one of {NONFINITE_POLICIES}, got {self.on_nonfinite!r}")
         check_epsilon(self.epsilon)
@@ -123,7 +128,8 @@ class GaussianCovariance(Estimator):
         Xg, finite = nonfinite_guard(X, self.on_nonfinite)
         S = clipped_second_moment(Xg, p["clip"], tile=tile)
         noise = NoiseField(seed, "wang-xu/gaussian", "gaussian", p["gaussian_sigma"], symmetric=True)
-        results = compute(*threshold_triples(S, p["threshold"], noise, guard=finite), scheduler=self.scheduler)
+        results = compute(*threshold_triples(S, p["threshold"], noise, guard=finite), scheduler=self.scheduler,
+                          timeout=timeout)
         M = triples_to_csr(list(results), d)
         notes = [FLOAT_NOISE_CAVEAT, f"Gaussian scale rule: {p['rule']}"]
         if seed.seeded:

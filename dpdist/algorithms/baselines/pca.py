@@ -12,6 +12,7 @@ from dpdist.algorithms.baselines.gaussian import GaussianCovariance
 from dpdist.algorithms.baselines.thresholded import ThresholdedCovariance, bickel_levina_threshold
 from dpdist.algorithms.expmech_pca import leading_eigenvector
 from dpdist.engine.gram import DEFAULT_TILE
+from dpdist.engine.runtime import DEFAULT_TIMEOUT
 from dpdist.privacy.expmech_calibration import davis_kahan_sin2
 from dpdist.privacy.release import Release
 
@@ -41,7 +42,7 @@ class GaussianPCA(Estimator):
 
     Parameters
     ----------
-    epsilon, delta, sigma, clip, threshold, random_state, beta, scheduler, tile_size, on_nonfinite
+    epsilon, delta, sigma, clip, threshold, random_state, beta, scheduler, tile_size, on_nonfinite, timeout
         Passed to :class:`~dpdist.baselines.GaussianCovariance`.
 
     Attributes
@@ -63,7 +64,8 @@ class GaussianPCA(Estimator):
 
     def __init__(self, epsilon: float, delta: float, *, sigma: float | None = None, clip: float | None = None,
                  threshold: float | None = None, random_state: Any = None, beta: float = 0.1,
-                 scheduler: Any = None, tile_size: int = DEFAULT_TILE, on_nonfinite: str = "raise") -> None:
+                 scheduler: Any = None, tile_size: int = DEFAULT_TILE, on_nonfinite: str = "raise",
+                 timeout: float | None = DEFAULT_TIMEOUT) -> None:
         self.epsilon = epsilon
         self.delta = delta
         self.sigma = sigma
@@ -74,12 +76,13 @@ class GaussianPCA(Estimator):
         self.scheduler = scheduler
         self.tile_size = tile_size
         self.on_nonfinite = on_nonfinite
+        self.timeout = timeout
 
     def _covariance_estimator(self) -> GaussianCovariance:
         return GaussianCovariance(
             self.epsilon, self.delta, sigma=self.sigma, clip=self.clip, threshold=self.threshold,
             random_state=self.random_state, beta=self.beta, scheduler=self.scheduler,
-            tile_size=self.tile_size, on_nonfinite=self.on_nonfinite,
+            tile_size=self.tile_size, on_nonfinite=self.on_nonfinite, timeout=self.timeout,
         )
 
     def plan(self, n_samples: int, n_features: int, *, k: int | None = None, eigengap: float | None = None) -> dict:
@@ -121,7 +124,7 @@ class ThresholdedPCA(Estimator):
 
     Parameters
     ----------
-    threshold, sigma, scheduler, tile_size, on_nonfinite
+    threshold, sigma, scheduler, tile_size, on_nonfinite, timeout
         Passed to :class:`~dpdist.baselines.ThresholdedCovariance`.
 
     Attributes
@@ -139,12 +142,14 @@ class ThresholdedPCA(Estimator):
     """
 
     def __init__(self, *, threshold: float | None = None, sigma: float | None = None, scheduler: Any = None,
-                 tile_size: int = DEFAULT_TILE, on_nonfinite: str = "raise") -> None:
+                 tile_size: int = DEFAULT_TILE, on_nonfinite: str = "raise",
+                 timeout: float | None = DEFAULT_TIMEOUT) -> None:
         self.threshold = threshold
         self.sigma = sigma
         self.scheduler = scheduler
         self.tile_size = tile_size
         self.on_nonfinite = on_nonfinite
+        self.timeout = timeout
 
     def plan(self, n_samples: int, n_features: int, *, k: int | None = None, eigengap: float | None = None,
              beta: float = 0.1) -> dict:
@@ -172,7 +177,8 @@ class ThresholdedPCA(Estimator):
 
     def fit(self, X: Any, y: Any = None) -> "ThresholdedPCA":
         cov = ThresholdedCovariance(threshold=self.threshold, sigma=self.sigma, scheduler=self.scheduler,
-                                    tile_size=self.tile_size, on_nonfinite=self.on_nonfinite).fit(X)
+                                    tile_size=self.tile_size, on_nonfinite=self.on_nonfinite,
+                                    timeout=self.timeout).fit(X)
         v, lam = leading_eigenvector(cov.covariance_)
         rel = _pca_release(cov.release_, v[None, :], lam, "NOT PRIVATE")
         self.covariance_ = cov.covariance_

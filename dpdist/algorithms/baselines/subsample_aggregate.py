@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 
 from dpdist.algorithms._base import Estimator
-from dpdist.algorithms.second_moment import random_groups
+from dpdist.algorithms.second_moment import group_partition
 from dpdist.data.validation import as_dask_array
 from dpdist.engine import second_moment as engine
-from dpdist.engine.runtime import check_scheduler, compute
+from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
 from dpdist.exceptions import NoPrivateResult, ValidationError
 from dpdist.privacy.budget import check_delta, check_epsilon
 from dpdist.privacy.noise import FLOAT_NOISE_CAVEAT, NoiseSeed, resolve_random_state
@@ -142,6 +142,7 @@ def subsample_aggregate_second_moment(
     unsafe_no_privacy: bool = False,
     random_state: int | None = None,
     scheduler: Any = None,
+    timeout: float | None = DEFAULT_TIMEOUT,
 ) -> Release:
     """Algorithm 3 of MS25: subsample-and-aggregate with a masked output.
 
@@ -162,7 +163,7 @@ def subsample_aggregate_second_moment(
     unsafe_no_privacy : bool, default False
         Run even when MS25's n-condition for privacy fails. The result is then labelled
         NOT PRIVATE (``Release.private = False``, ``privacy = None``). Experiments only.
-    random_state, scheduler
+    random_state, scheduler, timeout
         As for :func:`dpdist.algorithms.second_moment.second_moment`.
 
     Returns
@@ -191,7 +192,8 @@ def subsample_aggregate_second_moment(
     condition is enormous (n >~ 5e7 m at d = 4), so experiments use ``unsafe_no_privacy``.
     Floating-point sampling caveat as everywhere.
 
-    **Decisions.** GAP 11: the groups are a uniformly random partition (without replacement).
+    **Decisions.** GAP 11: the groups are a keyed pseudorandom partition (without replacement;
+    :mod:`dpdist.privacy.partition` states its distribution), labelled per row block on the workers.
     GAP 12: C_N = 2 and ln(4/xi) in eta_b = alpha / (48 C_N (sqrt(d) + sqrt(ln(4/xi)))).
     GAP 13: TLap(Delta, eps, delta) is Laplace(Delta/eps) conditioned on
     |z| <= A = (Delta/eps) ln(1 + (e^eps - 1)/(2 delta)). Pairwise distances cost O(k^2 d^3)
@@ -205,6 +207,7 @@ def subsample_aggregate_second_moment(
     if not isinstance(unsafe_no_privacy, (bool, np.bool_)):
         raise ValidationError(f"unsafe_no_privacy must be a bool, got {unsafe_no_privacy!r}")
     scheduler = check_scheduler(scheduler)
+    timeout = check_timeout(timeout)
     guarantee = baseline_guarantee(epsilon, delta)
     seed = resolve_random_state(random_state)
     X = as_dask_array(X)
@@ -225,9 +228,10 @@ def subsample_aggregate_second_moment(
         )
     threshold = baseline_threshold(k, epsilon, delta)
     support = tlap_support(2.0 / k, epsilon, delta)
-    gids, _ = random_groups(seed, n, m, purpose=PURPOSE_PARTITION)
+    partition = group_partition(seed, n, m, purpose=PURPOSE_PARTITION)  # labels per row block, on the workers
     agg = _Aggregate(seed, epsilon, delta, alpha, m, k, eta_b, threshold, support)
-    out = compute(engine.noised(engine.group_grams(X, gids, k), agg), scheduler=scheduler, progress=False)[0]
+    out = compute(engine.noised(engine.group_grams(X, partition, k), agg), scheduler=scheduler, progress=False,
+                  timeout=timeout)[0]
     params = {
         "n_samples": n, "n_features": d, "epsilon": epsilon, "delta": delta, "m": m, "alpha": alpha, "xi": xi,
         "n_groups": k, "eta_b": eta_b, "C_N": BASELINE_CN, "threshold": threshold, "q_tilde": out["q_tilde"],
@@ -236,7 +240,8 @@ def subsample_aggregate_second_moment(
     }
     notes = [
         "privacy: (2 epsilon, 4 e^epsilon delta)-DP (Lemma A.4) when privacy_precondition_holds",
-        "GAP 11: random partition into groups (sampling without replacement)",
+        "GAP 11: keyed pseudorandom partition into groups (sampling without replacement; "
+        "data-independent, not exactly uniform: dpdist.privacy.partition)",
         "GAP 12: C_N = 2, masking scale uses ln(4/xi); Ashtiani-Liaw Lemma 3.6 conditions not checked",
         "GAP 13: TLap = Laplace conditioned on |z| <= A (Geng et al. 2020)",
         FLOAT_NOISE_CAVEAT,
@@ -270,7 +275,7 @@ class SubsampleAggregateSecondMoment(Estimator):
 
     Parameters
     ----------
-    epsilon, delta, m, alpha, xi, unsafe_no_privacy, random_state, scheduler
+    epsilon, delta, m, alpha, xi, unsafe_no_privacy, random_state, scheduler, timeout
         See :func:`subsample_aggregate_second_moment`.
 
     Attributes
@@ -301,6 +306,7 @@ class SubsampleAggregateSecondMoment(Estimator):
         unsafe_no_privacy: bool = False,
         random_state: int | None = None,
         scheduler: Any = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
     ) -> None:
         self.epsilon = epsilon
         self.delta = delta
@@ -310,6 +316,7 @@ class SubsampleAggregateSecondMoment(Estimator):
         self.unsafe_no_privacy = unsafe_no_privacy
         self.random_state = random_state
         self.scheduler = scheduler
+        self.timeout = timeout
 
     def fit(self, X, y=None) -> "SubsampleAggregateSecondMoment":
         """Run Algorithm 3; raises :class:`NoPrivateResult` when it returns bottom."""

@@ -9,7 +9,7 @@ from dpdist.algorithms._base import Estimator, check_int, check_positive
 from dpdist.algorithms.baselines._common import triples_to_csr
 from dpdist.data.validation import as_dask_array
 from dpdist.engine.gram import DEFAULT_TILE, NONFINITE_POLICIES, clipped_second_moment, nonfinite_guard
-from dpdist.engine.runtime import compute
+from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
 from dpdist.engine.threshold import threshold_triples
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.calibration import SAMPLING_CONSTANT
@@ -35,6 +35,8 @@ class ThresholdedCovariance(Estimator):
     sigma : float, optional
         Sub-Gaussian scale; when ``threshold`` is None, lambda is
         :func:`bickel_levina_threshold` (sigma, n, d).
+    scheduler, timeout
+        Where and how long the fit may run (:mod:`dpdist.engine.runtime`).
 
     Attributes
     ----------
@@ -50,17 +52,21 @@ class ThresholdedCovariance(Estimator):
     """
 
     def __init__(self, *, threshold: float | None = None, sigma: float | None = None,
-                 scheduler: Any = None, tile_size: int = DEFAULT_TILE, on_nonfinite: str = "raise"):
+                 scheduler: Any = None, tile_size: int = DEFAULT_TILE, on_nonfinite: str = "raise",
+                 timeout: float | None = DEFAULT_TIMEOUT):
         self.threshold = threshold
         self.sigma = sigma
         self.scheduler = scheduler
         self.tile_size = tile_size
         self.on_nonfinite = on_nonfinite
+        self.timeout = timeout
 
     def fit(self, X: Any, y: Any = None) -> "ThresholdedCovariance":
         check_positive(self.threshold, "threshold", allow_none=True)
         check_positive(self.sigma, "sigma", allow_none=True)
         tile = check_int(self.tile_size, "tile_size")
+        check_scheduler(self.scheduler)
+        timeout = check_timeout(self.timeout)
         if self.on_nonfinite not in NONFINITE_POLICIES:
             raise ValidationError(f"on_nonfinite must be one of {NONFINITE_POLICIES}, got {self.on_nonfinite!r}")
         if self.threshold is None and self.sigma is None:
@@ -70,7 +76,8 @@ class ThresholdedCovariance(Estimator):
         lam = float(self.threshold) if self.threshold is not None else bickel_levina_threshold(self.sigma, n, d)
         Xg, finite = nonfinite_guard(X, self.on_nonfinite)
         S = clipped_second_moment(Xg, math.inf, tile=tile)  # no clipping: plain (1/n) X^T X
-        results = compute(*threshold_triples(S, lam, guard=finite), scheduler=self.scheduler)
+        results = compute(*threshold_triples(S, lam, guard=finite), scheduler=self.scheduler, timeout=timeout,
+                          noised=False)
         M = triples_to_csr(list(results), d)
         self.covariance_ = M
         self.threshold_ = lam
