@@ -121,6 +121,8 @@ def single_threaded_blas(active: bool = True) -> Iterator[None]:
 
 
 def _show_progress(progress: bool | None) -> bool:
+    if progress is None:  # dask.config key "dpdist.progress" (the dpdist command sets False)
+        progress = dask.config.get("dpdist.progress", None)
     if progress is not None:
         return bool(progress)
     return sys.stderr.isatty()

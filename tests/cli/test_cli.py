@@ -36,11 +36,14 @@ def test_covariance_round_trip(dataset, tmp_path, capsys):
     assert res.metadata["noise_scales"]["laplace_select"] == est.noise_scale_
 
 
-@pytest.mark.parametrize("method", ["wang-xu", "thresholded"])
-def test_baselines_from_the_cli(dataset, tmp_path, method):
+@pytest.mark.parametrize("method,flags", [
+    ("wang-xu", ["--epsilon", "1", "--delta", "1e-5", "--random-state", "1"]),
+    ("thresholded", []),
+])
+def test_baselines_from_the_cli(dataset, tmp_path, method, flags):
     out = tmp_path / f"{method}.zarr"
-    assert main(["covariance", dataset, "--method", method, "--epsilon", "1", "--delta", "1e-5",
-                 "--sigma", "1.3", "--random-state", "1", "--scheduler", "synchronous", "--output", str(out)]) == 0
+    assert main(["covariance", dataset, "--method", method, *flags, "--sigma", "1.3", "--scheduler", "synchronous",
+                 "--output", str(out)]) == 0
     res = dpdist.load_result(out)
     assert res.metadata["private"] is (method != "thresholded")
 
@@ -80,7 +83,7 @@ def test_nonfinite_data_writes_nothing(tmp_path, capsys):
     src[...] = x
     out = tmp_path / "o.zarr"
     rc = main(["covariance", str(tmp_path / "nan.zarr"), "--k", "1", "--epsilon", "1", "--delta", "1e-5",
-               "--clip", "2", "--scheduler", "synchronous", "--output", str(out)])
+               "--clip", "2", "--on-nonfinite", "raise", "--scheduler", "synchronous", "--output", str(out)])
     assert rc == 2 and "NaN or infinite" in capsys.readouterr().err
     assert sorted(os.listdir(tmp_path)) == ["nan.zarr"]
 
