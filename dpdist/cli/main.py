@@ -88,9 +88,15 @@ def _one_line(text: str, limit: int = 600) -> str:
 
 
 def _quiet_sigint(signum, frame):
-    """Ctrl-C: silence logging and warnings (cluster shutdown noise), then interrupt."""
+    """Ctrl-C: stop the worker processes this command started (a LocalCluster's workers
+    ignore SIGINT, see ``cli._common.run_context``, and would log every task the cluster's
+    shutdown cancels), silence logging and warnings, then interrupt the main thread."""
+    import multiprocessing
+
     logging.disable(logging.CRITICAL)
     warnings.simplefilter("ignore")
+    for child in multiprocessing.active_children():
+        child.kill()
     raise KeyboardInterrupt
 
 
@@ -161,5 +167,20 @@ class _Reporter:
         return code
 
 
+def console_main() -> None:
+    """The ``dpdist`` executable: ``sys.exit(main())``, except that after Ctrl-C the process
+    ends at once instead of waiting, at interpreter exit, for dask's worker threads to finish
+    the tasks they are running (minutes on large chunks). By then every context manager has
+    run: clusters are closed and no temporary output is left."""
+    from dpdist.exceptions import EXIT_INTERRUPTED
+
+    code = main()
+    if code == EXIT_INTERRUPTED:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    console_main()

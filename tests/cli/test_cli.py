@@ -11,6 +11,7 @@ import zarr
 
 import dpdist
 from dpdist.cli.main import main
+from tests.cli._helpers import LOCAL_CLUSTER_ARGS
 
 
 @pytest.fixture(scope="module")
@@ -106,9 +107,26 @@ def test_help(cmd, capsys):
 
 
 def test_demo_runs_on_a_local_cluster(capsys):
-    assert main(["demo", "--n-samples", "200000", "--n-features", "12", "--random-state", "3"]) == 0
-    out = capsys.readouterr().out
+    assert main(["demo", "--n-samples", "200000", "--n-features", "12", "--random-state", "3", *LOCAL_CLUSTER_ARGS]) == 0
+    captured = capsys.readouterr()
+    out = captured.out
     assert "(2, 1e-06)-DP spent" in out and "||M - Sigma||_op" in out and "cluster" in out
+    # both private releases of the same data add up (basic composition); nothing is kept
+    assert "= (4, 2e-06)-DP for the whole demo (basic composition)" in out
+    assert "results   : temporary (removed at exit)" in out and "written   :" not in out
+    assert "!! SEEDED" in captured.err and "!! NOT PRIVATE" in captured.err
+
+
+def test_demo_keeps_both_releases_with_workdir(tmp_path, capsys):
+    work = tmp_path / "demo"
+    assert main(["demo", "--n-samples", "3000", "--n-features", "6", "--k", "2", "--epsilon", "1",
+                 "--scheduler", "synchronous", "--workdir", str(work)]) == 0
+    out = capsys.readouterr().out
+    assert "= (2, 2e-06)-DP for the whole demo" in out
+    for name in ("privcov", "wang-xu"):
+        res = dpdist.load_result(work / f"{name}.zarr")
+        assert f"{name}.zarr" in out and res.metadata["privacy"] == {"type": "approx-dp", "epsilon": 1.0, "delta": 1e-6}
+    assert sorted(p.name for p in work.iterdir()) == ["model1.zarr", "privcov.zarr", "wang-xu.zarr"]
 
 
 def test_generate_model2(tmp_path, capsys):
