@@ -27,8 +27,11 @@ __all__ = [
     "EstimatorCall",
     "HelpFormatter",
     "Method",
+    "add_input_arg",
     "add_json_arg",
+    "add_nonfinite_arg",
     "add_output_args",
+    "add_plan_args",
     "add_progress_args",
     "add_runtime_args",
     "banner",
@@ -90,6 +93,22 @@ def add_progress_args(p: argparse.ArgumentParser) -> None:
 def add_json_arg(p: argparse.ArgumentParser, what: str = "the result") -> None:
     p.add_argument("--json", action="store_true",
                    help=f"print {what} as one JSON document on stdout (errors too: {{\"error\": ...}})")
+
+
+def add_input_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("input", nargs="?", help="Zarr array path/URL (or a dpdist dataset group with X)")
+
+
+def add_plan_args(p: argparse.ArgumentParser, what: str) -> None:
+    """--plan (print ``what`` for the input's size; read no data), --n-samples, --n-features."""
+    p.add_argument("--plan", action="store_true", help=f"print {what} for the input's size; read no data")
+    p.add_argument("--n-samples", type=int, help="with --plan and no INPUT: n")
+    p.add_argument("--n-features", type=int, help="with --plan and no INPUT: d")
+
+
+def add_nonfinite_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--on-nonfinite", choices=("raise", "zero"),
+                   help="rows with NaN/inf: refuse the input, or zero them (default: the estimator's)")
 
 
 def add_output_args(p: argparse.ArgumentParser, required: bool = True) -> None:

@@ -5,7 +5,10 @@ from __future__ import annotations
 from dpdist.cli._common import (
     HelpFormatter,
     Method,
+    add_input_arg,
+    add_nonfinite_arg,
     add_output_args,
+    add_plan_args,
     add_runtime_args,
     check_cli_flags,
     estimator_call,
@@ -31,7 +34,7 @@ def register(sub) -> None:
         "method does not use is refused.",
         formatter_class=HelpFormatter,
     )
-    p.add_argument("input", nargs="?", help="Zarr array path/URL (or a dpdist dataset group with X)")
+    add_input_arg(p)
     p.add_argument("--method", choices=tuple(METHODS), default="privcov")
     p.add_argument("--k", type=int, help="row sparsity k (privcov)")
     p.add_argument("--epsilon", type=float, help="privacy epsilon (> 0) (privcov, wang-xu)")
@@ -41,13 +44,9 @@ def register(sub) -> None:
     g.add_argument("--clip", type=float, help="entrywise truncation level R (privcov, wang-xu)")
     p.add_argument("--threshold", type=float, help="threshold (wang-xu, thresholded)")
     p.add_argument("--beta", type=float, help="failure probability (privcov, wang-xu; default 0.1)")
-    p.add_argument("--on-nonfinite", choices=("raise", "zero"),
-                   help="rows with NaN/inf: refuse the input, or zero them (default: the estimator's)")
+    add_nonfinite_arg(p)
     p.add_argument("--tile-size", type=int, help="features per Gram tile (default: the estimator's)")
-    p.add_argument("--plan", action="store_true",
-                   help="print clip, noise scale and error bound for the input's size; read no data")
-    p.add_argument("--n-samples", type=int, help="with --plan and no INPUT: n")
-    p.add_argument("--n-features", type=int, help="with --plan and no INPUT: d")
+    add_plan_args(p, "clip, noise scale and error bound")
     add_runtime_args(p)
     add_output_args(p, required=False)
     p.set_defaults(func=run)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import multiprocessing
 import os
 import signal
 import sys
@@ -22,6 +23,7 @@ import traceback
 import warnings
 
 from dpdist._version import __version__
+from dpdist.exceptions import ValidationError
 
 COMMANDS = ("demo", "generate", "covariance", "second_moment", "pca", "norm", "audit")
 
@@ -48,10 +50,8 @@ EPILOG = (
 )
 
 
-class _UsageError(Exception):
+class _UsageError(ValidationError):
     """An argparse error, raised instead of argparse's exit so it is reported like any other."""
-
-    exit_code = 2
 
     def __init__(self, prog: str, message: str):
         super().__init__(message)
@@ -87,30 +87,39 @@ def _one_line(text: str, limit: int = 600) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _quiet_sigint(signum, frame):
-    """Ctrl-C: stop the worker processes this command started (a LocalCluster's workers
-    ignore SIGINT, see ``cli._common.run_context``, and would log every task the cluster's
-    shutdown cancels), silence logging and warnings, then interrupt the main thread."""
-    import multiprocessing
+class _QuietInterrupt:
+    """The Ctrl-C handler of a command: stop the worker processes the command started (a
+    LocalCluster's workers ignore SIGINT, see ``cli._common.run_context``, and would log every
+    task the cluster's shutdown cancels; processes that were there before are left alone),
+    silence logging and warnings, then interrupt the main thread."""
 
-    logging.disable(logging.CRITICAL)
-    warnings.simplefilter("ignore")
-    for child in multiprocessing.active_children():
-        child.kill()
-    raise KeyboardInterrupt
+    def __init__(self) -> None:
+        self.keep = set(multiprocessing.active_children())
+        self.fired = False
+
+    def __call__(self, signum, frame):
+        self.fired = True
+        logging.disable(logging.CRITICAL)
+        warnings.simplefilter("ignore")
+        for child in multiprocessing.active_children():
+            if child not in self.keep:
+                child.kill()
+        raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``dpdist`` with ``argv`` (default ``sys.argv[1:]``) and return the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    in_main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, _quiet_sigint) if in_main else None
+    if threading.current_thread() is not threading.main_thread():
+        return _run(argv)
+    handler = _QuietInterrupt()
+    previous = signal.signal(signal.SIGINT, handler)
     try:
-        with warnings.catch_warnings():  # undo what a Ctrl-C silenced
+        with warnings.catch_warnings():  # undoes the warnings filter a Ctrl-C set
             return _run(argv)
     finally:
-        if in_main:
-            signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGINT, previous)
+        if handler.fired:
             logging.disable(logging.NOTSET)
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dpdist.cli._common import (
     HelpFormatter,
     Method,
+    add_input_arg,
     add_output_args,
+    add_plan_args,
     add_runtime_args,
     check_cli_flags,
     estimator_call,
@@ -25,7 +27,7 @@ def register(sub) -> None:
         "of the rows' second moment, with PrivNorm (COLT 2026, Algorithm 3).",
         formatter_class=HelpFormatter,
     )
-    p.add_argument("input", nargs="?", help="Zarr array path/URL (or a dpdist dataset group with X)")
+    add_input_arg(p)
     p.add_argument("--k", type=int, help="row sparsity k")
     p.add_argument("--epsilon", type=float, help="privacy epsilon (> 0)")
     p.add_argument("--delta", type=float, help="privacy delta in (0, 1)")
@@ -36,10 +38,7 @@ def register(sub) -> None:
     p.add_argument("--beta", type=float, help="failure probability of the utility statements (default 0.05)")
     p.add_argument("--shuffle-batches", action="store_true",
                    help="batches from a public random permutation instead of consecutive rows")
-    p.add_argument("--plan", action="store_true",
-                   help="print noise scales and the predicted error for the input's size; read no data")
-    p.add_argument("--n-samples", type=int, help="with --plan and no INPUT: n")
-    p.add_argument("--n-features", type=int, help="with --plan and no INPUT: d")
+    add_plan_args(p, "noise scales and the predicted error")
     add_runtime_args(p)
     add_output_args(p, required=False)
     p.set_defaults(func=run)

@@ -5,7 +5,10 @@ from __future__ import annotations
 from dpdist.cli._common import (
     HelpFormatter,
     Method,
+    add_input_arg,
+    add_nonfinite_arg,
     add_output_args,
+    add_plan_args,
     add_runtime_args,
     check_cli_flags,
     context_of,
@@ -41,7 +44,7 @@ def register(sub) -> None:
         "does not use is refused.",
         formatter_class=HelpFormatter,
     )
-    p.add_argument("input", nargs="?", help="Zarr array path/URL (or a dpdist dataset group with X)")
+    add_input_arg(p)
     p.add_argument("--method", choices=tuple(METHODS), default="privpca")
     p.add_argument("--k", type=int, help="sparsity k (privpca, expmech; with --plan also gaussian, thresholded)")
     p.add_argument("--epsilon", type=float, help="privacy epsilon (> 0)")
@@ -59,13 +62,9 @@ def register(sub) -> None:
     p.add_argument("--row-norm", type=float, help="row L2 bound (analyze-gauss)")
     p.add_argument("--threshold", type=float, help="hard threshold (gaussian, thresholded)")
     p.add_argument("--beta", type=float, help="failure probability (default: the estimator's)")
-    p.add_argument("--on-nonfinite", choices=("raise", "zero"),
-                   help="rows with NaN/inf: refuse the input, or zero them (default: the estimator's)")
+    add_nonfinite_arg(p)
     p.add_argument("--tile-size", type=int, help="features per Gram tile (analyze-gauss, gaussian, thresholded)")
-    p.add_argument("--plan", action="store_true",
-                   help="print noise scales and the predicted error for the input's size; read no data")
-    p.add_argument("--n-samples", type=int, help="with --plan and no INPUT: n")
-    p.add_argument("--n-features", type=int, help="with --plan and no INPUT: d")
+    add_plan_args(p, "noise scales and the predicted error")
     p.add_argument("--eigengap", type=float,
                    help="with --plan: absolute eigengap lambda1 - lambda2 of the model, for the sin^2 bound")
     p.add_argument("--target-sin2", type=float,

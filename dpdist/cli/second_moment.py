@@ -5,7 +5,9 @@ from __future__ import annotations
 from dpdist.cli._common import (
     HelpFormatter,
     Method,
+    add_input_arg,
     add_output_args,
+    add_plan_args,
     add_runtime_args,
     check_cli_flags,
     context_of,
@@ -33,7 +35,7 @@ def register(sub) -> None:
         "2025), or the (epsilon, delta)-DP subsample-and-aggregate baseline.",
         formatter_class=HelpFormatter,
     )
-    p.add_argument("input", nargs="?", help="Zarr array path/URL (or a dpdist dataset group with X)")
+    add_input_arg(p)
     p.add_argument("--method", choices=tuple(METHODS), default="recursive")
     p.add_argument("--rho", type=float, help="zCDP budget rho (> 0) (recursive)")
     p.add_argument("--m", type=int, help="subsamplability size m (>= 1)")
@@ -58,10 +60,7 @@ def register(sub) -> None:
     p.add_argument("--unsafe-no-privacy", action="store_true",
                    help="subsample-aggregate: run even when its privacy precondition fails; the "
                         "result is labelled NOT PRIVATE")
-    p.add_argument("--plan", action="store_true",
-                   help="print levels, noise scales and predicted gamma; read no data")
-    p.add_argument("--n-samples", type=int, help="with --plan and no INPUT: n")
-    p.add_argument("--n-features", type=int, help="with --plan and no INPUT: d")
+    add_plan_args(p, "levels, noise scales and predicted gamma")
     add_runtime_args(p)
     add_output_args(p, required=False)
     p.set_defaults(func=run)

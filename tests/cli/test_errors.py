@@ -8,7 +8,6 @@ issue-9 branches give them their own codes (5, 2) and these tests keep holding.
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 

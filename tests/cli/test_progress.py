@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import sys
 import threading
-import time
 
 import numpy as np
 import pytest
 import zarr
 
 from dpdist.cli.main import main
+from tests.cli._helpers import run_on_a_pty
 
 
 @contextlib.contextmanager
@@ -103,36 +102,12 @@ def test_progress_line_on_a_distributed_cluster(data, tmp_path, capsys, local_cl
     assert "dpdist covariance: [" in err and "100%" in err
 
 
-def _run_on_a_pty(argv: list[str], timeout: float) -> tuple[int, str]:
-    import pty
-
-    pid, fd = pty.fork()
-    if pid == 0:  # pragma: no cover - the child
-        os.execv(sys.executable, [sys.executable, *argv])
-    chunks, deadline = [], time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], 1.0)
-        if ready:
-            try:
-                data = os.read(fd, 65536)
-            except OSError:
-                break
-            if not data:
-                break
-            chunks.append(data)
-    else:  # pragma: no cover - a hang
-        os.kill(pid, 9)
-    _, status = os.waitpid(pid, 0)
-    os.close(fd)
-    return os.waitstatus_to_exitcode(status), b"".join(chunks).decode(errors="replace")
-
-
 def test_demo_at_a_terminal(tmp_path):
     """`dpdist demo`, the README's first command, on a terminal crashed with "No clients found"
     (distributed.progress on a client that is not the default). As typed, on a pty, in its own
     process (on its default scheduler: a LocalCluster before the runtime branch, threads after)."""
-    rc, out = _run_on_a_pty(["-m", "dpdist.cli.main", "demo", "--n-samples", "20000", "--n-features", "8"],
-                            timeout=240)
+    rc, out, _ = run_on_a_pty([sys.executable, "-m", "dpdist.cli.main", "demo", "--n-samples", "20000",
+                               "--n-features", "8"], timeout=240)
     assert rc == 0, out
     assert "Traceback" not in out and "No clients found" not in out
     assert "dpdist demo: [" in out and "for the whole demo (basic composition)" in out
