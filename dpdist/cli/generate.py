@@ -37,7 +37,8 @@ def register(sub) -> None:
     p.add_argument("--lambda1", type=float, help="Model 2: top eigenvalue (default 2.0)")
     p.add_argument("--chunk-rows", type=int, default=100_000)
     p.add_argument("--random-state", type=int, default=0, help="seed of the covariance and samples")
-    p.add_argument("--scheduler", default=None, help="where to generate (default: dask's local scheduler)")
+    p.add_argument("--scheduler", default=None,
+                   help="where to generate (as for `dpdist covariance`; default: the library's default)")
     p.add_argument("--overwrite", action="store_true")
     add_progress_args(p)
     add_json_arg(p, "what was written")
