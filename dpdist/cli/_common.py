@@ -1,27 +1,81 @@
-"""Flags, checks and printing shared by the sub-commands."""
+"""Flags, checks, the run harness and printing shared by the sub-commands.
+
+Every flag a command accepts is either honoured or refused. Estimator flags are matched to
+the chosen estimator by name: a flag whose destination (``--row-norm`` -> ``row_norm``) is a
+parameter of the estimator's ``__init__`` (or, with ``--plan``, of its ``plan()``) is passed
+to it; any other given flag is refused with a usage error (exit 2) naming it. Flags the
+command line honours itself are listed in :data:`CLI_DESTS`; each command checks its own.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import inspect
 import json
+import os
+import signal
 import sys
-from typing import Callable, Iterable
+import threading
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator
 
 __all__ = [
+    "CLI_DESTS",
+    "RUN_ONLY_DESTS",
+    "EstimatorCall",
+    "HelpFormatter",
+    "Method",
+    "add_input_arg",
+    "add_json_arg",
+    "add_nonfinite_arg",
     "add_output_args",
+    "add_plan_args",
+    "add_progress_args",
     "add_runtime_args",
+    "banner",
+    "check_cli_flags",
+    "context_of",
+    "estimator_call",
     "fit_and_write",
+    "given_flags",
     "input_shape",
     "need",
+    "option",
     "print_json",
     "print_mapping",
+    "privacy_banners",
+    "privacy_warnings",
+    "refuse",
+    "rejection_path",
+    "run_context",
+    "show_progress",
 ]
 
+#: Destinations of flags the command line honours itself (never passed to an estimator).
+CLI_DESTS = frozenset({
+    "command", "func", "debug", "input", "method", "plan", "n_samples", "n_features", "output",
+    "overwrite", "json", "progress", "target_sin2", "report_delta", "missing_chunks",
+})
+#: Estimator parameters that only matter when data are read: refused with ``--plan``.
+RUN_ONLY_DESTS = frozenset({"random_state", "scheduler", "timeout", "missing_chunks"})
 
-def _timeout_arg(text: str) -> float | None:
-    """--timeout: seconds (> 0), or 'none' for no limit."""
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows ``(default: X)`` only for real defaults; None means "the library's default"."""
+
+    def _get_help_string(self, action):
+        if action.default in (None, False, argparse.SUPPRESS):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _timeout_arg(text: str) -> float:
+    """--timeout: seconds (> 0), or 'none' for no limit (``math.inf``, which estimators read as
+    no limit)."""
     if text.strip().lower() == "none":
-        return None
+        return float("inf")
     try:
         value = float(text)
     except ValueError:
@@ -43,22 +97,51 @@ def add_runtime_args(p: argparse.ArgumentParser) -> None:
                    help="where to run: 'threads', 'synchronous', 'processes', 'local-cluster' (start a "
                         "Dask LocalCluster for this run), or the address of a running cluster "
                         "tcp://HOST:PORT. Default: dask's configured scheduler (threads), starting nothing")
-    p.add_argument("--timeout", type=_timeout_arg, default=DEFAULT_TIMEOUT, metavar="SECONDS",
-                   help="fail (exit 5) when the run has not finished after SECONDS (one day), "
+    p.add_argument("--timeout", type=_timeout_arg, default=None, metavar="SECONDS",
+                   help=f"fail (exit 5) when the run has not finished after SECONDS (default "
+                        f"{DEFAULT_TIMEOUT:g}: one day), "
                         "or when the cluster has had no worker for 30 s; 'none': no limit")
-    p.add_argument("--missing-chunks", choices=("raise", "fill"), default="raise",
+    p.add_argument("--missing-chunks", choices=("raise", "fill"), default=None,
                    help="an input Zarr store whose chunk files are not all present is refused before "
-                        "anything is read ('raise'), or its missing chunks are read as the array's fill "
-                        "value ('fill')")
+                        "anything is read ('raise', the default), or its missing chunks are read as the "
+                        "array's fill value ('fill')")
     p.add_argument("--progress", dest="progress", action="store_true", default=None,
                    help="show a progress bar (default: only on a terminal)")
     p.add_argument("--no-progress", dest="progress", action="store_false")
 
 
+def add_progress_args(p: argparse.ArgumentParser) -> None:
+    """--progress/--no-progress for commands without :func:`add_runtime_args`."""
+    p.add_argument("--progress", dest="progress", action="store_true", default=None,
+                   help="show a progress line on stderr (default: only on a terminal)")
+    p.add_argument("--no-progress", dest="progress", action="store_false")
+
+
+def add_json_arg(p: argparse.ArgumentParser, what: str = "the result") -> None:
+    p.add_argument("--json", action="store_true",
+                   help=f"print {what} as one JSON document on stdout (errors too: {{\"error\": ...}})")
+
+
+def add_input_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("input", nargs="?", help="Zarr array path/URL (or a dpdist dataset group with X)")
+
+
+def add_plan_args(p: argparse.ArgumentParser, what: str) -> None:
+    """--plan (print ``what`` for the input's size; read no data), --n-samples, --n-features."""
+    p.add_argument("--plan", action="store_true", help=f"print {what} for the input's size; read no data")
+    p.add_argument("--n-samples", type=int, help="with --plan and no INPUT: n")
+    p.add_argument("--n-features", type=int, help="with --plan and no INPUT: d")
+
+
+def add_nonfinite_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--on-nonfinite", choices=("raise", "zero"),
+                   help="rows with NaN/inf: refuse the input, or zero them (default: the estimator's)")
+
+
 def add_output_args(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--output", "-o", required=required, help="result Zarr group to write (atomically)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
-    p.add_argument("--json", action="store_true", help="print the release metadata as JSON")
+    add_json_arg(p, "the release metadata (or the plan)")
 
 
 def print_json(obj) -> None:
@@ -76,29 +159,318 @@ def print_mapping(mapping: dict, as_json: bool, *, skip: Iterable[str] = ("calib
             print(f"{key:>{width}} : {value}")
 
 
+def option(dest: str) -> str:
+    """The flag spelling of an argparse destination (``row_norm`` -> ``--row-norm``)."""
+    return "INPUT" if dest == "input" else f"--{dest.replace('_', '-')}"
+
+
 def need(args, *names: str, context: str = "") -> None:
     """Raise a ValidationError naming every missing ``--option`` among ``names``."""
     from dpdist.exceptions import ValidationError
 
-    missing = [f"--{n.replace('_', '-')}" for n in names if getattr(args, n, None) is None]
+    missing = [option(n) for n in names if getattr(args, n, None) is None]
     if missing:
         prefix = f"{context} needs option(s)" if context else "missing required option(s)"
         raise ValidationError(f"{prefix}: {', '.join(missing)}")
 
 
-def input_shape(args) -> tuple[int, int]:
-    """(n, d) for ``--plan``: from INPUT's metadata (no data read) or --n-samples/--n-features."""
+def refuse(dests: Iterable[str], context: str, why: str = "") -> None:
+    """Raise a usage error naming flags that ``context`` does not use (no-op when none)."""
+    from dpdist.exceptions import ValidationError
+
+    dests = list(dests)
+    if dests:
+        names = ", ".join(option(d) for d in dests)
+        verb = "is" if len(dests) == 1 else "are"
+        raise ValidationError(f"{names} {verb} not used by {context}{'; ' + why if why else ''}")
+
+
+def given_flags(args) -> dict[str, Any]:
+    """The flags the user gave: every destination whose value is not None or False."""
+    return {k: v for k, v in vars(args).items()
+            if k not in ("func", "command", "debug", "argv") and v is not None and v is not False}
+
+
+def context_of(args) -> str:
+    """``dpdist COMMAND [--method M] [--plan]``, for messages."""
+    text = f"dpdist {args.command}"
+    if getattr(args, "method", None) is not None:
+        text += f" --method {args.method}"
+    if getattr(args, "plan", False):
+        text += " --plan"
+    return f"`{text}`"
+
+
+def check_cli_flags(args, *, plan_flags: Iterable[str] = (), fit_flags: Iterable[str] = ()) -> None:
+    """Refuse the command-line flags that the chosen mode does not use.
+
+    With ``--plan`` nothing is read, run or written: ``--output``, ``--overwrite``,
+    ``--progress`` and ``RUN_ONLY_DESTS`` are refused, and ``--n-samples``/``--n-features``
+    are used only without INPUT. Without ``--plan``, ``--n-samples``/``--n-features`` and the
+    command's ``plan_flags`` are refused. ``fit_flags`` are the command's extra flags that only
+    a run uses.
+    """
+    given = given_flags(args)
+    ctx = context_of(args)
+    if getattr(args, "plan", False):
+        unused = [d for d in ("output", "overwrite", "progress", *sorted(RUN_ONLY_DESTS), *fit_flags) if d in given]
+        refuse(unused, ctx, "--plan reads no data and writes nothing")
+        if args.input is not None:
+            refuse([d for d in ("n_samples", "n_features") if d in given], ctx, "INPUT gives the size")
+    else:
+        refuse([d for d in ("n_samples", "n_features", *plan_flags) if d in given], ctx, "it is a --plan option")
+
+
+@dataclass(frozen=True)
+class Method:
+    """How one ``--method`` maps to an estimator class.
+
+    Parameters
+    ----------
+    estimator : str
+        Dotted path of the class, imported when used (``"dpdist.SparseCovariance"``).
+    required : tuple of str
+        Destinations that must be given, in fit and plan mode alike.
+    """
+
+    estimator: str
+    required: tuple[str, ...] = ()
+
+    def load(self) -> type:
+        import importlib
+
+        module, _, name = self.estimator.rpartition(".")
+        return getattr(importlib.import_module(module), name)
+
+
+@dataclass
+class EstimatorCall:
+    """An estimator class with the keyword arguments the given flags map to."""
+
+    cls: type
+    kwargs: dict
+    plan_kwargs: dict = field(default_factory=dict)
+
+    def accepts(self, name: str) -> bool:
+        return name in _params(self.cls.__init__)
+
+    def build(self, **runtime: Any):
+        """The estimator, with ``runtime`` parameters (scheduler, progress) it accepts."""
+        return self.cls(**{**self.kwargs, **{k: v for k, v in runtime.items() if self.accepts(k)}})
+
+
+def _params(fn) -> set[str]:
+    return set(inspect.signature(fn).parameters) - {"self"}
+
+
+def estimator_call(args, methods: Method | dict[str, Method]) -> EstimatorCall:
+    """Map the given flags onto the chosen method's estimator, refusing the ones it does not take.
+
+    ``methods`` is the command's ``{--method name: Method}`` (the choice is ``args.method``)
+    or its single :class:`Method`. A flag goes to ``__init__`` when it names one of its
+    parameters; with ``--plan``, flags naming a parameter of ``plan()`` (and not of
+    ``__init__``) go to ``plan()``. Any other given flag, outside :data:`CLI_DESTS`, is a
+    usage error that names the methods using it.
+    """
+    from dpdist.exceptions import ValidationError
+
+    chosen = methods if isinstance(methods, Method) else methods[args.method]
+    cls = chosen.load()
+    ctx = context_of(args)
+    plan = bool(getattr(args, "plan", False))
+    if plan and not hasattr(cls, "plan"):
+        raise ValidationError(f"--plan is not available for {ctx.replace(' --plan', '')}")
+    init = _params(cls.__init__)
+    planp = _params(cls.plan) - {"n_samples", "n_features"} if plan else set()
+    kwargs, plan_kwargs, unused = {}, {}, []
+    for dest, value in given_flags(args).items():
+        if dest in CLI_DESTS or (plan and dest in RUN_ONLY_DESTS):
+            continue
+        if dest in init:
+            kwargs[dest] = value
+        elif dest in planp:
+            plan_kwargs[dest] = value
+        else:
+            unused.append(dest)
+    if unused:
+        why = f"{cls.__name__} has no such parameter"
+        if isinstance(methods, dict):
+            users = sorted({name for name, m in methods.items() if m.estimator != chosen.estimator
+                            and set(unused) <= _params(m.load().__init__)})
+            if users:
+                why += f"; it belongs to --method {' / '.join(users)}"
+        refuse(unused, ctx, why)
+    need(args, *chosen.required, context=ctx)
+    return EstimatorCall(cls, kwargs, plan_kwargs)
+
+
+def open_input(args):
+    """INPUT as a validated dask array (metadata only), honouring ``--missing-chunks``."""
     from dpdist.data.validation import as_dask_array
 
+    return as_dask_array(args.input, missing_chunks=getattr(args, "missing_chunks", None) or "raise")
+
+
+def input_shape(args) -> tuple[int, int]:
+    """(n, d) for ``--plan``: from INPUT's metadata (no data read) or --n-samples/--n-features."""
     if args.input is not None:
-        n, d = as_dask_array(args.input).shape  # metadata only
+        n, d = open_input(args).shape  # metadata only
         return int(n), int(d)
     need(args, "n_samples", "n_features", context="--plan without INPUT")
     return int(args.n_samples), int(args.n_features)
 
 
+# --------------------------------------------------------------------------- running
+
+
+def show_progress(args) -> bool:
+    """--progress / --no-progress, else only when stderr is a terminal."""
+    flag = getattr(args, "progress", None)
+    return bool(flag) if flag is not None else sys.stderr.isatty()
+
+
+@contextlib.contextmanager
+def _children_ignore_sigint() -> Iterator[None]:
+    """Processes started inside (LocalCluster workers) inherit an ignored SIGINT.
+
+    A terminal's Ctrl-C goes to the whole process group; workers that ignore it are shut down
+    by their cluster instead of each printing a KeyboardInterrupt traceback. A Ctrl-C while
+    the cluster starts is ignored too (a few seconds).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def run_context(args, scheduler: Any = None) -> Iterator[Any]:
+    """Open the command's scheduler once and show one progress line; yield what to pass as
+    ``scheduler=`` (a ``distributed.Client``, or the scheduler name for a local one).
+
+    A scheduler that cannot be reached is an :class:`~dpdist.exceptions.InfrastructureError`
+    (exit 5; nothing was read or spent).
+    """
+    from dpdist.cli._progress import progress_display
+    from dpdist.engine.runtime import client_for
+    from dpdist.exceptions import InfrastructureError
+
+    scheduler = getattr(args, "scheduler", None) if scheduler is None else scheduler
+    with contextlib.ExitStack() as stack:
+        try:
+            with _children_ignore_sigint():
+                client = stack.enter_context(client_for(scheduler))
+        except OSError as exc:
+            raise InfrastructureError(
+                f"cannot reach the Dask scheduler {scheduler!r}: {' '.join(str(exc).split())}; nothing was read or spent"
+            ) from exc
+        stack.enter_context(progress_display(show_progress(args), f"dpdist {args.command}", client))
+        yield client if client is not None else scheduler
+
+
+@contextlib.contextmanager
+def privacy_warnings() -> Iterator[list[str]]:
+    """Collect the messages of :class:`dpdist.PrivacyWarning` raised inside (they become
+    banners); other warnings pass through unchanged."""
+    from dpdist.exceptions import PrivacyWarning
+
+    messages: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", PrivacyWarning)
+        try:
+            yield messages
+        finally:
+            others = []
+            for w in caught:
+                if issubclass(w.category, PrivacyWarning):
+                    if str(w.message) not in messages:
+                        messages.append(str(w.message))
+                else:
+                    others.append(w)
+    for w in others:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+
+
+def privacy_banners(*metas: dict | None, warned: Iterable[str] = ()) -> list[str]:
+    """Banner lines for the unsafe modes of releases: seeded noise, NOT PRIVATE,
+    ``unsafe_no_privacy``; from their metadata and from the PrivacyWarnings raised.
+
+    Each kind is said once, whichever of the two flagged it (the library may flag a mode in
+    the metadata, with a warning, or both); a PrivacyWarning of another kind is shown as is.
+    """
+    kinds: dict[str, str] = {}
+    for meta in metas:
+        meta = meta or {}
+        if (meta.get("seeding") or {}).get("mode") == "seeded":
+            kinds.setdefault("seeded", "SEEDED noise (--random-state): reproducible, so NOT a private "
+                                       "release; for tests only")
+        if (meta.get("parameters") or {}).get("unsafe_no_privacy"):
+            kinds.setdefault("unsafe", "--unsafe-no-privacy: the mechanism's privacy precondition does not "
+                                       "hold; the result is NOT PRIVATE")
+        if meta.get("private") is False:
+            kinds.setdefault("unsafe", f"NOT PRIVATE: {meta.get('mechanism', 'this result')} gives no "
+                                       "differential-privacy guarantee")
+    others = []
+    for text in warned:
+        low = text.lower()
+        kind = ("seeded" if "seed" in low else
+                "unsafe" if "unsafe_no_privacy" in low or "not private" in low else None)
+        if kind is None:
+            others.append(f"WARNING: {text}")
+        else:
+            kinds.setdefault(kind, text)
+    return [*kinds.values(), *others]
+
+
+def banner(args, lines: Iterable[str]) -> None:
+    """Print each line on stderr as ``dpdist COMMAND: !! line``."""
+    for line in lines:
+        print(f"dpdist {args.command}: !! {line}", file=sys.stderr)
+
+
+def rejection_path(output: str) -> str:
+    """Where a rejected run records its spent budget: ``OUTPUT.rejected.json`` beside OUTPUT."""
+    return os.fspath(output).rstrip(os.sep) + ".rejected.json"
+
+
+def _rejection_record(exc, est, args, output: str) -> dict:
+    """What a NoPrivateResult spent, as written to :func:`rejection_path`."""
+    import datetime
+
+    from dpdist._version import __version__
+
+    meta = exc.release.metadata() if getattr(exc, "release", None) is not None else None
+    spent = (meta or {}).get("privacy")
+    rule = "as recorded by the mechanism (the stages it ran)"
+    if spent is None:
+        params = {k: getattr(est, k, None) for k in ("epsilon", "delta", "rho")}
+        if params["rho"] is not None:
+            spent = {"type": "zcdp", "rho": float(params["rho"])}
+        elif params["epsilon"] is not None:
+            spent = {"type": "approx-dp", "epsilon": float(params["epsilon"]), "delta": float(params["delta"])}
+        rule = "the whole requested budget (the mechanism did not itemise the stages it ran)"
+    return {
+        "status": "rejected",
+        "exit_code": exc.exit_code,
+        "message": str(exc),
+        "stage": getattr(exc, "stage", None),
+        "privacy_spent": spent,
+        "privacy_spent_rule": rule,
+        "command": ["dpdist", *getattr(args, "argv", [])],
+        "input": args.input,
+        "output_requested": output,
+        "release": meta,
+        "dpdist_version": __version__,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
 def fit_and_write(
-    est,
+    call: EstimatorCall,
     args,
     summary: Callable[[object], list[str]],
     extra_values: Callable[[object], dict] | None = None,
@@ -106,11 +478,16 @@ def fit_and_write(
 ) -> int:
     """Check INPUT and --output, fit, write the release atomically, print a summary.
 
-    The output path is checked before any data is read; the release is written only after
-    the fit succeeded, so a failure leaves nothing behind.
+    Order: the output location (parent exists and is writable, OUTPUT and its rejection
+    record free) is checked before the scheduler starts or any data is read; the release is
+    written only after the fit succeeded, so a failure leaves nothing behind. A
+    :class:`~dpdist.exceptions.NoPrivateResult` writes the record of the spent budget to
+    ``OUTPUT.rejected.json`` (atomically) and propagates (exit 4). Banners for seeded, NOT
+    PRIVATE and unsafe releases go to stderr; with ``--json`` stdout holds one document, the
+    release metadata plus ``"output"``.
     """
-    from dpdist.data.results import check_output_path, write_result
-    from dpdist.exceptions import ValidationError
+    from dpdist.data.results import check_output_path, write_json, write_result
+    from dpdist.exceptions import NoPrivateResult, ValidationError
     from dpdist.report.text import format_release
 
     if args.input is None:
@@ -118,7 +495,19 @@ def fit_and_write(
     if args.output is None:
         raise ValidationError("--output is required")
     out = check_output_path(args.output, overwrite=args.overwrite)
-    est.fit(args.input)
+    record = rejection_path(out)
+    if os.path.exists(record):
+        raise ValidationError(f"{record!r} exists: it records the budget an earlier rejected run spent; "
+                              "move it away first")
+    est, warned = None, []
+    try:
+        with run_context(args) as scheduler, privacy_warnings() as warned:
+            est = call.build(scheduler=scheduler, progress=False)  # the command draws the progress line
+            est.fit(open_input(args))
+    except NoPrivateResult as exc:
+        exc.record_path = write_json(record, _rejection_record(exc, est, args, out))
+        banner(args, privacy_banners(exc.release.metadata() if exc.release is not None else None, warned=warned))
+        raise
     rel = est.release_
     values = dict(rel.values)
     if extra_values is not None:
@@ -126,13 +515,12 @@ def fit_and_write(
             values.setdefault(key, value)
     meta = rel.metadata()
     write_result(out, meta, values, overwrite=args.overwrite)
+    banner(args, privacy_banners(meta, warned=warned))
     if args.json:
-        print_json(meta)
+        print_json({**meta, "output": out})
     else:
         print(format_release(meta, report_delta=report_delta))
         for line in summary(est):
             print(line)
-        if not meta.get("private", True):
-            print("WARNING   : this result is NOT PRIVATE")
         print(f"written   : {out}")
     return 0

@@ -2,50 +2,205 @@
 
 Each sub-command lives in its own module under ``dpdist.cli`` exposing ``register(sub)``,
 which adds its parser and sets ``func``; :data:`COMMANDS` lists the modules.
+
+Errors: every error is one line on stderr, ``dpdist COMMAND: error: ...``, and the exit code
+says what happened (:data:`EXIT_CODES`, also in ``dpdist --help``). ``--debug`` or
+``DPDIST_DEBUG=1`` adds the traceback. With ``--json``, stdout holds exactly one JSON
+document, on failure too: ``{"status", "exit_code", "error": {"type", "message", "exit_code"}, ...}``
+(``status`` from :data:`STATUS`; ``job`` too for the commands that take a job file).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import logging
+import multiprocessing
+import os
+import signal
 import sys
+import threading
+import traceback
+import warnings
 
 from dpdist._version import __version__
+from dpdist.exceptions import ValidationError
 
 COMMANDS = ("demo", "generate", "covariance", "second_moment", "pca", "norm", "audit")
 COMMANDS += ("budget", "plan", "run", "report")  # issue 11: operations
 
+#: Exit codes of the ``dpdist`` command (dpdist.exceptions gives each error class its code).
+EXIT_CODES = (
+    (0, "success"),
+    (1, "internal error (a bug or an unexpected failure; rerun with --debug or DPDIST_DEBUG=1 for the traceback)"),
+    (2, "usage or validation error: a bad or unused flag, parameter, input or output location; "
+        "nothing was read or spent"),
+    (3, "the privacy-budget ledger refused the job; nothing was spent"),
+    (4, "no private result: a private test rejected; the budget counts as spent and is recorded in "
+        "OUTPUT.rejected.json beside the requested output"),
+    (5, "infrastructure failure: scheduler unreachable, workers lost, storage unreadable, timeout"),
+    (130, "interrupted (Ctrl-C); nothing was written"),
+)
+
+#: ``status`` of the JSON document of a failed command, by exit code (orchestrators read it).
+STATUS = {1: "error", 2: "invalid", 3: "refused", 4: "no-private-result", 5: "infrastructure-failure",
+          130: "interrupted"}
+
+EPILOG = (
+    "exit codes:\n"
+    + "".join(f"  {code:<5}{text}\n" for code, text in EXIT_CODES)
+    + "\n--json (every command): stdout holds exactly one JSON document, the result or, on failure,\n"
+    '  {"status": ..., "exit_code": ..., "error": {"type": ..., "message": ..., "exit_code": ...}};\n'
+    "  banners, progress and error lines go to stderr.\n"
+    "--debug or DPDIST_DEBUG=1: print the traceback of an error.\n"
+    "Banners (stderr, lines with '!!'): seeded noise, NOT PRIVATE results, --unsafe-no-privacy."
+)
+
+
+class _UsageError(ValidationError):
+    """An argparse error, raised instead of argparse's exit so it is reported like any other."""
+
+    def __init__(self, prog: str, message: str):
+        super().__init__(message)
+        self.prog = prog
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2, like every other usage error
+        raise _UsageError(self.prog, f"{message} (see {self.prog} --help)")
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="dpdist",
         description="Differentially private covariance, sparse covariance, PCA and second "
         "moments of chunked Zarr data on Dask.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"dpdist {__version__}")
+    parser.add_argument("--debug", action="store_true", help="print tracebacks of errors (or DPDIST_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
         importlib.import_module(f"dpdist.cli.{name}").register(sub)
+    for p in sub.choices.values():
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help="print the traceback of an error (or DPDIST_DEBUG=1)")
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    from dpdist.exceptions import EXIT_INTERRUPTED, DpdistError
+def _one_line(text: str, limit: int = 600) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
-    parser = build_parser()
-    args = parser.parse_args(argv)
+
+class _QuietInterrupt:
+    """The Ctrl-C handler of a command: stop the worker processes the command started (a
+    LocalCluster's workers ignore SIGINT, see ``cli._common.run_context``, and would log every
+    task the cluster's shutdown cancels; processes that were there before are left alone),
+    silence logging and warnings, then interrupt the main thread."""
+
+    def __init__(self) -> None:
+        self.keep = set(multiprocessing.active_children())
+        self.fired = False
+
+    def __call__(self, signum, frame):
+        self.fired = True
+        logging.disable(logging.CRITICAL)
+        warnings.simplefilter("ignore")
+        for child in multiprocessing.active_children():
+            if child not in self.keep:
+                child.kill()
+        raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``dpdist`` with ``argv`` (default ``sys.argv[1:]``) and return the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if threading.current_thread() is not threading.main_thread():
+        return _run(argv)
+    handler = _QuietInterrupt()
+    previous = signal.signal(signal.SIGINT, handler)
     try:
+        with warnings.catch_warnings():  # undoes the warnings filter a Ctrl-C set
+            return _run(argv)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if handler.fired:
+            logging.disable(logging.NOTSET)
+
+
+def _run(argv: list[str]) -> int:
+    from dpdist.exceptions import EXIT_INTERNAL, EXIT_INTERRUPTED, DpdistError, InfrastructureError
+
+    debug = "--debug" in argv or os.environ.get("DPDIST_DEBUG", "") not in ("", "0")
+    report = _Reporter("dpdist", want_json="--json" in argv, debug=debug)
+    try:
+        args = build_parser().parse_args(argv)
+        report.label = f"dpdist {args.command}"
+        if getattr(args, "job", None) is not None:
+            report.extra["job"] = args.job
+        args.argv = argv
         return int(args.func(args) or 0)
-    except DpdistError as exc:  # exit codes: see dpdist.exceptions
-        print(f"dpdist {args.command}: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except FileNotFoundError as exc:
-        print(f"dpdist {args.command}: error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
-        print(f"dpdist {args.command}: interrupted; nothing was written", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return report("interrupted; nothing was written", EXIT_INTERRUPTED, "KeyboardInterrupt", prefix="")
+    except _UsageError as exc:
+        report.label = exc.prog
+        return report(str(exc), exc.exit_code, "UsageError")
+    except DpdistError as exc:  # exit codes: see dpdist.exceptions
+        message, extra = _one_line(exc), {}
+        if exc.exit_code == 4:
+            message = f"no private result: {message}"
+        if isinstance(exc, InfrastructureError) and "spent" not in message:
+            message += ("; noise had been drawn: the budget counts as spent" if exc.noise_drawn
+                        else "; nothing was spent")
+        if getattr(exc, "record_path", None):
+            message += f"; the spent budget is recorded in {exc.record_path}"
+            extra["rejected_record"] = exc.record_path
+        return report(message, exc.exit_code, type(exc).__name__, extra=extra)
+    except FileNotFoundError as exc:
+        return report(_one_line(exc), 2, type(exc).__name__)
+    except OSError as exc:  # an untyped storage or network failure
+        return report(f"{type(exc).__name__}: {_one_line(exc)} (infrastructure failure)", 5, type(exc).__name__)
+    except Exception as exc:
+        return report(f"{type(exc).__name__}: {_one_line(exc)} (a bug or an unexpected failure; rerun with "
+                      "--debug or DPDIST_DEBUG=1 for the traceback)", EXIT_INTERNAL, type(exc).__name__,
+                      prefix="internal error: ")
+
+
+class _Reporter:
+    """Prints an error: the traceback (debug only), one line on stderr, the JSON document."""
+
+    def __init__(self, label: str, *, want_json: bool, debug: bool):
+        self.label, self.want_json, self.debug = label, want_json, debug
+        self.extra: dict = {}
+
+    def __call__(self, message: str, code: int, kind: str, *, prefix: str = "error: ", extra: dict | None = None) -> int:
+        if self.debug:
+            traceback.print_exc(file=sys.stderr)
+        print(f"{self.label}: {prefix}{message}", file=sys.stderr)
+        if self.want_json:
+            from dpdist.cli._common import print_json
+
+            print_json({"status": STATUS.get(code, "error"), "exit_code": code,
+                        "error": {"type": kind, "message": message, "exit_code": code}, **self.extra, **(extra or {})})
+        return code
+
+
+def console_main() -> None:
+    """The ``dpdist`` executable: ``sys.exit(main())``, except that after Ctrl-C the process
+    ends at once instead of waiting, at interpreter exit, for dask's worker threads to finish
+    the tasks they are running (minutes on large chunks). By then every context manager has
+    run: clusters are closed and no temporary output is left."""
+    from dpdist.exceptions import EXIT_INTERRUPTED
+
+    code = main()
+    if code == EXIT_INTERRUPTED:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    console_main()

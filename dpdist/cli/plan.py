@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 from dpdist.cli.budget import _fmt, add_ledger_args
-from dpdist.cli.run import json_errors
 
 
 def register(sub) -> None:
@@ -58,19 +57,17 @@ def run(args) -> int:
     from dpdist.ops.job import load_job
     from dpdist.ops.runner import describe_ledger, job_ledger, plan_job
 
-    def body() -> int:
-        job = load_job(args.job)
-        ledger, source = job_ledger(job, args.ledger)
-        with ledger:
-            plan = plan_job(job, ledger=ledger)
-        fits = (plan.get("budget") or {}).get("fits", False)
-        code = 0 if fits else 3
-        if args.json:
-            from dpdist.cli._common import print_json
+    job = load_job(args.job)
+    ledger, source = job_ledger(job, args.ledger)
+    with ledger:
+        plan = plan_job(job, ledger=ledger)
+    fits = (plan.get("budget") or {}).get("fits", False)
+    code = 0 if fits else 3
+    if args.json:
+        from dpdist.cli._common import print_json
 
-            print_json({**plan, "exit_code": code, "ledger": describe_ledger(ledger), "ledger_source": source})
-        else:
-            _print(plan, f"{describe_ledger(ledger)} ({source})")
-        return code
+        print_json({**plan, "exit_code": code, "ledger": describe_ledger(ledger), "ledger_source": source})
+    else:
+        _print(plan, f"{describe_ledger(ledger)} ({source})")
+    return code
 
-    return json_errors(args, "plan", body)

@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
-import argparse
+from dpdist.cli._common import (
+    HelpFormatter,
+    Method,
+    add_input_arg,
+    add_output_args,
+    add_plan_args,
+    add_runtime_args,
+    check_cli_flags,
+    context_of,
+    estimator_call,
+    fit_and_write,
+    input_shape,
+    print_mapping,
+    refuse,
+)
 
-from dpdist.cli._common import add_output_args, add_runtime_args, fit_and_write, input_shape, need, print_mapping
-
-METHODS = ("recursive", "subsample-aggregate")
+METHODS = {
+    "recursive": Method("dpdist.SecondMoment", required=("rho", "m")),
+    "subsample-aggregate": Method("dpdist.baselines.SubsampleAggregateSecondMoment", required=("epsilon", "delta", "m")),
+}
+#: (epsilon, delta) at which a zCDP release is also stated, unless --report-delta is given.
+REPORT_DELTA = 1e-6
 
 
 def register(sub) -> None:
@@ -16,60 +33,37 @@ def register(sub) -> None:
         description="Release a rho-zCDP estimate of the second-moment matrix (1/n) sum x x^T of "
         "the rows of a Zarr array with the recursive algorithm of Mahpud-Sheffet (NeurIPS "
         "2025), or the (epsilon, delta)-DP subsample-and-aggregate baseline.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
-    p.add_argument("input", nargs="?", help="Zarr array path/URL (or a dpdist dataset group with X)")
-    p.add_argument("--method", choices=METHODS, default="recursive")
+    add_input_arg(p)
+    p.add_argument("--method", choices=tuple(METHODS), default="recursive")
     p.add_argument("--rho", type=float, help="zCDP budget rho (> 0) (recursive)")
-    p.add_argument("--m", type=int, required=True, help="subsamplability size m (>= 1)")
-    p.add_argument("--alpha", type=float, default=0.5, help="subsamplability accuracy alpha in (0, 0.5]")
+    p.add_argument("--m", type=int, help="subsamplability size m (>= 1)")
+    p.add_argument("--alpha", type=float, help="subsamplability accuracy alpha in (0, 0.5] (default 0.5)")
     p.add_argument("--radius", type=float, default=None,
                    help="public bound on the row norms (default: private norm quantile)")
     p.add_argument("--lambda-min", type=float, default=None,
                    help="public lower bound on lambda_min (default: private bucket histogram)")
-    p.add_argument("--init-fraction", type=float, default=0.1,
-                   help="share of rho spent on the private initialisation (split between its steps)")
-    p.add_argument("--sensitivity", choices=("paper", "tight"), default="paper",
-                   help="paper: 4 R^2/n (MS25); tight: sqrt(2) R^2/n")
-    p.add_argument("--xi", type=float, default=0.1, help="failure probability of the analysis")
-    p.add_argument("--psd", action="store_true", help="clip the output's eigenvalues at 0 (post-processing)")
-    p.add_argument("--report-delta", type=float, default=1e-6,
-                   help="delta at which the zCDP guarantee is also printed as (epsilon, delta)")
+    p.add_argument("--init-fraction", type=float,
+                   help="share of rho spent on the private initialisation (split between its steps; "
+                        "recursive; default 0.1)")
+    p.add_argument("--sensitivity", choices=("paper", "tight"),
+                   help="paper: 4 R^2/n (MS25); tight: sqrt(2) R^2/n (recursive; default paper)")
+    p.add_argument("--xi", type=float, help="failure probability of the analysis (default 0.1)")
+    p.add_argument("--psd", action="store_true",
+                   help="clip the output's eigenvalues at 0 (post-processing; recursive)")
+    p.add_argument("--report-delta", type=float,
+                   help=f"delta at which the zCDP guarantee is also printed as (epsilon, delta) "
+                        f"(recursive; default {REPORT_DELTA:g})")
     p.add_argument("--epsilon", type=float, help="epsilon of Algorithm 3 (subsample-aggregate)")
     p.add_argument("--delta", type=float, help="delta of Algorithm 3 (subsample-aggregate)")
     p.add_argument("--unsafe-no-privacy", action="store_true",
                    help="subsample-aggregate: run even when its privacy precondition fails; the "
                         "result is labelled NOT PRIVATE")
-    p.add_argument("--plan", action="store_true",
-                   help="print levels, noise scales and predicted gamma; read no data")
-    p.add_argument("--n-samples", type=int, help="with --plan and no INPUT: n")
-    p.add_argument("--n-features", type=int, help="with --plan and no INPUT: d")
+    add_plan_args(p, "levels, noise scales and predicted gamma")
     add_runtime_args(p)
     add_output_args(p, required=False)
     p.set_defaults(func=run)
-
-
-def _estimator(args):
-    import dpdist
-    from dpdist.baselines import SubsampleAggregateSecondMoment
-    from dpdist.exceptions import ValidationError
-
-    if args.method == "recursive":
-        need(args, "rho")
-        if args.epsilon is not None or args.delta is not None or args.unsafe_no_privacy:
-            raise ValidationError("--epsilon/--delta/--unsafe-no-privacy belong to --method subsample-aggregate")
-        return dpdist.SecondMoment(
-            args.rho, m=args.m, alpha=args.alpha, radius=args.radius, lambda_min=args.lambda_min,
-            init_fraction=args.init_fraction, sensitivity=args.sensitivity, xi=args.xi,
-            random_state=args.random_state, scheduler=args.scheduler, psd=args.psd,
-        )
-    need(args, "epsilon", "delta")
-    if args.rho is not None or args.radius is not None or args.lambda_min is not None:
-        raise ValidationError("--rho/--radius/--lambda-min belong to --method recursive")
-    return SubsampleAggregateSecondMoment(
-        args.epsilon, args.delta, m=args.m, alpha=args.alpha, xi=args.xi,
-        unsafe_no_privacy=args.unsafe_no_privacy, random_state=args.random_state, scheduler=args.scheduler,
-    )
 
 
 def _details(meta: dict) -> list[str]:
@@ -93,12 +87,14 @@ def _details(meta: dict) -> list[str]:
 def run(args) -> int:
     from dpdist.exceptions import ValidationError
 
-    est = _estimator(args)
+    check_cli_flags(args, fit_flags=("report_delta",))
+    if args.method != "recursive":
+        refuse([d for d in ("report_delta",) if getattr(args, d) is not None], context_of(args),
+               "its guarantee is (epsilon, delta)-DP already")
+    call = estimator_call(args, METHODS)
     if args.plan:
-        if args.method != "recursive":
-            raise ValidationError("--plan is available for --method recursive only")
         n, d = input_shape(args)
-        plan = est.plan(n, d)
+        plan = call.build().plan(n, d, **call.plan_kwargs)
         info = {
             "n_levels": plan.n_levels,
             "noise_scales": list(plan.noise_scales),
@@ -109,5 +105,9 @@ def run(args) -> int:
         }
         print_mapping(info, args.json, width=20)
         return 0
-    return fit_and_write(est, args, lambda fitted: _details(fitted.release_.metadata()),
-                         report_delta=args.report_delta)
+    report_delta = None
+    if args.method == "recursive":
+        report_delta = REPORT_DELTA if args.report_delta is None else args.report_delta
+        if not 0 < report_delta < 1:
+            raise ValidationError(f"--report-delta must lie in (0, 1), got {report_delta}")
+    return fit_and_write(call, args, lambda fitted: _details(fitted.release_.metadata()), report_delta=report_delta)

@@ -13,6 +13,7 @@ Only released (noised) values are ever written here.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -25,17 +26,42 @@ import scipy.sparse as sp
 
 from dpdist.exceptions import ValidationError
 
-__all__ = ["LoadedResult", "check_output_path", "load_result", "write_result"]
+__all__ = ["LoadedResult", "check_output_path", "load_result", "write_json", "write_result"]
 
 
 def check_output_path(path: str | os.PathLike, *, overwrite: bool = False) -> str:
-    """Validate an output path before any computation: parent exists, target free."""
+    """Validate an output path before any computation: parent exists and is writable, target free.
+
+    Writability is probed by creating (and removing) a hidden directory in the parent, the
+    way :func:`write_result` will write, so a read-only directory or file system is found
+    whatever the permission bits say.
+    """
     path = os.path.abspath(os.fspath(path))
     parent = os.path.dirname(path)
     if not os.path.isdir(parent):
         raise ValidationError(f"output directory {parent!r} does not exist")
     if os.path.exists(path) and not overwrite:
         raise ValidationError(f"output {path!r} already exists (pass overwrite=True / --overwrite)")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.probe-", dir=parent))
+    except OSError as exc:
+        raise ValidationError(f"output directory {parent!r} is not writable ({exc.strerror or exc})") from None
+    return path
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> str:
+    """Write ``obj`` as a JSON file at ``path`` atomically (a temporary file renamed into place)."""
+    path = os.path.abspath(os.fspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.tmp-", dir=os.path.dirname(path))
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(obj, fh, indent=2, default=str)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     return path
 
 

@@ -143,14 +143,13 @@ def check_scheduler(scheduler: Any) -> Any:
 
 
 def check_timeout(timeout: Any) -> float | None:
-    """``None`` (no limit) or a finite number of seconds > 0; bools and strings are refused."""
+    """``None`` or ``math.inf`` (no limit) or a number of seconds > 0 (returned as a float, or
+    None for no limit); bools, strings and NaN are refused."""
     if timeout is None:
         return None
-    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not (
-        math.isfinite(timeout) and timeout > 0
-    ):
-        raise ValidationError(f"timeout must be None or a finite number of seconds > 0, got {timeout!r}")
-    return float(timeout)
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout > 0:
+        raise ValidationError(f"timeout must be None, math.inf or a number of seconds > 0, got {timeout!r}")
+    return float(timeout) if math.isfinite(timeout) else None
 
 
 def _no_workers_timeout() -> float:
@@ -747,6 +746,8 @@ _BLAS_LIMITS: Any = None
 
 
 def _show_progress(progress: bool | None) -> bool:
+    if progress is None:  # dask.config key "dpdist.progress" (the dpdist command sets False)
+        progress = dask.config.get("dpdist.progress", None)
     if progress is not None:
         return bool(progress)
     return sys.stderr.isatty()

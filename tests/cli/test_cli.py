@@ -36,11 +36,14 @@ def test_covariance_round_trip(dataset, tmp_path, capsys):
     assert res.metadata["noise_scales"]["laplace_select"] == est.noise_scale_
 
 
-@pytest.mark.parametrize("method", ["wang-xu", "thresholded"])
-def test_baselines_from_the_cli(dataset, tmp_path, method):
+@pytest.mark.parametrize("method,flags", [
+    ("wang-xu", ["--epsilon", "1", "--delta", "1e-5", "--random-state", "1"]),
+    ("thresholded", []),
+])
+def test_baselines_from_the_cli(dataset, tmp_path, method, flags):
     out = tmp_path / f"{method}.zarr"
-    assert main(["covariance", dataset, "--method", method, "--epsilon", "1", "--delta", "1e-5",
-                 "--sigma", "1.3", "--random-state", "1", "--scheduler", "synchronous", "--output", str(out)]) == 0
+    assert main(["covariance", dataset, "--method", method, *flags, "--sigma", "1.3", "--scheduler", "synchronous",
+                 "--output", str(out)]) == 0
     res = dpdist.load_result(out)
     assert res.metadata["private"] is (method != "thresholded")
 
@@ -80,7 +83,7 @@ def test_nonfinite_data_writes_nothing(tmp_path, capsys):
     src[...] = x
     out = tmp_path / "o.zarr"
     rc = main(["covariance", str(tmp_path / "nan.zarr"), "--k", "1", "--epsilon", "1", "--delta", "1e-5",
-               "--clip", "2", "--scheduler", "synchronous", "--output", str(out)])
+               "--clip", "2", "--on-nonfinite", "raise", "--scheduler", "synchronous", "--output", str(out)])
     assert rc == 2 and "NaN or infinite" in capsys.readouterr().err
     assert sorted(os.listdir(tmp_path)) == ["nan.zarr"]
 
@@ -105,8 +108,25 @@ def test_help(cmd, capsys):
 def test_demo_runs_on_a_local_cluster(capsys):
     assert main(["demo", "--n-samples", "200000", "--n-features", "12", "--random-state", "3",
                  "--scheduler", "local-cluster"]) == 0
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert "(2, 1e-06)-DP spent" in out and "||M - Sigma||_op" in out and "cluster" in out
+    # both private releases of the same data add up (basic composition); nothing is kept
+    assert "= (4, 2e-06)-DP for the whole demo (basic composition)" in out
+    assert "results   : temporary (removed at exit)" in out and "written   :" not in out
+    assert "!! SEEDED" in captured.err and "!! NOT PRIVATE" in captured.err
+
+
+def test_demo_keeps_both_releases_with_workdir(tmp_path, capsys):
+    work = tmp_path / "demo"
+    assert main(["demo", "--n-samples", "3000", "--n-features", "6", "--k", "2", "--epsilon", "1",
+                 "--scheduler", "synchronous", "--workdir", str(work)]) == 0
+    out = capsys.readouterr().out
+    assert "= (2, 2e-06)-DP for the whole demo" in out
+    for name in ("privcov", "wang-xu"):
+        res = dpdist.load_result(work / f"{name}.zarr")
+        assert f"{name}.zarr" in out and res.metadata["privacy"] == {"type": "approx-dp", "epsilon": 1.0, "delta": 1e-6}
+    assert sorted(p.name for p in work.iterdir()) == ["model1.zarr", "privcov.zarr", "wang-xu.zarr"]
 
 
 def test_generate_model2(tmp_path, capsys):

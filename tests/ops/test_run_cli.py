@@ -54,7 +54,8 @@ def test_scheduled_job_runs_three_times_then_the_budget_refuses(setup, capsys):
     code, text, err = cli(capsys, "run", job, "--json")
     assert code == 3
     refused = json.loads(text)
-    assert refused["status"] == "refused" and "exceed its budget" in refused["error"]
+    assert refused["status"] == "refused" and "exceed its budget" in refused["error"]["message"]
+    assert refused["exit_code"] == 3 and refused["job"] == job
     assert len(os.listdir(out)) == 3
     code, hist, _ = cli(capsys, "budget", "history", "tiny", "--ledger", led.url)
     lines = hist.strip().splitlines()
