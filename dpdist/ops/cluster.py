@@ -20,14 +20,30 @@ __all__ = ["make_cluster", "scheduler_for"]
 DEFAULT_CONNECT_TIMEOUT = 120.0
 
 
+def _import_slurm_cluster() -> type:
+    """``dask_jobqueue.SLURMCluster``, keeping this process's SIGINT handler: importing
+    dask_jobqueue installs its own (``dask_jobqueue.runner`` calls ``sys.exit`` on SIGINT), which
+    would replace the command line's one-line Ctrl-C handling for the rest of the process."""
+    import signal
+    import threading
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGINT) if main_thread else None
+    try:
+        from dask_jobqueue import SLURMCluster
+    except ImportError:
+        raise ValidationError("[cluster] kind = 'slurm' needs dask-jobqueue: pip install 'dpdist[slurm]'") from None
+    finally:
+        if main_thread and previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    return SLURMCluster
+
+
 def make_cluster(spec: ClusterSpec) -> Any:
     """Start (but do not scale) the cluster ``spec`` describes."""
     options = dict(spec.options)
     if spec.kind == "slurm":
-        try:
-            from dask_jobqueue import SLURMCluster
-        except ImportError:
-            raise ValidationError("[cluster] kind = 'slurm' needs dask-jobqueue: pip install 'dpdist[slurm]'") from None
+        SLURMCluster = _import_slurm_cluster()
         options.setdefault("scheduler_options", {"dashboard_address": None})
         try:
             return SLURMCluster(**options)

@@ -301,8 +301,26 @@ def test_kubernetes_cronjob_runs_dpdist_against_the_daskcluster():
     assert cj["metadata"]["namespace"] == cm["metadata"]["namespace"] == ns
 
 
-def test_slurm_configuration_through_dask_jobqueue(monkeypatch):
+def test_starting_a_slurm_cluster_keeps_the_ctrl_c_handler():
+    """Importing dask_jobqueue installs a SIGINT handler that calls sys.exit; a job that starts a
+    SLURMCluster must keep the command line's own (a fresh process: the import runs once)."""
     pytest.importorskip("dask_jobqueue", reason="dask-jobqueue not installed (the test extra)")
+    code = ("import signal, sys\n"
+            "def mine(*a): pass\n"
+            "signal.signal(signal.SIGINT, mine)\n"
+            "from dpdist.ops.cluster import _import_slurm_cluster\n"
+            "_import_slurm_cluster()\n"
+            "import dask_jobqueue.runner\n"
+            "sys.exit(0 if signal.getsignal(signal.SIGINT) is mine else 3)\n")
+    assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 0
+
+
+def test_slurm_configuration_through_dask_jobqueue(monkeypatch):
+    import signal
+
+    handler = signal.getsignal(signal.SIGINT)
+    pytest.importorskip("dask_jobqueue", reason="dask-jobqueue not installed (the test extra)")
+    signal.signal(signal.SIGINT, handler)  # dask_jobqueue.runner replaces it at import
     import dataclasses
     from types import MappingProxyType
 

@@ -68,7 +68,8 @@ def test_bad_scheduler_refused():
 
 def test_bad_timeout_refused():
     assert check_timeout(None) is None and check_timeout(2) == 2.0
-    for bad in (0, -1.0, float("inf"), float("nan"), True, "10", [1]):
+    assert check_timeout(float("inf")) is None  # math.inf: no limit, as None (CLI --timeout none)
+    for bad in (0, -1.0, float("-inf"), float("nan"), True, "10", [1]):
         with pytest.raises(ValidationError, match="timeout"):
             check_timeout(bad)
 
