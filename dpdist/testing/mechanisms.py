@@ -667,7 +667,7 @@ def analyze_gauss_data_case(noise_multiplier: float = 1.0) -> AuditCase:
     Dp[0, 1] = 3.0
     vals = {}
     for w, X in enumerate((D, Dp)):
-        Y = block_row_norm_clip(X, (X**2).sum(axis=1), L)
+        Y = block_row_norm_clip(X, L)
         S = Y.T @ Y / GAUSS_N
         vals[w] = [S[0, 0], S[1, 1]]
     mech = _gaussian_release_mech(vals, noise_multiplier * sigma, "analyze-gauss/gaussian", np.array([1.0, -1.0]))

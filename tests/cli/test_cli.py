@@ -28,7 +28,8 @@ def test_covariance_round_trip(dataset, tmp_path, capsys):
             "--random-state", "7", "--scheduler", "synchronous", "--output", str(out)]
     assert main(args) == 0
     text = capsys.readouterr().out
-    assert "(1, 1e-05)-DP spent" in text and "SEEDED" in text
+    # seeded: the budget is recorded, the release is marked NOT PRIVATE (issue 9)
+    assert "(1, 1e-05)-DP" in text and "SEEDED" in text and "NOT PRIVATE" in text
     res = dpdist.load_result(out)
     est = dpdist.SparseCovariance(3, 1.0, 1e-5, clip=3.0, random_state=7, scheduler="synchronous").fit(dataset)
     np.testing.assert_array_equal(res.covariance.toarray(), est.covariance_.toarray())
@@ -42,7 +43,8 @@ def test_baselines_from_the_cli(dataset, tmp_path, method):
     assert main(["covariance", dataset, "--method", method, "--epsilon", "1", "--delta", "1e-5",
                  "--sigma", "1.3", "--random-state", "1", "--scheduler", "synchronous", "--output", str(out)]) == 0
     res = dpdist.load_result(out)
-    assert res.metadata["private"] is (method != "thresholded")
+    assert res.metadata["private"] is False  # seeded (--random-state): never private (issue 9)
+    assert (res.metadata["privacy"] is None) is (method == "thresholded")
 
 
 def test_plan_reads_metadata_only(dataset, capsys):
@@ -105,7 +107,7 @@ def test_help(cmd, capsys):
 def test_demo_runs_on_a_local_cluster(capsys):
     assert main(["demo", "--n-samples", "200000", "--n-features", "12", "--random-state", "3"]) == 0
     out = capsys.readouterr().out
-    assert "(2, 1e-06)-DP spent" in out and "||M - Sigma||_op" in out and "cluster" in out
+    assert "(2, 1e-06)-DP" in out and "||M - Sigma||_op" in out and "cluster" in out
 
 
 def test_generate_model2(tmp_path, capsys):

@@ -11,15 +11,15 @@ from typing import Any
 
 import numpy as np
 
-from dpdist.algorithms._base import Estimator
+from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, refuse_nonfinite
 from dpdist.algorithms.second_moment import random_groups
 from dpdist.data.validation import as_dask_array
 from dpdist.engine import second_moment as engine
-from dpdist.engine.runtime import check_scheduler, compute
+from dpdist.engine.runtime import check_scheduler, client_for, compute
 from dpdist.exceptions import NoPrivateResult, ValidationError
 from dpdist.privacy.budget import check_delta, check_epsilon
 from dpdist.privacy.noise import FLOAT_NOISE_CAVEAT, NoiseSeed, resolve_random_state
-from dpdist.privacy.release import Release
+from dpdist.privacy.release import Release, warn_if_unsafe
 from dpdist.privacy.second_moment_calibration import (
     BASELINE_CN,
     baseline_guarantee,
@@ -142,6 +142,7 @@ def subsample_aggregate_second_moment(
     unsafe_no_privacy: bool = False,
     random_state: int | None = None,
     scheduler: Any = None,
+    on_nonfinite: str = "zero",
 ) -> Release:
     """Algorithm 3 of MS25: subsample-and-aggregate with a masked output.
 
@@ -161,9 +162,11 @@ def subsample_aggregate_second_moment(
         Failure probability; sets the masking scale eta_b.
     unsafe_no_privacy : bool, default False
         Run even when MS25's n-condition for privacy fails. The result is then labelled
-        NOT PRIVATE (``Release.private = False``, ``privacy = None``). Experiments only.
-    random_state, scheduler
-        As for :func:`dpdist.algorithms.second_moment.second_moment`.
+        NOT PRIVATE (``Release.private = False``, ``privacy = None``). Experiments only;
+        every fit with it emits one :class:`~dpdist.exceptions.PrivacyWarning`.
+    random_state, scheduler, on_nonfinite
+        As for :func:`dpdist.algorithms.second_moment.second_moment` (rows holding NaN or inf
+        become zero rows by default).
 
     Returns
     -------
@@ -205,6 +208,7 @@ def subsample_aggregate_second_moment(
     if not isinstance(unsafe_no_privacy, (bool, np.bool_)):
         raise ValidationError(f"unsafe_no_privacy must be a bool, got {unsafe_no_privacy!r}")
     scheduler = check_scheduler(scheduler)
+    check_nonfinite(on_nonfinite)
     guarantee = baseline_guarantee(epsilon, delta)
     seed = resolve_random_state(random_state)
     X = as_dask_array(X)
@@ -227,12 +231,17 @@ def subsample_aggregate_second_moment(
     support = tlap_support(2.0 / k, epsilon, delta)
     gids, _ = random_groups(seed, n, m, purpose=PURPOSE_PARTITION)
     agg = _Aggregate(seed, epsilon, delta, alpha, m, k, eta_b, threshold, support)
-    out = compute(engine.noised(engine.group_grams(X, gids, k), agg), scheduler=scheduler, progress=False)[0]
+    with client_for(scheduler) as client:
+        sched = client if client is not None else scheduler
+        if on_nonfinite == "raise":
+            refuse_nonfinite(X, sched)
+        out = compute(engine.noised(engine.group_grams(X, gids, k), agg), scheduler=sched, progress=False)[0]
     params = {
         "n_samples": n, "n_features": d, "epsilon": epsilon, "delta": delta, "m": m, "alpha": alpha, "xi": xi,
         "n_groups": k, "eta_b": eta_b, "C_N": BASELINE_CN, "threshold": threshold, "q_tilde": out["q_tilde"],
         "privacy_min_samples": n_private, "utility_min_samples": baseline_utility_min_samples(m, epsilon, delta),
         "privacy_precondition_holds": private, "unsafe_no_privacy": bool(unsafe_no_privacy),
+        "on_nonfinite": on_nonfinite,
     }
     notes = [
         "privacy: (2 epsilon, 4 e^epsilon delta)-DP (Lemma A.4) when privacy_precondition_holds",
@@ -240,9 +249,13 @@ def subsample_aggregate_second_moment(
         "GAP 12: C_N = 2, masking scale uses ln(4/xi); Ashtiani-Liaw Lemma 3.6 conditions not checked",
         "GAP 13: TLap = Laplace conditioned on |z| <= A (Geng et al. 2020)",
         FLOAT_NOISE_CAVEAT,
+        nonfinite_note(on_nonfinite),
     ]
+    reasons: tuple = ()
     if not private:
-        notes.insert(0, f"{NOT_PRIVATE_LABEL}: n is below MS25's sample-size condition; run with unsafe_no_privacy=True")
+        reasons = (f"{NOT_PRIVATE_LABEL}: n is below MS25's sample-size condition; run with unsafe_no_privacy=True",)
+        notes.insert(0, reasons[0])
+    unsafe = ("unsafe_no_privacy=True (the n-condition was not enforced)",) if unsafe_no_privacy else ()
     status = "released" if out["second_moment"] is not None else "rejected"
     release = Release(
         mechanism=MECHANISM,
@@ -254,7 +267,9 @@ def subsample_aggregate_second_moment(
         notes=tuple(notes),
         status=status,
         private=private,
+        not_private_reasons=reasons,
     )
+    warn_if_unsafe(release, extra=unsafe)
     if out["second_moment"] is None:
         raise NoPrivateResult(
             f"subsample-and-aggregate returned bottom: noisy agreement {out['q_tilde']:.4f} < threshold "
@@ -270,7 +285,7 @@ class SubsampleAggregateSecondMoment(Estimator):
 
     Parameters
     ----------
-    epsilon, delta, m, alpha, xi, unsafe_no_privacy, random_state, scheduler
+    epsilon, delta, m, alpha, xi, unsafe_no_privacy, random_state, scheduler, on_nonfinite
         See :func:`subsample_aggregate_second_moment`.
 
     Attributes
@@ -301,6 +316,7 @@ class SubsampleAggregateSecondMoment(Estimator):
         unsafe_no_privacy: bool = False,
         random_state: int | None = None,
         scheduler: Any = None,
+        on_nonfinite: str = "zero",
     ) -> None:
         self.epsilon = epsilon
         self.delta = delta
@@ -310,6 +326,7 @@ class SubsampleAggregateSecondMoment(Estimator):
         self.unsafe_no_privacy = unsafe_no_privacy
         self.random_state = random_state
         self.scheduler = scheduler
+        self.on_nonfinite = on_nonfinite
 
     def fit(self, X, y=None) -> "SubsampleAggregateSecondMoment":
         """Run Algorithm 3; raises :class:`NoPrivateResult` when it returns bottom."""
