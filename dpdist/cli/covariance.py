@@ -27,7 +27,7 @@ def register(sub) -> None:
     g.add_argument("--clip", type=float, help="entrywise truncation level R")
     p.add_argument("--threshold", type=float, default=None, help="threshold (baselines)")
     p.add_argument("--beta", type=float, default=0.1, help="failure probability")
-    p.add_argument("--on-nonfinite", choices=("raise", "zero"), default="raise")
+    p.add_argument("--on-nonfinite", choices=("zero", "raise"), default="zero")
     p.add_argument("--tile-size", type=int, default=2048)
     p.add_argument("--plan", action="store_true",
                    help="print clip, noise scale and error bound for the input's size; read no data")

@@ -36,7 +36,7 @@ def register(sub) -> None:
     p.add_argument("--row-norm", type=float, help="row L2 bound (analyze-gauss)")
     p.add_argument("--threshold", type=float, default=None, help="hard threshold (gaussian, thresholded)")
     p.add_argument("--beta", type=float, default=None, help="failure probability (expmech, analyze-gauss, gaussian)")
-    p.add_argument("--on-nonfinite", choices=("raise", "zero"), default="raise")
+    p.add_argument("--on-nonfinite", choices=("zero", "raise"), default="zero")
     p.add_argument("--plan", action="store_true",
                    help="print noise scales and the predicted error for the input's size; read no data")
     p.add_argument("--n-samples", type=int, help="with --plan and no INPUT: n")
