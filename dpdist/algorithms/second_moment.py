@@ -281,9 +281,11 @@ def second_moment(
     Returns
     -------
     Release
-        ``values["second_moment"]`` (d x d) and ``values["projections"]`` (the L-1 public
-        maps Pi_k, post-processing of released noise); ``privacy`` is a :class:`ZCDP` whose
-        breakdown lists every step.
+        ``values["second_moment"]`` (d x d), ``values["projections"]`` (the L-1 public
+        maps Pi_k, post-processing of released noise) and ``values["level_matrices"]`` (the
+        L noisy level matrices, normalised units: each is that level's rho/L-zCDP release, so
+        publishing them costs nothing more); ``privacy`` is a :class:`ZCDP` whose breakdown
+        lists every step.
 
     Raises
     ------
@@ -420,7 +422,7 @@ def second_moment(
         # --- recursion (Algorithms 1-2) ---------------------------------------------------
         schedule = level_schedule(n, d, split["main"], m=cfg.m, alpha=cfg.alpha,
                                   radius=r_hat / math.sqrt(lam_hat), sensitivity=cfg.sensitivity)
-        sigma_tilde, projections, dims = _recursion(X, schedule, lam_hat, seed, sched)
+        sigma_tilde, projections, dims, level_matrices = _recursion(X, schedule, lam_hat, seed, sched)
 
     out = (1.0 - cfg.alpha) * lam_hat * sigma_tilde
     out = (out + out.T) / 2.0
@@ -447,7 +449,7 @@ def second_moment(
         privacy=privacy,
         parameters=params,
         noise_scales=noise_scales,
-        values={"second_moment": out, "projections": projections},
+        values={"second_moment": out, "projections": projections, "level_matrices": level_matrices},
         seeding=seed.describe(),
         notes=tuple(notes),
     ))
@@ -461,7 +463,8 @@ def _log_time(stage: str, level: int | None, seconds: float) -> None:
 
 
 def _recursion(X, schedule: LevelSchedule, lam_hat: float, seed: NoiseSeed, scheduler) -> tuple:
-    """Run the L levels; return (unwound Sigma_tilde at level-0 scale, Pi's, dim V's).
+    """Run the L levels; return (unwound Sigma_tilde at level-0 scale, Pi's, dim V's, the L
+    noisy level matrices).
 
     Level k's rows are y = t_k M_k x with M_k = a_k ... a_0 (public) and t_k the per-row clip
     scale (see :func:`dpdist.engine.second_moment.chunk_row_scales`); t_k is persisted where
@@ -471,7 +474,7 @@ def _recursion(X, schedule: LevelSchedule, lam_hat: float, seed: NoiseSeed, sche
     s0 = 1.0 / math.sqrt((1.0 - schedule.alpha) * lam_hat)
     M = s0 * np.eye(d)
     t = None
-    projections, dims = [], []
+    projections, dims, noisy_levels = [], [], []
     eye = np.eye(d)
     for k in range(L):
         if k > 0:
@@ -481,6 +484,7 @@ def _recursion(X, schedule: LevelSchedule, lam_hat: float, seed: NoiseSeed, sche
         t_next, gram = engine.level_step(X, t, M, schedule.radii[k])
         t, noisy = engine.persist_and_release(t_next, engine.noised(gram, noise), scheduler)
         _log_time("level", k, time.perf_counter() - t0)
+        noisy_levels.append(noisy)
         if k == L - 1:
             break
         w, v = np.linalg.eigh(noisy)
@@ -493,7 +497,7 @@ def _recursion(X, schedule: LevelSchedule, lam_hat: float, seed: NoiseSeed, sche
         pinv = eye + (eye - pi) / schedule.eta  # Pi^{-1} = I + (1/eta - 1) V V^T, V V^T = (I - Pi)/(1 - eta)
         sigma = (1.0 / GROWTH) * pinv @ sigma @ pinv
     proj = np.stack(projections) if projections else np.zeros((0, d, d))
-    return sigma, proj, dims
+    return sigma, proj, dims, np.stack(noisy_levels)
 
 
 def one_shot_second_moment(

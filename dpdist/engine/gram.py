@@ -206,7 +206,8 @@ def clipped_second_moment(X: da.Array, clip: float, *, tile: int = DEFAULT_TILE,
 def _block_gram(a: np.ndarray, b: np.ndarray, diagonal: bool) -> np.ndarray:
     """One row chunk's contribution to tile (I, J), summed by :func:`chunk_gram_sum` (runs of
     at most GRAM_BATCH_ROWS rows, combined pairwise); ``a.T @ a`` is BLAS syrk."""
-    return chunk_gram_sum(a, None if diagonal else b)
+    with np.errstate(over="ignore", invalid="ignore"):  # unclipped (non-private) input may overflow
+        return chunk_gram_sum(a, None if diagonal else b)
 
 
 def _sum_tiles(parts: list) -> np.ndarray:

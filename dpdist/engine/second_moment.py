@@ -288,8 +288,9 @@ def chunk_group_grams(x: np.ndarray, group_ids: np.ndarray, n_groups: int, steps
         order = np.argsort(gid, kind="stable")
         gid, y = gid[order], y[order]
         starts = np.flatnonzero(np.r_[True, gid[1:] != gid[:-1]])
-        outer = y[:, :, None] * y[:, None, :]
-        out[gid[starts]] = np.add.reduceat(outer, starts, axis=0)
+        with np.errstate(over="ignore", invalid="ignore"):  # unclipped huge rows: that group's matrix is inf
+            outer = y[:, :, None] * y[:, None, :]
+            out[gid[starts]] = np.add.reduceat(outer, starts, axis=0)
     return out[None]
 
 

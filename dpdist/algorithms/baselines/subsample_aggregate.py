@@ -62,21 +62,28 @@ def psd_distance_matrix(mats: np.ndarray) -> np.ndarray:
     A^{-1/2} is computed once per matrix and the pairs are batched: O(k^2 d^3).
     """
     mats = np.asarray(mats, dtype=np.float64)
-    mats = (mats + np.transpose(mats, (0, 2, 1))) / 2.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        mats = (mats + np.transpose(mats, (0, 2, 1))) / 2.0
     k, d, _ = mats.shape
-    w, v = np.linalg.eigh(mats)
+    # a group matrix that overflowed (unclipped rows near 1e154 and above) counts as singular:
+    # it agrees with no group (a per-group rule: one row changes one group, sensitivity kept)
+    finite = np.isfinite(mats).all(axis=(1, 2))
+    w, v = np.linalg.eigh(np.where(finite[:, None, None], mats, np.eye(d)))
     tol = d * np.finfo(np.float64).eps * np.maximum(np.abs(w).max(axis=1), np.finfo(np.float64).tiny)
-    ok = w[:, 0] > tol
+    ok = finite & (w[:, 0] > tol)
     inv_sqrt = np.einsum("kij,kj,klj->kil", v, 1.0 / np.sqrt(np.where(ok[:, None], w, 1.0)), v)
     dist = np.full((k, k), np.inf)
     idx = np.flatnonzero(ok)
     for pos, t in enumerate(idx):
         others = idx[pos:]
-        m = inv_sqrt[t] @ mats[others] @ inv_sqrt[t]
-        lam = np.linalg.eigvalsh((m + np.transpose(m, (0, 2, 1))) / 2.0)
+        with np.errstate(over="ignore", invalid="ignore"):
+            m = inv_sqrt[t] @ mats[others] @ inv_sqrt[t]
+            m = (m + np.transpose(m, (0, 2, 1))) / 2.0
+        fin = np.isfinite(m).all(axis=(1, 2))  # huge finite groups may overflow when whitened
+        lam = np.linalg.eigvalsh(np.where(fin[:, None, None], m, np.eye(d)))
         with np.errstate(divide="ignore"):
             dd = np.maximum(np.abs(lam - 1.0), np.abs(1.0 / lam - 1.0)).max(axis=1)
-        dd[lam[:, 0] <= 0] = np.inf
+        dd[(lam[:, 0] <= 0) | ~fin] = np.inf
         dist[t, others] = dd
         dist[others, t] = dd
     return dist
@@ -115,7 +122,8 @@ class _Aggregate:
         if q_tilde < self.threshold:
             return {"q_tilde": q_tilde, "second_moment": None}
         wts = np.minimum(1.0, 10.0 * np.maximum(0.0, q - 0.6))
-        sigma_hat = np.einsum("t,tij->ij", wts, mats) / wts.sum()
+        use = wts > 0  # groups of weight 0 are skipped, never multiplied (0 * inf is NaN)
+        sigma_hat = np.einsum("t,tij->ij", wts[use], mats[use]) / wts.sum()
         sigma_hat = (sigma_hat + sigma_hat.T) / 2.0
         w, v = np.linalg.eigh(sigma_hat)
         root = (v * np.sqrt(np.maximum(w, 0.0))) @ v.T
