@@ -177,22 +177,28 @@ def map_and_clip(x: np.ndarray, aT=None, radius: float = np.inf, prev: np.ndarra
     rows get t = 0 and a zero row.
     """
     x = np.asarray(x, dtype=np.float64)
-    n = x.shape[0]
+    d = x.shape[1] if aT is None or np.ndim(aT) == 0 else np.shape(aT)[1]
+    r = shrink_radius(radius, d) if np.isfinite(radius) else np.inf
+    return _map_and_clip(x, aT, r, prev)
+
+
+def _map_and_clip(x: np.ndarray, aT, r: float, prev: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`map_and_clip` with the radius already shrunk (the hot loop of a level)."""
     with np.errstate(all="ignore"):
         z = _apply_map(x, aT)
         sq = np.einsum("ij,ij->i", z, z)
-    d = z.shape[1]
-    r = shrink_radius(radius, d) if np.isfinite(radius) else np.inf
-    fast = (sq >= _SQ_LO) & (sq <= _SQ_HI)
-    t = np.minimum(1.0, r / np.sqrt(np.where(fast, sq, 1.0)))
+        t = np.sqrt(sq)
+        np.divide(r, t, out=t)
+        np.minimum(t, 1.0, out=t)
     if prev is not None:
         np.minimum(t, prev, out=t)
-    slow = np.flatnonzero(~fast)
-    if slow.size:
+    slow = None
+    if not (sq.size == 0 or (sq.min() >= _SQ_LO and sq.max() <= _SQ_HI)):  # NaN fails both
+        slow = np.flatnonzero(~((sq >= _SQ_LO) & (sq <= _SQ_HI)))
         t[slow] = 0.0
         z[slow] = 0.0
     z *= t[:, None]
-    if slow.size:
+    if slow is not None:
         z[slow], t[slow] = _map_and_clip_scaled(x[slow], aT, r, None if prev is None else prev[slow])
     return z, t
 
@@ -327,8 +333,9 @@ def chunk_level_step(
     t = np.empty(n, dtype=np.float64)
     acc = GramAccumulator()
     batch = gram_batch_rows(d)
+    r = shrink_radius(radius, d)
     for lo in range(0, n, batch):
-        y, tb = map_and_clip(x[lo : lo + batch], MT, float(radius), None if prev is None else prev[lo : lo + batch])
+        y, tb = _map_and_clip(x[lo : lo + batch], MT, r, None if prev is None else prev[lo : lo + batch])
         acc.add(y)
         t[lo : lo + batch] = tb
     g = acc.total((d, d))

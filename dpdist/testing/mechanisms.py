@@ -61,7 +61,9 @@ Not covered
   the PSD scores by at most half the claimed score sensitivity, so a data pair reaches
   epsilon/4 at most); the subsample-and-aggregate masked output; floating-point attacks on
   the samplers (Mironov 2012).
-* Whole-estimator runs exist for PrivCov and Analyze Gauss only (``slow``: long form).
+* Whole-estimator runs here exist for PrivCov and Analyze Gauss (``slow``: long form); the
+  end-to-end audits of every public estimator on hostile pairs, with OS entropy, are in
+  :mod:`dpdist.testing.estimator_audits` (registered below, also ``slow``).
 """
 
 from __future__ import annotations
@@ -141,7 +143,7 @@ class AuditCase:
 
     @property
     def is_twin(self) -> bool:
-        """True for a mis-calibrated twin (``noise_multiplier != 1``)."""
+        """True for a mis-calibrated twin (``noise_multiplier != 1``) or a bug twin (end-to-end)."""
         return self.noise_multiplier != 1.0
 
     def run(self, n_trials: int | None = None, *, confidence: float = 0.95, seed: int = 0) -> AuditResult:
@@ -1200,8 +1202,14 @@ CASES: dict[str, Callable[..., AuditCase]] = {
     "subsample-aggregate/agreement-test": subsample_aggregate_test_case,
 }
 
+# End-to-end audits of every public estimator's fit() with OS entropy, on hostile pairs
+# (issue 9): dpdist.testing.estimator_audits.
+from dpdist.testing.estimator_audits import E2E_CASES  # noqa: E402
+
+CASES.update(E2E_CASES)
+
 #: Cases whose trials run a whole estimator (see :attr:`AuditCase.slow`).
-SLOW_CASES = ("privcov/estimator", "analyze-gauss/estimator")
+SLOW_CASES = ("privcov/estimator", "analyze-gauss/estimator", *E2E_CASES)
 
 #: The factor of the mis-calibrated twins.
 TWIN_MULTIPLIER = 0.5
@@ -1229,7 +1237,9 @@ def audit_cases(
     for name in dict.fromkeys(chosen):
         out.append(CASES[name]())
         if include_twins:
-            out.append(CASES[name](noise_multiplier=TWIN_MULTIPLIER))
+            twin = CASES[name](noise_multiplier=TWIN_MULTIPLIER)
+            if twin is not None:  # end-to-end cases have a twin only where a bug was reproduced
+                out.append(twin)
     return out
 
 
@@ -1242,17 +1252,21 @@ def run_audits(
     seed: int = 0,
     include_twins: bool = False,
     include_slow: bool = False,
+    long: bool = False,
 ) -> list[tuple[AuditCase, AuditResult]]:
     """Run :func:`audit_cases` and return ``(case, result)`` pairs.
 
     ``n_trials`` (per dataset) overrides every case's ``default_trials``; otherwise each case
     runs ``trial_factor * default_trials`` (slow cases: ``default_trials``, already sized to
-    flag their twins, at several minutes a case).
+    flag their twins, at several minutes a case). ``long``: the long form of the end-to-end
+    cases (``parameters["long_trials"]`` trials per dataset).
     """
     out = []
     for case in audit_cases(names, include_twins=include_twins, include_slow=include_slow):
         factor = 1.0 if case.slow else trial_factor
         n = n_trials if n_trials is not None else max(4, int(round(factor * case.default_trials)))
+        if long and n_trials is None and "long_trials" in case.parameters:
+            n = int(case.parameters["long_trials"])
         out.append((case, case.run(n, confidence=confidence, seed=seed)))
     return out
 
