@@ -60,6 +60,7 @@ __all__ = [
     "TAU_CONSTANT",
     "COUNT_SENSITIVITY",
     "WEIGHT_SENSITIVITY",
+    "EIGEN_BLOCK_LIMIT",
     "EIGEN_ERROR",
     "FriendlyFloatBounds",
     "FriendlyTestCalibration",
@@ -329,14 +330,17 @@ def gaussian_release_sigma(sensitivity: float, epsilon: float, delta: float) -> 
 
 
 #: Accuracy assumed of the symmetric eigensolvers (LAPACK ``syevd`` via ``numpy.linalg.eigh``)
-#: on a d x d block A: computed eigenvalues are those of ``A + F`` and computed eigenvectors
-#: lie within ``EIGEN_ERROR d u`` of exact unit eigenvectors of ``A + F``, with
-#: ``||F||_2 <= EIGEN_ERROR d u ||A||_2`` (backward stability; LAPACK Users' Guide section
-#: 4.7 states ``p(d) u ||A||`` with p "a modestly growing function", here taken as 8 d).
-#: Components larger than ``dpdist.engine.friendly.DENSE_COMPONENT_LIMIT`` use ARPACK, whose
-#: converged Ritz values meet the same residual bound but whose convergence to the extreme
-#: eigenvalue is not proven: a documented caveat.
+#: on an s x s block A: computed eigenvalues are those of ``A + F`` and computed eigenvectors
+#: lie within ``EIGEN_ERROR s u`` of exact unit eigenvectors of ``A + F``, with
+#: ``||F||_2 <= EIGEN_ERROR s u ||A||_2`` (backward stability; LAPACK Users' Guide section
+#: 4.7 states ``p(s) u ||A||`` with p "a modestly growing function", here taken as 8 s).
+#: The engine diagonalises each connected component of the thresholded matrix on its own,
+#: densely up to :data:`EIGEN_BLOCK_LIMIT` vertices, so s <= min(d, EIGEN_BLOCK_LIMIT). Larger
+#: components use ARPACK, whose converged Ritz values meet the same residual bound but whose
+#: convergence to the extreme eigenvalue is not proven: a documented caveat.
 EIGEN_ERROR = 8.0
+#: Largest component diagonalised densely (``dpdist.engine.friendly.DENSE_COMPONENT_LIMIT``).
+EIGEN_BLOCK_LIMIT = 2048
 
 
 def friendly_entry_clip(sigma: float, n_samples: int, n_features: int, beta: float = DEFAULT_BETA) -> float:
@@ -362,12 +366,12 @@ class FriendlyFloatBounds:
     threshold : float
         ``5 tau + eta``: the level at which the computed ``Sigma_bar`` is thresholded.
     eigen_error : float
-        ``EIGEN_ERROR d u ||A||`` with ``||A||_2 <= k (c^2 (1 + 1e-6) + 10 tau + 2 eta)`` for
+        ``EIGEN_ERROR s u ||A||`` (s = min(d, EIGEN_BLOCK_LIMIT)) with ``||A||_2 <= k (c^2 (1 + 1e-6) + 10 tau + 2 eta)`` for
         ``A = T_rho(C)`` in the case that matters (both neighbouring runs passed the tests:
         ``||A - T_tau(M)|| <= 10 k tau + 2 k eta`` and ``T_tau(M)`` is k-RCS with entries at
         most ``c^2 (1 + 1e-6)``, so ``||T_tau(M)||_2 <= k c^2 (1 + 1e-6)``).
     vector_error : float
-        ``EIGEN_ERROR d u``: forward error of a computed unit eigenvector of ``A + F``.
+        ``EIGEN_ERROR s u``: forward error of a computed unit eigenvector of ``A + F``.
     """
 
     entry_clip: float
@@ -411,12 +415,13 @@ def friendly_float_bounds(
     eta0 = (2.0 * rounding_gamma(depth) + rounding_gamma(m + 8)) * c * c * (1.0 + 1e-6)
     eta = eta0 + 8.0 * UNIT_ROUNDOFF * tau
     norm_a = check_k(k) * (c * c * (1.0 + 1e-6) + 10.0 * tau + 2.0 * eta)
+    block = min(d, EIGEN_BLOCK_LIMIT)
     return FriendlyFloatBounds(
         entry_clip=c,
         eta=eta,
         threshold=5.0 * tau + eta,
-        eigen_error=EIGEN_ERROR * d * UNIT_ROUNDOFF * norm_a,
-        vector_error=EIGEN_ERROR * d * UNIT_ROUNDOFF,
+        eigen_error=EIGEN_ERROR * block * UNIT_ROUNDOFF * norm_a,
+        vector_error=EIGEN_ERROR * block * UNIT_ROUNDOFF,
     )
 
 
