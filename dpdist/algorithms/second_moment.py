@@ -310,6 +310,14 @@ def second_moment(
     (Gaussian histogram of group eigenvalues, sensitivity sqrt(2), N(0, 1/rho_lambda)) are
     rho_R- and rho_lambda-zCDP; everything composes to rho (BS16 Lemma 2.3).
 
+    **Floating point** (issue 9; a deviation that only adds noise). The kernel scales every
+    row to R_k *before* forming its outer product (never "plain Gram minus the shrunk rows'
+    excess", which let one fill value cancel the rest of its batch), with overflow- and
+    underflow-free norms and a radius margin, so each row's term is bounded by R_k^2 as
+    computed; sums have bounded rounding depth, and each sigma_k is calibrated for
+    ``kappa(n) Delta_k`` (:func:`~dpdist.privacy.calibration.gram_rounding_factor`), the
+    sensitivity of the computed level matrix. The histograms' counts are exact per row.
+
     Caveats: floating-point Gaussian sampling (Mironov 2012) is out of scope; the utility
     guarantee (Theorem 3.3: (1-gamma) Sigma_eff <= output <= (1+gamma) Sigma w.p. >= 1-2 xi)
     needs (m, alpha, beta)-subsamplability and enough samples, see :meth:`SecondMoment.plan`;
