@@ -46,6 +46,7 @@ __all__ = [
     "LONG_TRIALS",
     "PAIRS",
     "estimator_case",
+    "spike_rows",
     "trials_per_second",
 ]
 
@@ -59,7 +60,7 @@ REPLACED = 0  # the replaced row
 SYNC = "synchronous"
 
 
-def _spike(n: int, d: int = 6, seed: int = 3, lam: float = 5.0, noise: float = 1e-3) -> np.ndarray:
+def spike_rows(n: int, d: int = 6, seed: int = 3, lam: float = 5.0, noise: float = 1e-3) -> np.ndarray:
     """Rows ``z sqrt(lam) v + noise g`` (v 2-sparse on coordinates 1 and 4, z = +-1): every
     batch of FriendlyCore passes its tests."""
     rng = np.random.default_rng(seed)
@@ -187,7 +188,7 @@ def _one_shot():
 def _privnorm():
     import dpdist
 
-    X = _spike(250 * 2)
+    X = spike_rows(250 * 2)
 
     def fit(D):
         return dpdist.SpectralNorm(2, 3.0, 0.1, gap=0.5, sigma=1.0, n_batches=250, tau=0.05, scheduler=SYNC).fit(D).release_
@@ -201,7 +202,7 @@ def _privnorm():
 def _privpca():
     import dpdist
 
-    X = _spike(250 * 2)
+    X = spike_rows(250 * 2)
 
     def fit(D):
         return dpdist.SparsePCA(2, 3.0, 0.1, gap=0.5, sigma=1.0, n_batches=250, tau=0.05, lambda_hat=5.0,

@@ -41,7 +41,9 @@ from dpdist.baselines import (
     ThresholdedPCA,
 )
 from dpdist.exceptions import NoPrivateResult, ValidationError
+from dpdist.testing.estimator_audits import spike_rows
 from dpdist.testing.twins import cancelling_second_moment_kernel, unbounded_privnorm
+from tests.estimator_zoo import gauss, spike
 
 TOL = 1.0 + 1e-9
 REPLACED = 7  # the index of the replaced row
@@ -196,76 +198,61 @@ def subsample_ratio(a, b) -> float:
 # ---------------------------------------------------------------------------------------
 
 
-def _gauss_data(n, d, seed=0, scales=None):
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, d))
-    return X * (np.asarray(scales) if scales is not None else 1.0)
-
-
-def _spike(n, d=6, seed=3, lam=5.0, noise=0.01):
-    """Rows z sqrt(lam) v + noise g (v 2-sparse): every batch passes FriendlyCore's tests."""
-    rng = np.random.default_rng(seed)
-    v = np.zeros(d)
-    v[[1, 4]] = 1 / math.sqrt(2)
-    z = rng.choice([-1.0, 1.0], size=n)
-    return z[:, None] * math.sqrt(lam) * v + noise * rng.standard_normal((n, d))
-
-
 SYNC = dict(scheduler="synchronous")
 
 PRIVATE = {
     "SparseCovariance": (
         lambda X, rs: dpdist.SparseCovariance(2, 1.0, 1e-5, clip=2.0, random_state=rs, tile_size=3, **SYNC).fit(X).release_,
-        lambda: _gauss_data(300, 6),
+        lambda: gauss(300, 6),
         privcov_ratio,
     ),
     "GaussianCovariance": (
         lambda X, rs: GaussianCovariance(1.0, 1e-5, clip=2.0, threshold=1e-12, random_state=rs, tile_size=3, **SYNC).fit(X).release_,
-        lambda: _gauss_data(300, 6),
+        lambda: gauss(300, 6),
         gauss_ratio,
     ),
     "GaussianPCA": (
         lambda X, rs: GaussianPCA(1.0, 1e-5, clip=2.0, threshold=1e-12, random_state=rs, tile_size=3, **SYNC).fit(X).release_,
-        lambda: _gauss_data(300, 6),
+        lambda: gauss(300, 6),
         gauss_ratio,
     ),
     "AnalyzeGauss": (
         lambda X, rs: AnalyzeGauss(1.0, 1e-5, row_norm=3.0, random_state=rs, tile_size=3, **SYNC).fit(X).release_,
-        lambda: _gauss_data(300, 6),
+        lambda: gauss(300, 6),
         gauss_ratio,
     ),
     "ExpMechSparsePCA": (
         lambda X, rs: dpdist.ExpMechSparsePCA(2, 4.0, 1e-5, clip=3.0, random_state=rs, **SYNC).fit(X).release_,
-        lambda: _spike(400, 6),
+        lambda: spike_rows(400, noise=0.01),
         expmech_ratio,
     ),
     # one level (kappa_0 = 50 / 0.5 / 0.5 = 200 <= C = 640 m): the release is the level's matrix
     "SecondMoment": (
         lambda X, rs: dpdist.SecondMoment(1.0, m=5, radius=5.0, lambda_min=0.5, random_state=rs, **SYNC).fit(X).release_,
-        lambda: _gauss_data(500, 3, scales=[1.0, 1.5, 2.0]),
+        lambda: gauss(500, 3, scales=[1.0, 1.5, 2.0]),
         second_moment_ratio,
     ),
     # three levels: the last level's matrix, rewound from the release through its projections
     "SecondMoment-3-levels": (
         lambda X, rs: dpdist.SecondMoment(1.0, m=1, radius=20.0, lambda_min=0.5, random_state=rs, **SYNC).fit(X).release_,
-        lambda: _gauss_data(500, 3, scales=[1.0, 3.0, 9.0]),
+        lambda: gauss(500, 3, scales=[1.0, 3.0, 9.0]),
         second_moment_ratio,
     ),
     "one_shot_second_moment": (
         lambda X, rs: one_shot_second_moment(X, 1.0, radius=4.0, random_state=rs, **SYNC),
-        lambda: _gauss_data(300, 4),
+        lambda: gauss(300, 4),
         one_shot_ratio,
     ),
     "SpectralNorm": (
         lambda X, rs: dpdist.SpectralNorm(2, 50.0, 1e-3, gap=0.5, sigma=math.sqrt(5), n_batches=100, tau=0.02,
                                           random_state=rs, **SYNC).fit(X).release_,
-        lambda: _spike(100 * 30),
+        spike,
         norm_ratio,
     ),
     "SparsePCA": (
         lambda X, rs: dpdist.SparsePCA(2, 50.0, 1e-3, gap=0.5, sigma=math.sqrt(5), n_batches=100, tau=0.02,
                                        lambda_hat=5.0, random_state=rs, **SYNC).fit(X).release_,
-        lambda: _spike(100 * 30),
+        spike,
         pca_ratio,
     ),
 }
@@ -300,7 +287,7 @@ def test_same_seed_neighbours_differ_by_at_most_the_sensitivity(name, how):
 
 @pytest.mark.parametrize("how", PAIRS)
 def test_subsample_aggregate_neighbours(how, forced_subsample_precondition):
-    X, Xp = neighbours(_gauss_data(400, 2, seed=5), how)
+    X, Xp = neighbours(gauss(400, 2, seed=5), how)
     fit = SubsampleAggregateSecondMoment(2.0, 1e-3, m=4, random_state=99, **SYNC).fit
     out = []
     for data in (X, Xp):
@@ -332,7 +319,7 @@ NOT_PRIVATE = {
 def test_not_private_baselines_release_no_nan_or_inf(name, how):
     """These have no sensitivity to hold them to: they are checked for finite output only (an
     overflowing second moment is refused with a ValidationError instead of released)."""
-    _, Xp = neighbours(_gauss_data(200, 4, seed=2), how)
+    _, Xp = neighbours(gauss(200, 4, seed=2), how)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", dpdist.PrivacyWarning)
         try:
