@@ -247,8 +247,7 @@ def chunk_row_scales(x: np.ndarray, steps: Sequence[Step]) -> tuple[np.ndarray, 
     cumulative maps. Rows holding NaN or inf get t = 0.
     """
     x = np.asarray(x, dtype=np.float64)
-    n, d = x.shape
-    _, radii, Mk = compose_steps(steps, d)
+    Mk = compose_steps(steps, x.shape[1])[2]
     t = None
     M = np.eye(d)
     for a, r in steps:

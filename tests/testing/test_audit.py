@@ -318,8 +318,9 @@ def test_end_to_end_audit_flags_the_cancelling_kernel_twin_even_in_short_form():
 @pytest.mark.skipif(not LONG, reason="long form only (DPDIST_LONG=1): about 15 minutes")
 def test_end_to_end_long_form_table(capsys):
     """Long form: every estimator on every pair at LONG_TRIALS trials per dataset passes, and
-    both bug twins are flagged (the unbounded PrivNorm needs about 170 trials: at 300 its
-    epsilon bound, for perfectly separated outputs, is ln(0.876 / 0.0243) = 3.6 > 3)."""
+    both bug twins (at twice that) are flagged. Margin: the unbounded PrivNorm's outputs are
+    separated but for the ~5% of runs that return bottom; at 600 trials its epsilon bound is
+    about ln((0.92 - 0.1) / 0.0122) = 4.2 against the claim 3 (3.5 was measured at 300)."""
     pairs = run_audits(["end-to-end"], include_twins=True, include_slow=True, long=True)
     rows = audit_table(pairs)
     with capsys.disabled():
@@ -327,4 +328,4 @@ def test_end_to_end_long_form_table(capsys):
         print(format_audit_table(rows))
     assert all(r["as_expected"] for r in rows)
     assert sum(r["twin"] and not r["passed"] for r in rows) == 2
-    assert all(r["trials"] == LONG_TRIALS for r in rows)
+    assert all(r["trials"] == (2 if r["twin"] else 1) * LONG_TRIALS for r in rows)
