@@ -82,9 +82,13 @@ def test_nonfinite_data_writes_nothing(tmp_path, capsys):
     src[...] = x
     out = tmp_path / "o.zarr"
     rc = main(["covariance", str(tmp_path / "nan.zarr"), "--k", "1", "--epsilon", "1", "--delta", "1e-5",
-               "--clip", "2", "--scheduler", "synchronous", "--output", str(out)])
+               "--clip", "2", "--scheduler", "synchronous", "--on-nonfinite", "raise", "--output", str(out)])
     assert rc == 2 and "NaN or infinite" in capsys.readouterr().err
     assert sorted(os.listdir(tmp_path)) == ["nan.zarr"]
+    # the default (issue 9): the row is a zero row, the release is written
+    rc = main(["covariance", str(tmp_path / "nan.zarr"), "--k", "1", "--epsilon", "1", "--delta", "1e-5",
+               "--clip", "2", "--scheduler", "synchronous", "--output", str(out)])
+    assert rc == 0 and out.exists()
 
 
 def test_missing_input_and_existing_output(dataset, tmp_path, capsys):
