@@ -83,6 +83,7 @@ __all__ = [
     "block_separated",
     "chunk_batch_moments",
     "chunk_rows",
+    "nonfinite_rows",
     "chunk_weighted_moment",
     "column_tiles",
     "combine_batch_moments",
@@ -140,17 +141,32 @@ def column_tiles(n_features: int, n_batches: int, tile_bytes: int = DEFAULT_TILE
 # --------------------------------------------------------------------------------------
 
 
+def nonfinite_rows(x: np.ndarray) -> np.ndarray:
+    """Indices of the rows of ``x`` holding a NaN or an infinity. One pass of row sums (a sum
+    propagates NaN and inf; ``einsum``, single-threaded) finds the candidates; only rows whose
+    sum is not finite (also those whose finite entries overflow the sum) are checked entry by
+    entry."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.shape[1] == 0:
+        return np.zeros(0, dtype=np.int64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        sums = np.einsum("ij->i", x)
+    cand = np.flatnonzero(~np.isfinite(sums))
+    if cand.size == 0:
+        return cand
+    return cand[~np.isfinite(x[cand]).all(axis=1)]
+
+
 def chunk_rows(x: np.ndarray, cols: tuple[int, int], clip: float = math.inf, bad: np.ndarray | None = None) -> np.ndarray:
-    """Columns ``cols`` of a row chunk (whole rows) as float64, with every row holding a NaN or
-    an infinity (anywhere, all columns) replaced by zeros and every entry clipped to
-    ``[-clip, clip]``. ``bad`` (the non-finite rows) may be passed when already known."""
+    """Columns ``cols`` of a row chunk (whole rows) as a new float64 array, with every row
+    holding a NaN or an infinity (anywhere, all columns) replaced by zeros and every entry
+    clipped to ``[-clip, clip]``. ``bad`` (:func:`nonfinite_rows`) may be passed when known."""
     if bad is None:
-        bad = ~np.isfinite(x).all(axis=1)
-    out = np.array(x[:, cols[0] : cols[1]], dtype=np.float64, copy=True)
-    if bad.any():
+        bad = nonfinite_rows(x)
+    part = np.asarray(x[:, cols[0] : cols[1]], dtype=np.float64)
+    out = np.clip(part, -clip, clip) if math.isfinite(clip) else np.array(part, copy=True)
+    if len(bad):
         out[bad] = 0.0
-    if math.isfinite(clip):
-        np.clip(out, -clip, clip, out=out)
     return out
 
 
@@ -169,7 +185,7 @@ def chunk_batch_moments(
     if labels.size and np.any(labels[1:] < labels[:-1]):
         order = np.argsort(labels, kind="stable")
         x, labels = x[order], labels[order]
-    bad = ~np.isfinite(x).all(axis=1)
+    bad = nonfinite_rows(x)
     xi = chunk_rows(x, cols_i, clip, bad)
     xj = xi if cols_i == cols_j else chunk_rows(x, cols_j, clip, bad)
     present, starts = np.unique(labels, return_index=True)
@@ -583,7 +599,7 @@ def chunk_weighted_moment(
     w = stats.weights[labels] / (stats.weight_sum * stats.batch_sizes[labels])
     sel = w > 0
     xs = np.asarray(x)[sel]
-    bad = ~np.isfinite(xs).all(axis=1)
+    bad = nonfinite_rows(xs)
     xi = chunk_rows(xs, cols_i, clip, bad)
     with np.errstate(over="ignore", invalid="ignore"):
         if cols_i == cols_j:

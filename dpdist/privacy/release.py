@@ -143,5 +143,6 @@ def warn_if_unsafe(release: Release, *, extra: tuple[str, ...] = (), stacklevel:
     reasons = tuple(release.not_private_reasons) + tuple(r for r in extra if r not in release.not_private_reasons)
     if reasons:
         head = "NOT PRIVATE" if not release.private else "unsafe mode"
-        warnings.warn(PrivacyWarning(f"{release.mechanism}: {head}: " + "; ".join(reasons)), stacklevel=stacklevel)
+        body = "; ".join(r.removeprefix("NOT PRIVATE: ") for r in reasons)
+        warnings.warn(PrivacyWarning(f"{release.mechanism}: {head}: {body}"), stacklevel=stacklevel)
     return release
