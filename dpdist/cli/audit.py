@@ -39,7 +39,7 @@ def register(sub) -> None:
                    help="also run the whole-estimator cases (including the end-to-end audits)")
     p.add_argument("--long", action="store_true",
                    help="long form of the end-to-end audits (enough trials to flag their bug twins; "
-                        "about 15 minutes for the family)")
+                        "about 10 minutes for the family)")
     p.add_argument("--seed", type=int, default=0, help="seed of the audit trials")
     p.add_argument("--output", "-o", default=None, help="write the table (with every number) as JSON here")
     p.add_argument("--json", action="store_true", help="print the table as JSON instead of text")

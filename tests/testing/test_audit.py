@@ -315,7 +315,7 @@ def test_end_to_end_audit_flags_the_cancelling_kernel_twin_even_in_short_form():
 
 
 @pytest.mark.statistical
-@pytest.mark.skipif(not LONG, reason="long form only (DPDIST_LONG=1): about 15 minutes")
+@pytest.mark.skipif(not LONG, reason="long form only (DPDIST_LONG=1): about 10 minutes")
 def test_end_to_end_long_form_table(capsys):
     """Long form: every estimator on every pair at LONG_TRIALS trials per dataset passes, and
     both bug twins (at twice that) are flagged. Margin: the unbounded PrivNorm's outputs are
