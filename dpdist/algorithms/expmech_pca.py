@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from dpdist.algorithms._base import Estimator
+from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note
 from dpdist.data.validation import as_dask_array
 from dpdist.engine.gram import clipped_second_moment, nonfinite_guard
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
@@ -27,7 +27,7 @@ from dpdist.privacy.expmech_calibration import (
     expmech_min_samples,
 )
 from dpdist.privacy.noise import FLOAT_NOISE_CAVEAT, NoiseSeed, gaussian_from_uniform, resolve_random_state
-from dpdist.privacy.release import Release
+from dpdist.privacy.release import Release, warn_if_unsafe
 
 __all__ = ["DEFAULT_MAX_SUBSETS", "ExpMechSparsePCA", "expmech_pca", "leading_eigenvector"]
 
@@ -157,7 +157,7 @@ def expmech_pca(
     beta: float = DEFAULT_BETA,
     random_state: Any = None,
     scheduler: Any = None,
-    on_nonfinite: str = "raise",
+    on_nonfinite: str = "zero",
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> Release:
@@ -185,8 +185,10 @@ def expmech_pca(
         ``None``: OS entropy (the only mode for real releases); int: seeded, for tests.
     scheduler : optional
         See :func:`dpdist.engine.runtime.compute`.
-    on_nonfinite : {"raise", "zero"}
-        Non-finite entries: refuse before releasing, or replace by 0.
+    on_nonfinite : {"zero", "raise"}, default "zero"
+        "zero": rows holding NaN or inf become zero rows before any statistic (uncounted).
+        "raise": explicit validation mode, refuse before releasing (reveals one bit, recorded
+        in the release's notes).
     chunk_size : int
         Subsets per task of the enumeration (does not change the output).
     timeout : float or None, default one day
@@ -219,10 +221,13 @@ def expmech_pca(
     scores, Gumbel and Gaussian noise by inverse CDF of 53-bit uniforms, no snapping). Only
     the winning support and the noisy block leave the workers; the noisy maximum and the
     scores do not. ``on_nonfinite="raise"`` refuses data with NaN/inf: the check runs in the
-    same pass and the release task outputs nothing when it fails (the refusal itself is not
-    private).
+    same pass and the release task outputs nothing when it fails (the refusal itself reveals
+    one bit). Floating point: the Gumbel weight and the block noise use the sensitivities of
+    the computed scores and block
+    (:func:`~dpdist.privacy.expmech_calibration.expmech_calibration`).
     """
     _check_params(k, epsilon, delta, sigma, clip, max_subsets, beta)
+    check_nonfinite(on_nonfinite)
     check_scheduler(scheduler)
     timeout = check_timeout(timeout)
     Xd = as_dask_array(X, min_rows=1, min_cols=1)
@@ -248,7 +253,7 @@ def expmech_pca(
     if all_finite is not None and noisy_block is None:
         raise ValidationError(
             "X contains NaN or infinite values; nothing was released (pass on_nonfinite='zero' "
-            "to replace them by 0)"
+            "to replace such rows by zero rows)"
         )
     subset = np.asarray(subset, dtype=np.int64)
     if subset.shape != (k,) or noisy_block is None:
@@ -279,8 +284,9 @@ def expmech_pca(
         "Gumbel noise of subset rank r is a function of (seed, r) only",
         f"block noise scale: {cal.gaussian_rule}",
         "components are post-processing of the noisy block (symmetrised, top eigenvector)",
-    ) + (("noise seeded from a user random_state: reproducible, for tests only",) if seed.seeded else ())
-    return Release(
+        nonfinite_note(on_nonfinite),
+    )
+    return warn_if_unsafe(Release(
         mechanism=MECHANISM,
         privacy=ApproxDP(cal.epsilon, cal.delta),
         parameters=parameters,
@@ -293,7 +299,7 @@ def expmech_pca(
         },
         seeding=seed.describe(),
         notes=notes,
-    )
+    ))
 
 
 class ExpMechSparsePCA(Estimator):
@@ -317,7 +323,8 @@ class ExpMechSparsePCA(Estimator):
         ``None`` for OS entropy; an int seeds the noise (tests and reproduction only).
     scheduler : optional
         Where the graph runs (:func:`dpdist.engine.runtime.compute`).
-    on_nonfinite : {"raise", "zero"}
+    on_nonfinite : {"zero", "raise"}, default "zero"
+        See :func:`expmech_pca`.
     chunk_size : int
         Subsets per task.
     timeout : float or None, default 86400 (one day)
@@ -364,7 +371,7 @@ class ExpMechSparsePCA(Estimator):
         beta: float = DEFAULT_BETA,
         random_state: Any = None,
         scheduler: Any = None,
-        on_nonfinite: str = "raise",
+        on_nonfinite: str = "zero",
         chunk_size: int = DEFAULT_CHUNK_SIZE,
         timeout: float | None = DEFAULT_TIMEOUT,
     ) -> None:

@@ -9,6 +9,7 @@ the release to ``*_`` attributes.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import dataclass
@@ -16,14 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from dpdist.algorithms._base import Estimator
+from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, refuse_nonfinite
 from dpdist.data.validation import as_dask_array
 from dpdist.engine import second_moment as engine
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute, open_runtime
 from dpdist.exceptions import NoPrivateResult, ValidationError
 from dpdist.privacy.noise import FLOAT_NOISE_CAVEAT, NoiseSeed, resolve_random_state
 from dpdist.privacy.partition import GroupPartition
-from dpdist.privacy.release import Release
+from dpdist.privacy.release import Release, warn_if_unsafe
 from dpdist.privacy.second_moment_calibration import (
     GROWTH,
     LevelSchedule,
@@ -66,6 +67,8 @@ __all__ = [
 
 MECHANISM = "RecDPSME (Mahpud-Sheffet NeurIPS 2025, Algorithms 1-2) with zCDP initialisation"
 PURPOSE_PARTITION = "second-moment/partition"
+#: Wall-clock timings go here (DEBUG), never into a release: they depend on the data.
+logger = logging.getLogger("dpdist")
 
 _NOTES = (
     "privacy: rho-zCDP under replace-one neighbours (n public); convert with "
@@ -79,6 +82,8 @@ _NOTES = (
     "GAP 11: lambda_min groups (private lambda_min only) are a keyed pseudorandom partition without "
     "replacement (row i -> pi(i) // m, pi an 8-round Feistel permutation keyed by the seed; "
     "data-independent, not exactly uniform: dpdist.privacy.partition)",
+    "floating point: rows are scaled to the level radius before any product and every sigma is "
+    "calibrated for kappa(n) times the sensitivity (the computed level matrix; float_factor)",
     FLOAT_NOISE_CAVEAT,
 )
 
@@ -186,11 +191,13 @@ class _Config:
     psd: bool
     scheduler: Any
     timeout: float | None
+    on_nonfinite: str
 
 
 def _validate(
     rho, m, alpha, radius, lambda_min, init_fraction, sensitivity, xi, radius_range, lambda_floor, psd, scheduler,
     timeout,
+    on_nonfinite="zero",
 ) -> _Config:
     rho = check_rho(rho)
     m = check_m(m)
@@ -213,7 +220,7 @@ def _validate(
         raise ValidationError(f"psd must be a bool, got {psd!r}")
     scheduler = check_scheduler(scheduler)
     return _Config(rho, m, alpha, radius, lambda_min, float(init_fraction), sensitivity, xi, (lo, hi),
-                   lambda_floor, bool(psd), scheduler, check_timeout(timeout))
+                   lambda_floor, bool(psd), scheduler, check_timeout(timeout), check_nonfinite(on_nonfinite))
 
 
 def _compute_one(stat, scheduler):
@@ -236,6 +243,7 @@ def second_moment(
     radius_range: tuple[float, float] = (1e-8, 1e8),
     lambda_floor: float = 1e-12,
     psd: bool = False,
+    on_nonfinite: str = "zero",
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> Release:
     """rho-zCDP estimate of the second moment (1/n) sum x x^T by RecDPSME (MS25, Alg. 1-2).
@@ -278,15 +286,28 @@ def second_moment(
         The lambda histogram covers [lambda_floor R_hat^2, R_hat^2] (private lambda only).
     psd : bool, default False
         Post-process the output by clipping its eigenvalues at 0 (GAP 17; not in MS25).
+    on_nonfinite : {"zero", "raise"}, default "zero"
+        "zero": rows holding NaN or inf become zero rows before any statistic (a per-row
+        map; nothing counts them). "raise": explicit validation mode: one extra pass checks
+        the data first and raises ValidationError before anything is computed; the error (or
+        its absence) reveals one bit, which the release records.
     timeout : float or None, default one day
         Seconds for the whole fit (all passes); see :mod:`dpdist.engine.runtime`.
 
     Returns
     -------
     Release
-        ``values["second_moment"]`` (d x d) and ``values["projections"]`` (the L-1 public
-        maps Pi_k, post-processing of released noise); ``privacy`` is a :class:`ZCDP` whose
-        breakdown lists every step.
+        ``values["second_moment"]`` (d x d), ``values["projections"]`` (the L-1 public
+        maps Pi_k, post-processing of released noise) and ``values["level_matrices"]`` (the
+        L noisy level matrices, normalised units: each is that level's rho/L-zCDP release, so
+        publishing them costs nothing more); ``privacy`` is a :class:`ZCDP` whose breakdown
+        lists every step.
+
+    Raises
+    ------
+    NoPrivateResult
+        The private lambda_min histogram's largest bin is the underflow bin (section 3.2);
+        ``exc.release`` records the rho already spent (radius and lambda_min steps).
 
     Notes
     -----
@@ -304,6 +325,14 @@ def second_moment(
     norms, L2 sensitivity sqrt(2), N(0, 1/rho_R) per bin) and the private lambda_min
     (Gaussian histogram of group eigenvalues, sensitivity sqrt(2), N(0, 1/rho_lambda)) are
     rho_R- and rho_lambda-zCDP; everything composes to rho (BS16 Lemma 2.3).
+
+    **Floating point** (issue 9; a deviation that only adds noise). The kernel scales every
+    row to R_k *before* forming its outer product (never "plain Gram minus the shrunk rows'
+    excess", which let one fill value cancel the rest of its batch), with overflow- and
+    underflow-free norms and a radius margin, so each row's term is bounded by R_k^2 as
+    computed; sums have bounded rounding depth, and each sigma_k is calibrated for
+    ``kappa(n) Delta_k`` (:func:`~dpdist.privacy.calibration.gram_rounding_factor`), the
+    sensitivity of the computed level matrix. The histograms' counts are exact per row.
 
     Caveats: floating-point Gaussian sampling (Mironov 2012) is out of scope; the utility
     guarantee (Theorem 3.3: (1-gamma) Sigma_eff <= output <= (1+gamma) Sigma w.p. >= 1-2 xi)
@@ -326,7 +355,7 @@ def second_moment(
     unwinding run here, on released values only.
     """
     cfg = _validate(rho, m, alpha, radius, lambda_min, init_fraction, sensitivity, xi, radius_range,
-                    lambda_floor, psd, scheduler, timeout)
+                    lambda_floor, psd, scheduler, timeout, on_nonfinite)
     seed = resolve_random_state(random_state)
     X = as_dask_array(X)
     n, d = (int(s) for s in X.shape)
@@ -348,11 +377,12 @@ def second_moment(
     params: dict[str, Any] = {
         "n_samples": n, "n_features": d, "rho": cfg.rho, "m": cfg.m, "alpha": cfg.alpha, "xi": cfg.xi,
         "sensitivity": cfg.sensitivity, "init_fraction": cfg.init_fraction, "budget_split": split,
-        "psd": cfg.psd,
+        "psd": cfg.psd, "on_nonfinite": cfg.on_nonfinite,
     }
-    notes = list(_NOTES)
-    timings: dict[str, Any] = {}
+    notes = list(_NOTES) + [nonfinite_note(cfg.on_nonfinite)]
     with open_runtime(cfg.scheduler, timeout=cfg.timeout) as sched:
+        if cfg.on_nonfinite == "raise":
+            refuse_nonfinite(X, sched)
 
         # --- radius (section 3.2): Gaussian histogram of row norms, then a tail rule ----------
         if cfg.radius is None:
@@ -363,7 +393,7 @@ def second_moment(
                 engine.noised(engine.norm_counts(X, edges), GaussianHistogramNoise(seed, PURPOSE_RADIUS, 0, sigma_r)),
                 sched,
             )
-            timings["radius_seconds"] = time.perf_counter() - t0
+            _log_time("radius", None, time.perf_counter() - t0)
             r_hat, capped = select_radius(noisy, edges, sigma_r, cfg.xi)
             if capped:
                 notes.append("radius: no grid edge passed the tail rule; the top of radius_range was used")
@@ -386,12 +416,27 @@ def second_moment(
             )
             t0 = time.perf_counter()
             noisy_l = _compute_one(engine.noised(counts, GaussianHistogramNoise(seed, PURPOSE_LAMBDA, 0, sigma_l)), sched)
-            timings["lambda_seconds"] = time.perf_counter() - t0
-            low, lam_hat = select_lambda(noisy_l, edges_l, cfg.alpha)
+            _log_time("lambda", None, time.perf_counter() - t0)
+            noise_scales["lambda_histogram_sigma"] = sigma_l
+            try:
+                low, lam_hat = select_lambda(noisy_l, edges_l, cfg.alpha)
+            except NoPrivateResult as exc:
+                spent = split["radius"] + split["lambda_min"]
+                rel = Release(
+                    mechanism=MECHANISM,
+                    privacy=ZCDP(spent, breakdown=(("init radius", split["radius"]), ("init lambda_min", split["lambda_min"]))),
+                    parameters={**params, "radius": r_hat, "rejected_stage": "init-lambda"},
+                    noise_scales=noise_scales,
+                    values={},
+                    seeding=seed.describe(),
+                    notes=tuple(notes + [f"rejected at init-lambda: {exc}; the rho of the steps run counts as spent"]),
+                    status="rejected",
+                )
+                warn_if_unsafe(rel)
+                raise NoPrivateResult(str(exc), stage="init-lambda", release=rel) from None
             if lam_hat > r_hat**2 / d:
                 lam_hat = r_hat**2 / d
                 notes.append("lambda_min: the selected bucket exceeded radius**2/d; capped there")
-            noise_scales["lambda_histogram_sigma"] = sigma_l
             params["lambda_groups"] = k
             params["lambda_bucket_lower_edge"] = low
             params["lambda_source"] = "private (Gaussian bucket histogram of group eigenvalues, section 3.2)"
@@ -402,7 +447,7 @@ def second_moment(
         # --- recursion (Algorithms 1-2) ---------------------------------------------------
         schedule = level_schedule(n, d, split["main"], m=cfg.m, alpha=cfg.alpha,
                                   radius=r_hat / math.sqrt(lam_hat), sensitivity=cfg.sensitivity)
-        sigma_tilde, projections, dims, level_seconds = _recursion(X, schedule, lam_hat, seed, sched)
+        sigma_tilde, projections, dims, level_matrices = _recursion(X, schedule, lam_hat, seed, sched)
 
     out = (1.0 - cfg.alpha) * lam_hat * sigma_tilde
     out = (out + out.T) / 2.0
@@ -412,7 +457,7 @@ def second_moment(
     params.update(
         radius=r_hat, lambda_min=lam_hat, n_levels=schedule.n_levels, normalised_radius=schedule.radius,
         kappas=list(schedule.kappas), level_radii=list(schedule.radii), thresholds=list(schedule.thresholds),
-        subspace_dims=dims, level_seconds=level_seconds, **timings,
+        subspace_dims=dims, float_factor=schedule.float_factor,
     )
     noise_scales["level_sigmas"] = list(schedule.sigmas)
     noise_scales["level_sigmas_units"] = "normalised (rows / sqrt((1-alpha) lambda_min)), per level"
@@ -424,19 +469,27 @@ def second_moment(
         + schedule.privacy
     )
     privacy = ZCDP(cfg.rho, breakdown=composed.breakdown)  # the parts sum to rho (checked to 1e-12)
-    return Release(
+    return warn_if_unsafe(Release(
         mechanism=MECHANISM,
         privacy=privacy,
         parameters=params,
         noise_scales=noise_scales,
-        values={"second_moment": out, "projections": projections},
+        values={"second_moment": out, "projections": projections, "level_matrices": level_matrices},
         seeding=seed.describe(),
         notes=tuple(notes),
-    )
+    ))
+
+
+def _log_time(stage: str, level: int | None, seconds: float) -> None:
+    """Timings go to the ``dpdist`` logger at DEBUG (``record.dpdist_timing`` holds them for
+    tools such as the benchmarks), never into a release: they depend on the data."""
+    logger.debug("second-moment %s%s: %.6f s", stage, "" if level is None else f" {level}", seconds,
+                 extra={"dpdist_timing": {"stage": stage, "level": level, "seconds": seconds}})
 
 
 def _recursion(X, schedule: LevelSchedule, lam_hat: float, seed: NoiseSeed, scheduler) -> tuple:
-    """Run the L levels; return (unwound Sigma_tilde at level-0 scale, Pi's, dim V's, seconds).
+    """Run the L levels; return (unwound Sigma_tilde at level-0 scale, Pi's, dim V's, the L
+    noisy level matrices).
 
     Level k's rows are y = t_k M_k x with M_k = a_k ... a_0 (public) and t_k the per-row clip
     scale (see :func:`dpdist.engine.second_moment.chunk_row_scales`); t_k is persisted where
@@ -446,7 +499,7 @@ def _recursion(X, schedule: LevelSchedule, lam_hat: float, seed: NoiseSeed, sche
     s0 = 1.0 / math.sqrt((1.0 - schedule.alpha) * lam_hat)
     M = s0 * np.eye(d)
     t = None
-    projections, dims, seconds = [], [], []
+    projections, dims, noisy_levels = [], [], []
     eye = np.eye(d)
     for k in range(L):
         if k > 0:
@@ -455,7 +508,8 @@ def _recursion(X, schedule: LevelSchedule, lam_hat: float, seed: NoiseSeed, sche
         t0 = time.perf_counter()
         t_next, gram = engine.level_step(X, t, M, schedule.radii[k])
         t, noisy = engine.persist_and_release(t_next, engine.noised(gram, noise), scheduler)
-        seconds.append(time.perf_counter() - t0)
+        _log_time("level", k, time.perf_counter() - t0)
+        noisy_levels.append(noisy)
         if k == L - 1:
             break
         w, v = np.linalg.eigh(noisy)
@@ -468,11 +522,12 @@ def _recursion(X, schedule: LevelSchedule, lam_hat: float, seed: NoiseSeed, sche
         pinv = eye + (eye - pi) / schedule.eta  # Pi^{-1} = I + (1/eta - 1) V V^T, V V^T = (I - Pi)/(1 - eta)
         sigma = (1.0 / GROWTH) * pinv @ sigma @ pinv
     proj = np.stack(projections) if projections else np.zeros((0, d, d))
-    return sigma, proj, dims, seconds
+    return sigma, proj, dims, np.stack(noisy_levels)
 
 
 def one_shot_second_moment(
     X, rho: float, *, radius: float, sensitivity: str = "paper", random_state: int | None = None, scheduler: Any = None,
+    on_nonfinite: str = "zero",
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> Release:
     """The one-shot Gaussian mechanism: (1/n) sum clip(x) clip(x)^T + GUE(sigma^2), the
@@ -482,29 +537,36 @@ def one_shot_second_moment(
     -----
     **Guarantee.** rho-zCDP under replace-one neighbours: rows clipped to the public
     ``radius`` R, L2 sensitivity of the upper triangle <= sqrt(2) R^2/n <= 4 R^2/n, sigma =
-    Delta / sqrt(2 rho) (BS16 Prop. 1.6). Floating-point sampling caveat as above.
+    Delta / sqrt(2 rho) (BS16 Prop. 1.6), with the float factor kappa(n) (rows scaled before
+    the product). ``on_nonfinite`` as in :func:`second_moment`. Floating-point sampling
+    caveat as above.
     """
     rho = check_rho(rho)
     radius = _check_positive(radius, "radius")
     sensitivity = _check_sensitivity(sensitivity)
     scheduler = check_scheduler(scheduler)
+    on_nonfinite = check_nonfinite(on_nonfinite)
     seed = resolve_random_state(random_state)
     X = as_dask_array(X)
     n, d = (int(s) for s in X.shape)
     sigma = one_shot_sigma(n, rho, radius, sensitivity)
-    noisy = compute(
-        engine.noised(engine.level_gram(X, ((1.0, radius),)), GUEMeanNoise(seed, PURPOSE_ONE_SHOT, 0, sigma, n)),
-        scheduler=scheduler, progress=False, timeout=timeout,
-    )[0]
-    return Release(
+    with open_runtime(scheduler, timeout=timeout) as rt:
+        if on_nonfinite == "raise":
+            refuse_nonfinite(X, rt)
+        noisy = compute(
+            engine.noised(engine.level_gram(X, ((1.0, radius),)), GUEMeanNoise(seed, PURPOSE_ONE_SHOT, 0, sigma, n)),
+            scheduler=rt, progress=False,
+        )[0]
+    return warn_if_unsafe(Release(
         mechanism="Gaussian mechanism on the clipped second moment (one shot)",
         privacy=ZCDP(rho, breakdown=(("one-shot", rho),)),
-        parameters={"n_samples": n, "n_features": d, "rho": rho, "radius": radius, "sensitivity": sensitivity},
+        parameters={"n_samples": n, "n_features": d, "rho": rho, "radius": radius, "sensitivity": sensitivity,
+                    "on_nonfinite": on_nonfinite},
         noise_scales={"sigma": sigma},
         values={"second_moment": noisy},
         seeding=seed.describe(),
-        notes=(FLOAT_NOISE_CAVEAT,),
-    )
+        notes=(FLOAT_NOISE_CAVEAT, nonfinite_note(on_nonfinite)),
+    ))
 
 
 def second_moment_diagnostics(X: np.ndarray, release: Release) -> dict:
@@ -546,7 +608,7 @@ class SecondMoment(Estimator):
         Total zCDP budget.
     m, alpha, radius, lambda_min, init_fraction, sensitivity, xi, random_state, scheduler
         See :func:`second_moment`.
-    radius_range, lambda_floor, psd, timeout
+    radius_range, lambda_floor, psd, on_nonfinite, timeout
         See :func:`second_moment`.
 
     Attributes
@@ -595,6 +657,7 @@ class SecondMoment(Estimator):
         radius_range: tuple[float, float] = (1e-8, 1e8),
         lambda_floor: float = 1e-12,
         psd: bool = False,
+        on_nonfinite: str = "zero",
         timeout: float | None = DEFAULT_TIMEOUT,
     ) -> None:
         self.rho = rho
@@ -610,6 +673,7 @@ class SecondMoment(Estimator):
         self.radius_range = radius_range
         self.lambda_floor = lambda_floor
         self.psd = psd
+        self.on_nonfinite = on_nonfinite
         self.timeout = timeout
 
     def fit(self, X, y=None) -> "SecondMoment":

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from dpdist.algorithms._base import Estimator, check_int, check_positive
+from dpdist.algorithms._base import Estimator, check_int, check_nonfinite, check_positive, nonfinite_note
 from dpdist.data.validation import as_dask_array
-from dpdist.engine.gram import DEFAULT_TILE, NONFINITE_POLICIES, clipped_second_moment, nonfinite_guard
+from dpdist.engine.gram import DEFAULT_TILE, clipped_second_moment, nonfinite_guard
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
 from dpdist.engine.topk import row_topk_release
 from dpdist.exceptions import ValidationError
@@ -28,7 +28,7 @@ from dpdist.privacy.calibration import (
     subgaussian_clip,
 )
 from dpdist.privacy.noise import FLOAT_NOISE_CAVEAT, NoiseField, resolve_random_state
-from dpdist.privacy.release import Release
+from dpdist.privacy.release import Release, warn_if_unsafe
 
 __all__ = ["SparseCovariance", "assemble_privcov", "private_sparse_covariance", "MECHANISM"]
 
@@ -37,7 +37,7 @@ K_PLUS_ONE_NOTE = (
     "Laplace scale calibrated with k+1 released entries per row (S_i plus the diagonal, "
     "which line 11 releases even when i is not in S_i); the paper's formula uses k"
 )
-NONFINITE_NOTE = "input non-finite values were set to 0 before clipping (on_nonfinite='zero')"
+
 
 
 def assemble_privcov(cols: np.ndarray, values: np.ndarray, diag: np.ndarray) -> sp.csr_array:
@@ -97,7 +97,7 @@ def private_sparse_covariance(
     beta: float = 0.1,
     random_state: int | None = None,
     scheduler: Any = None,
-    on_nonfinite: str = "raise",
+    on_nonfinite: str = "zero",
     tile_size: int = DEFAULT_TILE,
     progress: bool | None = None,
     timeout: float | None = DEFAULT_TIMEOUT,
@@ -122,7 +122,12 @@ def private_sparse_covariance(
     random_state : None or int
         None: OS entropy (use this to release). An int seeds the noise (tests only).
     scheduler : see :mod:`dpdist.engine.runtime`.
-    on_nonfinite : {"raise", "zero"}
+    on_nonfinite : {"zero", "raise"}, default "zero"
+        "zero": every row holding a NaN or inf is replaced by a zero row before any
+        statistic (a per-row map inside the neighbour relation; nothing counts or reports
+        the rows). "raise": explicit validation mode: such data raise ValidationError after
+        the pass, before anything is released; the error (or its absence) reveals one bit
+        about the data, which the release records in its notes.
     tile_size : int
         Tile width of the second moment (memory per task ~ 8 * tile_size**2 bytes).
     timeout : float or None, default one day
@@ -144,16 +149,23 @@ def private_sparse_covariance(
 
     **Mechanism.** For each row i, S_i = top-k of ``|Sigma_hat_i + w_i|`` with w_i i.i.d.
     Laplace(b); the released values are ``Sigma_hat_ij + z_ij`` (fresh Laplace(b)) for j in
-    S_i and j = i. One row is (eps_row, delta_row)-DP by Theorem 2.2 of Qiao, Su and Zhang
-    (2021); d rows compose by advanced composition (DR14 Theorem 3.20) to (epsilon, delta).
-    See :func:`dpdist.privacy.calibration.privcov_calibration` for the constants, the k+1
-    deviation (line 11 releases the diagonal) and the check that the composed epsilon
-    stays below the requested epsilon, also for epsilon > 1.
+    S_i and j = i. One row is pure eps_row-DP by the coupling argument written out in
+    :func:`dpdist.privacy.calibration.privcov_calibration` (b >= (3k+1) Delta / eps_row; the
+    paper's b, which cites Qiao-Su-Zhang 2021 Theorem 2.2, is kept as a floor and is the
+    larger one for k up to about 10); d rows compose by advanced composition (DR14 Theorem
+    3.20) to (epsilon, delta). See :func:`~dpdist.privacy.calibration.privcov_calibration` for
+    the constants, the k+1 deviation (line 11 releases the diagonal) and the check that the
+    composed epsilon stays below the requested epsilon, also for epsilon > 1.
+
+    **Floating point.** Entries are clipped before the product, so each row's term is at
+    most R^2 as computed, and the noise is calibrated for ``kappa(n) Delta``
+    (:func:`~dpdist.privacy.calibration.gram_rounding_factor`), the sensitivity of the
+    computed second moment.
 
     **Caveats.** The noise is floating-point (no snapping). With ``on_nonfinite="raise"``
-    the refusal itself reveals that the data contain a non-finite value; it happens before
-    any value is released. The output is post-processing of the per-row releases (the
-    symmetric AND rule of lines 13-17), computed on the client.
+    the refusal itself reveals that the data contain a non-finite value (one bit); it
+    happens before any value is released. The output is post-processing of the per-row
+    releases (the symmetric AND rule of lines 13-17), computed on the client.
 
     **What leaves the workers.** Only, per row block, S_i and the noised values of S_i and
     of the diagonal. Raw and clipped rows, tiles of Sigma_hat and candidate lists stay in the
@@ -167,8 +179,7 @@ def private_sparse_covariance(
         raise ValidationError(f"beta must lie in (0, 1), got {beta}")
     check_positive(sigma, "sigma", allow_none=True)
     check_positive(clip, "clip", allow_none=True)
-    if on_nonfinite not in NONFINITE_POLICIES:
-        raise ValidationError(f"on_nonfinite must be one of {NONFINITE_POLICIES}, got {on_nonfinite!r}")
+    check_nonfinite(on_nonfinite)
     tile_size = check_int(tile_size, "tile_size", low=1)
     check_scheduler(scheduler)
     timeout = check_timeout(timeout)
@@ -191,7 +202,7 @@ def private_sparse_covariance(
     if any(r is None for r in results):
         raise ValidationError(
             "X contains NaN or infinite values; nothing was released. Clean the data or pass "
-            "on_nonfinite='zero' to impute zeros before clipping"
+            "on_nonfinite='zero' to replace such rows by zero rows"
         )
     results = sorted(results, key=lambda r: r.row_start)
     cols = np.vstack([r.cols for r in results])
@@ -199,12 +210,9 @@ def private_sparse_covariance(
     diag = np.concatenate([r.diag for r in results])
     M = assemble_privcov(cols, values, diag)
 
-    notes = [K_PLUS_ONE_NOTE, FLOAT_NOISE_CAVEAT]
-    if on_nonfinite == "zero":
-        notes.append(NONFINITE_NOTE)
-    if seed.seeded:
-        notes.append("noise seeded from a user random_state: reproducible, for tests only")
-    return Release(
+    notes = [K_PLUS_ONE_NOTE, FLOAT_NOISE_CAVEAT, f"Laplace scale: {cal.laplace_rule}"]
+    notes.append(nonfinite_note(on_nonfinite))
+    return warn_if_unsafe(Release(
         mechanism=MECHANISM,
         privacy=ApproxDP(epsilon, delta),
         parameters={
@@ -223,7 +231,7 @@ def private_sparse_covariance(
         values={"covariance": M, "selected": cols, "selected_values": values, "diagonal": diag},
         seeding=seed.describe(),
         notes=tuple(notes),
-    )
+    ))
 
 
 class SparseCovariance(Estimator):
@@ -247,7 +255,8 @@ class SparseCovariance(Estimator):
         and marks the release as seeded (tests only).
     scheduler : None, str or distributed.Client
         See :mod:`dpdist.engine.runtime`.
-    on_nonfinite : {"raise", "zero"}, default "raise"
+    on_nonfinite : {"zero", "raise"}, default "zero"
+        See :func:`private_sparse_covariance` ("raise" reveals one bit).
     tile_size : int, default 2048
     progress : bool or None
         Progress bar; None shows it only on a terminal.
@@ -298,7 +307,7 @@ class SparseCovariance(Estimator):
         beta: float = 0.1,
         random_state: int | None = None,
         scheduler: Any = None,
-        on_nonfinite: str = "raise",
+        on_nonfinite: str = "zero",
         tile_size: int = DEFAULT_TILE,
         progress: bool | None = None,
         timeout: float | None = DEFAULT_TIMEOUT,
@@ -356,7 +365,8 @@ class SparseCovariance(Estimator):
     def plan(self, n_samples: int, n_features: int) -> dict:
         """Clip level, noise scale and Theorem 1 error bound for a data size; reads no data.
 
-        Returns a dict with ``clip``, ``noise_scale`` (Laplace b), the full ``calibration``
+        Returns a dict with ``clip``, ``noise_scale`` (Laplace b), ``laplace_rule`` (which
+        term of ``b = max(b_paper, b_pure)`` is active), the full ``calibration``
         and, when ``sigma`` is set, ``error_bound`` (operator norm, with probability >=
         1 - beta over data and noise, when no entry is clipped) and its pieces. For
         comparison it also gives the Gaussian scale of the Wang-Xu baseline
@@ -371,6 +381,7 @@ class SparseCovariance(Estimator):
             "clip": cal.clip,
             "clip_rule": rule,
             "noise_scale": cal.laplace_scale,
+            "laplace_rule": cal.laplace_rule,
             "calibration": cal.to_dict(),
             "wang_xu_sigma": wang_xu_calibration(
                 cal.epsilon, cal.delta, cal.n_samples, cal.n_features, cal.clip

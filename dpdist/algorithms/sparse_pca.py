@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from dpdist.algorithms._base import check_nonfinite, nonfinite_note, refuse_nonfinite
 from dpdist.data.validation import as_dask_array
 from dpdist.engine.friendly import (
     DEFAULT_GROUP_BYTES,
@@ -43,6 +44,7 @@ from dpdist.privacy.noise import (
     FLOAT_NOISE_CAVEAT,
     NoiseSeed,
     bounded_laplace_from_uniform,
+    check_random_state,
     gaussian_from_uniform,
     resolve_random_state,
 )
@@ -55,6 +57,8 @@ from dpdist.privacy.pca_calibration import (
     check_k,
     check_n_batches,
     default_n_batches,
+    friendly_entry_clip,
+    friendly_float_bounds,
     friendly_tau,
     friendly_test_calibration,
     privnorm_calibration,
@@ -64,7 +68,7 @@ from dpdist.privacy.pca_calibration import (
     search_min_samples,
     split_budget,
 )
-from dpdist.privacy.release import Release
+from dpdist.privacy.release import Release, warn_if_unsafe
 from dpdist.privacy.topk_sampler import top_k2_of_noisy_projector
 
 __all__ = ["SparsePCA", "SpectralNorm", "private_norm", "private_pca", "sparse_pca"]
@@ -81,6 +85,10 @@ _COMMON_NOTES = (
     "bounded-Laplace bound and the Gaussian sigma are enlarged (never reduced)",
     "rows are assumed mean-zero: the second moment (1/b) sum x x^T of each batch is used, not a "
     "centred covariance",
+    "deviation 4 (floating point): entries clipped to entry_clip (from sigma), Sigma_bar thresholded at "
+    "5 tau + eta, and the release sensitivities include the proven float error (float_bounds)",
+    "components larger than 2048 vertices use ARPACK (eigsh), whose convergence to the extreme "
+    "eigenvalue is not proven: the float bound assumes LAPACK-level accuracy there too",
 )
 
 
@@ -110,15 +118,14 @@ def _friendly_tests(
     seed: NoiseSeed,
     purpose: str,
 ) -> dict:
-    """Lines 2-15: the noisy tests on |C| and Z. Returns only noised values and outcomes."""
+    """Lines 2-15: the noisy tests on |C| and Z. Returns only their outcomes, as bits (the
+    algorithm needs nothing more; the noisy statistics stay where they were computed)."""
     count = int(_good_set(stats, gap, lambda_hat).sum())
     l_noise = float(bounded_laplace_from_uniform(seed.uniforms(purpose + "/count", 0, 0, 1), cal.count_scale, cal.count_bound)[0])
-    out = {"count_noisy": count + l_noise, "count_threshold": cal.count_threshold}
-    out["count_passed"] = bool(count + l_noise >= cal.count_threshold)
+    out = {"count_passed": bool(count + l_noise >= cal.count_threshold), "count_threshold": cal.count_threshold}
     if not out["count_passed"]:
         return out
     xi = float(bounded_laplace_from_uniform(seed.uniforms(purpose + "/weight", 0, 0, 1), cal.weight_scale, cal.weight_bound)[0])
-    out["weight_noisy"] = stats.weight_sum + xi
     out["weight_threshold"] = cal.weight_threshold
     out["weight_passed"] = bool(stats.weight_sum + xi >= cal.weight_threshold)
     return out
@@ -183,6 +190,7 @@ class _Setup:
     tau: float
     tau_rule: str
     beta: float
+    float_bounds: Any = None
 
 
 def _setup(n_samples, n_features, k, gap, sigma, n_batches, tau, beta, budgets) -> _Setup:
@@ -209,11 +217,12 @@ def _setup(n_samples, n_features, k, gap, sigma, n_batches, tau, beta, budgets) 
     else:
         t = float(tau)
         rule = "user-supplied"
-    return _Setup(n, d, k, gap, sigma, m, sizes, t, rule, float(beta))
+    bounds = friendly_float_bounds(n, m, d, friendly_entry_clip(sigma, n, d, beta), t, k)
+    return _Setup(n, d, k, gap, sigma, m, sizes, t, rule, float(beta), bounds)
 
 
 def _check_common(k, epsilon, delta, gap, sigma, n_batches, tau, beta, scheduler, random_state=None,
-                  timeout=None):
+                  timeout=None, on_nonfinite="zero"):
     check_k(k)
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
@@ -241,8 +250,8 @@ def _check_common(k, epsilon, delta, gap, sigma, n_batches, tau, beta, scheduler
         raise ValidationError(f"beta must lie in the open interval (0, 1), got {beta!r}")
     check_scheduler(scheduler)
     check_timeout(timeout)
-    if random_state is not None:
-        resolve_random_state(random_state)  # validation only; resolved once in _run
+    check_random_state(random_state)  # validation only; resolved once in _run
+    check_nonfinite(on_nonfinite)
     return epsilon, delta
 
 
@@ -272,6 +281,7 @@ def _run(
     budget_split=None,
     tile_bytes=DEFAULT_TILE_BYTES,
     group_bytes=DEFAULT_GROUP_BYTES,
+    on_nonfinite="zero",
 ) -> Release:
     """Run the stages ("norm", then "pca") on shared batch statistics. ``stages`` is a list of
     ``(name, epsilon, delta)``."""
@@ -304,15 +314,19 @@ def _run(
         "batches": "public random permutation" if shuffle_batches else "consecutive row ranges",
         "tau": setup.tau,
         "tau_rule": setup.tau_rule,
-        "threshold_sigma_bar": 5 * setup.tau,
+        "threshold_sigma_bar": setup.float_bounds.threshold,
+        "entry_clip": setup.float_bounds.entry_clip,
+        "float_bounds": setup.float_bounds.to_dict(),
         "beta": setup.beta,
+        "on_nonfinite": on_nonfinite,
         "stages": {name: {"epsilon": e, "delta": dl} for name, e, dl in stages},
     }
     if budget_split is not None:
         parameters["budget_split"] = budget_split
     values: dict[str, Any] = {"tests": {}}
     spent = None
-    notes = list(_COMMON_NOTES)
+    notes = list(_COMMON_NOTES) + [nonfinite_note(on_nonfinite)]
+    clip = setup.float_bounds.entry_clip
 
     def reject(stage: str, why: str):
         rel = Release(
@@ -325,14 +339,17 @@ def _run(
             notes=tuple(notes + [f"rejected at {stage}: {why}; the budget of the stages run counts as spent"]),
             status="rejected",
         )
+        warn_if_unsafe(rel, stacklevel=4)
         raise NoPrivateResult(f"{mechanism} returned bottom at stage {stage!r}: {why}", stage=stage, release=rel)
 
     lam_hat = lambda_hat
     with open_session(scheduler, timeout=timeout) as session:
+        if on_nonfinite == "raise":
+            refuse_nonfinite(X, session.runtime)
         groups = session.persist_each(
             friendly_pass1_groups(
                 X, labels=labels, sizes=setup.sizes, tau=setup.tau, k=setup.k, tile_bytes=tile_bytes,
-                group_bytes=group_bytes,
+                group_bytes=group_bytes, clip=clip,
             )
         )
         stats = session.apply(
@@ -367,18 +384,18 @@ def _run(
                        "too few batches have enough friends (noisy Z below 0.8 m + bound)")
             if sigma_bar is None:
                 sigma_bar = session.persist(
-                    friendly_pass2(X, stats.graph_input, labels=labels, sizes=setup.sizes, rho=5 * setup.tau,
-                                   tile_bytes=tile_bytes)
+                    friendly_pass2(X, stats.graph_input, labels=labels, sizes=setup.sizes,
+                                   rho=setup.float_bounds.threshold, tile_bytes=tile_bytes, clip=clip)
                 )
             if name == "norm":
-                cal = privnorm_calibration(e, dl, setup.k, setup.tau)
+                cal = privnorm_calibration(e, dl, setup.k, setup.tau, setup.float_bounds)
                 noise_scales["norm/sigma"] = cal.sigma
                 noise_scales["norm/sensitivity"] = cal.sensitivity
                 noise_scales["norm/rule"] = cal.rule
                 lam_hat = session.fetch(session.apply(_release_norm, sigma_bar, d, cal.sigma, seed, purpose))
                 values["norm"] = lam_hat
             else:
-                cal = privpca_calibration(e, dl, setup.k, setup.tau, setup.gap, float(lam_hat))
+                cal = privpca_calibration(e, dl, setup.k, setup.tau, setup.gap, float(lam_hat), setup.float_bounds)
                 noise_scales["pca/sigma_priv"] = cal.sigma
                 noise_scales["pca/sensitivity"] = cal.sensitivity
                 noise_scales["pca/rule"] = cal.rule
@@ -390,7 +407,7 @@ def _run(
                 values["components"] = comp
                 values["projector_top_k2"] = (out["p_rows"], out["p_cols"], out["p_values"])
                 values["lambda_hat"] = float(lam_hat)
-    return Release(
+    return warn_if_unsafe(Release(
         mechanism=mechanism,
         privacy=spent,
         parameters=parameters,
@@ -399,7 +416,7 @@ def _run(
         seeding=seed.describe(),
         notes=tuple(notes),
         status="released",
-    )
+    ), stacklevel=4)
 
 
 def private_norm(
@@ -416,6 +433,7 @@ def private_norm(
     shuffle_batches: bool = False,
     random_state=None,
     scheduler=None,
+    on_nonfinite: str = "zero",
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> Release:
     """PrivNorm (Algorithm 3): a private estimate of ``lambda_1`` of a k-RCS covariance.
@@ -442,16 +460,22 @@ def private_norm(
         False: batches are consecutive row ranges. True: batch membership follows a public
         random permutation drawn from ``random_state`` (for data sorted by time or source).
     random_state : None or int
-        None: OS entropy (the only mode fit for release). An int seeds the noise for tests.
+        None: OS entropy (the only mode fit for release). An int seeds the noise for tests
+        (the release is then marked not private).
     scheduler : optional
         See :func:`dpdist.engine.runtime.compute`.
+    on_nonfinite : {"zero", "raise"}, default "zero"
+        "zero": rows holding NaN or inf become zero rows before any batch statistic
+        (uncounted). "raise": explicit validation mode: one pass checks the data first and
+        raises ValidationError before anything is computed (reveals one bit, recorded).
     timeout : float or None, default one day
         Seconds for the fit (both passes); see :mod:`dpdist.engine.runtime`.
 
     Returns
     -------
     Release
-        ``values["norm"]`` is the released ``lambda_hat``.
+        ``values["norm"]`` is the released ``lambda_hat``; ``values["tests"]`` the outcomes of
+        the private tests, as bits.
 
     Raises
     ------
@@ -466,8 +490,12 @@ def private_norm(
     eq. (12)) are tested with bounded Laplace noise (Lemma 8, Fact 3); given both pass on
     neighbouring inputs, ``||T_5tau(Sigma_bar)||_op`` is ``20 k tau``-sensitive (Lemma 9 with
     m >= 20) and released with Gaussian noise ``20 k tau (6/eps) sqrt(log(6/delta))`` (Fact
-    2). Sensitivities use public parameters only (k, tau, m). Caveats: floating-point noise
-    (no snapping); for epsilon/3 above the range of Facts 2-3 the noise is enlarged (see
+    2). Sensitivities use public parameters only (k, tau, m). Floating point (deviation 4 of
+    :mod:`dpdist.privacy.pca_calibration`): input entries are clipped to a public level c from
+    sigma, ``Sigma_bar`` is thresholded at ``5 tau + eta`` (eta a public bound on its
+    rounding) and the sensitivity adds the proven float error, so the guarantee holds for the
+    computed statistic whatever the data's magnitude. Caveats: floating-point noise (no
+    snapping); for epsilon/3 above the range of Facts 2-3 the noise is enlarged (see
     :mod:`dpdist.privacy.pca_calibration`); a rejection spends the budget.
 
     References
@@ -475,11 +503,11 @@ def private_norm(
     COLT 2026 paper (``shared/papers/000_b225b81e7478a8a0.txt``), Appendix C, Proposition 1.
     """
     epsilon, delta = _check_common(k, epsilon, delta, gap, sigma, n_batches, tau, beta, scheduler, random_state,
-                                   timeout)
+                                   timeout, on_nonfinite)
     return _run(
         X, k=k, epsilon=epsilon, delta=delta, gap=gap, sigma=sigma, stages=[("norm", epsilon, delta)],
         lambda_hat=None, n_batches=n_batches, tau=tau, beta=beta, shuffle_batches=shuffle_batches,
-        random_state=random_state, scheduler=scheduler, timeout=timeout, mechanism=MECH_NORM,
+        random_state=random_state, scheduler=scheduler, timeout=timeout, mechanism=MECH_NORM, on_nonfinite=on_nonfinite,
     )
 
 
@@ -498,6 +526,7 @@ def private_pca(
     shuffle_batches: bool = False,
     random_state=None,
     scheduler=None,
+    on_nonfinite: str = "zero",
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> Release:
     """PrivPCA (Algorithm 2) with a given (public or separately released) ``lambda_hat``.
@@ -525,12 +554,12 @@ def private_pca(
     the data except through a DP release whose cost is accounted separately.
     """
     epsilon, delta = _check_common(k, epsilon, delta, gap, sigma, n_batches, tau, beta, scheduler, random_state,
-                                   timeout)
+                                   timeout, on_nonfinite)
     lam = _check_lambda_hat(lambda_hat)
     return _run(
         X, k=k, epsilon=epsilon, delta=delta, gap=gap, sigma=sigma, stages=[("pca", epsilon, delta)],
         lambda_hat=lam, n_batches=n_batches, tau=tau, beta=beta, shuffle_batches=shuffle_batches,
-        random_state=random_state, scheduler=scheduler, timeout=timeout, mechanism=MECH_PCA,
+        random_state=random_state, scheduler=scheduler, timeout=timeout, mechanism=MECH_PCA, on_nonfinite=on_nonfinite,
     )
 
 
@@ -560,6 +589,7 @@ def sparse_pca(
     shuffle_batches: bool = False,
     random_state=None,
     scheduler=None,
+    on_nonfinite: str = "zero",
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> Release:
     """Theorem 3: PrivNorm for ``lambda_hat``, then PrivPCA, on the same data.
@@ -576,13 +606,13 @@ def sparse_pca(
     does not run and only PrivNorm's share is spent (recorded in the release).
     """
     epsilon, delta = _check_common(k, epsilon, delta, gap, sigma, n_batches, tau, beta, scheduler, random_state,
-                                   timeout)
+                                   timeout, on_nonfinite)
     if lambda_hat is not None:
         lam = _check_lambda_hat(lambda_hat)
         return _run(
             X, k=k, epsilon=epsilon, delta=delta, gap=gap, sigma=sigma, stages=[("pca", epsilon, delta)],
             lambda_hat=lam, n_batches=n_batches, tau=tau, beta=beta, shuffle_batches=shuffle_batches,
-            random_state=random_state, scheduler=scheduler, timeout=timeout, mechanism=MECH_PCA,
+            random_state=random_state, scheduler=scheduler, timeout=timeout, mechanism=MECH_PCA, on_nonfinite=on_nonfinite,
             budget_split={"norm_fraction": 0.0, "lambda_hat": "user-supplied", "pca": [epsilon, delta]},
         )
     (en, dn), (ep, dp) = split_budget(epsilon, delta, norm_fraction)
@@ -590,7 +620,7 @@ def sparse_pca(
         X, k=k, epsilon=epsilon, delta=delta, gap=gap, sigma=sigma,
         stages=[("norm", en, dn), ("pca", ep, dp)], lambda_hat=None, n_batches=n_batches, tau=tau,
         beta=beta, shuffle_batches=shuffle_batches, random_state=random_state, scheduler=scheduler,
-        timeout=timeout, mechanism=MECH_BOTH,
+        timeout=timeout, mechanism=MECH_BOTH, on_nonfinite=on_nonfinite,
         budget_split={"norm_fraction": float(norm_fraction), "norm": [en, dn], "pca": [ep, dp],
                       "composition": "basic (DR14 Thm 3.16)"},
     )
@@ -625,6 +655,8 @@ class SpectralNorm:
         Failure probability of the utility statements (eq. (11), default m, plan()).
     shuffle_batches : bool, default False
         Batches from a public random permutation instead of consecutive row ranges.
+    on_nonfinite : {"zero", "raise"}, default "zero"
+        See :func:`private_norm`.
 
     Attributes
     ----------
@@ -657,6 +689,7 @@ class SpectralNorm:
         scheduler=None,
         beta: float = DEFAULT_BETA,
         shuffle_batches: bool = False,
+        on_nonfinite: str = "zero",
         timeout: float | None = DEFAULT_TIMEOUT,
     ):
         self.k = k
@@ -670,6 +703,7 @@ class SpectralNorm:
         self.scheduler = scheduler
         self.beta = beta
         self.shuffle_batches = shuffle_batches
+        self.on_nonfinite = on_nonfinite
         self.timeout = timeout
 
     def fit(self, X, y=None) -> "SpectralNorm":
@@ -678,6 +712,7 @@ class SpectralNorm:
             X, self.k, self.epsilon, self.delta, gap=self.gap, sigma=self.sigma, n_batches=self.n_batches,
             tau=self.tau, beta=self.beta, shuffle_batches=self.shuffle_batches,
             random_state=self.random_state, scheduler=self.scheduler, timeout=self.timeout,
+            on_nonfinite=self.on_nonfinite,
         )
         self.norm_ = float(rel.values["norm"])
         self.noise_scale_ = float(rel.noise_scales["norm/sigma"])
@@ -697,7 +732,7 @@ class SpectralNorm:
                                        self.n_batches, self.tau, self.beta, self.scheduler)
         setup = _setup(n_samples, n_features, self.k, self.gap, self.sigma, self.n_batches, self.tau,
                        self.beta, [(epsilon, delta)])
-        cal = privnorm_calibration(epsilon, delta, setup.k, setup.tau)
+        cal = privnorm_calibration(epsilon, delta, setup.k, setup.tau, setup.float_bounds)
         err = privnorm_error_bound(cal, setup.k, setup.tau, setup.beta)
         lam = float(lambda_1) if lambda_1 is not None else setup.sigma**2
         return {
@@ -743,6 +778,8 @@ class SparsePCA:
         A public estimate of ``lambda_1``: PrivNorm is skipped and PrivPCA gets the whole budget.
     beta : float, default 0.05
     shuffle_batches : bool, default False
+    on_nonfinite : {"zero", "raise"}, default "zero"
+        See :func:`private_norm`.
 
     Attributes
     ----------
@@ -778,6 +815,7 @@ class SparsePCA:
         scheduler=None,
         beta: float = DEFAULT_BETA,
         shuffle_batches: bool = False,
+        on_nonfinite: str = "zero",
         timeout: float | None = DEFAULT_TIMEOUT,
     ):
         self.k = k
@@ -793,6 +831,7 @@ class SparsePCA:
         self.scheduler = scheduler
         self.beta = beta
         self.shuffle_batches = shuffle_batches
+        self.on_nonfinite = on_nonfinite
         self.timeout = timeout
 
     def fit(self, X, y=None) -> "SparsePCA":
@@ -802,6 +841,7 @@ class SparsePCA:
             norm_fraction=self.norm_fraction, lambda_hat=self.lambda_hat, n_batches=self.n_batches,
             tau=self.tau, beta=self.beta, shuffle_batches=self.shuffle_batches,
             random_state=self.random_state, scheduler=self.scheduler, timeout=self.timeout,
+            on_nonfinite=self.on_nonfinite,
         )
         self.components_ = np.asarray(rel.values["components"])
         self.lambda_hat_ = float(rel.values["lambda_hat"])
@@ -835,7 +875,7 @@ class SparsePCA:
         lam = float(lambda_1) if lambda_1 is not None else (
             float(self.lambda_hat) if self.lambda_hat is not None else setup.sigma**2)
         lam_hat = float(self.lambda_hat) if self.lambda_hat is not None else (1 - setup.gap / 10) * lam
-        pcal = privpca_calibration(ep, dp, setup.k, setup.tau, setup.gap, lam_hat)
+        pcal = privpca_calibration(ep, dp, setup.k, setup.tau, setup.gap, lam_hat, setup.float_bounds)
         err = privpca_error_bound(pcal.sigma, setup.k, setup.tau, setup.gap, lam, setup.n_features, setup.beta)
         out = {
             "n_samples": setup.n_samples,
@@ -852,7 +892,7 @@ class SparsePCA:
             **err,
         }
         if norm_budget is not None:
-            ncal = privnorm_calibration(norm_budget[0], norm_budget[1], setup.k, setup.tau)
+            ncal = privnorm_calibration(norm_budget[0], norm_budget[1], setup.k, setup.tau, setup.float_bounds)
             nerr = privnorm_error_bound(ncal, setup.k, setup.tau, setup.beta)
             out["norm_noise_scale"] = ncal.sigma
             out["norm_error_bound"] = nerr["error_bound"]

@@ -405,13 +405,15 @@ def privacy_banners(*metas: dict | None, warned: Iterable[str] = ()) -> list[str
     kinds: dict[str, str] = {}
     for meta in metas:
         meta = meta or {}
-        if (meta.get("seeding") or {}).get("mode") == "seeded":
+        seeded = (meta.get("seeding") or {}).get("mode") == "seeded"
+        if seeded:
             kinds.setdefault("seeded", "SEEDED noise (--random-state): reproducible, so NOT a private "
                                        "release; for tests only")
         if (meta.get("parameters") or {}).get("unsafe_no_privacy"):
             kinds.setdefault("unsafe", "--unsafe-no-privacy: the mechanism's privacy precondition does not "
                                        "hold; the result is NOT PRIVATE")
-        if meta.get("private") is False:
+        seeded_only = seeded and len(meta.get("not_private_reasons") or ()) <= 1
+        if meta.get("private") is False and not seeded_only:  # a seeded release has its own banner
             kinds.setdefault("unsafe", f"NOT PRIVATE: {meta.get('mechanism', 'this result')} gives no "
                                        "differential-privacy guarantee")
     others = []

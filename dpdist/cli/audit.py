@@ -16,8 +16,12 @@ def register(sub) -> None:
         "a lower bound on the true one that holds with the stated confidence (Clopper-Pearson), "
         "the number of trials and the verdict. A lower bound above the claim proves a bug. "
         "With --include-twins each mechanism is followed by a deliberately mis-calibrated twin "
-        "(noise halved) that the audit must flag. Exit status 1 when an outcome is not the "
-        "expected one (a real mechanism flagged, or a catchable twin not flagged).",
+        "(noise halved) that the audit must flag. --include-slow adds the whole-estimator runs, "
+        "among them the end-to-end audits (family 'end-to-end'): every public estimator's fit() "
+        "with OS entropy on hostile neighbouring pairs, against the release's own claim, with "
+        "twins carrying the two reproduced float bugs; --long runs them in their long form. "
+        "Exit status 1 when an outcome is not the expected one (a real mechanism flagged, or a "
+        "catchable twin not flagged).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         epilog="mechanisms: " + ", ".join(CASES) + " (or a family: the part before '/')",
     )
@@ -31,7 +35,11 @@ def register(sub) -> None:
                         "whole-estimator cases (ignored with --trials)")
     p.add_argument("--confidence", type=float, default=0.95, help="joint confidence of each lower bound")
     p.add_argument("--include-twins", action="store_true", help="also audit the mis-calibrated twins")
-    p.add_argument("--include-slow", action="store_true", help="also run the whole-estimator cases")
+    p.add_argument("--include-slow", action="store_true",
+                   help="also run the whole-estimator cases (including the end-to-end audits)")
+    p.add_argument("--long", action="store_true",
+                   help="long form of the end-to-end audits (enough trials to flag their bug twins; "
+                        "about 10 minutes for the family)")
     p.add_argument("--seed", type=int, default=0, help="seed of the audit trials")
     p.add_argument("--output", "-o", default=None, help="write the table (with every number) as JSON here")
     p.add_argument("--json", action="store_true", help="print the table as JSON instead of text")
@@ -54,7 +62,7 @@ def run(args) -> int:
     try:
         pairs = run_audits(
             args.mechanism, n_trials=args.trials, trial_factor=args.trial_factor, confidence=args.confidence,
-            seed=args.seed, include_twins=args.include_twins, include_slow=args.include_slow,
+            seed=args.seed, include_twins=args.include_twins, include_slow=args.include_slow, long=args.long,
         )
     except KeyError as exc:
         raise ValidationError(str(exc.args[0])) from None

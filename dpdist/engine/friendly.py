@@ -46,9 +46,14 @@ union over entries still has to be written into the m x m relation; the blocked 
 distance does that in compiled code.) Pass 2 is one weighted Gram per tile (``syrk`` on the diagonal
 tiles), summed over row chunks in a tree.
 
-Non-finite values: a batch whose second moment has a NaN or an infinity anywhere is not
-good, has no friends (not even itself: ``NaN <= 2 tau`` is false), weighs 0, and its rows
-are skipped (not multiplied by 0) in pass 2.
+Non-finite values and magnitudes (issue 9): both passes first replace every row holding a
+NaN or an infinity by a zero row (the row rule of every estimator: a per-row map, uncounted)
+and clip every entry to the caller's public ``clip`` (:func:`chunk_rows`), so each product
+``x_a x_b`` is at most ``clip^2`` and the rounding of every batch moment and of Sigma_bar is
+bounded by public values (``dpdist.privacy.pca_calibration.friendly_float_bounds``). A batch
+whose second moment is still non-finite (possible only with ``clip = inf``) is not good, has
+no friends (not even itself: ``NaN <= 2 tau`` is false), weighs 0, and its rows are skipped
+(not multiplied by 0) in pass 2.
 """
 
 from __future__ import annotations
@@ -65,6 +70,7 @@ from scipy.linalg import blas
 from scipy.sparse import csgraph
 from scipy.spatial.distance import cdist
 
+from dpdist.engine.gram import GramAccumulator
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, Runtime, open_runtime
 
 __all__ = [
@@ -76,6 +82,8 @@ __all__ = [
     "consecutive_labels",
     "block_separated",
     "chunk_batch_moments",
+    "chunk_rows",
+    "nonfinite_rows",
     "chunk_weighted_moment",
     "column_tiles",
     "combine_batch_moments",
@@ -133,34 +141,69 @@ def column_tiles(n_features: int, n_batches: int, tile_bytes: int = DEFAULT_TILE
 # --------------------------------------------------------------------------------------
 
 
+def nonfinite_rows(x: np.ndarray) -> np.ndarray:
+    """Indices of the rows of ``x`` holding a NaN or an infinity. One pass of row sums (a sum
+    propagates NaN and inf; ``einsum``, single-threaded) finds the candidates; only rows whose
+    sum is not finite (also those whose finite entries overflow the sum) are checked entry by
+    entry."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.shape[1] == 0:
+        return np.zeros(0, dtype=np.int64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        sums = np.einsum("ij->i", x)
+    cand = np.flatnonzero(~np.isfinite(sums))
+    if cand.size == 0:
+        return cand
+    return cand[~np.isfinite(x[cand]).all(axis=1)]
+
+
+def chunk_rows(x: np.ndarray, cols: tuple[int, int], clip: float = math.inf, bad: np.ndarray | None = None) -> np.ndarray:
+    """Columns ``cols`` of a row chunk (whole rows) as a new float64 array, with every row
+    holding a NaN or an infinity (anywhere, all columns) replaced by zeros and every entry
+    clipped to ``[-clip, clip]``. ``bad`` (:func:`nonfinite_rows`) may be passed when known."""
+    if bad is None:
+        bad = nonfinite_rows(x)
+    part = np.asarray(x[:, cols[0] : cols[1]], dtype=np.float64)
+    out = np.clip(part, -clip, clip) if math.isfinite(clip) else np.array(part, copy=True)
+    if len(bad):
+        out[bad] = 0.0
+    return out
+
+
 def chunk_batch_moments(
-    x: np.ndarray, labels: np.ndarray, cols_i: tuple[int, int], cols_j: tuple[int, int]
+    x: np.ndarray, labels: np.ndarray, cols_i: tuple[int, int], cols_j: tuple[int, int], clip: float = math.inf
 ) -> tuple[np.ndarray, np.ndarray]:
     """Unnormalised batch second-moment tiles of one row chunk.
 
     Returns ``(present, sums)``: the batch indices present in the chunk and, for each,
-    ``sum over its rows of x[I] x[J]^T`` (shape ``(len(present), |I|, |J|)``). For a diagonal
-    tile (I == J) only the upper triangle is computed (the lower one is zero): the batch
-    matrix is defined by its upper triangle throughout.
+    ``sum over its rows of x[I] x[J]^T`` (shape ``(len(present), |I|, |J|)``), with rows
+    prepared by :func:`chunk_rows` (non-finite rows zeroed, entries clipped to ``clip``).
+    For a diagonal tile (I == J) only the upper triangle is computed (the lower one is zero):
+    the batch matrix is defined by its upper triangle throughout.
     """
     labels = np.asarray(labels)
     if labels.size and np.any(labels[1:] < labels[:-1]):
         order = np.argsort(labels, kind="stable")
         x, labels = x[order], labels[order]
-    xi = np.asarray(x[:, cols_i[0] : cols_i[1]], dtype=np.float64)
-    xj = np.asarray(x[:, cols_j[0] : cols_j[1]], dtype=np.float64)
+    bad = nonfinite_rows(x)
+    xi = chunk_rows(x, cols_i, clip, bad)
+    xj = xi if cols_i == cols_j else chunk_rows(x, cols_j, clip, bad)
     present, starts = np.unique(labels, return_index=True)
     ends = np.append(starts[1:], labels.size)
     sums = np.empty((present.size, xi.shape[1], xj.shape[1]))
     diag = cols_i == cols_j
     with np.errstate(over="ignore", invalid="ignore"):  # inf/NaN moments: non-finite batches
         for g, (s, e) in enumerate(zip(starts, ends)):
-            if diag:
-                # upper triangle only (all that a diagonal tile uses): BLAS syrk, half the flops
-                sums[g] = _syrk_upper(xi[s:e])
-            else:
-                np.matmul(xi[s:e].T, xj[s:e], out=sums[g])
+            # runs of at most GRAM_BATCH_ROWS rows combined pairwise (bounded rounding depth);
+            # upper triangle only on a diagonal tile (all that it uses): BLAS syrk, half the flops
+            acc = GramAccumulator(_syrk_product if diag else None)
+            acc.add(xi[s:e], None if diag else xj[s:e])
+            sums[g] = acc.total(sums.shape[1:])
     return present, sums
+
+
+def _syrk_product(a: np.ndarray, b: None) -> np.ndarray:
+    return _syrk_upper(a)
 
 
 def _syrk_upper(a: np.ndarray) -> np.ndarray:
@@ -171,13 +214,23 @@ def _syrk_upper(a: np.ndarray) -> np.ndarray:
 
 
 def combine_batch_moments(pieces: Sequence[tuple[np.ndarray, np.ndarray]], sizes: np.ndarray) -> np.ndarray:
-    """Sum chunk pieces into the m batch tiles and divide by the batch sizes: ``(m, |I|, |J|)``."""
+    """Sum chunk pieces into the m batch tiles and divide by the batch sizes: ``(m, |I|, |J|)``.
+
+    A batch's pieces (one per chunk it spans) are added pairwise, so the rounding depth grows
+    with the log of the number of pieces (the float bound of
+    ``dpdist.privacy.pca_calibration.friendly_float_bounds``)."""
     sizes = np.asarray(sizes, dtype=np.float64)
     shape = pieces[0][1].shape[1:]
     out = np.zeros((sizes.size,) + shape)
+    parts: dict[int, list] = {}
+    for present, sums in pieces:
+        for j, b in enumerate(np.asarray(present).tolist()):
+            parts.setdefault(b, []).append(sums[j])
     with np.errstate(over="ignore", invalid="ignore"):
-        for present, sums in pieces:
-            out[present] += sums
+        for b, items in parts.items():
+            while len(items) > 1:
+                items = [items[i] + items[i + 1] if i + 1 < len(items) else items[i] for i in range(0, len(items), 2)]
+            out[b] = items[0]
         out /= sizes[:, None, None]
     return out
 
@@ -538,18 +591,27 @@ def chunk_weighted_moment(
     cols_i: tuple[int, int],
     cols_j: tuple[int, int],
     stats: FriendlyStats,
+    clip: float = math.inf,
 ) -> np.ndarray:
     """``sum_rows w_row x[I] x[J]^T`` with ``w_row = p_batch / (Z b_batch)`` over the rows of
-    one chunk whose weight is positive (rows of weight 0 are skipped, never multiplied)."""
+    one chunk whose weight is positive (rows of weight 0 are skipped, never multiplied); rows
+    prepared by :func:`chunk_rows` as in pass 1."""
     w = stats.weights[labels] / (stats.weight_sum * stats.batch_sizes[labels])
     sel = w > 0
-    xi = np.asarray(x[sel, cols_i[0] : cols_i[1]], dtype=np.float64)
+    xs = np.asarray(x)[sel]
+    bad = nonfinite_rows(xs)
+    xi = chunk_rows(xs, cols_i, clip, bad)
     with np.errstate(over="ignore", invalid="ignore"):
         if cols_i == cols_j:
-            # y^T y with y = sqrt(w) x, upper triangle only (all a diagonal tile uses): syrk
-            return _syrk_upper(xi * np.sqrt(w[sel])[:, None])
-        xj = np.asarray(x[sel, cols_j[0] : cols_j[1]], dtype=np.float64)
-        return xi.T @ (xj * w[sel, None])
+            # y^T y with y = sqrt(w) x, upper triangle only (all a diagonal tile uses): syrk,
+            # in runs of at most GRAM_BATCH_ROWS rows combined pairwise
+            acc = GramAccumulator(_syrk_product)
+            acc.add(xi * np.sqrt(w[sel])[:, None])
+            return acc.total((xi.shape[1], xi.shape[1]))
+        xj = chunk_rows(xs, cols_j, clip, bad)
+        acc = GramAccumulator()
+        acc.add(xi, xj * w[sel, None])
+        return acc.total((xi.shape[1], xj.shape[1]))
 
 
 def tile_threshold(tile: np.ndarray, cols_i: tuple[int, int], cols_j: tuple[int, int], rho: float) -> tuple:
@@ -643,11 +705,12 @@ def friendly_pass1_groups(
     k: int,
     tile_bytes: int = DEFAULT_TILE_BYTES,
     group_bytes: int = DEFAULT_GROUP_BYTES,
+    clip: float = math.inf,
 ) -> list:
     """Pass 1 as groups of tiles, each a delayed list of :class:`TileStats`.
 
     ``labels`` is the batch index of every row, or None for consecutive batches of ``sizes``
-    (computed per chunk on the workers).
+    (computed per chunk on the workers). ``clip`` is the public entry clip (:func:`chunk_rows`).
 
     A group holds tiles whose m batch tiles together take at most ``group_bytes`` (at least
     one tile). Computing the groups one after the other bounds memory by about
@@ -668,7 +731,7 @@ def friendly_pass1_groups(
                 groups.append(current)
                 current, used = [], 0
             pieces = [
-                dask.delayed(chunk_batch_moments, pure=True)(blk, lab, ci, cj)
+                dask.delayed(chunk_batch_moments, pure=True)(blk, lab, ci, cj, float(clip))
                 for blk, lab in zip(blocks, label_parts)
             ]
             if consecutive:
@@ -696,11 +759,12 @@ def friendly_pass1(
     tau: float,
     k: int,
     tile_bytes: int = DEFAULT_TILE_BYTES,
+    clip: float = math.inf,
 ):
     """Delayed :class:`FriendlyStats` of X (n x d dask array) split into batches by ``labels``
     (all tiles in one graph; the estimators use :func:`friendly_pass1_groups`)."""
     groups = friendly_pass1_groups(
-        X, labels=labels, sizes=sizes, tau=tau, k=k, tile_bytes=tile_bytes, group_bytes=1 << 62
+        X, labels=labels, sizes=sizes, tau=tau, k=k, tile_bytes=tile_bytes, group_bytes=1 << 62, clip=clip
     )
     return dask.delayed(combine_pass1_groups, pure=True)(
         *groups, n_features=int(X.shape[1]), k=int(k), sizes=np.asarray(sizes, dtype=np.int64)
@@ -715,8 +779,11 @@ def friendly_pass2(
     rho: float,
     sizes: Sequence[int] | None = None,
     tile_bytes: int = DEFAULT_TILE_BYTES,
+    clip: float = math.inf,
 ):
     """Delayed ``(rows, cols, vals)`` (row <= col) of ``T_rho(Sigma_bar)``.
+
+    ``clip`` is the public entry clip of pass 1 (:func:`chunk_rows`); ``rho`` the threshold.
 
     ``labels`` as in :func:`friendly_pass1_groups` (None: consecutive batches of ``sizes``).
 
@@ -731,7 +798,7 @@ def friendly_pass2(
     for ti, ci in enumerate(tiles):
         for cj in tiles[ti:]:
             pieces = [
-                dask.delayed(chunk_weighted_moment, pure=True)(blk, lab, ci, cj, stats)
+                dask.delayed(chunk_weighted_moment, pure=True)(blk, lab, ci, cj, stats, float(clip))
                 for blk, lab in zip(blocks, label_parts)
             ]
             tile = _tree(_sum_arrays, pieces)

@@ -16,16 +16,85 @@ from dpdist.exceptions import ValidationError
 
 __all__ = [
     "DEFAULT_TILE",
+    "GRAM_BATCH_ROWS",
+    "GramAccumulator",
     "block_clip",
     "block_zero_nonfinite",
+    "chunk_gram_sum",
     "clipped_second_moment",
     "nonfinite_guard",
+    "zero_nonfinite_rows",
     "with_column_tiles",
 ]
 
 #: Default tile width (columns) of the second moment: 2048 x 2048 float64 = 32 MiB a tile.
 DEFAULT_TILE = 2048
 NONFINITE_POLICIES = ("raise", "zero")
+#: Most rows summed in one run (a BLAS product plus a running sum) before runs are combined
+#: pairwise (:class:`GramAccumulator`). The privacy layer's float-error bound
+#: (``dpdist.privacy.calibration.summation_depth``) assumes at most this many.
+GRAM_BATCH_ROWS = 4096
+
+
+class GramAccumulator:
+    """Sum of ``a^T b`` over the rows of blocks, in the order whose rounding error is bounded.
+
+    Rows are multiplied and summed in runs of at most :data:`GRAM_BATCH_ROWS` rows (BLAS
+    products added into a running sum); complete runs are combined pairwise (a binary
+    counter: the sums held are O(log) in number). Every row's term therefore passes through at
+    most ``GRAM_BATCH_ROWS + 2 ceil(log2(rows))`` additions, whatever the block sizes.
+    """
+
+    def __init__(self, product=None) -> None:
+        #: ``product(a_rows, b_rows)`` (b_rows None for ``a^T a``); default ``a^T b``
+        self._product = product
+        self._run: np.ndarray | None = None
+        self._run_rows = 0
+        self._stack: list[tuple[int, np.ndarray]] = []
+
+    def add(self, a: np.ndarray, b: np.ndarray | None = None) -> None:
+        """Add ``a^T b`` (``a^T a`` when b is None) of a block of rows."""
+        for lo in range(0, a.shape[0], GRAM_BATCH_ROWS):
+            aa = a[lo : lo + GRAM_BATCH_ROWS]
+            if self._run is not None and self._run_rows + aa.shape[0] > GRAM_BATCH_ROWS:
+                self._push()
+            bb = None if b is None else b[lo : lo + GRAM_BATCH_ROWS]
+            if self._product is not None:
+                g = self._product(aa, bb)
+            else:
+                g = aa.T @ (aa if bb is None else bb)
+            if self._run is None:
+                self._run = g
+            else:
+                self._run += g
+            self._run_rows += aa.shape[0]
+
+    def _push(self) -> None:
+        part, level = self._run, 0
+        self._run, self._run_rows = None, 0
+        while self._stack and self._stack[-1][0] == level:
+            _, prev = self._stack.pop()
+            prev += part
+            part, level = prev, level + 1
+        self._stack.append((level, part))
+
+    def total(self, shape: tuple[int, int]) -> np.ndarray:
+        """The sum (zeros of ``shape`` when nothing was added)."""
+        if self._run is not None:
+            self._push()
+        if not self._stack:
+            return np.zeros(shape)
+        out = self._stack.pop()[1]
+        while self._stack:
+            out = self._stack.pop()[1] + out
+        return out
+
+
+def chunk_gram_sum(a: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
+    """``a^T b`` (``a^T a`` when b is None) summed by a :class:`GramAccumulator`."""
+    acc = GramAccumulator()
+    acc.add(a, b)
+    return acc.total((a.shape[1], a.shape[1] if b is None else b.shape[1]))
 
 
 def block_clip(x: np.ndarray, clip: float) -> np.ndarray:
@@ -34,22 +103,42 @@ def block_clip(x: np.ndarray, clip: float) -> np.ndarray:
 
 
 def block_zero_nonfinite(x: np.ndarray) -> np.ndarray:
-    """Replace NaN and +/-inf by 0 (``on_nonfinite="zero"``)."""
-    return np.where(np.isfinite(x), x, 0).astype(x.dtype, copy=False)
+    """The block with every row that holds a NaN or an infinity replaced by a zero row.
+
+    The block must hold whole rows (all columns); :func:`zero_nonfinite_rows` applies the
+    rule to a dask array whatever its column chunks.
+    """
+    x = np.asarray(x)
+    bad = ~np.isfinite(x).all(axis=1)
+    if not bad.any():
+        return x
+    out = np.array(x, copy=True)
+    out[bad] = 0
+    return out
+
+
+def zero_nonfinite_rows(X: da.Array) -> da.Array:
+    """Lazy ``X`` with every row holding a NaN or an infinity replaced by a zero row (the
+    default ``on_nonfinite="zero"``: a per-row map, so replace-one neighbours stay
+    neighbours; nothing counts the rows). Works across column chunks."""
+    ok = da.isfinite(X).all(axis=1, keepdims=True)
+    return da.where(ok, X, 0).astype(X.dtype)
 
 
 def nonfinite_guard(X: da.Array, on_nonfinite: str) -> tuple[da.Array, da.Array | None]:
     """Apply the non-finite policy lazily.
 
-    Returns ``(X, all_finite)``: for ``"zero"`` the imputed array and ``None``; for
-    ``"raise"`` the array unchanged and a lazy boolean to be computed *in the same pass* as
-    the statistics (so the data are read once); the caller raises before releasing anything
-    when it is False.
+    Returns ``(X, all_finite)``: for ``"zero"`` (the default of every estimator) the array
+    with non-finite rows replaced by zero rows (:func:`zero_nonfinite_rows`) and ``None``;
+    for ``"raise"`` (explicit validation mode) the array unchanged and a lazy boolean to be
+    computed *in the same pass* as the statistics (so the data are read once); the caller
+    raises before releasing anything when it is False. The raise reveals one bit (whether a
+    non-finite value exists); callers record that in the release.
     """
     if on_nonfinite not in NONFINITE_POLICIES:
         raise ValidationError(f"on_nonfinite must be one of {NONFINITE_POLICIES}, got {on_nonfinite!r}")
     if on_nonfinite == "zero":
-        return X.map_blocks(block_zero_nonfinite, dtype=X.dtype), None
+        return zero_nonfinite_rows(X), None
     return X, da.isfinite(X).all()
 
 
@@ -67,7 +156,9 @@ def clipped_second_moment(X: da.Array, clip: float, *, tile: int = DEFAULT_TILE,
 
     Only the upper-triangle tiles (I <= J) are computed: diagonal tiles with ``Y_I^T Y_I``
     (BLAS syrk, half the flops of a general product), off-diagonal ones with
-    ``Y_I^T Y_J``; each tile is a tree sum over row chunks with fan-in ``split_every``.
+    ``Y_I^T Y_J``; each tile is a tree sum over row chunks with fan-in ``split_every``
+    (at most 8, which the privacy layer's float-error bound assumes), and each chunk's
+    contribution a :class:`GramAccumulator` sum.
     Tiles below the diagonal are transposed views of their mirror.
 
     Parameters
@@ -83,6 +174,8 @@ def clipped_second_moment(X: da.Array, clip: float, *, tile: int = DEFAULT_TILE,
     from dask.base import tokenize
     from dask.highlevelgraph import HighLevelGraph
 
+    if split_every > 8:
+        raise ValueError("split_every must be <= 8 (the float-error bound assumes it)")
     n = X.shape[0]
     Y = with_column_tiles(X, tile).map_blocks(block_clip, clip, dtype=np.float64)
     n_row, n_col = len(Y.chunks[0]), len(Y.chunks[1])
@@ -111,8 +204,10 @@ def clipped_second_moment(X: da.Array, clip: float, *, tile: int = DEFAULT_TILE,
 
 
 def _block_gram(a: np.ndarray, b: np.ndarray, diagonal: bool) -> np.ndarray:
-    """One row chunk's contribution to tile (I, J); ``a.T @ a`` is BLAS syrk."""
-    return a.T @ a if diagonal else a.T @ b
+    """One row chunk's contribution to tile (I, J), summed by :func:`chunk_gram_sum` (runs of
+    at most GRAM_BATCH_ROWS rows, combined pairwise); ``a.T @ a`` is BLAS syrk."""
+    with np.errstate(over="ignore", invalid="ignore"):  # unclipped (non-private) input may overflow
+        return chunk_gram_sum(a, None if diagonal else b)
 
 
 def _sum_tiles(parts: list) -> np.ndarray:

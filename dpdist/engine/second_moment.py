@@ -21,6 +21,13 @@ Rows holding NaN or inf are replaced by zero rows (scale 0) before the first ste
 map, so replace-one neighbours stay neighbours and the sensitivity bound holds; nothing counts
 or reports them, which would leak).
 
+Numerics (issue 9). Rows are scaled before any product is formed (:func:`map_and_clip`), with
+norms that neither overflow nor underflow (:func:`row_norms`: exact power-of-two rescaling of
+huge and subnormal rows) and a radius margin (:func:`shrink_radius`) so that every row's norm
+*as computed* is within the level's radius; Gram sums use runs of at most
+``GRAM_BATCH_ROWS`` rows combined pairwise. Together these give the bounded rounding that
+``dpdist.privacy.calibration.gram_rounding_factor`` adds to the sensitivity.
+
 Noise enters only through :func:`noised`, which applies a caller-supplied function to the
 reduced statistic in the same graph, so only the noised value is returned to the client.
 """
@@ -32,6 +39,8 @@ from typing import Any, Callable, Sequence
 import dask
 import dask.array as da
 import numpy as np
+
+from dpdist.engine.gram import GRAM_BATCH_ROWS, GramAccumulator, chunk_gram_sum
 
 __all__ = [
     "chunk_apply_steps",
@@ -47,6 +56,10 @@ __all__ = [
     "compose_steps",
     "chunk_norm_counts",
     "chunk_sanitize",
+    "gram_batch_rows",
+    "map_and_clip",
+    "row_norms",
+    "shrink_radius",
     "combine_bucket_counts",
     "combine_group_min_eigenvalues",
     "group_grams",
@@ -74,31 +87,141 @@ def chunk_sanitize(x: np.ndarray) -> np.ndarray:
     return y
 
 
-def chunk_clip_rows(x: np.ndarray, radius: float) -> np.ndarray:
-    """Rows scaled by ``min(1, radius / ||row||)`` (the shrink S of section 4.1; zero rows stay)."""
+# Rows whose squared norm, computed directly, lies in this range need no rescaling: no
+# overflow, and underflow in a squared component costs at most 2**-1074 against >= 2**-960.
+_SQ_LO, _SQ_HI = 2.0**-960, 2.0**960
+_U = 2.0**-53
+
+
+def shrink_radius(radius: float, n_features: int) -> float:
+    """The radius the kernels clip to, ``radius (1 - (d + 16) u)``: a computed norm errs by at
+    most ``(d/2 + 4) u`` relatively (a sum of d squares, the square root, and the exact
+    power-of-two rescaling of :func:`row_norms`) and the scaled row by ``2 u`` more, so a row
+    clipped to it has norm at most ``radius`` *as computed* (exact norm of the float vector),
+    which is the bound the sensitivity argument uses."""
+    return float(radius) * (1.0 - (int(n_features) + 16) * _U)
+
+
+def row_norms(x: np.ndarray) -> np.ndarray:
+    """Euclidean norms of the rows, accurate to ``(d/2 + 4) u`` relatively for every finite
+    row: rows whose squared norm would overflow or underflow (norms near 1e154 and above,
+    subnormal rows) are rescaled by an exact power of two first. NaN for non-finite rows;
+    inf only when the norm exceeds the largest float."""
     x = np.asarray(x, dtype=np.float64)
-    norms = np.sqrt(np.einsum("ij,ij->i", x, x))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        scale = np.where(norms > radius, radius / norms, 1.0)
-    return x * scale[:, None]
+    with np.errstate(all="ignore"):
+        sq = np.einsum("ij,ij->i", x, x)
+    out = np.sqrt(np.where((sq >= _SQ_LO) & (sq <= _SQ_HI), sq, 1.0))
+    slow = np.flatnonzero(~((sq >= _SQ_LO) & (sq <= _SQ_HI)))
+    if slow.size:
+        xs = x[slow]
+        finite = np.isfinite(xs).all(axis=1)
+        xs = np.where(finite[:, None], xs, 0.0)
+        e = np.frexp(np.abs(xs).max(axis=1))[1]
+        xs = np.ldexp(xs, -e[:, None])
+        with np.errstate(over="ignore"):
+            out[slow] = np.where(finite, np.ldexp(np.sqrt(np.einsum("ij,ij->i", xs, xs)), e), np.nan)
+    return out
+
+
+def _apply_map(x: np.ndarray, a) -> np.ndarray:
+    """``x a`` as a new array (a copy for the identity)."""
+    if a is None:
+        return np.array(x, dtype=np.float64, copy=True)
+    if np.ndim(a) == 0:
+        return x * float(a)
+    return x @ a
+
+
+def _map_and_clip_scaled(x: np.ndarray, aT, radius: float, prev: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`map_and_clip` for rows that need rescaling (huge, tiny, zero or non-finite).
+
+    With ``x = 2^e xs`` (``max |xs|`` in [0.5, 1), exact) and ``xs a^T = 2^e2 zs`` (``max |zs|``
+    in [0.5, 1), exact), the level row ``t (x a^T)`` equals ``c zs`` with
+    ``c = min(2^(e+e2) prev, radius / ||zs||)`` and ``t = c 2^-(e+e2)``: nothing overflows
+    (``||zs|| >= 1/2``), whatever the row's magnitude. Non-finite rows get t = 0 (a zero row).
+    """
+    n = x.shape[0]
+    finite = np.isfinite(x).all(axis=1)
+    xs = np.where(finite[:, None], x, 0.0)
+    e = np.frexp(np.abs(xs).max(axis=1))[1]
+    with np.errstate(all="ignore"):
+        zs = _apply_map(np.ldexp(xs, -e[:, None]), aT)
+        finite &= np.isfinite(zs).all(axis=1)
+        zs = np.where(finite[:, None], zs, 0.0)
+        m2 = np.abs(zs).max(axis=1) if zs.shape[1] else np.zeros(n)
+        e2 = np.frexp(m2)[1]
+        zs = np.ldexp(zs, -e2[:, None])
+        s = np.sqrt(np.einsum("ij,ij->i", zs, zs))
+        cap = radius / np.where(m2 > 0, s, 1.0)
+        base = np.ldexp(np.ones(n) if prev is None else prev, e + e2)
+        c = np.minimum(base, cap)
+        t = np.ldexp(c, -(e + e2))
+    limit = np.ones(n) if prev is None else prev
+    t = np.minimum(t, limit)
+    nonzero = finite & (m2 > 0)
+    t = np.where(nonzero, t, np.where(finite, limit, 0.0))
+    y = np.where(nonzero[:, None], c[:, None] * zs, 0.0)
+    return y, t
+
+
+def map_and_clip(x: np.ndarray, aT=None, radius: float = np.inf, prev: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """One public step on a block of rows: ``y_i = t_i (x_i a^T)`` with
+    ``t_i = min(prev_i, 1, r / ||x_i a^T||)`` and ``r`` = :func:`shrink_radius` (radius, d).
+
+    ``aT`` is the transposed map (a (d, d) matrix), a scalar, or None (identity). Returns
+    ``(y, t)``. The rows are scaled *before* any product is formed (scale, then multiply:
+    every row's Gram term ``y y^T`` is bounded by radius^2 as computed, NUMERICS note of
+    SECOND_MOMENT.md section 4.1). Typical rows take one product and one norm; rows that
+    are huge (near 1e154 and above: their squares overflow), tiny (subnormal), zero or
+    non-finite take the exactly rescaled path of :func:`_map_and_clip_scaled`. Non-finite
+    rows get t = 0 and a zero row.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    d = x.shape[1] if aT is None or np.ndim(aT) == 0 else np.shape(aT)[1]
+    r = shrink_radius(radius, d) if np.isfinite(radius) else np.inf
+    return _map_and_clip(x, aT, r, prev)
+
+
+def _map_and_clip(x: np.ndarray, aT, r: float, prev: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`map_and_clip` with the radius already shrunk (the hot loop of a level)."""
+    with np.errstate(all="ignore"):
+        z = _apply_map(x, aT)
+        sq = np.einsum("ij,ij->i", z, z)
+        t = np.sqrt(sq)
+        np.divide(r, t, out=t)
+        np.minimum(t, 1.0, out=t)
+    if prev is not None:
+        np.minimum(t, prev, out=t)
+    slow = None
+    if not (sq.size == 0 or (sq.min() >= _SQ_LO and sq.max() <= _SQ_HI)):  # NaN fails both
+        slow = np.flatnonzero(~((sq >= _SQ_LO) & (sq <= _SQ_HI)))
+        t[slow] = 0.0
+        z[slow] = 0.0
+    z *= t[:, None]
+    if slow is not None:
+        z[slow], t[slow] = _map_and_clip_scaled(x[slow], aT, r, None if prev is None else prev[slow])
+    return z, t
+
+
+def chunk_clip_rows(x: np.ndarray, radius: float) -> np.ndarray:
+    """Rows scaled by ``min(1, r / ||row||)`` (the shrink S of section 4.1; zero rows stay;
+    non-finite rows become zero rows), with ``r`` = :func:`shrink_radius`: every clipped row
+    has norm at most ``radius`` as computed."""
+    return map_and_clip(x, None, float(radius))[0]
 
 
 def chunk_apply_steps(x: np.ndarray, steps: Sequence[Step]) -> np.ndarray:
     """Apply the public per-row ``steps`` (see module docstring) to a block of rows."""
     y = chunk_sanitize(x)
     for a, radius in steps:
-        if np.ndim(a) == 0:
-            y = y * float(a)
-        else:
-            y = y @ np.asarray(a, dtype=np.float64).T
-        y = chunk_clip_rows(y, float(radius))
+        aT = float(a) if np.ndim(a) == 0 else np.asarray(a, dtype=np.float64).T
+        y, _ = map_and_clip(y, aT, float(radius))
     return y
 
 
 def chunk_gram(x: np.ndarray) -> np.ndarray:
-    """x^T x in float64 (d x d)."""
-    x = np.asarray(x, dtype=np.float64)
-    return x.T @ x
+    """x^T x in float64 (d x d), summed in the bounded-depth order of :class:`GramAccumulator`."""
+    return chunk_gram_sum(np.asarray(x, dtype=np.float64))
 
 
 def compose_steps(steps: Sequence[Step], n_features: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -115,50 +238,40 @@ def compose_steps(steps: Sequence[Step], n_features: int) -> tuple[np.ndarray, n
     return stack, radii, M
 
 
-def chunk_row_scales(x: np.ndarray, steps: Sequence[Step], *, batch: int = 16384) -> tuple[np.ndarray, np.ndarray]:
+def chunk_row_scales(x: np.ndarray, steps: Sequence[Step]) -> tuple[np.ndarray, np.ndarray]:
     """Fused form of :func:`chunk_apply_steps`: returns (t, M_k) with y_k = t_i M_k x_i.
 
     A clip scales a row by a scalar, and scalars commute with the linear maps, so
     y_j = t_j M_j x with t_j = min(t_{j-1}, r_j / ||M_j x||) (t_0 = 1): the same rows as the
-    step-by-step definition, with all k maps applied in one BLAS product per batch of rows.
-    Rows holding NaN or inf get t = 0 (and are zeroed by the caller).
+    step-by-step definition, computed level by level with :func:`map_and_clip` on the
+    cumulative maps. Rows holding NaN or inf get t = 0.
     """
     x = np.asarray(x, dtype=np.float64)
-    n, d = x.shape
-    stack, radii, Mk = compose_steps(steps, d)
-    k = len(radii)
-    t = np.ones(n, dtype=np.float64)
-    good = np.isfinite(x).all(axis=1)
-    if k:
-        for lo in range(0, n, batch):
-            xb = x[lo : lo + batch]
-            if not good[lo : lo + batch].all():
-                xb = np.where(good[lo : lo + batch, None], xb, 0.0)
-            z = xb @ stack.T  # (b, k d): column block j is M_j x
-            norms = np.sqrt(np.einsum("bkd,bkd->bk", z.reshape(-1, k, d), z.reshape(-1, k, d)))
-            with np.errstate(divide="ignore"):
-                ratio = np.where(norms > 0, radii[None, :] / norms, np.inf)
-            t[lo : lo + batch] = np.minimum(1.0, ratio.min(axis=1))
-    t[~good] = 0.0
+    Mk = compose_steps(steps, x.shape[1])[2]
+    t = None
+    M = np.eye(d)
+    for a, r in steps:
+        M = float(a) * M if np.ndim(a) == 0 else np.asarray(a, dtype=np.float64) @ M
+        _, t = map_and_clip(x, np.ascontiguousarray(M.T), float(r), t)
+    if t is None:
+        t = np.where(np.isfinite(x).all(axis=1), 1.0, 0.0)
     return t, Mk
 
 
 def chunk_level_gram(x: np.ndarray, steps: Sequence[Step] = ()) -> np.ndarray:
-    """Gram of the transformed block, with a leading block axis: shape (1, d, d).
-
-    Computed in fused form (:func:`chunk_row_scales`): M_k (sum_i t_i^2 x_i x_i^T) M_k^T.
-    """
-    x = chunk_sanitize(x)  # t = 0 on non-finite rows, which are zeroed here
-    t, Mk = chunk_row_scales(x, steps)
-    w = x * t[:, None]
-    g = Mk @ (w.T @ w) @ Mk.T
+    """Gram of the transformed block (rows scaled before the product), with a leading block
+    axis: shape (1, d, d)."""
+    g = chunk_gram(chunk_apply_steps(x, steps))
     return ((g + g.T) / 2.0)[None]
 
 
 def chunk_norm_counts(x: np.ndarray, edges: np.ndarray, steps: Sequence[Step] = ()) -> np.ndarray:
-    """Counts of row norms in bins [0, e_0), [e_0, e_1), ..., [e_K, inf): K + 2 bins, (1, K+2)."""
+    """Counts of row norms in bins [0, e_0), [e_0, e_1), ..., [e_K, inf): K + 2 bins, (1, K+2).
+
+    Norms by :func:`row_norms` (no overflow at 1e154, no underflow for subnormal rows);
+    non-finite rows count as zero rows."""
     y = chunk_apply_steps(x, steps)
-    norms = np.sqrt(np.einsum("ij,ij->i", y, y))
+    norms = row_norms(y)
     idx = np.searchsorted(np.asarray(edges, dtype=np.float64), norms, side="right")
     return np.bincount(idx, minlength=len(edges) + 1).astype(np.float64)[None]
 
@@ -166,7 +279,9 @@ def chunk_norm_counts(x: np.ndarray, edges: np.ndarray, steps: Sequence[Step] = 
 def chunk_group_grams(x: np.ndarray, group_ids: np.ndarray, n_groups: int, steps: Sequence[Step] = ()) -> np.ndarray:
     """Per-group Gram sums of the transformed block: shape (1, n_groups, d, d).
 
-    ``group_ids`` gives each row's group in 0..n_groups-1, or -1 for an unused row.
+    ``group_ids`` gives each row's group in 0..n_groups-1, or -1 for an unused row. Rows are
+    clipped before their outer products are formed; each group's sum depends on that group's
+    rows only (a replaced row changes one group's matrix).
     """
     y = chunk_apply_steps(x, steps)
     gid = np.asarray(group_ids).ravel().astype(np.int64)
@@ -178,9 +293,19 @@ def chunk_group_grams(x: np.ndarray, group_ids: np.ndarray, n_groups: int, steps
         order = np.argsort(gid, kind="stable")
         gid, y = gid[order], y[order]
         starts = np.flatnonzero(np.r_[True, gid[1:] != gid[:-1]])
-        outer = y[:, :, None] * y[:, None, :]
-        out[gid[starts]] = np.add.reduceat(outer, starts, axis=0)
+        with np.errstate(over="ignore", invalid="ignore"):  # unclipped huge rows: that group's matrix is inf
+            outer = y[:, :, None] * y[:, None, :]
+            out[gid[starts]] = np.add.reduceat(outer, starts, axis=0)
     return out[None]
+
+
+def gram_batch_rows(n_features: int) -> int:
+    """Rows per BLAS product in :func:`chunk_level_step`: small enough that OpenBLAS runs each
+    product on one thread (its threading threshold is m n k >= 262144: thin products threaded
+    across rows stall badly when the cores are shared, measured 50x slower on a loaded 2-core
+    machine), and at most :data:`~dpdist.engine.gram.GRAM_BATCH_ROWS`."""
+    d = int(n_features)
+    return int(min(GRAM_BATCH_ROWS, max(256, _BLAS_SINGLE_THREAD // (d * d) - 1)))
 
 
 def chunk_level_step(
@@ -191,43 +316,28 @@ def chunk_level_step(
     t_k = min(t_{k-1}, r_k / ||M_k x||) (t_{-1} = 1) and the Gram is
     sum_i (t_i M_k x_i)(t_i M_k x_i)^T (see :func:`chunk_row_scales` for why the level's row
     is y = t_k M_k x). Keeping t between levels makes level k cost one d x d map per row
-    instead of k. Rows holding NaN or inf get t = 0 and contribute nothing (M_k is
-    invertible, so a non-finite row always has a non-finite ||M_k x||).
+    instead of k.
+
+    Numerics: every row is scaled to the level's radius *before* it enters a product
+    (:func:`map_and_clip`: scale, then multiply), so each row's term is bounded by R_k^2 as
+    computed, and the terms are summed in runs of at most ``GRAM_BATCH_ROWS`` rows combined
+    pairwise (:class:`~dpdist.engine.gram.GramAccumulator`), the order the privacy layer's
+    float-error bound assumes. No large term is ever added and subtracted again. Rows holding
+    NaN or inf get t = 0 and contribute nothing.
     """
     x = np.asarray(x, dtype=np.float64)
     n, d = x.shape
     MT = np.ascontiguousarray(np.asarray(M, dtype=np.float64).T)
     prev = None if prev is None else np.asarray(prev, dtype=np.float64).ravel()
     t = np.empty(n, dtype=np.float64)
-    g = np.zeros((d, d), dtype=np.float64)
-    # Batches small enough that OpenBLAS runs each product on one thread (its threading
-    # threshold is m n k >= 262144): thin products threaded across rows stall badly when the
-    # cores are shared (measured: 50x slower on a loaded 2-core machine).
-    batch = max(256, _BLAS_SINGLE_THREAD // (d * d) - 1)
+    acc = GramAccumulator()
+    batch = gram_batch_rows(d)
+    r = shrink_radius(radius, d)
     for lo in range(0, n, batch):
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # non-finite rows handled below
-            z = x[lo : lo + batch] @ MT
-            norms = np.sqrt(np.einsum("ij,ij->i", z, z))
-            tb = np.minimum(1.0, np.where(norms > 0, float(radius) / norms, 1.0))
-        if prev is not None:
-            np.minimum(tb, prev[lo : lo + batch], out=tb)
-        bad = ~np.isfinite(norms)
-        if bad.any():
-            tb[bad] = 0.0
-            z[bad] = 0.0
-        # sum_i t_i^2 z_i z_i^T: most rows are not shrunk (t_i = 1), so take the plain Gram and
-        # subtract the shrunk rows' (1 - t_i^2) z_i z_i^T; when many rows are shrunk, scale them
-        # all instead (no cancellation).
-        shrunk = np.flatnonzero(tb < 1.0)
-        if len(shrunk) <= len(tb) // 8:
-            g += z.T @ z
-            if len(shrunk):
-                zs = z[shrunk]
-                g -= (zs.T * (1.0 - tb[shrunk] ** 2)) @ zs
-        else:
-            z *= tb[:, None]
-            g += z.T @ z
+        y, tb = _map_and_clip(x[lo : lo + batch], MT, r, None if prev is None else prev[lo : lo + batch])
+        acc.add(y)
         t[lo : lo + batch] = tb
+    g = acc.total((d, d))
     return t, (g + g.T) / 2.0
 
 

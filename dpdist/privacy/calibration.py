@@ -16,14 +16,22 @@ from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import check_delta, check_epsilon
 
 __all__ = [
+    "GRAM_BATCH_ROWS",
+    "GRAM_TREE_FAN_IN",
+    "UNIT_ROUNDOFF",
     "PrivCovCalibration",
     "advanced_composition_epsilon",
     "analytic_gaussian_sigma",
     "classic_gaussian_sigma",
     "gaussian_sigma",
+    "float_sensitivity",
+    "gram_rounding_factor",
+    "rounding_gamma",
+    "summation_depth",
     "privcov_calibration",
     "privcov_error_bound",
     "privcov_min_samples",
+    "privcov_pure_coefficient",
     "search_min_samples",
     "subgaussian_clip",
     "wang_xu_calibration",
@@ -35,6 +43,95 @@ __all__ = [
 #: inequality for products of two N(0, sigma^2) coordinates gives a constant below 4 with the
 #: paper's log(6d/beta) union term for d >= 2). It never enters a noise scale.
 SAMPLING_CONSTANT = 4.0
+
+# ---------------------------------------------------------------------------------------
+# floating-point error of the engine's Gram sums (added to the sensitivities below)
+# ---------------------------------------------------------------------------------------
+
+#: Unit roundoff of IEEE double precision (round to nearest): u = 2**-53.
+UNIT_ROUNDOFF = 2.0**-53
+#: Most rows the engine multiplies in one BLAS product, or accumulates in one running sum,
+#: before combining partial sums pairwise (``dpdist.engine.gram.GRAM_BATCH_ROWS`` and the
+#: kernels of ``dpdist.engine.second_moment``; tests/engine check they do not exceed it).
+GRAM_BATCH_ROWS = 4096
+#: Largest fan-in of the engine's trees over row chunks (sequential sums inside a node).
+GRAM_TREE_FAN_IN = 8
+
+
+def rounding_gamma(k: int) -> float:
+    """Higham's ``gamma_k = k u / (1 - k u)`` (Accuracy and Stability of Numerical
+    Algorithms, 2nd ed., Lemma 3.1): a product of k factors ``(1 + d_i)^(+-1)``,
+    ``|d_i| <= u``, lies within ``gamma_k`` of 1."""
+    k = int(k)
+    if not k * UNIT_ROUNDOFF < 0.5:
+        raise ValidationError(f"rounding bound undefined for a chain of {k} operations")
+    return k * UNIT_ROUNDOFF / (1.0 - k * UNIT_ROUNDOFF)
+
+
+def summation_depth(n_samples: int, *, batch_rows: int = GRAM_BATCH_ROWS, fan_in: int = GRAM_TREE_FAN_IN) -> int:
+    """Bound on the number of floating-point additions on the path from one row's term to a
+    released entry of the engine's Gram sums of ``n_samples`` rows.
+
+    The engine sums a row's term in a run of at most ``batch_rows`` rows (a BLAS product and
+    a running sum: at most ``batch_rows`` additions), combines the runs of one row chunk
+    pairwise (at most ``ceil(log2 n)`` additions), and the chunks in trees of fan-in at most
+    ``fan_in`` (at most ``fan_in - 1`` additions per level, at most ``ceil(log2 n)`` levels);
+    4 more operations cover the product forming the term, the symmetrisation and the scaling
+    by 1/n. Hence ``D(n) = batch_rows + fan_in * ceil(log2 n) + 4``: a function of the public
+    n only, whatever the chunking.
+    """
+    n = max(2, int(n_samples))
+    return int(batch_rows) + int(fan_in) * math.ceil(math.log2(n)) + 4
+
+
+def gram_rounding_factor(n_samples: int, *, batch_rows: int = GRAM_BATCH_ROWS, fan_in: int = GRAM_TREE_FAN_IN) -> float:
+    """Factor ``kappa(n) = 1 + 2 n gamma_D`` (D = :func:`summation_depth`) by which every
+    Gram-type sensitivity is multiplied, so that it bounds the statistic *as computed*.
+
+    Claim. Let each row i contribute a term ``t_i = y_i y_i^T`` (y_i the row as computed by
+    the engine: clipped, scaled, zeroed; a deterministic function of the row and its
+    position), and let every term satisfy ``||t_i|| <= B`` in the norm N of the release
+    (``|t_i|_{ab} <= B`` entrywise for PrivCov; Frobenius, hence L2 of the upper triangle,
+    for the Gaussian releases: ``|| |y_i| |y_i|^T ||_F = ||y_i||^2``). If the exact-arithmetic
+    statistic ``S = (1/n) sum_i t_i`` has sensitivity ``Delta >= B / n`` in N, the computed
+    ``fl(S)`` has sensitivity at most ``kappa(n) Delta``.
+
+    Proof. Every summation order (BLAS blocking, pairwise or tree combination) computes each
+    entry as a sum whose terms pass through at most D rounded operations, so (Higham, Lemma
+    3.4 and eq. (3.5), any order; the product and the scaling are two more factors
+    ``1 + d``) ``|fl(S) - S| <= gamma_D (1/n) sum_i |t_i|`` entrywise, and
+    ``|| (1/n) sum_i |t_i| ||_N <= B`` (the entrywise absolute values of PSD rank-one terms
+    keep the bound ``B``). For neighbours D, D' (unchanged rows give bitwise identical
+    ``y_i``: the same value, position and public map),
+    ``||fl(S) - fl(S')|| <= ||S - S'|| + 2 gamma_D B <= Delta + 2 gamma_D n Delta``.
+    With D from :func:`summation_depth` this is a function of the public n only (about
+    ``1 + 1e-9 n / 1000``: 1e-6 at n = 1e6, 1e-3 at n = 1e9). Assumptions: IEEE double
+    arithmetic with round to nearest, and no overflow (the public bounds keep every partial
+    sum below n B). Underflow: an operation in the subnormal range errs by at most 2**-1075
+    absolutely instead of u relatively; :func:`float_sensitivity` refuses sensitivities below
+    2**-900, where these absolute errors (at most D n d**2 2**-1075 < 2**-960 in total) stay
+    far below the slack ``2 n gamma_D Delta >= 2**-940``.
+    """
+    n = int(n_samples)
+    return 1.0 + 2.0 * n * rounding_gamma(summation_depth(n, batch_rows=batch_rows, fan_in=fan_in))
+
+
+#: Smallest exact-arithmetic sensitivity accepted (see :func:`gram_rounding_factor`).
+MIN_SENSITIVITY = 2.0**-900
+
+
+def float_sensitivity(sensitivity: float, n_samples: int) -> tuple[float, float]:
+    """``(kappa(n) * sensitivity, kappa(n))``: a Gram-type sensitivity made valid for the
+    computed statistic (:func:`gram_rounding_factor`). Refuses sensitivities outside
+    ``[2**-900, 2**1000]`` (public bounds too small or too large for float64)."""
+    sensitivity = float(sensitivity)
+    if not (MIN_SENSITIVITY <= sensitivity <= 2.0**1000):
+        raise ValidationError(
+            f"the sensitivity {sensitivity!r} (from the public clip/radius and n) is outside the range "
+            "where float64 rounding can be bounded: choose a clip or radius of moderate magnitude"
+        )
+    kappa = gram_rounding_factor(n_samples)
+    return sensitivity * kappa, kappa
 
 
 def advanced_composition_epsilon(epsilon_step: float, n_steps: int, delta_slack: float) -> float:
@@ -62,8 +159,12 @@ def subgaussian_clip(sigma: float, n_samples: int, n_features: int, beta: float)
 class PrivCovCalibration:
     """All constants of one run of Algorithm 1 (PrivCov), computed from public values.
 
-    Attributes mirror the lines of Algorithm 1. ``k_released = k + 1`` is the per-row
-    release size that calibrates ``laplace_scale`` (see :func:`privcov_calibration`).
+    Attributes mirror the lines of Algorithm 1. ``k_released = min(k + 1, d)`` is the
+    per-row release size. ``sensitivity`` is Delta = 2 R^2 / n in exact arithmetic and
+    ``float_factor`` the factor kappa(n) that makes it bound the computed second moment
+    (:func:`gram_rounding_factor`). ``laplace_scale = max(laplace_scale_paper,
+    laplace_scale_pure)``; ``laplace_rule`` names the active term (see
+    :func:`privcov_calibration`).
     """
 
     epsilon: float
@@ -76,6 +177,10 @@ class PrivCovCalibration:
     delta_row: float
     epsilon_row: float
     sensitivity: float
+    float_factor: float
+    laplace_scale_paper: float
+    laplace_scale_pure: float
+    laplace_rule: str
     laplace_scale: float
     composed_epsilon: float
     composed_delta: float
@@ -85,29 +190,82 @@ class PrivCovCalibration:
         return asdict(self)
 
 
+def privcov_pure_coefficient(k: int, n_features: int) -> int:
+    """``c(k, d)`` of the pure-DP coupling bound: one row of Algorithm 1 is ``c Delta / b``-DP.
+
+    ``c = 2k + k'`` with ``k' = min(k + 1, d)`` released values, except that the selection
+    costs nothing when ``k = d`` (every column is selected): ``c = k'`` then. For k < d this
+    is the ``3k + 1`` of ALGORITHMS.md section 1.
+    """
+    k, d = int(k), int(n_features)
+    k_released = min(k + 1, d)
+    return (2 * k if k < d else 0) + k_released
+
+
 def privcov_calibration(
     epsilon: float, delta: float, n_samples: int, n_features: int, k: int, clip: float
 ) -> PrivCovCalibration:
     """Calibrate Algorithm 1 (PrivCov) of the COLT 2026 paper, Section 3.1.
 
-    Lines 3-4 of Algorithm 1::
+    Lines 3-4 of Algorithm 1, with the two deviations below::
 
         delta_row = delta / (2 d)
         eps_row   = (eps / 4) * (2 d log(2 / delta))^(-1/2)
         Delta     = 2 R^2 / n                       (entry sensitivity of the clipped moment)
-        b         = (2 Delta / eps_row) * sqrt(k' log(d / delta_row))
+        Delta_fl  = kappa(n) Delta                  (float error, gram_rounding_factor)
+        b_paper   = (2 Delta_fl / eps_row) * sqrt(k' log(d / delta_row)),  k' = k + 1
+        b_pure    = c(k, d) Delta_fl / eps_row,    c = 3k + 1 (k < d), k' (k = d)
+        b         = max(b_paper, b_pure)
 
-    *Deviation* (ALGORITHMS.md section 1): line 11 releases the diagonal entry of every row
-    even when i is not in S_i, so the per-row release is S_i plus {i}: k' = k + 1 entries.
-    We calibrate with k' = k + 1, which enlarges b by sqrt((k+1)/k).
+    *Deviation 1* (ALGORITHMS.md section 1): line 11 releases the diagonal entry of every row
+    even when i is not in S_i, so the per-row release is S_i plus {i}: k' = k + 1 values.
+    The paper's term is evaluated with k' (b grows by sqrt((k+1)/k)).
 
-    Privacy: each row's noisy top-k' selection and value release is (eps_row, delta_row)-DP
-    by Theorem 2.2 of Qiao-Su-Zhang 2021 (one-shot Laplace top-k); the d rows compose by
-    advanced composition (DR14 Theorem 3.20, delta' = delta / 2) to (eps*, d delta_row +
-    delta/2 = delta). The paper bounds eps* <= eps using e^x - 1 <= 2x, valid for x <= 1.
-    For eps > 1 that shortcut may not hold, so this function evaluates the exact
-    composition bound (and basic composition, d * eps_row, whichever is smaller) and refuses
-    a calibration whose composed total exceeds the requested epsilon.
+    *Deviation 2* (issue 9): the paper's b cites Theorem 2.2 of Qiao-Su-Zhang 2021, which
+    needs 8 Delta (with eps <= 0.2, delta <= 0.05), covers the selected index set only and
+    signed top-k only, while line 6 selects by magnitude and lines 8 and 11 also release
+    values. We rely instead on the pure-DP coupling below, and take ``b = max(b_paper,
+    b_pure)``: never less noise than the paper. ``b_pure`` is the active term when
+    ``c(k, d) > 2 sqrt(k' log(d / delta_row))`` (``laplace_rule`` says which); for
+    delta = 1e-6 that is k above about 10.
+
+    **Claim (one row is ``c Delta / b``-DP, pure).** Fix row i and neighbours D, D' (one row
+    of X replaced). Every entry of row i of the clipped second moment moves by
+    ``a_j = Sigma'_ij - Sigma_ij``, ``|a_j| <= Delta`` (rows clipped entrywise to [-R, R]:
+    each product moves by at most 2 R^2, divided by n). The row's output is ``(S, v)``:
+    ``y_j = Sigma_ij + w_j``, S = the k indices of largest ``|y_j|`` (line 6), and
+    ``v_j = Sigma_ij + z_j`` for j in ``S u {i}`` (lines 8 and 11), with w, z i.i.d.
+    Laplace(b). Fix an output set S and let ``E_S = {w : S(w) = S}`` under D. Define
+    ``phi(w, z) = (w', z')`` by
+
+    * ``w'_j = w_j + 2 Delta sign(y_j)`` for j in S, ``w'_j = w_j`` otherwise;
+    * ``z'_j = z_j - a_j`` for j in ``S u {i}``, ``z'_j = z_j`` otherwise.
+
+    Under D' with noise ``(w', z')``: for j in S, ``y'_j = y_j + a_j + 2 Delta sign(y_j)``
+    has the sign of y_j and ``|y'_j| >= |y_j| + Delta``; for l not in S, ``|y'_l| = |y_l +
+    a_l| <= |y_l| + Delta``. As ``|y_l| <= |y_j|`` (ties have probability 0), every
+    unselected score stays below every selected one: S is selected again, and ``v' = v``.
+    phi is a translation on each of the finitely many regions of constant ``sign(y_j)``
+    (j in S), and it is injective on ``E_S x R^d``: ``sign(y'_j) = sign(y_j)`` is read off
+    ``w'``, which recovers w. The Laplace density ratio is at most
+    ``exp(sum |shift| / b) <= exp((2 Delta |S| + Delta |S u {i}|) / b)``, and ``|S| = k``,
+    ``|S u {i}| <= k'``. So for every event A of outputs with set S,
+    ``P_D[A] <= e^{(2k + k') Delta / b} P_D'[A]``, and summing over S gives pure
+    ``(2k + k') Delta / b``-DP. When ``k = d``, S is all of [d] whatever the noise: no shift of
+    w is needed and the row is ``k' Delta / b``-DP. Hence ``b >= c(k, d) Delta / eps_row``
+    makes every row (eps_row, 0)-DP (a fortiori (eps_row, delta_row)-DP). The same holds for
+    the computed second moment with ``Delta_fl`` (its entries move by at most ``Delta_fl``,
+    :func:`gram_rounding_factor`), and for continuous noise; floating-point sampling is
+    outside the proof (Mironov 2012, see the release notes). We know no tighter valid
+    bound for the magnitude selection with released values: the 2 Delta shift is needed
+    because the unselected scores may each rise by Delta while a selected one falls by Delta.
+
+    Composition: the d rows compose by advanced composition (DR14 Theorem 3.20, delta' =
+    delta / 2) to (eps*, d delta_row + delta/2 = delta) (the d delta_row term is kept, though
+    the coupling gives delta_row = 0). The paper bounds eps* <= eps using e^x - 1 <= 2x,
+    valid for x <= 1. For eps > 1 that shortcut may not hold, so this function evaluates the
+    exact composition bound (and basic composition, d * eps_row, whichever is smaller) and
+    refuses a calibration whose composed total exceeds the requested epsilon.
     """
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
@@ -123,7 +281,13 @@ def privcov_calibration(
     delta_row = delta / (2 * d)
     eps_row = (epsilon / 4) / math.sqrt(2 * d * math.log(2 / delta))
     sensitivity = 2 * clip**2 / n
-    b = (2 * sensitivity / eps_row) * math.sqrt(k_released * math.log(d / delta_row))
+    sens_fl, kappa = float_sensitivity(sensitivity, n)
+    b_paper = (2 * sens_fl / eps_row) * math.sqrt(k_released * math.log(d / delta_row))
+    b_pure = privcov_pure_coefficient(k, d) * sens_fl / eps_row
+    if b_pure > b_paper:
+        b, rule = b_pure, f"pure-DP coupling: c Delta / eps_row, c = {privcov_pure_coefficient(k, d)}"
+    else:
+        b, rule = b_paper, "paper (Algorithm 1 line 4, with k+1)"
     advanced = advanced_composition_epsilon(eps_row, d, delta / 2)
     basic = d * eps_row
     if advanced <= basic:
@@ -146,6 +310,10 @@ def privcov_calibration(
         delta_row=delta_row,
         epsilon_row=eps_row,
         sensitivity=sensitivity,
+        float_factor=kappa,
+        laplace_scale_paper=b_paper,
+        laplace_scale_pure=b_pure,
+        laplace_rule=rule,
         laplace_scale=b,
         composed_epsilon=composed,
         composed_delta=composed_delta,
@@ -267,9 +435,14 @@ def wang_xu_calibration(
     (1/n) sum y y^T by at most ``2 R^2 d / n`` in Frobenius norm, which bounds the L2
     sensitivity of the released upper triangle (diagonal included). Symmetric Gaussian noise
     of scale :func:`gaussian_sigma` on that triangle is (eps, delta)-DP.
+
+    The noise is calibrated for ``kappa(n)`` times that sensitivity, which bounds the
+    computed matrix (:func:`gram_rounding_factor`: terms ``|y_i| |y_i|^T`` of Frobenius norm
+    ``||y_i||^2 <= R^2 d = B``).
     """
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
     sens = 2 * float(clip) ** 2 * int(n_features) / int(n_samples)
-    sigma, rule = gaussian_sigma(sens, epsilon, delta)
-    return {"sensitivity": sens, "gaussian_sigma": sigma, "rule": rule}
+    sens_fl, kappa = float_sensitivity(sens, int(n_samples))
+    sigma, rule = gaussian_sigma(sens_fl, epsilon, delta)
+    return {"sensitivity": sens, "float_factor": kappa, "gaussian_sigma": sigma, "rule": rule}

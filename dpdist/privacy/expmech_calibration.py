@@ -12,7 +12,13 @@ from dataclasses import asdict, dataclass
 
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import check_delta, check_epsilon
-from dpdist.privacy.calibration import SAMPLING_CONSTANT, gaussian_sigma, search_min_samples
+from dpdist.privacy.calibration import (
+    SAMPLING_CONSTANT,
+    UNIT_ROUNDOFF,
+    float_sensitivity,
+    gaussian_sigma,
+    search_min_samples,
+)
 
 __all__ = [
     "ExpMechCalibration",
@@ -62,19 +68,27 @@ class ExpMechCalibration:
     release_epsilon, release_delta : float
         ``(epsilon / 2, delta)``, spent by the Gaussian release of the chosen block.
     score_sensitivity : float
-        ``2 k tau^2 / n``: global sensitivity of ``q(D, S) = lambda_1(Sigma_hat_S)``.
+        ``2 k tau^2 / n``: global sensitivity of ``q(D, S) = lambda_1(Sigma_hat_S)`` in exact
+        arithmetic.
+    float_factor : float
+        kappa(n) (:func:`~dpdist.privacy.calibration.gram_rounding_factor`): the computed
+        second moment's blocks move by at most ``float_factor * block_sensitivity``.
+    score_sensitivity_fl : float
+        Sensitivity of the score as computed: ``float_factor * score_sensitivity`` plus twice
+        :data:`SCORE_EIGEN_ERROR` ``* k * u * k tau^2`` (the eigenvalue kernel's error).
     gumbel_weight : float
-        ``epsilon n / (8 k tau^2) = selection_epsilon / (2 score_sensitivity)``: the key of
-        subset S is ``gumbel_weight * q(D, S) + Gumbel(0, 1)``.
+        ``selection_epsilon / (2 score_sensitivity_fl)`` (``epsilon n / (8 k tau^2)`` in exact
+        arithmetic): the key of subset S is ``gumbel_weight * q(D, S) + Gumbel(0, 1)``.
     gumbel_scale : float
         ``1 / gumbel_weight``: the same noise in score units.
     block_sensitivity : float
         ``2 k tau^2 / n``: Frobenius sensitivity of the ``k x k`` block ``Sigma_hat_S``.
     paper_sigma : float
-        ``sigma_priv = (8 k tau^2 / (epsilon n)) sqrt(log(4 / delta))`` (line 11).
+        ``sigma_priv = (8 k tau^2 / (epsilon n)) sqrt(log(4 / delta))`` (line 11), times
+        ``float_factor``.
     mechanism_sigma : float
         The Gaussian mechanism's own requirement at ``(epsilon/2, delta)`` for
-        ``block_sensitivity`` (:func:`~dpdist.privacy.calibration.gaussian_sigma`).
+        ``float_factor * block_sensitivity`` (:func:`~dpdist.privacy.calibration.gaussian_sigma`).
     gaussian_sigma : float
         ``max(paper_sigma, mechanism_sigma)``, the scale used.
     gaussian_rule : str
@@ -92,6 +106,8 @@ class ExpMechCalibration:
     release_epsilon: float
     release_delta: float
     score_sensitivity: float
+    float_factor: float
+    score_sensitivity_fl: float
     gumbel_weight: float
     gumbel_scale: float
     block_sensitivity: float
@@ -104,6 +120,15 @@ class ExpMechCalibration:
         d = asdict(self)
         d["n_subsets"] = int(self.n_subsets)
         return d
+
+
+#: Accuracy assumed of the engine's top-eigenvalue kernels on a k x k block A
+#: (``dpdist.engine.subsets.block_top_eigenvalue``): ``|computed - lambda_1(A)| <=
+#: SCORE_EIGEN_ERROR * k * u * ||A||_F``. LAPACK's ``eigvalsh`` is backward stable
+#: (error ``p(k) u ||A||_2`` with p a modest polynomial); the closed forms used for k = 2 and
+#: k = 3 (with the ``eigvalsh`` fallback near a double eigenvalue) are accurate to about
+#: 1e-14 of the block's scale (tests/engine/test_subsets.py), below 64 * 3 * u = 2.1e-14.
+SCORE_EIGEN_ERROR = 64.0
 
 
 def expmech_calibration(
@@ -125,6 +150,14 @@ def expmech_calibration(
       ``sqrt(log(2/delta))`` here, and is stated for ``eps' <= 1``.
     - Basic composition: ``(epsilon, delta)``.
 
+    *Floating point* (a deviation that only adds noise): entries are clipped to tau, so each
+    row's term ``|y_S| |y_S|^T`` has Frobenius norm ``<= k tau^2 = B`` on every block, and the
+    computed block moves by at most ``kappa(n) * 2 k tau^2 / n``
+    (:func:`~dpdist.privacy.calibration.gram_rounding_factor`); Weyl carries that to the
+    exact top eigenvalue of the computed block, and the kernel computing it errs by at most
+    ``SCORE_EIGEN_ERROR k u k tau^2 (1 + 1e-6)`` on each side. The Gumbel weight and the block's
+    Gaussian noise use these enlarged sensitivities.
+
     *Deviation* (noise never smaller than printed): for ``epsilon/2 >= 1``, outside Fact 2's
     range, the scale is ``max(sigma_priv, analytic Gaussian sigma at (epsilon/2, delta))``;
     for ``epsilon < 2`` the classic mechanism's requirement is below ``sigma_priv`` and the
@@ -141,11 +174,13 @@ def expmech_calibration(
     if not (math.isfinite(clip) and clip > 0):
         raise ValidationError(f"clip must be finite and > 0, got {clip!r}")
     sens = 2.0 * k * clip**2 / n
+    sens_fl, kappa = float_sensitivity(sens, n)
+    score_fl = sens_fl + 2.0 * SCORE_EIGEN_ERROR * k * UNIT_ROUNDOFF * k * clip**2 * (1.0 + 1e-6)
     eps_sel = epsilon / 2.0
     eps_rel = epsilon / 2.0
-    weight = eps_sel / (2.0 * sens)  # = epsilon n / (8 k tau^2)
-    paper_sigma = 8.0 * k * clip**2 / (epsilon * n) * math.sqrt(math.log(4.0 / delta))
-    mech_sigma, mech_rule = gaussian_sigma(sens, eps_rel, delta)
+    weight = eps_sel / (2.0 * score_fl)  # = epsilon n / (8 k tau^2) in exact arithmetic
+    paper_sigma = kappa * 8.0 * k * clip**2 / (epsilon * n) * math.sqrt(math.log(4.0 / delta))
+    mech_sigma, mech_rule = gaussian_sigma(sens_fl, eps_rel, delta)
     if paper_sigma >= mech_sigma:
         sigma, rule = paper_sigma, "paper (Algorithm 4, line 11)"
     else:
@@ -162,6 +197,8 @@ def expmech_calibration(
         release_epsilon=eps_rel,
         release_delta=delta,
         score_sensitivity=sens,
+        float_factor=kappa,
+        score_sensitivity_fl=score_fl,
         gumbel_weight=weight,
         gumbel_scale=1.0 / weight,
         block_sensitivity=sens,
@@ -253,7 +290,9 @@ def analyze_gauss_calibration(epsilon: float, delta: float, n_samples: int, row_
     is a sub-vector of the matrix, so its L2 sensitivity is at most ``2 L^2 / n``. (DTTZ14
     state sensitivity 1 for add/remove neighbours, unnormalised, L = 1; replace-one doubles
     it.) Symmetric Gaussian noise of scale :func:`gaussian_sigma` on that triangle is
-    ``(epsilon, delta)``-DP.
+    ``(epsilon, delta)``-DP. The noise is calibrated for ``kappa(n) * 2 L^2 / n``, which bounds
+    the computed matrix (:func:`~dpdist.privacy.calibration.gram_rounding_factor` with
+    ``B = L^2``; the engine scales rows so that their norm *as computed* is at most L).
     """
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
@@ -264,8 +303,9 @@ def analyze_gauss_calibration(epsilon: float, delta: float, n_samples: int, row_
     if n < 1:
         raise ValidationError(f"n_samples must be >= 1, got {n_samples!r}")
     sens = 2.0 * L * L / n
-    sigma, rule = gaussian_sigma(sens, epsilon, delta)
-    return {"sensitivity": sens, "gaussian_sigma": sigma, "rule": rule, "row_norm": L}
+    sens_fl, kappa = float_sensitivity(sens, n)
+    sigma, rule = gaussian_sigma(sens_fl, epsilon, delta)
+    return {"sensitivity": sens, "float_factor": kappa, "gaussian_sigma": sigma, "rule": rule, "row_norm": L}
 
 
 def symmetric_gaussian_operator_bound(entry_sigma: float, n_features: int, beta: float) -> float:

@@ -6,8 +6,14 @@ Seeding (STYLE.md principle 7)
 ------------------------------
 One ``random_state`` enters a fit and is resolved once into a :class:`NoiseSeed`: 128 bits of
 root entropy, from the operating system (``secrets``) when ``random_state is None`` or from
-the user's integer (then the release is marked *seeded*; seeded noise is for tests and
-reproduction only).
+the user's integer (then the release is marked *seeded* and not private: seeded noise is for
+tests and reproduction only).
+
+A noise seed never drives two fits (issue 9): ``None`` draws fresh entropy for every fit, and
+a :class:`NoiseSeed` object passed as ``random_state`` is consumed by the first fit that
+resolves it; a second fit refuses it (two releases with the same noise reveal the difference
+of their exact statistics). An int may be reused on purpose (reproduction); such releases
+are seeded, hence marked not private.
 
 From the root, each *purpose* (say ``"privcov/select"``) gets its own 256-bit ChaCha20 key,
 and each *index* (say a row of the covariance) its own 2**64-long stretch of that key's
@@ -50,6 +56,7 @@ __all__ = [
     "FLOAT_NOISE_CAVEAT",
     "NoiseField",
     "NoiseSeed",
+    "check_random_state",
     "resolve_random_state",
     "laplace_from_uniform",
     "gaussian_from_uniform",
@@ -134,6 +141,11 @@ class NoiseSeed:
             out.flat[i] = self.uniforms(key, index, int(p), 1)[0]
         return out
 
+    @property
+    def consumed(self) -> bool:
+        """True once a fit resolved this object (:func:`resolve_random_state`)."""
+        return bool(self.__dict__.get("_consumed", False))
+
     def describe(self) -> dict:
         """Public description for a release. The root entropy is recorded only when seeded."""
         d = {"mode": "seeded" if self.seeded else "os-entropy", "generator": GENERATOR_NAME}
@@ -142,23 +154,44 @@ class NoiseSeed:
         return d
 
 
+def check_random_state(random_state) -> None:
+    """Validate a user ``random_state`` without resolving (or consuming) it."""
+    if random_state is None:
+        return
+    if isinstance(random_state, NoiseSeed):
+        if random_state.consumed:
+            raise ValidationError(
+                "this NoiseSeed already drove a fit: a noise seed cannot drive two fits (identical noise "
+                "would reveal the difference of the two exact statistics); pass random_state=None"
+            )
+        return
+    _int_seed(random_state)
+
+
 def resolve_random_state(random_state) -> NoiseSeed:
-    """Resolve a user ``random_state`` once into a :class:`NoiseSeed`.
+    """Resolve a user ``random_state`` once per fit into a :class:`NoiseSeed`.
 
     ``None`` draws 128 bits from the operating system's CSPRNG (``secrets``): the default
     and the only mode fit for releasing data. A non-negative ``int`` seeds the streams
-    reproducibly; the release records it as *seeded*. A ``NoiseSeed`` passes through.
-    NumPy ``Generator``/``RandomState`` objects are refused: their state cannot key
-    per-tile streams reproducibly across workers.
+    reproducibly; the release records it as *seeded* (not private). A ``NoiseSeed`` object
+    passes through once: it is marked consumed, and a second fit resolving it raises
+    :class:`~dpdist.exceptions.ValidationError`. NumPy ``Generator``/``RandomState``
+    objects are refused: their state cannot key per-tile streams reproducibly across workers.
     """
     if random_state is None:
         return NoiseSeed(secrets.randbits(128), seeded=False)
+    check_random_state(random_state)
     if isinstance(random_state, NoiseSeed):
+        object.__setattr__(random_state, "_consumed", True)
         return random_state
+    return NoiseSeed(_int_seed(random_state), seeded=True)
+
+
+def _int_seed(random_state) -> int:
     if isinstance(random_state, (bool, np.bool_)):
         raise ValidationError(f"random_state must be None or a non-negative int, got {random_state!r}")
     if isinstance(random_state, (int, np.integer)) and int(random_state) >= 0:
-        return NoiseSeed(int(random_state), seeded=True)
+        return int(random_state)
     raise ValidationError(
         f"random_state must be None (OS entropy) or a non-negative int (a reproducible seed "
         f"for tests), got {random_state!r}"

@@ -23,6 +23,14 @@ the deviation only ever makes noise larger (or a test stricter). The deviations 
    per-release eps > 1 we take the larger of it and the exact analytic Gaussian mechanism
    (Balle & Wang 2018), which is valid for every eps.
 
+4. **Floating point** (:func:`friendly_float_bounds`, issue 9). The released statistics are
+   computed in floats whose rounding grows with the data's magnitude. The engine clips
+   every input entry to a public level ``c`` (:func:`friendly_entry_clip`, from the declared
+   sigma), thresholds ``Sigma_bar`` at ``5 tau + eta`` instead of ``5 tau`` (eta a public bound
+   on the rounding of ``Sigma_bar``), and the sensitivities below add the remaining proven
+   error. With Model 1 data no entry is clipped except with probability beta/3, and eta is
+   about ``1e-16 n c^2``, far below tau.
+
 Budget split (Lemma 8, Corollary 1, Lemma 20): each of the three private steps of one run
 (the test on |C|, the test on Z, and the Gaussian release) gets (epsilon/3, delta/3); basic
 composition gives (epsilon, delta).
@@ -35,7 +43,14 @@ from dataclasses import asdict, dataclass
 
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import check_delta, check_epsilon
-from dpdist.privacy.calibration import analytic_gaussian_sigma, search_min_samples
+from dpdist.privacy.calibration import (
+    GRAM_BATCH_ROWS,
+    UNIT_ROUNDOFF,
+    analytic_gaussian_sigma,
+    rounding_gamma,
+    search_min_samples,
+    subgaussian_clip,
+)
 
 __all__ = [
     "DEFAULT_BETA",
@@ -45,6 +60,9 @@ __all__ = [
     "TAU_CONSTANT",
     "COUNT_SENSITIVITY",
     "WEIGHT_SENSITIVITY",
+    "EIGEN_BLOCK_LIMIT",
+    "EIGEN_ERROR",
+    "FriendlyFloatBounds",
     "FriendlyTestCalibration",
     "GaussianReleaseCalibration",
     "batch_sizes",
@@ -53,6 +71,8 @@ __all__ = [
     "check_k",
     "check_n_batches",
     "default_n_batches",
+    "friendly_entry_clip",
+    "friendly_float_bounds",
     "friendly_tau",
     "friendly_test_calibration",
     "gaussian_release_sigma",
@@ -309,16 +329,124 @@ def gaussian_release_sigma(sensitivity: float, epsilon: float, delta: float) -> 
     return paper, "Fact 2 (checked against the analytic Gaussian mechanism for eps/3 > 1)"
 
 
+#: Accuracy assumed of the symmetric eigensolvers (LAPACK ``syevd`` via ``numpy.linalg.eigh``)
+#: on an s x s block A: computed eigenvalues are those of ``A + F`` and computed eigenvectors
+#: lie within ``EIGEN_ERROR s u`` of exact unit eigenvectors of ``A + F``, with
+#: ``||F||_2 <= EIGEN_ERROR s u ||A||_2`` (backward stability; LAPACK Users' Guide section
+#: 4.7 states ``p(s) u ||A||`` with p "a modestly growing function", here taken as 8 s).
+#: The engine diagonalises each connected component of the thresholded matrix on its own,
+#: densely up to :data:`EIGEN_BLOCK_LIMIT` vertices, so s <= min(d, EIGEN_BLOCK_LIMIT). Larger
+#: components use ARPACK, whose converged Ritz values meet the same residual bound but whose
+#: convergence to the extreme eigenvalue is not proven: a documented caveat.
+EIGEN_ERROR = 8.0
+#: Largest component diagonalised densely (``dpdist.engine.friendly.DENSE_COMPONENT_LIMIT``).
+EIGEN_BLOCK_LIMIT = 2048
+
+
+def friendly_entry_clip(sigma: float, n_samples: int, n_features: int, beta: float = DEFAULT_BETA) -> float:
+    """Public entry clip ``c = sigma sqrt(2 log(6 n d / beta))`` applied to every input entry
+    of PrivNorm/PrivPCA before any batch statistic (deviation 4). For sigma-sub-Gaussian
+    entries none is clipped except with probability beta/3 (the clip of Theorem 1's proof);
+    privacy holds for any c (a per-row map keeps neighbours neighbours)."""
+    return subgaussian_clip(_check_positive(sigma, "sigma"), int(n_samples), int(n_features), float(beta))
+
+
+@dataclass(frozen=True)
+class FriendlyFloatBounds:
+    """Public bounds on the floating-point error of PrivNorm/PrivPCA (deviation 4).
+
+    Attributes
+    ----------
+    entry_clip : float
+        c: every input entry is clipped to [-c, c].
+    eta : float
+        Bound on ``||C - Sigma_bar*||_max`` beyond the exact argument, where C is the computed
+        ``Sigma_bar`` and ``Sigma_bar*`` a convex combination of the *computed* batch moments of
+        the batches with ``p_i > 0`` (see :func:`friendly_float_bounds`).
+    threshold : float
+        ``5 tau + eta``: the level at which the computed ``Sigma_bar`` is thresholded.
+    eigen_error : float
+        ``EIGEN_ERROR s u ||A||`` (s = min(d, EIGEN_BLOCK_LIMIT)) with ``||A||_2 <= k (c^2 (1 + 1e-6) + 10 tau + 2 eta)`` for
+        ``A = T_rho(C)`` in the case that matters (both neighbouring runs passed the tests:
+        ``||A - T_tau(M)|| <= 10 k tau + 2 k eta`` and ``T_tau(M)`` is k-RCS with entries at
+        most ``c^2 (1 + 1e-6)``, so ``||T_tau(M)||_2 <= k c^2 (1 + 1e-6)``).
+    vector_error : float
+        ``EIGEN_ERROR s u``: forward error of a computed unit eigenvector of ``A + F``.
+    """
+
+    entry_clip: float
+    eta: float
+    threshold: float
+    eigen_error: float
+    vector_error: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def friendly_float_bounds(
+    n_samples: int, n_batches: int, n_features: int, entry_clip: float, tau: float, k: int
+) -> FriendlyFloatBounds:
+    """Public float-error bounds of PrivNorm/PrivPCA for clipped entries (deviation 4).
+
+    With every entry in [-c, c], each product ``x_a x_b`` is at most ``c^2``; the batch
+    moments S_i (pass 1) and ``C = sum_rows w_row x x^T`` (pass 2, ``w = p/(Z b)``) are sums
+    whose terms go through at most ``D = GRAM_BATCH_ROWS + 8 ceil(log2 n) + 16`` rounded
+    operations (the products and the weights; syrk/gemm runs of at most GRAM_BATCH_ROWS rows
+    combined pairwise; pieces of a batch across chunks added pairwise; trees of fan-in <= 4),
+    so (Higham, Lemma 3.4, any summation order) ``|S_i - Sigma_i| <= gamma_D c^2`` entrywise and ``|C - sum_i lambda_i Sigma_i| <= gamma_D c^2 (1 + gamma_m)``, with
+    ``Sigma_i`` the exact batch moments and ``lambda_i = p_i (1 + theta_i) / fl(Z)``,
+    ``|sum lambda_i - 1| <= gamma_{m+3}``. Hence C lies within
+    ``eta_0 = (2 gamma_D + gamma_{m+8}) c^2 (1 + 1e-6)`` (max norm) of the convex combination
+    ``sum_i (lambda_i / sum lambda) S_i`` over the batches with ``p_i > 0``. The friend test
+    ``fl(|S_i - S_j|) <= 2 tau`` implies ``|S_i - S_j| <= 2 tau (1 + u)``, so Lemma 9's ball
+    ``B(M, 4 tau)`` becomes ``B(M, 4 tau (1 + u))``, M a computed good batch moment, and
+    ``||C - T_tau(M)||_max <= 5 tau + eta`` with ``eta = eta_0 + 8 u tau``. Lemma 3 with
+    ``rho = 5 tau + eta`` then gives ``||T_rho(C) - T_tau(M)||_op <= 2 k rho = 10 k tau + 2 k eta``
+    for both neighbouring runs (T_tau(M) is k-RCS as computed: thresholding compares floats
+    exactly).
+    """
+    n, m, d = int(n_samples), int(n_batches), int(n_features)
+    c = _check_positive(entry_clip, "entry clip")
+    tau = _check_positive(tau, "tau")
+    if not c * c * max(n, 2) < 2.0**1000:
+        raise ValidationError(f"the entry clip {c!r} (from sigma) is too large for float64 sums of {n} rows")
+    depth = GRAM_BATCH_ROWS + 8 * math.ceil(math.log2(max(n, 2))) + 16
+    eta0 = (2.0 * rounding_gamma(depth) + rounding_gamma(m + 8)) * c * c * (1.0 + 1e-6)
+    eta = eta0 + 8.0 * UNIT_ROUNDOFF * tau
+    norm_a = check_k(k) * (c * c * (1.0 + 1e-6) + 10.0 * tau + 2.0 * eta)
+    block = min(d, EIGEN_BLOCK_LIMIT)
+    return FriendlyFloatBounds(
+        entry_clip=c,
+        eta=eta,
+        threshold=5.0 * tau + eta,
+        eigen_error=EIGEN_ERROR * block * UNIT_ROUNDOFF * norm_a,
+        vector_error=EIGEN_ERROR * block * UNIT_ROUNDOFF,
+    )
+
+
 def privnorm_sensitivity(k: int, tau: float) -> float:
     """Sensitivity ``20 k tau`` of ``||T_5tau(Sigma_bar)||_op`` given both runs pass the tests
     (Lemma 20, from Lemma 9: both are within 10 k tau of T_tau(M))."""
     return 20.0 * int(k) * float(tau)
 
 
-def privnorm_calibration(epsilon: float, delta: float, k: int, tau: float) -> GaussianReleaseCalibration:
-    """Noise of PrivNorm's release, Algorithm 3 Line 17: ``20 k tau (6/eps) sqrt(log(6/delta))``."""
+def privnorm_calibration(
+    epsilon: float, delta: float, k: int, tau: float, float_bounds: FriendlyFloatBounds | None = None
+) -> GaussianReleaseCalibration:
+    """Noise of PrivNorm's release, Algorithm 3 Line 17: ``20 k tau (6/eps) sqrt(log(6/delta))``.
+
+    With ``float_bounds`` (what the estimators pass; None gives the exact-arithmetic value
+    of the paper) the sensitivity is that of the computed statistic (deviation 4): both
+    computed thresholded matrices lie within ``10 k tau + 2 k eta`` of ``T_tau(M)`` in
+    operator norm (:func:`friendly_float_bounds`), and each computed operator norm errs by at
+    most ``eigen_error``, so ``Delta = 20 k tau + 4 k eta + 2 eigen_error``.
+    """
     tau = _check_positive(tau, "tau")
-    sens = privnorm_sensitivity(check_k(k), tau)
+    k = check_k(k)
+    sens = privnorm_sensitivity(k, tau)
+    if float_bounds is not None:
+        sens += 4.0 * k * float_bounds.eta + 2.0 * float_bounds.eigen_error
     sigma, rule = gaussian_release_sigma(sens, epsilon, delta)
     return GaussianReleaseCalibration(float(epsilon), float(delta), sens, sigma, rule)
 
@@ -337,12 +465,30 @@ def privpca_sensitivity(k: int, tau: float, gap: float, lambda_hat: float) -> fl
 
 
 def privpca_calibration(
-    epsilon: float, delta: float, k: int, tau: float, gap: float, lambda_hat: float
+    epsilon: float,
+    delta: float,
+    k: int,
+    tau: float,
+    gap: float,
+    lambda_hat: float,
+    float_bounds: FriendlyFloatBounds | None = None,
 ) -> GaussianReleaseCalibration:
     """sigma_priv of Algorithm 2 Line 19: ``(80 sqrt(2) k tau / (gap lambda_hat)) (6/eps)
-    sqrt(log(6/delta))``, times ``1/(1 - gap/2)`` (deviation 1)."""
+    sqrt(log(6/delta))``, times ``1/(1 - gap/2)`` (deviation 1).
+
+    With ``float_bounds`` (deviation 4): Lemma 10's sensitivity is linear in the operator-norm
+    distance ``10 k tau`` of Lemma 9, which becomes ``10 k tau + 2 k eta + eigen_error`` (the
+    computed eigenvector is within ``vector_error`` of an exact top eigenvector of ``A + F``,
+    ``||F|| <= eigen_error``), and each computed projector lies within ``2.01 vector_error``
+    of that exact one in Frobenius norm: ``Delta = 8 sqrt(2) (10 k tau + 2 k eta +
+    eigen_error) / (gap (1 - gap/2) lambda_hat) + 4.02 vector_error``.
+    """
     tau = _check_positive(tau, "tau")
-    sens = privpca_sensitivity(check_k(k), tau, gap, lambda_hat)
+    k = check_k(k)
+    sens = privpca_sensitivity(k, tau, gap, lambda_hat)
+    if float_bounds is not None:
+        dist = 10.0 * k * tau + 2.0 * k * float_bounds.eta + float_bounds.eigen_error
+        sens = sens * dist / (10.0 * k * tau) + 4.02 * float_bounds.vector_error
     sigma, rule = gaussian_release_sigma(sens, epsilon, delta)
     return GaussianReleaseCalibration(float(epsilon), float(delta), sens, sigma, rule)
 

@@ -3,20 +3,37 @@
 Modelled on dp_accounting's frozen ``DpEvent``: a mechanism returns its event with its
 output. A release is created once, after the noised values reached the client; nothing
 mutates it afterwards.
+
+What a release may carry (issue 9): public parameters (given or derived from public values),
+noise scales, noised values and post-processing of them. Nothing that depends on the data
+without noise: no timings (they go to the ``logging`` logger ``"dpdist"`` at DEBUG), no counts
+of affected rows, no test statistics beyond their pass/fail bits. ``created`` is the UTC
+*date* only: a finer time would reveal how long the run took, which depends on the data.
+A release whose noise was seeded from a user ``random_state`` is not private (anyone with the
+seed regenerates and subtracts the noise): ``private`` is then False and
+``not_private_reasons`` says why, whatever the mechanism.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from dpdist._version import __version__
+from dpdist.exceptions import PrivacyWarning
 
-__all__ = ["Release", "to_jsonable"]
+__all__ = ["Release", "SEEDED_REASON", "to_jsonable", "warn_if_unsafe"]
+
+#: Why a seeded release is not private.
+SEEDED_REASON = (
+    "noise seeded from a user random_state: anyone with the seed can regenerate and subtract "
+    "the noise (tests and reproduction only)"
+)
 
 
 def to_jsonable(obj: Any) -> Any:
@@ -62,7 +79,13 @@ class Release:
         ``"released"``, or ``"rejected"`` when a private test returned bottom (the budget
         still counts as spent).
     private : bool
-        False only for baselines run without privacy.
+        False for baselines run without privacy, for ``unsafe_no_privacy`` runs whose
+        precondition failed, and for every seeded release (set here from ``seeding``).
+        ``privacy`` still records the budget the mechanism spends.
+    not_private_reasons : tuple of str
+        Why ``private`` is False (empty for a private release).
+    created : str
+        The UTC date of the release (no time of day: see the module docstring).
     """
 
     mechanism: str
@@ -74,11 +97,21 @@ class Release:
     notes: tuple = ()
     status: str = "released"
     private: bool = True
+    not_private_reasons: tuple = ()
     version: str = __version__
     created: str = field(
-        default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).date().isoformat(),
         compare=False,
     )
+
+    def __post_init__(self) -> None:
+        reasons = tuple(self.not_private_reasons)
+        if self.seeding.get("mode") == "seeded" and SEEDED_REASON not in reasons:
+            reasons += (SEEDED_REASON,)
+        if not self.private and not reasons:
+            reasons = ("NOT PRIVATE: no differential-privacy guarantee",)
+        object.__setattr__(self, "not_private_reasons", reasons)
+        object.__setattr__(self, "private", bool(self.private) and not reasons)
 
     def metadata(self) -> dict:
         """JSON-compatible description of the release (everything but ``values``)."""
@@ -86,6 +119,7 @@ class Release:
             {
                 "mechanism": self.mechanism,
                 "private": self.private,
+                "not_private_reasons": list(self.not_private_reasons),
                 "privacy": self.privacy.to_dict() if self.privacy is not None else None,
                 "parameters": self.parameters,
                 "noise_scales": self.noise_scales,
@@ -100,3 +134,15 @@ class Release:
 
     def to_json(self, **kwargs) -> str:
         return json.dumps(self.metadata(), **kwargs)
+
+
+def warn_if_unsafe(release: Release, *, extra: tuple[str, ...] = (), stacklevel: int = 3) -> Release:
+    """Emit one :class:`~dpdist.exceptions.PrivacyWarning` when ``release`` is not private or
+    ``extra`` names an unsafe mode in use; return the release. Called once per fit by every
+    public entry point (never by a function another entry point calls)."""
+    reasons = tuple(release.not_private_reasons) + tuple(r for r in extra if r not in release.not_private_reasons)
+    if reasons:
+        head = "NOT PRIVATE" if not release.private else "unsafe mode"
+        body = "; ".join(r.removeprefix("NOT PRIVATE: ") for r in reasons)
+        warnings.warn(PrivacyWarning(f"{release.mechanism}: {head}: {body}"), stacklevel=stacklevel)
+    return release

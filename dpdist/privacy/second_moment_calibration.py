@@ -15,6 +15,11 @@ by sqrt(lambda_hat), so that I <= Sigma and every row has norm <= ``radius`` (se
   ``sensitivity="paper"``) or sqrt(2) R_k^2 / n (*GAP 6*, ``sensitivity="tight"``, the exact
   L2 sensitivity of the released upper triangle). Each level is then rho/L-zCDP (BS16
   Prop. 1.6) and the L levels compose to rho (BS16 Lemma 2.3).
+- *Floating point* (a deviation that only adds noise): every sigma is computed for
+  ``kappa(n) * Delta`` (:func:`~dpdist.privacy.calibration.gram_rounding_factor`), the
+  sensitivity of the level's Gram matrix *as computed*: the engine scales each row so that its
+  norm as computed is at most R_k (terms ``y y^T`` of Frobenius norm ``<= R_k^2``), multiplies
+  only after scaling, and sums in the bounded-depth order that the factor assumes.
 - *GAP 7*: the paper's Omega(.) constants are replaced by the explicit derivation of
   section 4.4, with g(d, p) a bound on ||N|| / sigma for N ~ GUE(sigma^2).
 
@@ -31,6 +36,7 @@ import numpy as np
 
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
+from dpdist.privacy.calibration import float_sensitivity, gram_rounding_factor
 from dpdist.privacy.zcdp import ZCDP, bun_steinke_epsilon, check_rho, cks20_epsilon
 
 __all__ = [
@@ -181,11 +187,13 @@ class LevelSchedule:
     kappas, radii : tuple of float
         kappa_k and R_k = sqrt(kappa_k).
     sensitivities : tuple of float
-        Delta_k = a R_k^2 / n (a = 4 or sqrt(2)).
+        Delta_k = a R_k^2 / n (a = 4 or sqrt(2)), in exact arithmetic.
+    float_factor : float
+        kappa(n): the computed level matrix moves by at most ``float_factor * Delta_k``.
     sigmas : tuple of float
-        sigma_k = Delta_k sqrt(L) / sqrt(2 rho): the GUE entry standard deviation at level k.
+        sigma_k = kappa Delta_k sqrt(L) / sqrt(2 rho): the GUE entry standard deviation at level k.
     rhos : tuple of float
-        rho_k = Delta_k^2 / (2 sigma_k^2) = rho / L.
+        rho_k = (kappa Delta_k)^2 / (2 sigma_k^2) = rho / L.
     thresholds : tuple of float
         psi kappa_k: eigenvalues of the noisy level-k matrix at or above it span V.
     """
@@ -201,6 +209,7 @@ class LevelSchedule:
     kappas: tuple
     radii: tuple
     sensitivities: tuple
+    float_factor: float
     sigmas: tuple
     rhos: tuple
     thresholds: tuple
@@ -258,8 +267,10 @@ def level_schedule(
     L, kappas = n_levels(radius, alpha, m)
     radii = tuple(math.sqrt(k) for k in kappas)
     sens = tuple(a * k / n for k in kappas)
-    sigmas = tuple(level_sigma(r, n, L, rho, sensitivity) for r in radii)
-    rhos = tuple(s**2 / (2.0 * sg**2) for s, sg in zip(sens, sigmas))
+    float_sensitivity(max(sens), n)  # range check of the largest
+    _, kappa = float_sensitivity(min(sens), n)
+    sigmas = tuple(kappa * level_sigma(r, n, L, rho, sensitivity) for r in radii)
+    rhos = tuple((kappa * s) ** 2 / (2.0 * sg**2) for s, sg in zip(sens, sigmas))
     return LevelSchedule(
         n_samples=n,
         n_features=d,
@@ -272,6 +283,7 @@ def level_schedule(
         kappas=kappas,
         radii=radii,
         sensitivities=sens,
+        float_factor=kappa,
         sigmas=sigmas,
         rhos=rhos,
         thresholds=tuple(consts["psi"] * k for k in kappas),
@@ -283,11 +295,12 @@ def level_schedule(
 
 def one_shot_sigma(n_samples: int, rho: float, radius: float, sensitivity: str = "paper") -> float:
     """GUE entry scale of the one-shot Gaussian mechanism on (1/n) sum x x^T, ||x|| <= R:
-    sigma = a R^2 / (n sqrt(2 rho)) (BS16 Prop. 1.6); the comparator of section 7.3."""
+    sigma = kappa(n) a R^2 / (n sqrt(2 rho)) (BS16 Prop. 1.6, with the float factor of
+    :func:`~dpdist.privacy.calibration.gram_rounding_factor`); the comparator of section 7.3."""
     rho = check_rho(rho)
-    return sensitivity_coefficient(sensitivity) * _check_positive(radius, "radius") ** 2 / (
-        int(n_samples) * math.sqrt(2.0 * rho)
-    )
+    n = int(n_samples)
+    sens, _ = float_sensitivity(sensitivity_coefficient(sensitivity) * _check_positive(radius, "radius") ** 2 / n, n)
+    return sens / math.sqrt(2.0 * rho)
 
 
 #: L2 sensitivity of a histogram under replace-one: one count goes down by 1, another up by 1.
@@ -397,7 +410,8 @@ def _gammas(schedule: LevelSchedule, xi: float, g_method: str) -> tuple[float, f
     if L == 1:
         n_e = 1
     else:
-        n_e = math.ceil(80.0 * a * schedule.m * math.sqrt(L) * g_mid / math.sqrt(2.0 * schedule.rho))
+        n_e = math.ceil(schedule.float_factor * 80.0 * a * schedule.m * math.sqrt(L) * g_mid
+                        / math.sqrt(2.0 * schedule.rho))
     return gamma, g_final, g_mid, n_e
 
 
@@ -462,9 +476,10 @@ def min_samples(
     g_method: str = "heuristic",
 ) -> int:
     """Least n for which the section 4.4 derivation gives predicted gamma <= ``gamma`` and
-    event E's condition holds. Closed form, because L depends on (R, lambda, alpha, m) only:
-    n >= max(80 a m sqrt(L) g(d, xi/L) / sqrt(2 rho),  a kappa_last sqrt(L) g(d, xi) /
-    (gamma sqrt(2 rho)))."""
+    event E's condition holds. Closed form up to the float factor, because L depends on
+    (R, lambda, alpha, m) only: n >= kappa(n) max(80 a m sqrt(L) g(d, xi/L) / sqrt(2 rho),
+    a kappa_last sqrt(L) g(d, xi) / (gamma sqrt(2 rho))), solved by fixed-point iteration on
+    the slowly growing kappa(n) (:func:`~dpdist.privacy.calibration.gram_rounding_factor`)."""
     gamma = _check_positive(gamma, "gamma")
     p = plan_second_moment(
         2, n_features, rho, m=m, alpha=alpha, radius=radius, lambda_min=lambda_min,
@@ -472,8 +487,15 @@ def min_samples(
     )
     s = p.schedule
     a = sensitivity_coefficient(sensitivity)
-    n_gamma = math.ceil(a * s.kappas[-1] * math.sqrt(s.n_levels) * p.g_final / (gamma * math.sqrt(2.0 * s.rho)))
-    return int(max(2, p.event_e_min_samples, n_gamma))
+    base = max(a * s.kappas[-1] * math.sqrt(s.n_levels) * p.g_final / (gamma * math.sqrt(2.0 * s.rho)),
+               p.event_e_min_samples / s.float_factor)  # exact-arithmetic requirements
+    n = max(2, math.ceil(base))
+    for _ in range(100):
+        need = max(2, math.ceil(base * gram_rounding_factor(n)))
+        if need <= n:
+            return int(n)
+        n = need
+    raise ValidationError(f"target gamma {gamma} is not reachable: the float error grows with n")
 
 
 # ---------------------------------------------------------------------------------------

@@ -12,14 +12,19 @@ def format_release(meta: dict, *, report_delta: float | None = None) -> str:
     (Bun-Steinke and the tight CKS20 conversion).
     """
     lines = [f"mechanism : {meta['mechanism']}"]
-    if not meta.get("private", True):
+    private = meta.get("private", True)
+    if not private:
         lines.append("privacy   : NOT PRIVATE (no differential-privacy guarantee)")
-    else:
-        p = meta.get("privacy") or {}
+        for reason in meta.get("not_private_reasons") or []:
+            lines.append(f"            because {reason}")
+    p = meta.get("privacy") or {}
+    if p or private:
+        head = "privacy   :" if private else "budget    :"
+        tail = "spent (replace-one neighbours)" if private else "charged, but the release is NOT PRIVATE"
         if p.get("type") == "approx-dp":
-            lines.append(f"privacy   : ({p['epsilon']:g}, {p['delta']:g})-DP spent (replace-one neighbours)")
+            lines.append(f"{head} ({p['epsilon']:g}, {p['delta']:g})-DP {tail}")
         elif p.get("type") == "zcdp":
-            line = f"privacy   : rho = {p['rho']:g} zCDP spent (replace-one neighbours)"
+            line = f"{head} rho = {p['rho']:g} zCDP {tail}"
             if report_delta is not None:
                 from dpdist.privacy.zcdp import ZCDP
 
@@ -28,7 +33,7 @@ def format_release(meta: dict, *, report_delta: float | None = None) -> str:
                          f"({z.to_approx_dp(report_delta, method='cks20'):.4g}, {report_delta:g})-DP (CKS20)")
             lines.append(line)
         else:
-            lines.append(f"privacy   : {p}")
+            lines.append(f"{head} {p}")
     for name, scale in (meta.get("noise_scales") or {}).items():
         if isinstance(scale, (int, float)):
             lines.append(f"noise     : {name} scale {scale:.4g}")
@@ -37,7 +42,7 @@ def format_release(meta: dict, *, report_delta: float | None = None) -> str:
     seeding = meta.get("seeding") or {}
     if seeding:
         mode = seeding.get("mode")
-        warn = "  (SEEDED: reproducible noise, for tests only)" if mode == "seeded" else ""
+        warn = "  (SEEDED: reproducible noise, NOT PRIVATE, for tests only)" if mode == "seeded" else ""
         lines.append(f"seeding   : {mode}{warn}")
     lines.append(f"status    : {meta.get('status', 'released')}; dpdist {meta.get('version')}")
     for note in meta.get("notes", []):

@@ -2,7 +2,10 @@
 
 :mod:`dpdist.testing.audit` turns runs of a mechanism on two neighbouring datasets into
 statistically valid lower bounds on its privacy loss; :mod:`dpdist.testing.mechanisms` holds
-the adapters that audit dpdist's own mechanisms (and their deliberately mis-calibrated twins).
+the adapters that audit dpdist's own mechanisms (and their deliberately mis-calibrated twins);
+:mod:`dpdist.testing.estimator_audits` audits every public estimator's ``fit()`` end to end on
+hostile neighbouring pairs; :mod:`dpdist.testing.twins` keeps the unsafe computations found in
+issue 9 (never used by an estimator) so that the tests can show they catch them.
 """
 
 from __future__ import annotations

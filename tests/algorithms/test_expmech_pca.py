@@ -220,9 +220,14 @@ def test_bad_data_is_refused():
     X = np.random.default_rng(0).standard_normal((30, 5))
     X[3, 2] = np.nan
     with pytest.raises(ValidationError, match="NaN"):
-        ExpMechSparsePCA(2, 1.0, 1e-6, clip=1.0, random_state=0, scheduler="synchronous").fit(X)
-    rel = expmech_pca(X, 2, 1.0, 1e-6, clip=1.0, random_state=0, scheduler="synchronous", on_nonfinite="zero")
+        ExpMechSparsePCA(2, 1.0, 1e-6, clip=1.0, random_state=0, scheduler="synchronous", on_nonfinite="raise").fit(X)
+    # the default: the row holding the NaN is a zero row (the same release as with that row zeroed)
+    rel = expmech_pca(X, 2, 1.0, 1e-6, clip=1.0, random_state=0, scheduler="synchronous")
+    X0 = X.copy()
+    X0[3] = 0.0
+    ref = expmech_pca(X0, 2, 1.0, 1e-6, clip=1.0, random_state=0, scheduler="synchronous")
     assert np.isfinite(rel.values["components"]).all()
+    np.testing.assert_array_equal(rel.values["noisy_block"], ref.values["noisy_block"])
 
 
 def test_data_are_read_once_per_release():

@@ -25,8 +25,12 @@ def _norm_clipped_moment(X: np.ndarray, L: float) -> np.ndarray:
 
 def test_row_norm_clip_kernel():
     x = np.array([[3.0, 4.0], [0.3, 0.4], [0.0, 0.0]])
-    out = block_row_norm_clip(x, (x**2).sum(axis=1), 1.0)
+    out = block_row_norm_clip(x, 1.0)
     np.testing.assert_allclose(out, [[0.6, 0.8], [0.3, 0.4], [0.0, 0.0]])
+    # rows whose squares overflow (1e200) or underflow (subnormal) are clipped, not zeroed or NaN
+    big = block_row_norm_clip(np.array([[1e200, -1e200], [5e-320, 0.0]]), 1.0)
+    np.testing.assert_allclose(big[0], [2**-0.5, -(2**-0.5)], rtol=1e-12)
+    assert big[1, 0] == 5e-320 and np.linalg.norm(big[0]) <= 1.0
 
 
 def test_analyze_gauss_adds_symmetric_noise_of_the_calibrated_scale():
@@ -86,7 +90,9 @@ def test_gaussian_pca_is_the_top_eigenvector_of_the_wang_xu_estimate():
     v, _ = leading_eigenvector(cov.covariance_)
     np.testing.assert_allclose(pca.components_[0], v)
     assert pca.privacy_ == cov.privacy_ and pca.noise_scale_ == cov.noise_scale_
-    assert pca.release_.private and "post-processing" in pca.release_.mechanism
+    assert "post-processing" in pca.release_.mechanism
+    # seeded (random_state=4): not private, whatever the mechanism (issue 9)
+    assert not pca.release_.private and any("seed" in r for r in pca.release_.not_private_reasons)
 
 
 def test_gaussian_pca_plan_error_grows_with_d():

@@ -94,7 +94,8 @@ def test_fit_sets_attributes_and_the_release_accounts_exactly(ill, fitted):
     levels = [r for label, r in est.privacy_.breakdown if label.startswith("level")]
     assert len(levels) == est.n_levels_ and all(r == pytest.approx(1.0 / est.n_levels_, rel=1e-12) for r in levels)
     meta = rel.metadata()
-    assert meta["private"] is True and meta["seeding"]["mode"] == "seeded"
+    # seeded: the release records the budget but is not private (issue 9)
+    assert meta["private"] is False and meta["seeding"]["mode"] == "seeded" and meta["not_private_reasons"]
     assert meta["parameters"]["radius_source"] == "public" and meta["parameters"]["lambda_source"] == "public"
     assert rel.values["projections"].shape == (est.n_levels_ - 1, d, d)
 

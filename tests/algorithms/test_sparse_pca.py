@@ -162,14 +162,16 @@ def test_plan_sigma_priv_and_error_do_not_grow_with_d_unlike_wang_xu():
     n = 10**9
     est = dpdist.SparsePCA(3, 1.0, 1e-6, gap=0.5, sigma=1.0)
     plans = {d: est.plan(n, d) for d in (100, 10_000, 1_000_000)}
-    # tau from eq. (11) grows like sqrt(log(d / beta)): nothing else depends on d
+    # tau from eq. (11) grows like sqrt(log(d / beta)): nothing else depends on d but the
+    # proven float error terms (issue 9), below 1e-6 of the sensitivity here
     for d in (10_000, 1_000_000):
         ratio = math.sqrt(math.log(d / 0.05) / math.log(100 / 0.05))
-        assert plans[d]["sigma_priv"] == pytest.approx(plans[100]["sigma_priv"] * ratio, rel=1e-12)
+        assert plans[d]["sigma_priv"] == pytest.approx(plans[100]["sigma_priv"] * ratio, rel=1e-6)
         assert plans[d]["sigma_priv"] < 2 * plans[100]["sigma_priv"]
-    # with tau fixed, sigma_priv is exactly independent of d
+    # with tau fixed, sigma_priv is independent of d up to the float terms (the eigensolver's
+    # error grows like d: 8 d u k c^2 = 2e-7 against 10 k tau = 0.03 at d = 1e6)
     fixed = dpdist.SparsePCA(3, 1.0, 1e-6, gap=0.5, sigma=1.0, tau=1e-3)
-    assert fixed.plan(n, 100)["sigma_priv"] == fixed.plan(n, 10**6)["sigma_priv"]
+    assert fixed.plan(n, 100)["sigma_priv"] == pytest.approx(fixed.plan(n, 10**6)["sigma_priv"], rel=1e-5)
     e = [fixed.plan(n, d)["projector_error_bound"] for d in (100, 10**6)]
     assert e[1] < 2 * e[0]
     # Wang-Xu's Gaussian noise on the whole matrix grows linearly in d

@@ -61,7 +61,7 @@ def test_reported_guarantee_when_the_precondition_holds(clean, monkeypatch):
     # (2 eps, 4 e^eps delta) guarantee of Lemma A.4 must follow
     monkeypatch.setattr(sa, "baseline_privacy_min_samples", lambda *a: 0.0)
     eps, delta = equal_privacy_baseline_budget(1.0, 1e-6)
-    est = SubsampleAggregateSecondMoment(eps, delta, m=200, random_state=0, scheduler="synchronous").fit(clean[0])
+    est = SubsampleAggregateSecondMoment(eps, delta, m=200, scheduler="synchronous").fit(clean[0])  # OS entropy
     assert est.release_.private is True
     assert est.privacy_ == ApproxDP(2 * eps, 4 * math.exp(eps) * delta)
     assert est.privacy_.epsilon == pytest.approx(1.0 + 2 * math.sqrt(math.log(1e6)))

@@ -28,7 +28,8 @@ def test_covariance_round_trip(dataset, tmp_path, capsys):
             "--random-state", "7", "--scheduler", "synchronous", "--output", str(out)]
     assert main(args) == 0
     text = capsys.readouterr().out
-    assert "(1, 1e-05)-DP spent" in text and "SEEDED" in text
+    # seeded: the budget is recorded, the release is marked NOT PRIVATE (issue 9)
+    assert "(1, 1e-05)-DP" in text and "SEEDED" in text and "NOT PRIVATE" in text
     res = dpdist.load_result(out)
     est = dpdist.SparseCovariance(3, 1.0, 1e-5, clip=3.0, random_state=7, scheduler="synchronous").fit(dataset)
     np.testing.assert_array_equal(res.covariance.toarray(), est.covariance_.toarray())
@@ -45,7 +46,8 @@ def test_baselines_from_the_cli(dataset, tmp_path, method, flags):
     assert main(["covariance", dataset, "--method", method, *flags, "--sigma", "1.3", "--scheduler", "synchronous",
                  "--output", str(out)]) == 0
     res = dpdist.load_result(out)
-    assert res.metadata["private"] is (method != "thresholded")
+    assert res.metadata["private"] is False  # seeded (--random-state): never private (issue 9)
+    assert (res.metadata["privacy"] is None) is (method == "thresholded")
 
 
 def test_plan_reads_metadata_only(dataset, capsys):
@@ -86,6 +88,10 @@ def test_nonfinite_data_writes_nothing(tmp_path, capsys):
                "--clip", "2", "--on-nonfinite", "raise", "--scheduler", "synchronous", "--output", str(out)])
     assert rc == 2 and "NaN or infinite" in capsys.readouterr().err
     assert sorted(os.listdir(tmp_path)) == ["nan.zarr"]
+    # the default (issue 9): the row is a zero row, the release is written
+    rc = main(["covariance", str(tmp_path / "nan.zarr"), "--k", "1", "--epsilon", "1", "--delta", "1e-5",
+               "--clip", "2", "--scheduler", "synchronous", "--output", str(out)])
+    assert rc == 0 and out.exists()
 
 
 def test_missing_input_and_existing_output(dataset, tmp_path, capsys):
@@ -110,7 +116,7 @@ def test_demo_runs_on_a_local_cluster(capsys):
                  "--scheduler", "local-cluster"]) == 0
     captured = capsys.readouterr()
     out = captured.out
-    assert "(2, 1e-06)-DP spent" in out and "||M - Sigma||_op" in out and "cluster" in out
+    assert "(2, 1e-06)-DP" in out and "||M - Sigma||_op" in out and "cluster" in out
     # both private releases of the same data add up (basic composition); nothing is kept
     assert "= (4, 2e-06)-DP for the whole demo (basic composition)" in out
     assert "results   : temporary (removed at exit)" in out and "written   :" not in out

@@ -187,18 +187,34 @@ def test_no_private_result_records_the_spent_budget(tmp_path, capsys):
     assert "rejected.json" in capsys.readouterr().err
 
 
-def test_a_rejection_without_a_release_counts_the_whole_budget(tmp_path, capsys):
-    """RecDPSME's private lambda_min step rejects on singular data before any release."""
+def test_an_early_rejection_records_what_the_mechanism_spent(tmp_path, capsys, monkeypatch):
+    """RecDPSME's private lambda_min step rejects on singular data: its NoPrivateResult carries
+    the release of the two initialisation steps (rho/20 each at init_fraction 0.1), and the
+    record says exactly that. A rejection that carried no release would count the whole
+    requested budget."""
     x = np.random.default_rng(0).standard_normal((4_000, 4))
     x[:, 3] = x[:, 2]
     z = zarr.create_array(str(tmp_path / "s.zarr"), shape=x.shape, chunks=(2_000, 4), dtype="f8")
     z[...] = x
     out = tmp_path / "m2.zarr"
-    assert main(["second-moment", str(tmp_path / "s.zarr"), "--rho", "1", "--m", "4", "--random-state", "0",
-                 "--scheduler", "synchronous", "--output", str(out)]) == 4
+    argv = ["second-moment", str(tmp_path / "s.zarr"), "--rho", "1", "--m", "4", "--random-state", "0",
+            "--scheduler", "synchronous", "--output", str(out)]
+    assert main(argv) == 4
+    record = json.loads(Path(f"{out}.rejected.json").read_text())
+    spent = record["privacy_spent"]
+    assert (spent["type"], spent["rho"]) == ("zcdp", pytest.approx(0.1))
+    assert [b["step"] for b in spent["breakdown"]] == ["init radius", "init lambda_min"]
+    assert record["stage"] == "init-lambda" and not out.exists()
+
+    def reject_without_release(self, X, y=None):
+        raise dpdist.NoPrivateResult("bottom", stage="test")
+
+    monkeypatch.setattr(dpdist.SecondMoment, "fit", reject_without_release)
+    Path(f"{out}.rejected.json").unlink()
+    assert main(argv) == 4
     record = json.loads(Path(f"{out}.rejected.json").read_text())
     assert record["privacy_spent"] == {"type": "zcdp", "rho": 1.0} and "whole requested budget" in record["privacy_spent_rule"]
-    assert record["stage"] == "init-lambda" and not out.exists()
+    capsys.readouterr()
 
 
 def test_json_on_every_command(store, tmp_path, capsys):

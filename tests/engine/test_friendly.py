@@ -21,8 +21,11 @@ from dpdist.privacy.pca_calibration import batch_sizes
 
 
 def oracle(X, labels, m, tau, k):
-    """Brute force: batch moments, good-set ingredients, friend counts, weights, T_5tau(Sigma_bar)."""
+    """Brute force: batch moments, good-set ingredients, friend counts, weights, T_5tau(Sigma_bar).
+
+    Rows holding NaN or inf are zero rows (the row rule of every estimator, issue 9)."""
     n, d = X.shape
+    X = np.where(np.isfinite(X).all(axis=1, keepdims=True), X, 0.0)
     sizes = np.bincount(labels, minlength=m)
     with np.errstate(all="ignore"):
         S = np.stack([X[labels == i].T @ X[labels == i] / sizes[i] for i in range(m)])
@@ -96,11 +99,12 @@ def test_friend_counts_and_weights_equal_brute_force_with_outlier_batches(chunks
     np.testing.assert_allclose(got.lambda_2, want["lam2"], rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(got.weights, want["p"], rtol=0, atol=0)
     assert got.weight_sum == pytest.approx(want["Z"], rel=1e-14)
-    assert got.friend_counts[8] == 0 and got.weights[8] == 0  # the NaN batch
+    # the batch holding a NaN row: that row is a zero row (row rule), the batch stays finite
+    assert got.finite[8] and got.friend_counts[8] == want["f"][8]
     assert got.friend_counts[3] <= 1 and got.friend_counts[17] <= 1  # outliers befriend nobody else
 
 
-def test_pass2_thresholded_average_equals_brute_force_and_skips_nan_rows():
+def test_pass2_thresholded_average_equals_brute_force_with_nan_rows_as_zero_rows():
     rng = np.random.default_rng(5)
     m, b, d, k, tau = 24, 400, 8, 8, 0.18
     sizes = batch_sizes(m * b, m)
@@ -117,7 +121,8 @@ def test_pass2_thresholded_average_equals_brute_force_and_skips_nan_rows():
     ref = np.where(np.abs(want["sbar"]) > 5 * tau, want["sbar"], 0.0)
     np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
     assert (ref != 0).sum() > d  # off-diagonal entries survive
-    assert 0 < (stats.weights > 0).sum() < m - 1
+    assert 0 < (stats.weights > 0).sum() < m  # the outlier batch weighs 0
+    assert stats.weights[5] > 0  # the batch with a NaN row counts, that row as a zero row
 
 
 def brute_separated(values, two_tau):

@@ -91,7 +91,9 @@ def test_privcov_calibration_is_reproduced_by_the_accountant(epsilon, delta, d):
 
 def test_second_moment_levels_compose_to_rho():
     sched = level_schedule(5000, 20, 0.5, m=3, radius=2.0)
-    events = ComposedEvent(tuple(GaussianEvent(s / d) for s, d in zip(sched.sigmas, sched.sensitivities)))
+    # each level's noise is calibrated for its sensitivity times the float factor kappa(n)
+    events = ComposedEvent(tuple(GaussianEvent(s / (d * sched.float_factor))
+                                 for s, d in zip(sched.sigmas, sched.sensitivities)))
     assert zcdp_rho(events) == pytest.approx(sched.rho, rel=1e-12)
     acc = Accountant().compose(events)
     assert acc.rho() == pytest.approx(sched.privacy.rho, rel=1e-12)

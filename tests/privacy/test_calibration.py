@@ -9,6 +9,7 @@ from scipy import special
 
 from dpdist.exceptions import ValidationError
 from dpdist.privacy import calibration as cal
+from tests.privacy.float_factor import kappa
 
 
 def paper_b(eps, delta, n, d, k, R):
@@ -25,17 +26,50 @@ def test_privcov_calibration_matches_hand_computation():
     assert c.delta_row == pytest.approx(5e-10, rel=1e-12)
     assert c.epsilon_row == pytest.approx(0.125 / 170.3447, rel=1e-6)
     assert c.sensitivity == pytest.approx(3.2e-5, rel=1e-12)
-    # b = 2 * 3.2e-5 / eps_row * sqrt(4 * log(2e12)) = 0.087216 * 10.64409 = 0.92834
+    # b = 2 * 3.2e-5 / eps_row * sqrt(4 * log(2e12)) = 0.087216 * 10.64409 = 0.92834 (times
+    # kappa(1e6) = 1 + 9.5e-7); the pure term 10 * 3.2e-5 / eps_row = 0.43608 is smaller
     assert c.laplace_scale == pytest.approx(0.92834, rel=1e-4)
+    assert c.laplace_scale_pure == pytest.approx(0.43608, rel=1e-4)
+    assert c.laplace_rule.startswith("paper")
     assert c.k_released == 4
+
+
+def test_privcov_laplace_scale_is_max_of_paper_and_pure_coupling_terms():
+    """b = max(b_paper with k+1, (3k+1) Delta / eps_row), both times kappa(n) (issue 9)."""
+    # k = 20, d = 1000, eps = 1, delta = 1e-6, n = 1e6, R = 4: Delta = 3.2e-5,
+    # eps_row = 0.25 / sqrt(2000 log(2e6)) = 0.25 / 170.3447 = 1.467612e-3,
+    # b_paper = 2 Delta / eps_row * sqrt(21 log(2e12)) = 0.0436082 * 24.38867 = 1.06355,
+    # b_pure = 61 Delta / eps_row = 1.33005: the coupling term is active
+    c = cal.privcov_calibration(1.0, 1e-6, 10**6, 1000, 20, 4.0)
+    assert c.float_factor == pytest.approx(kappa(10**6), rel=1e-15)
+    assert c.laplace_scale_paper == pytest.approx(1.06355 * kappa(10**6), rel=1e-5)
+    assert c.laplace_scale_pure == pytest.approx(1.33005 * kappa(10**6), rel=1e-5)
+    assert c.laplace_scale == c.laplace_scale_pure and "coupling" in c.laplace_rule and "61" in c.laplace_rule
+    eps_row = 0.25 / math.sqrt(2000 * math.log(2e6))
+    assert c.laplace_scale == pytest.approx(61 * 3.2e-5 * kappa(10**6) / eps_row, rel=1e-13)
+    # k = 10 at the same point: 31 vs 2 sqrt(11 log(2e12)) = 35.30, the paper's term is active
+    c10 = cal.privcov_calibration(1.0, 1e-6, 10**6, 1000, 10, 4.0)
+    assert c10.laplace_scale == c10.laplace_scale_paper > c10.laplace_scale_pure
+    assert c10.laplace_scale_pure == pytest.approx(31 * 3.2e-5 * kappa(10**6) / eps_row, rel=1e-13)
+    # k = d: every column is selected, the selection costs nothing: c = k' = d
+    cd = cal.privcov_calibration(1.0, 0.1, 40, 4, 4, 1.0)
+    eps_row_d = 0.25 / math.sqrt(8 * math.log(20))
+    assert cd.laplace_scale_pure == pytest.approx(4 * (2 / 40) * kappa(40) / eps_row_d, rel=1e-13)
+
+
+@pytest.mark.parametrize("k,d,expected", [(1, 5, 4), (3, 16, 10), (20, 1000, 61), (4, 5, 13), (5, 5, 5)])
+def test_privcov_pure_coefficient_is_3k_plus_1_below_d(k, d, expected):
+    assert cal.privcov_pure_coefficient(k, d) == expected
 
 
 @pytest.mark.parametrize("eps,delta,n,d,k,R", [(1.0, 1e-5, 5000, 20, 2, 3.0), (0.1, 1e-9, 10**7, 30000, 5, 7.5)])
 def test_privcov_scale_is_paper_formula_with_k_plus_one(eps, delta, n, d, k, R):
     c = cal.privcov_calibration(eps, delta, n, d, k, R)
-    assert c.laplace_scale == pytest.approx(paper_b(eps, delta, n, d, k + 1, R), rel=1e-13)
+    # small k: the paper's term (with kappa(n), issue 9) is the larger one
+    assert c.laplace_scale == pytest.approx(kappa(n) * paper_b(eps, delta, n, d, k + 1, R), rel=1e-13)
     # the k+1 deviation enlarges the paper's b by exactly sqrt((k+1)/k): never smaller
-    assert c.laplace_scale / paper_b(eps, delta, n, d, k, R) == pytest.approx(math.sqrt((k + 1) / k), rel=1e-13)
+    assert c.laplace_scale / (kappa(n) * paper_b(eps, delta, n, d, k, R)) == pytest.approx(
+        math.sqrt((k + 1) / k), rel=1e-13)
 
 
 def test_advanced_composition_is_dr14_theorem_3_20():

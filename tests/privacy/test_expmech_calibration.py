@@ -7,6 +7,7 @@ import math
 import pytest
 
 from dpdist.exceptions import ValidationError
+from tests.privacy.float_factor import kappa
 from dpdist.privacy.calibration import SAMPLING_CONSTANT
 from dpdist.privacy.expmech_calibration import (
     analyze_gauss_calibration,
@@ -24,11 +25,17 @@ def test_expmech_calibration_matches_hand_computation():
     assert cal.selection_epsilon == 0.25 and cal.release_epsilon == 0.25 and cal.release_delta == 1e-5
     assert cal.score_sensitivity == pytest.approx(0.024, rel=1e-15)  # 2 k tau^2 / n
     assert cal.block_sensitivity == pytest.approx(0.024, rel=1e-15)
-    assert cal.gumbel_weight == pytest.approx(500 / 96, rel=1e-15)  # eps n / (8 k tau^2)
-    assert cal.gumbel_scale == pytest.approx(0.192, rel=1e-15)
-    assert cal.paper_sigma == pytest.approx(0.192 * math.sqrt(math.log(400000.0)), rel=1e-15)
+    # issue 9: the score sensitivity as computed is kappa(n) 0.024 plus twice the eigenvalue
+    # kernel's error 64 k u k tau^2 (1 + 1e-6); the block's is kappa(n) 0.024
+    score_fl = kappa(1000) * 0.024 + 2 * 64 * 3 * 2.0**-53 * 3 * 4.0 * (1 + 1e-6)
+    assert cal.score_sensitivity_fl == pytest.approx(score_fl, rel=1e-15)
+    assert cal.gumbel_weight == pytest.approx(0.25 / (2 * score_fl), rel=1e-15)  # eps n / (8 k tau^2) exactly
+    assert cal.gumbel_weight == pytest.approx(500 / 96, rel=1e-8)
+    assert cal.gumbel_scale == pytest.approx(1 / cal.gumbel_weight, rel=1e-15)
+    assert cal.paper_sigma == pytest.approx(kappa(1000) * 0.192 * math.sqrt(math.log(400000.0)), rel=1e-15)
     # classic Gaussian mechanism at (eps/2, delta): 0.024 sqrt(2 ln(1.25e5)) / 0.25
-    assert cal.mechanism_sigma == pytest.approx(0.024 * math.sqrt(2 * math.log(1.25e5)) / 0.25, rel=1e-15)
+    assert cal.mechanism_sigma == pytest.approx(kappa(1000) * 0.024 * math.sqrt(2 * math.log(1.25e5)) / 0.25,
+                                                rel=1e-15)
     assert cal.gaussian_sigma == cal.paper_sigma
     assert cal.gaussian_rule.startswith("paper")
 
@@ -37,8 +44,10 @@ def test_gumbel_weight_is_lemma_28_at_half_epsilon():
     # exp(eps' q / (2 Delta_q)) with eps' = eps/2 is exp(eps n q / (8 k tau^2)) (line 9)
     for eps, n, k, tau in [(0.1, 10, 1, 0.5), (1.0, 12345, 4, 3.0), (7.0, 99, 2, 1.0)]:
         cal = expmech_calibration(eps, 1e-6, n, 10, k, tau)
-        assert cal.gumbel_weight == pytest.approx((eps / 2) / (2 * (2 * k * tau**2 / n)), rel=1e-14)
-        assert cal.gumbel_weight == pytest.approx(eps * n / (8 * k * tau**2), rel=1e-14)
+        # the float terms (issue 9) lower the weight by kappa(n) - 1 (1.1e-8 at n = 12345) at most
+        assert cal.gumbel_weight == pytest.approx((eps / 2) / (2 * cal.score_sensitivity_fl), rel=1e-14)
+        assert cal.gumbel_weight <= eps * n / (8 * k * tau**2)
+        assert cal.gumbel_weight == pytest.approx(eps * n / (8 * k * tau**2), rel=2e-8)
 
 
 @pytest.mark.parametrize("eps", [0.01, 0.3, 1.0, 1.9, 2.0, 5.0, 20.0])
@@ -93,7 +102,8 @@ def test_error_bound_falls_with_n_and_min_samples_is_tight():
 def test_analyze_gauss_calibration_matches_hand_computation():
     c = analyze_gauss_calibration(0.5, 1e-5, 1000, 2.0)
     assert c["sensitivity"] == pytest.approx(0.008, rel=1e-15)  # 2 L^2 / n
-    assert c["gaussian_sigma"] == pytest.approx(0.008 * math.sqrt(2 * math.log(1.25e5)) / 0.5, rel=1e-15)
+    assert c["float_factor"] == pytest.approx(kappa(1000), rel=1e-15)
+    assert c["gaussian_sigma"] == pytest.approx(kappa(1000) * 0.008 * math.sqrt(2 * math.log(1.25e5)) / 0.5, rel=1e-15)
     assert c["rule"].startswith("classic")
     big = analyze_gauss_calibration(2.0, 1e-5, 1000, 2.0)
     assert big["rule"].startswith("analytic")

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from dpdist.exceptions import ValidationError
+from tests.privacy.float_factor import kappa
 from dpdist.privacy.second_moment_calibration import (
     baseline_guarantee,
     baseline_masking_scale,
@@ -74,8 +75,11 @@ def test_per_level_rho_is_rho_over_L_and_sums_to_rho(sensitivity, radius, alpha,
         r2 = (3 / 7) ** k * radius**2 / (1 - alpha)
         assert s.radii[k] ** 2 == pytest.approx(r2, rel=1e-13)
         assert s.sensitivities[k] == pytest.approx(a * r2 / 12345, rel=1e-13)
-        assert s.sigmas[k] == pytest.approx(a * r2 * math.sqrt(s.n_levels) / (12345 * math.sqrt(2 * rho)), rel=1e-13)
-        rho_k = (a * r2 / 12345) ** 2 / (2 * s.sigmas[k] ** 2)
+        # sigma for kappa(n) Delta, the sensitivity of the level matrix as computed (issue 9)
+        assert s.float_factor == pytest.approx(kappa(12345), rel=1e-15)
+        assert s.sigmas[k] == pytest.approx(
+            kappa(12345) * a * r2 * math.sqrt(s.n_levels) / (12345 * math.sqrt(2 * rho)), rel=1e-13)
+        rho_k = (kappa(12345) * a * r2 / 12345) ** 2 / (2 * s.sigmas[k] ** 2)
         assert rho_k == pytest.approx(rho / s.n_levels, rel=1e-12)
         assert s.thresholds[k] == pytest.approx(s.kappas[k] / (10 * m), rel=1e-15)
     assert abs(math.fsum(s.rhos) - rho) <= 1e-12 * max(rho, 1)
@@ -147,7 +151,7 @@ def test_schedule_validation_names_the_parameter(kwargs, name):
 
 
 def test_one_shot_sigma():
-    assert one_shot_sigma(1000, 0.5, 2.0) == pytest.approx(0.016, rel=1e-14)
+    assert one_shot_sigma(1000, 0.5, 2.0) == pytest.approx(0.016 * kappa(1000), rel=1e-14)
 
 
 def test_lemma_3_8_uses_log2_and_claim_4_2():

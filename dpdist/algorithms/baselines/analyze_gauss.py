@@ -9,14 +9,14 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
-from dpdist.algorithms._base import Estimator, check_int, check_positive
+from dpdist.algorithms._base import Estimator, check_int, check_nonfinite, check_positive, nonfinite_note
 from dpdist.algorithms.baselines._common import triples_to_csr
 from dpdist.algorithms.expmech_pca import leading_eigenvector
 from dpdist.data.validation import as_dask_array
-from dpdist.engine.gram import DEFAULT_TILE, NONFINITE_POLICIES, clipped_second_moment, nonfinite_guard
+from dpdist.engine.gram import DEFAULT_TILE, clipped_second_moment, nonfinite_guard
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
+from dpdist.engine.second_moment import chunk_clip_rows
 from dpdist.engine.threshold import threshold_triples
-from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
 from dpdist.privacy.expmech_calibration import (
     analyze_gauss_calibration,
@@ -25,24 +25,25 @@ from dpdist.privacy.expmech_calibration import (
     symmetric_gaussian_operator_bound,
 )
 from dpdist.privacy.noise import FLOAT_NOISE_CAVEAT, NoiseField, resolve_random_state
-from dpdist.privacy.release import Release
+from dpdist.privacy.release import Release, warn_if_unsafe
 
 __all__ = ["AnalyzeGauss", "block_row_norm_clip", "row_norm_clip"]
 
 MECHANISM = "Analyze Gauss (Dwork-Talwar-Thakurta-Zhang 2014): Gaussian noise on the second moment of norm-clipped rows"
 
 
-def block_row_norm_clip(x: np.ndarray, sq_norms: np.ndarray, row_norm: float) -> np.ndarray:
-    """Scale each row to L2 norm at most ``row_norm`` (rows of norm 0 stay 0)."""
-    norms = np.sqrt(np.asarray(sq_norms, dtype=np.float64).reshape(-1))
-    scale = np.where(norms > row_norm, row_norm / np.where(norms > 0, norms, 1.0), 1.0)
-    return np.asarray(x, dtype=np.float64) * scale[:, None]
+def block_row_norm_clip(x: np.ndarray, row_norm: float) -> np.ndarray:
+    """Scale each row (whole rows: all columns) to L2 norm at most ``row_norm`` *as computed*
+    (:func:`dpdist.engine.second_moment.chunk_clip_rows`: robust norms, no overflow at
+    1e154, no underflow for subnormal rows; zero rows stay 0; non-finite rows become 0)."""
+    return chunk_clip_rows(x, float(row_norm))
 
 
 def row_norm_clip(X: da.Array, row_norm: float) -> da.Array:
-    """Lazy ``x_i * min(1, L / ||x_i||)``; row norms are summed over column chunks first."""
-    sq = (X.astype(np.float64) ** 2).sum(axis=1)
-    return da.map_blocks(block_row_norm_clip, X, sq[:, None], float(row_norm), dtype=np.float64)
+    """Lazy ``x_i * min(1, L / ||x_i||)`` on blocks of whole rows (columns in one chunk)."""
+    if X.numblocks[1] > 1:
+        X = X.rechunk({1: -1})
+    return X.map_blocks(block_row_norm_clip, float(row_norm), dtype=np.float64)
 
 
 class AnalyzeGauss(Estimator):
@@ -79,12 +80,16 @@ class AnalyzeGauss(Estimator):
     Gaussian mechanism for epsilon < 1, analytic Balle-Wang for epsilon >= 1); the
     eigenvector is post-processing. The noise is dense d x d, ``||E||_op ~ 3 s sqrt(d)``, so
     its error grows with d: the dense baseline. Noise is added tile by tile on the workers.
-    Caveat: floating-point noise (no snapping).
+    Floating point: rows are scaled to norm at most L as computed before the product, and the
+    noise is calibrated for ``kappa(n)`` times the sensitivity
+    (:func:`~dpdist.privacy.calibration.gram_rounding_factor`). Non-finite rows become zero
+    rows (``on_nonfinite="zero"``, the default; "raise" reveals one bit). Caveat:
+    floating-point noise (no snapping).
     """
 
     def __init__(self, epsilon: float, delta: float, *, row_norm: float, random_state: Any = None,
                  beta: float = 0.1, scheduler: Any = None, tile_size: int = DEFAULT_TILE,
-                 on_nonfinite: str = "raise", timeout: float | None = DEFAULT_TIMEOUT) -> None:
+                 on_nonfinite: str = "zero", timeout: float | None = DEFAULT_TIMEOUT) -> None:
         self.epsilon = epsilon
         self.delta = delta
         self.row_norm = row_norm
@@ -125,11 +130,11 @@ class AnalyzeGauss(Estimator):
         return out
 
     def fit(self, X: Any, y: Any = None) -> "AnalyzeGauss":
+        """Release the noisy second moment and its top eigenvector (one PrivacyWarning when seeded)."""
         tile = check_int(self.tile_size, "tile_size")
         check_scheduler(self.scheduler)
         timeout = check_timeout(self.timeout)
-        if self.on_nonfinite not in NONFINITE_POLICIES:
-            raise ValidationError(f"on_nonfinite must be one of {NONFINITE_POLICIES}, got {self.on_nonfinite!r}")
+        check_nonfinite(self.on_nonfinite)
         seed = resolve_random_state(self.random_state)
         X = as_dask_array(X)
         n, d = (int(s) for s in X.shape)
@@ -143,19 +148,19 @@ class AnalyzeGauss(Estimator):
         M = triples_to_csr(list(results), d).toarray()
         v, lam = leading_eigenvector(M)
         notes = [FLOAT_NOISE_CAVEAT, f"Gaussian scale rule: {cal['rule']}",
-                 "components are post-processing (top eigenvector of the released noisy matrix)"]
-        if seed.seeded:
-            notes.append("noise seeded from a user random_state: reproducible, for tests only")
-        rel = Release(
+                 "components are post-processing (top eigenvector of the released noisy matrix)",
+                 nonfinite_note(self.on_nonfinite)]
+        rel = warn_if_unsafe(Release(
             mechanism=MECHANISM,
             privacy=ApproxDP(check_epsilon(self.epsilon), check_delta(self.delta)),
             parameters={"n_samples": n, "n_features": d, "row_norm": cal["row_norm"],
-                        "sensitivity": cal["sensitivity"], "rule": cal["rule"], "on_nonfinite": self.on_nonfinite},
+                        "sensitivity": cal["sensitivity"], "float_factor": cal["float_factor"], "rule": cal["rule"],
+                        "on_nonfinite": self.on_nonfinite},
             noise_scales={"gaussian": cal["gaussian_sigma"]},
             values={"components": v[None, :], "covariance": M, "eigenvalue": lam},
             seeding=seed.describe(),
             notes=tuple(notes),
-        )
+        ))
         self.components_ = v[None, :]
         self.covariance_ = M
         self.noise_scale_ = cal["gaussian_sigma"]

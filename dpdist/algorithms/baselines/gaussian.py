@@ -6,18 +6,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from dpdist.algorithms._base import Estimator, check_int, check_positive
+from dpdist.algorithms._base import Estimator, check_int, check_nonfinite, check_positive, nonfinite_note
 from dpdist.algorithms.baselines._common import triples_to_csr
 from dpdist.algorithms.baselines.thresholded import bickel_levina_threshold
 from dpdist.data.validation import as_dask_array
-from dpdist.engine.gram import DEFAULT_TILE, NONFINITE_POLICIES, clipped_second_moment, nonfinite_guard
+from dpdist.engine.gram import DEFAULT_TILE, clipped_second_moment, nonfinite_guard
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
 from dpdist.engine.threshold import threshold_triples
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
 from dpdist.privacy.calibration import subgaussian_clip, wang_xu_calibration
 from dpdist.privacy.noise import FLOAT_NOISE_CAVEAT, NoiseField, resolve_random_state
-from dpdist.privacy.release import Release
+from dpdist.privacy.release import Release, warn_if_unsafe
 
 __all__ = ["GaussianCovariance", "wang_xu_noise_threshold"]
 
@@ -48,6 +48,9 @@ class GaussianCovariance(Estimator):
     random_state : None or int
     scheduler, timeout
         Where and how long the fit may run (:mod:`dpdist.engine.runtime`).
+    on_nonfinite : {"zero", "raise"}, default "zero"
+        "zero": rows holding NaN or inf become zero rows before any statistic (uncounted);
+        "raise": explicit validation mode (reveals one bit, recorded in the release).
 
     Attributes
     ----------
@@ -65,7 +68,10 @@ class GaussianCovariance(Estimator):
     **Mechanism.** i.i.d. N(0, s^2) on the upper triangle, mirrored (symmetric noise), with s
     from :func:`dpdist.privacy.calibration.gaussian_sigma` (DR14 Theorem A.1 for epsilon < 1,
     the analytic Gaussian mechanism of Balle-Wang 2018 for epsilon >= 1). Thresholding is
-    post-processing. The noise grows linearly with d: this is the baseline PrivCov is
+    post-processing. Floating point: entries are clipped before the product and the noise is
+    calibrated for ``kappa(n)`` times the sensitivity
+    (:func:`~dpdist.privacy.calibration.gram_rounding_factor`), which bounds the computed
+    matrix. The noise grows linearly with d: this is the baseline PrivCov is
     compared against (better below d of roughly 64 (k+1) log(d / delta_row)).
     Noise is added tile by tile on the workers; only entries surviving the threshold leave.
     The dense d x d second moment is formed tile by tile, never whole.
@@ -73,7 +79,7 @@ class GaussianCovariance(Estimator):
 
     def __init__(self, epsilon: float, delta: float, *, sigma: float | None = None, clip: float | None = None,
                  threshold: float | None = None, random_state: int | None = None, beta: float = 0.1,
-                 scheduler: Any = None, tile_size: int = DEFAULT_TILE, on_nonfinite: str = "raise",
+                 scheduler: Any = None, tile_size: int = DEFAULT_TILE, on_nonfinite: str = "zero",
                  timeout: float | None = DEFAULT_TIMEOUT):
         self.epsilon = epsilon
         self.delta = delta
@@ -114,11 +120,22 @@ class GaussianCovariance(Estimator):
         return {"n_samples": n, "n_features": d, "noise_scale": p["gaussian_sigma"], **p}
 
     def fit(self, X: Any, y: Any = None) -> "GaussianCovariance":
+        """Release the private covariance of ``X`` (one PrivacyWarning when seeded)."""
+        rel = warn_if_unsafe(self._release(X))
+        self.covariance_ = rel.values["covariance"]
+        self.noise_scale_ = rel.noise_scales["gaussian"]
+        self.clip_ = rel.parameters["clip"]
+        self.threshold_ = rel.parameters["threshold"]
+        self.privacy_ = rel.privacy
+        self.release_ = rel
+        return self
+
+    def _release(self, X: Any) -> Release:
+        """The release of one fit (no warning, no attributes: :class:`GaussianPCA` uses it)."""
         tile = check_int(self.tile_size, "tile_size")
         check_scheduler(self.scheduler)
         timeout = check_timeout(self.timeout)
-        if self.on_nonfinite not in NONFINITE_POLICIES:
-            raise ValidationError(f"on_nonfinite must be one of {NONFINITE_POLICIES}, got {self.on_nonfinite!r}")
+        check_nonfinite(self.on_nonfinite)
         check_epsilon(self.epsilon)
         check_delta(self.delta)
         seed = resolve_random_state(self.random_state)
@@ -131,22 +148,13 @@ class GaussianCovariance(Estimator):
         results = compute(*threshold_triples(S, p["threshold"], noise, guard=finite), scheduler=self.scheduler,
                           timeout=timeout)
         M = triples_to_csr(list(results), d)
-        notes = [FLOAT_NOISE_CAVEAT, f"Gaussian scale rule: {p['rule']}"]
-        if seed.seeded:
-            notes.append("noise seeded from a user random_state: reproducible, for tests only")
-        rel = Release(
+        notes = [FLOAT_NOISE_CAVEAT, f"Gaussian scale rule: {p['rule']}", nonfinite_note(self.on_nonfinite)]
+        return Release(
             mechanism=MECHANISM,
             privacy=ApproxDP(p["epsilon"], p["delta"]),
-            parameters={"n_samples": n, "n_features": d, "sigma": self.sigma, **p},
+            parameters={"n_samples": n, "n_features": d, "sigma": self.sigma, "on_nonfinite": self.on_nonfinite, **p},
             noise_scales={"gaussian": p["gaussian_sigma"]},
             values={"covariance": M},
             seeding=seed.describe(),
             notes=tuple(notes),
         )
-        self.covariance_ = M
-        self.noise_scale_ = p["gaussian_sigma"]
-        self.clip_ = p["clip"]
-        self.threshold_ = p["threshold"]
-        self.privacy_ = rel.privacy
-        self.release_ = rel
-        return self

@@ -14,7 +14,7 @@ from dpdist.algorithms.expmech_pca import leading_eigenvector
 from dpdist.engine.gram import DEFAULT_TILE
 from dpdist.engine.runtime import DEFAULT_TIMEOUT
 from dpdist.privacy.expmech_calibration import davis_kahan_sin2
-from dpdist.privacy.release import Release
+from dpdist.privacy.release import Release, warn_if_unsafe
 
 __all__ = ["GaussianPCA", "ThresholdedPCA"]
 
@@ -30,6 +30,7 @@ def _pca_release(cov_release: Release, components: np.ndarray, eigenvalue: float
         notes=tuple(cov_release.notes) + ("components are post-processing of the released covariance",),
         status=cov_release.status,
         private=cov_release.private,
+        not_private_reasons=cov_release.not_private_reasons,
     )
 
 
@@ -64,7 +65,7 @@ class GaussianPCA(Estimator):
 
     def __init__(self, epsilon: float, delta: float, *, sigma: float | None = None, clip: float | None = None,
                  threshold: float | None = None, random_state: Any = None, beta: float = 0.1,
-                 scheduler: Any = None, tile_size: int = DEFAULT_TILE, on_nonfinite: str = "raise",
+                 scheduler: Any = None, tile_size: int = DEFAULT_TILE, on_nonfinite: str = "zero",
                  timeout: float | None = DEFAULT_TIMEOUT) -> None:
         self.epsilon = epsilon
         self.delta = delta
@@ -105,15 +106,16 @@ class GaussianPCA(Estimator):
         return out
 
     def fit(self, X: Any, y: Any = None) -> "GaussianPCA":
-        cov = self._covariance_estimator().fit(X)
-        v, lam = leading_eigenvector(cov.covariance_)
-        rel = _pca_release(cov.release_, v[None, :], lam, "post-processing")
-        self.covariance_release_ = cov.release_
-        self.covariance_ = cov.covariance_
+        """Fit the Wang-Xu covariance and release its top eigenvector (one PrivacyWarning when seeded)."""
+        cov_rel = self._covariance_estimator()._release(X)
+        v, lam = leading_eigenvector(cov_rel.values["covariance"])
+        rel = warn_if_unsafe(_pca_release(cov_rel, v[None, :], lam, "post-processing"))
+        self.covariance_release_ = cov_rel
+        self.covariance_ = cov_rel.values["covariance"]
         self.components_ = v[None, :]
-        self.noise_scale_ = cov.noise_scale_
-        self.clip_ = cov.clip_
-        self.threshold_ = cov.threshold_
+        self.noise_scale_ = cov_rel.noise_scales["gaussian"]
+        self.clip_ = cov_rel.parameters["clip"]
+        self.threshold_ = cov_rel.parameters["threshold"]
         self.privacy_ = rel.privacy
         self.release_ = rel
         return self
@@ -138,11 +140,12 @@ class ThresholdedPCA(Estimator):
     Notes
     -----
     **No privacy guarantee**: the non-private reference (BL09) of the comparisons. Its
-    release metadata says "NOT PRIVATE".
+    release metadata says "NOT PRIVATE" and every fit emits one
+    :class:`~dpdist.exceptions.PrivacyWarning`.
     """
 
     def __init__(self, *, threshold: float | None = None, sigma: float | None = None, scheduler: Any = None,
-                 tile_size: int = DEFAULT_TILE, on_nonfinite: str = "raise",
+                 tile_size: int = DEFAULT_TILE, on_nonfinite: str = "zero",
                  timeout: float | None = DEFAULT_TIMEOUT) -> None:
         self.threshold = threshold
         self.sigma = sigma
@@ -176,13 +179,14 @@ class ThresholdedPCA(Estimator):
         return out
 
     def fit(self, X: Any, y: Any = None) -> "ThresholdedPCA":
-        cov = ThresholdedCovariance(threshold=self.threshold, sigma=self.sigma, scheduler=self.scheduler,
-                                    tile_size=self.tile_size, on_nonfinite=self.on_nonfinite,
-                                    timeout=self.timeout).fit(X)
-        v, lam = leading_eigenvector(cov.covariance_)
-        rel = _pca_release(cov.release_, v[None, :], lam, "NOT PRIVATE")
-        self.covariance_ = cov.covariance_
+        """Top eigenvector of the thresholded second moment (NOT PRIVATE: one PrivacyWarning)."""
+        cov_rel = ThresholdedCovariance(threshold=self.threshold, sigma=self.sigma, scheduler=self.scheduler,
+                                        tile_size=self.tile_size, on_nonfinite=self.on_nonfinite,
+                                        timeout=self.timeout)._release(X)
+        v, lam = leading_eigenvector(cov_rel.values["covariance"])
+        rel = warn_if_unsafe(_pca_release(cov_rel, v[None, :], lam, "NOT PRIVATE"))
+        self.covariance_ = cov_rel.values["covariance"]
         self.components_ = v[None, :]
-        self.threshold_ = cov.threshold_
+        self.threshold_ = cov_rel.parameters["threshold"]
         self.release_ = rel
         return self

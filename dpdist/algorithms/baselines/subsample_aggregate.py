@@ -11,15 +11,15 @@ from typing import Any
 
 import numpy as np
 
-from dpdist.algorithms._base import Estimator
+from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, refuse_nonfinite
 from dpdist.algorithms.second_moment import group_partition
 from dpdist.data.validation import as_dask_array
 from dpdist.engine import second_moment as engine
-from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
+from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute, open_runtime
 from dpdist.exceptions import NoPrivateResult, ValidationError
 from dpdist.privacy.budget import check_delta, check_epsilon
 from dpdist.privacy.noise import FLOAT_NOISE_CAVEAT, NoiseSeed, resolve_random_state
-from dpdist.privacy.release import Release
+from dpdist.privacy.release import Release, warn_if_unsafe
 from dpdist.privacy.second_moment_calibration import (
     BASELINE_CN,
     baseline_guarantee,
@@ -62,21 +62,28 @@ def psd_distance_matrix(mats: np.ndarray) -> np.ndarray:
     A^{-1/2} is computed once per matrix and the pairs are batched: O(k^2 d^3).
     """
     mats = np.asarray(mats, dtype=np.float64)
-    mats = (mats + np.transpose(mats, (0, 2, 1))) / 2.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        mats = (mats + np.transpose(mats, (0, 2, 1))) / 2.0
     k, d, _ = mats.shape
-    w, v = np.linalg.eigh(mats)
+    # a group matrix that overflowed (unclipped rows near 1e154 and above) counts as singular:
+    # it agrees with no group (a per-group rule: one row changes one group, sensitivity kept)
+    finite = np.isfinite(mats).all(axis=(1, 2))
+    w, v = np.linalg.eigh(np.where(finite[:, None, None], mats, np.eye(d)))
     tol = d * np.finfo(np.float64).eps * np.maximum(np.abs(w).max(axis=1), np.finfo(np.float64).tiny)
-    ok = w[:, 0] > tol
+    ok = finite & (w[:, 0] > tol)
     inv_sqrt = np.einsum("kij,kj,klj->kil", v, 1.0 / np.sqrt(np.where(ok[:, None], w, 1.0)), v)
     dist = np.full((k, k), np.inf)
     idx = np.flatnonzero(ok)
     for pos, t in enumerate(idx):
         others = idx[pos:]
-        m = inv_sqrt[t] @ mats[others] @ inv_sqrt[t]
-        lam = np.linalg.eigvalsh((m + np.transpose(m, (0, 2, 1))) / 2.0)
+        with np.errstate(over="ignore", invalid="ignore"):
+            m = inv_sqrt[t] @ mats[others] @ inv_sqrt[t]
+            m = (m + np.transpose(m, (0, 2, 1))) / 2.0
+        fin = np.isfinite(m).all(axis=(1, 2))  # huge finite groups may overflow when whitened
+        lam = np.linalg.eigvalsh(np.where(fin[:, None, None], m, np.eye(d)))
         with np.errstate(divide="ignore"):
             dd = np.maximum(np.abs(lam - 1.0), np.abs(1.0 / lam - 1.0)).max(axis=1)
-        dd[lam[:, 0] <= 0] = np.inf
+        dd[(lam[:, 0] <= 0) | ~fin] = np.inf
         dist[t, others] = dd
         dist[others, t] = dd
     return dist
@@ -115,7 +122,8 @@ class _Aggregate:
         if q_tilde < self.threshold:
             return {"q_tilde": q_tilde, "second_moment": None}
         wts = np.minimum(1.0, 10.0 * np.maximum(0.0, q - 0.6))
-        sigma_hat = np.einsum("t,tij->ij", wts, mats) / wts.sum()
+        use = wts > 0  # groups of weight 0 are skipped, never multiplied (0 * inf is NaN)
+        sigma_hat = np.einsum("t,tij->ij", wts[use], mats[use]) / wts.sum()
         sigma_hat = (sigma_hat + sigma_hat.T) / 2.0
         w, v = np.linalg.eigh(sigma_hat)
         root = (v * np.sqrt(np.maximum(w, 0.0))) @ v.T
@@ -142,6 +150,7 @@ def subsample_aggregate_second_moment(
     unsafe_no_privacy: bool = False,
     random_state: int | None = None,
     scheduler: Any = None,
+    on_nonfinite: str = "zero",
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> Release:
     """Algorithm 3 of MS25: subsample-and-aggregate with a masked output.
@@ -162,9 +171,11 @@ def subsample_aggregate_second_moment(
         Failure probability; sets the masking scale eta_b.
     unsafe_no_privacy : bool, default False
         Run even when MS25's n-condition for privacy fails. The result is then labelled
-        NOT PRIVATE (``Release.private = False``, ``privacy = None``). Experiments only.
-    random_state, scheduler, timeout
-        As for :func:`dpdist.algorithms.second_moment.second_moment`.
+        NOT PRIVATE (``Release.private = False``, ``privacy = None``). Experiments only;
+        every fit with it emits one :class:`~dpdist.exceptions.PrivacyWarning`.
+    random_state, scheduler, on_nonfinite, timeout
+        As for :func:`dpdist.algorithms.second_moment.second_moment` (rows holding NaN or inf
+        become zero rows by default).
 
     Returns
     -------
@@ -208,6 +219,7 @@ def subsample_aggregate_second_moment(
         raise ValidationError(f"unsafe_no_privacy must be a bool, got {unsafe_no_privacy!r}")
     scheduler = check_scheduler(scheduler)
     timeout = check_timeout(timeout)
+    check_nonfinite(on_nonfinite)
     guarantee = baseline_guarantee(epsilon, delta)
     seed = resolve_random_state(random_state)
     X = as_dask_array(X)
@@ -230,13 +242,16 @@ def subsample_aggregate_second_moment(
     support = tlap_support(2.0 / k, epsilon, delta)
     partition = group_partition(seed, n, m, purpose=PURPOSE_PARTITION)  # labels per row block, on the workers
     agg = _Aggregate(seed, epsilon, delta, alpha, m, k, eta_b, threshold, support)
-    out = compute(engine.noised(engine.group_grams(X, partition, k), agg), scheduler=scheduler, progress=False,
-                  timeout=timeout)[0]
+    with open_runtime(scheduler, timeout=timeout) as rt:
+        if on_nonfinite == "raise":
+            refuse_nonfinite(X, rt)
+        out = compute(engine.noised(engine.group_grams(X, partition, k), agg), scheduler=rt, progress=False)[0]
     params = {
         "n_samples": n, "n_features": d, "epsilon": epsilon, "delta": delta, "m": m, "alpha": alpha, "xi": xi,
         "n_groups": k, "eta_b": eta_b, "C_N": BASELINE_CN, "threshold": threshold, "q_tilde": out["q_tilde"],
         "privacy_min_samples": n_private, "utility_min_samples": baseline_utility_min_samples(m, epsilon, delta),
         "privacy_precondition_holds": private, "unsafe_no_privacy": bool(unsafe_no_privacy),
+        "on_nonfinite": on_nonfinite,
     }
     notes = [
         "privacy: (2 epsilon, 4 e^epsilon delta)-DP (Lemma A.4) when privacy_precondition_holds",
@@ -245,9 +260,13 @@ def subsample_aggregate_second_moment(
         "GAP 12: C_N = 2, masking scale uses ln(4/xi); Ashtiani-Liaw Lemma 3.6 conditions not checked",
         "GAP 13: TLap = Laplace conditioned on |z| <= A (Geng et al. 2020)",
         FLOAT_NOISE_CAVEAT,
+        nonfinite_note(on_nonfinite),
     ]
+    reasons: tuple = ()
     if not private:
-        notes.insert(0, f"{NOT_PRIVATE_LABEL}: n is below MS25's sample-size condition; run with unsafe_no_privacy=True")
+        reasons = (f"{NOT_PRIVATE_LABEL}: n is below MS25's sample-size condition; run with unsafe_no_privacy=True",)
+        notes.insert(0, reasons[0])
+    unsafe = ("unsafe_no_privacy=True (the n-condition was not enforced)",) if unsafe_no_privacy else ()
     status = "released" if out["second_moment"] is not None else "rejected"
     release = Release(
         mechanism=MECHANISM,
@@ -259,7 +278,9 @@ def subsample_aggregate_second_moment(
         notes=tuple(notes),
         status=status,
         private=private,
+        not_private_reasons=reasons,
     )
+    warn_if_unsafe(release, extra=unsafe)
     if out["second_moment"] is None:
         raise NoPrivateResult(
             f"subsample-and-aggregate returned bottom: noisy agreement {out['q_tilde']:.4f} < threshold "
@@ -275,7 +296,7 @@ class SubsampleAggregateSecondMoment(Estimator):
 
     Parameters
     ----------
-    epsilon, delta, m, alpha, xi, unsafe_no_privacy, random_state, scheduler, timeout
+    epsilon, delta, m, alpha, xi, unsafe_no_privacy, random_state, scheduler, on_nonfinite, timeout
         See :func:`subsample_aggregate_second_moment`.
 
     Attributes
@@ -306,6 +327,7 @@ class SubsampleAggregateSecondMoment(Estimator):
         unsafe_no_privacy: bool = False,
         random_state: int | None = None,
         scheduler: Any = None,
+        on_nonfinite: str = "zero",
         timeout: float | None = DEFAULT_TIMEOUT,
     ) -> None:
         self.epsilon = epsilon
@@ -316,6 +338,7 @@ class SubsampleAggregateSecondMoment(Estimator):
         self.unsafe_no_privacy = unsafe_no_privacy
         self.random_state = random_state
         self.scheduler = scheduler
+        self.on_nonfinite = on_nonfinite
         self.timeout = timeout
 
     def fit(self, X, y=None) -> "SubsampleAggregateSecondMoment":

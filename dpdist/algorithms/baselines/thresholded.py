@@ -5,15 +5,19 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from dpdist.algorithms._base import Estimator, check_int, check_positive
+import numpy as np
+
+from dpdist.algorithms._base import Estimator, check_int, check_nonfinite, check_positive, nonfinite_note
 from dpdist.algorithms.baselines._common import triples_to_csr
 from dpdist.data.validation import as_dask_array
-from dpdist.engine.gram import DEFAULT_TILE, NONFINITE_POLICIES, clipped_second_moment, nonfinite_guard
+from dpdist.engine.gram import DEFAULT_TILE, clipped_second_moment, nonfinite_guard
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
 from dpdist.engine.threshold import threshold_triples
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.calibration import SAMPLING_CONSTANT
-from dpdist.privacy.release import Release
+from dpdist.privacy.release import Release, warn_if_unsafe
+
+NOT_PRIVATE_REASON = "NOT PRIVATE: non-private reference estimator (no noise)"
 
 __all__ = ["ThresholdedCovariance", "bickel_levina_threshold"]
 
@@ -37,6 +41,8 @@ class ThresholdedCovariance(Estimator):
         :func:`bickel_levina_threshold` (sigma, n, d).
     scheduler, timeout
         Where and how long the fit may run (:mod:`dpdist.engine.runtime`).
+    on_nonfinite : {"zero", "raise"}, default "zero"
+        As for the private estimators.
 
     Attributes
     ----------
@@ -48,11 +54,15 @@ class ThresholdedCovariance(Estimator):
     Notes
     -----
     No privacy guarantee: this is the non-private reference of the comparisons (BL09 in
-    the COLT 2026 paper's Table 1). Its output is labelled "not private" in its metadata.
+    the COLT 2026 paper's Table 1). Its output is labelled "not private" in its metadata and
+    every fit emits a :class:`~dpdist.exceptions.PrivacyWarning`. The same-seed neighbour
+    bound does not apply (there is no noise and no sensitivity bound: the rows are not
+    clipped). A second moment that overflows float64 (entries beyond about 1e154) is refused
+    rather than released as inf.
     """
 
     def __init__(self, *, threshold: float | None = None, sigma: float | None = None,
-                 scheduler: Any = None, tile_size: int = DEFAULT_TILE, on_nonfinite: str = "raise",
+                 scheduler: Any = None, tile_size: int = DEFAULT_TILE, on_nonfinite: str = "zero",
                  timeout: float | None = DEFAULT_TIMEOUT):
         self.threshold = threshold
         self.sigma = sigma
@@ -62,13 +72,21 @@ class ThresholdedCovariance(Estimator):
         self.timeout = timeout
 
     def fit(self, X: Any, y: Any = None) -> "ThresholdedCovariance":
+        """Compute the thresholded second moment (NOT PRIVATE: one PrivacyWarning)."""
+        rel = warn_if_unsafe(self._release(X))
+        self.covariance_ = rel.values["covariance"]
+        self.threshold_ = rel.parameters["threshold"]
+        self.release_ = rel
+        return self
+
+    def _release(self, X: Any) -> Release:
+        """The release of one fit (no warning, no attributes: :class:`ThresholdedPCA` uses it)."""
         check_positive(self.threshold, "threshold", allow_none=True)
         check_positive(self.sigma, "sigma", allow_none=True)
         tile = check_int(self.tile_size, "tile_size")
         check_scheduler(self.scheduler)
         timeout = check_timeout(self.timeout)
-        if self.on_nonfinite not in NONFINITE_POLICIES:
-            raise ValidationError(f"on_nonfinite must be one of {NONFINITE_POLICIES}, got {self.on_nonfinite!r}")
+        check_nonfinite(self.on_nonfinite)
         if self.threshold is None and self.sigma is None:
             raise ValidationError("give either threshold or sigma")
         X = as_dask_array(X)
@@ -79,16 +97,20 @@ class ThresholdedCovariance(Estimator):
         results = compute(*threshold_triples(S, lam, guard=finite), scheduler=self.scheduler, timeout=timeout,
                           noised=False)
         M = triples_to_csr(list(results), d)
-        self.covariance_ = M
-        self.threshold_ = lam
-        self.release_ = Release(
+        if not np.isfinite(M.data).all():
+            raise ValidationError(
+                "the empirical second moment overflows float64 (entries beyond about 1e154); nothing was "
+                "released: rescale the data (this non-private estimator does not clip)"
+            )
+        return Release(
             mechanism="Hard-thresholded empirical second moment (Bickel-Levina)",
             privacy=None,
-            parameters={"n_samples": n, "n_features": d, "threshold": lam, "sigma": self.sigma},
+            parameters={"n_samples": n, "n_features": d, "threshold": lam, "sigma": self.sigma,
+                        "on_nonfinite": self.on_nonfinite},
             noise_scales={},
             values={"covariance": M},
-            notes=("NOT PRIVATE: non-private reference estimator",),
+            notes=(NOT_PRIVATE_REASON, nonfinite_note(self.on_nonfinite)),
             private=False,
+            not_private_reasons=(NOT_PRIVATE_REASON,),
         )
-        return self
 
