@@ -1200,6 +1200,10 @@ CASES: dict[str, Callable[..., AuditCase]] = {
     "subsample-aggregate/agreement-test": subsample_aggregate_test_case,
 }
 
+from dpdist.testing.lazy_selection import privcov_lazy_selection_case  # noqa: E402  (uses this module)
+
+CASES["privcov/selection-lazy"] = privcov_lazy_selection_case
+
 #: Cases whose trials run a whole estimator (see :attr:`AuditCase.slow`).
 SLOW_CASES = ("privcov/estimator", "analyze-gauss/estimator")
 
