@@ -121,13 +121,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dpdist.privacy.noise import NoiseSeed
+from dpdist.privacy.noise import NoiseSeed, chacha20_words
 
 __all__ = [
     "DEFAULT_FANOUT",
     "LaplaceMagnitude",
     "LazySelectionNoise",
-    "chacha20_words",
+    "RowFrontier",
     "privcov_score_bound",
 ]
 
@@ -138,101 +138,6 @@ _LEVEL_SPAN = 1 << 56
 #: Slots of a level: slot 0 holds the (q, p) words of the nodes, slots 1.. the retries of p.
 _SLOT_SPAN = 1 << 51
 _MAX_RETRIES = 31
-_MASK32 = np.uint64(0xFFFFFFFF)
-_CONSTANTS = np.array([0x61707865, 0x3320646E, 0x79622D32, 0x6B206574], dtype=np.uint32)
-#: Lanes per vectorised ChaCha batch (keeps the 16 x lanes state in cache).
-_LANES = 8192
-
-
-# ---------------------------------------------------------------------------------------
-# ChaCha20 at arbitrary (index, position) pairs, vectorised: the words NoiseSeed.raw gives
-# ---------------------------------------------------------------------------------------
-
-
-def _rotl(x: np.ndarray, n: int, tmp: np.ndarray) -> None:
-    np.left_shift(x, np.uint32(n), out=tmp)
-    np.right_shift(x, np.uint32(32 - n), out=x)
-    np.bitwise_or(x, tmp, out=x)
-
-
-def _quarter_rounds(a, b, c, d, tmp) -> None:
-    a += b
-    d ^= a
-    _rotl(d, 16, tmp)
-    c += d
-    b ^= c
-    _rotl(b, 12, tmp)
-    a += b
-    d ^= a
-    _rotl(d, 8, tmp)
-    c += d
-    b ^= c
-    _rotl(b, 7, tmp)
-
-
-def _chacha20_blocks(key_words: list[int], index: np.ndarray, block: np.ndarray) -> np.ndarray:
-    """The 16 output words (uint32, shape (16, n)) of ChaCha20 blocks ``(index, block)``.
-
-    Same block layout as ``randomgen.ChaCha`` with ``counter = index << 64 | 2 position``:
-    the 128-bit block counter ``(index << 60) | block`` fills words 12-15 (little endian).
-    """
-    n = index.size
-    x = np.empty((16, n), dtype=np.uint32)
-    x[0:4] = _CONSTANTS[:, None]
-    for i in range(8):
-        x[4 + i] = key_words[i]
-    x[12] = (block & _MASK32).astype(np.uint32)
-    x[13] = (((block >> np.uint64(32)) | (index << np.uint64(28))) & _MASK32).astype(np.uint32)
-    x[14] = ((index >> np.uint64(4)) & _MASK32).astype(np.uint32)
-    x[15] = (index >> np.uint64(36)).astype(np.uint32)
-    inp = x.copy()
-    tmp = np.empty((4, n), dtype=np.uint32)
-    a, b, c, d = x[0:4], x[4:8], x[8:12], x[12:16]
-    for _ in range(10):
-        _quarter_rounds(a, b, c, d, tmp)  # column round
-        b[:] = b[[1, 2, 3, 0]]
-        c[:] = c[[2, 3, 0, 1]]
-        d[:] = d[[3, 0, 1, 2]]
-        _quarter_rounds(a, b, c, d, tmp)  # diagonal round
-        b[:] = b[[3, 0, 1, 2]]
-        c[:] = c[[2, 3, 0, 1]]
-        d[:] = d[[1, 2, 3, 0]]
-    x += inp
-    return x
-
-
-def chacha20_words(seed: NoiseSeed, key: int, index: np.ndarray, position: np.ndarray) -> np.ndarray:
-    """64-bit words of the keyed streams at arbitrary ``(index, position)`` pairs (broadcast).
-
-    Equal to ``seed.raw(key, index, position, 1)`` for every pair (tested), computed for all
-    pairs at once: each distinct ChaCha block is computed once, in vectorised NumPy.
-    ``seed`` is only used to document where ``key`` comes from (:meth:`NoiseSeed.key`).
-    """
-    del seed
-    index, position = np.broadcast_arrays(np.asarray(index, dtype=np.uint64), np.asarray(position, dtype=np.uint64))
-    shape = index.shape
-    index, position = index.ravel(), position.ravel()
-    out = np.empty(index.size, dtype=np.uint64)
-    if index.size == 0:
-        return out.reshape(shape)
-    block = position >> np.uint64(3)
-    order = np.lexsort((block, index))
-    bi, bb = index[order], block[order]
-    new = np.empty(bi.size, dtype=bool)
-    new[0] = True
-    new[1:] = (bi[1:] != bi[:-1]) | (bb[1:] != bb[:-1])
-    ui, ub = bi[new], bb[new]
-    which = np.empty(index.size, dtype=np.intp)
-    which[order] = np.cumsum(new) - 1
-    key_words = [(int(key) >> (32 * i)) & 0xFFFFFFFF for i in range(8)]
-    blocks = np.empty((16, ui.size), dtype=np.uint32)
-    for s in range(0, ui.size, _LANES):
-        blocks[:, s : s + _LANES] = _chacha20_blocks(key_words, ui[s : s + _LANES], ub[s : s + _LANES])
-    w = (position & np.uint64(7)).astype(np.intp) * 2
-    lo = blocks[w, which].astype(np.uint64)
-    hi = blocks[w + 1, which].astype(np.uint64)
-    out[:] = lo | (hi << np.uint64(32))
-    return out.reshape(shape)
 
 
 def _uniform(words: np.ndarray) -> np.ndarray:
@@ -587,6 +492,9 @@ class LazySelectionNoise:
             lri = ri[now][par]
             raw = tile[lri, leaf - c0]
             score = np.abs(raw + sign * lM)
+            # per node, only entries at or above its own k-th score can enter the top k
+            keep = _node_top(par, score, m, t.fanout, k)
+            lri, leaf, score, raw = lri[keep], leaf[keep], score[keep], raw[keep]
             out_cols, out_scores, out_raw = _merge_topk(out_cols, out_scores, out_raw, lri, leaf, score, raw, k)
             full = out_cols[:, k - 1] >= 0
             tau = np.where(full, np.maximum(tau, out_scores[:, k - 1]), tau)
@@ -625,6 +533,20 @@ def _pyramid(absval: np.ndarray, c0: int, c1: int, top: int, fanout: int) -> dic
         out[level] = (lo_b, cur)
         prev, prev_lo = cur, lo_b
     return out
+
+
+def _node_top(par: np.ndarray, score: np.ndarray, n_nodes: int, fanout: int, k: int) -> np.ndarray:
+    """Mask of the leaves whose score is >= the k-th largest score of their node (ties kept,
+    so the column tie-break of the merge still sees every candidate); NaN never kept."""
+    if n_nodes == 0:
+        return np.zeros(0, dtype=bool)
+    first = np.searchsorted(par, np.arange(n_nodes))  # leaves come grouped by node
+    pos = np.arange(par.size) - first[par]
+    padded = np.full((n_nodes, fanout), -np.inf)
+    padded[par, pos] = np.where(np.isnan(score), -np.inf, score)
+    kk = min(k, fanout)
+    kth = np.partition(padded, fanout - kk, axis=1)[:, fanout - kk]
+    return score >= kth[par]
 
 
 def _signs(words: np.ndarray) -> np.ndarray:

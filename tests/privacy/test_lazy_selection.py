@@ -10,13 +10,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpdist.privacy.lazy_selection import (
-    LaplaceMagnitude,
-    LazySelectionNoise,
-    chacha20_words,
-    privcov_score_bound,
-)
-from dpdist.privacy.noise import NoiseField, NoiseSeed
+from dpdist.privacy.lazy_selection import LaplaceMagnitude, LazySelectionNoise, privcov_score_bound
+from dpdist.privacy.noise import NoiseField, NoiseSeed, chacha20_words
 from tests.conftest import LONG
 
 # Each statistical check is a test at level ALPHA = 1e-3 with a fixed seed, so the outcome is
