@@ -210,18 +210,11 @@ def _rotl(x: np.ndarray, n: int, tmp: np.ndarray) -> None:
 
 
 def _quarter_rounds(a, b, c, d, tmp) -> None:
-    a += b
-    d ^= a
-    _rotl(d, 16, tmp)
-    c += d
-    b ^= c
-    _rotl(b, 12, tmp)
-    a += b
-    d ^= a
-    _rotl(d, 8, tmp)
-    c += d
-    b ^= c
-    _rotl(b, 7, tmp)
+    """Four ChaCha quarter rounds at once (rows of a, b, c, d), in place."""
+    for x, y, z, n in ((a, b, d, 16), (c, d, b, 12), (a, b, d, 8), (c, d, b, 7)):
+        x += y
+        z ^= x
+        _rotl(z, n, tmp)
 
 
 def _chacha20_blocks(key_words: list[int], index: np.ndarray, block: np.ndarray) -> np.ndarray:

@@ -14,6 +14,8 @@ tree). The twin halves the Laplace scale of the magnitude law.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 __all__ = ["privcov_lazy_selection_case"]
@@ -28,13 +30,7 @@ def privcov_lazy_selection_case(noise_multiplier: float = 1.0):
     k = 1
     cal = m._privcov_cal(k, 1.0)
     b = noise_multiplier * cal.laplace_scale
-    base = np.zeros((m.PRIVCOV_N, m.PRIVCOV_D))
-    base[1:21, :2] = 1.0
-    base[21:23, 0] = 1.0
-    D, Dp = base.copy(), base.copy()
-    D[0, :2] = (1.0, 1.0)
-    Dp[0, :2] = (1.0, -1.0)
-    S = {0: m._exact_second_moment(D, m.PRIVCOV_CLIP), 1: m._exact_second_moment(Dp, m.PRIVCOV_CLIP)}
+    S = m._privcov_selection_moments()
     bound = privcov_score_bound(m.PRIVCOV_CLIP, m.PRIVCOV_N)
 
     def mech(which: int, n: int, seed: int) -> np.ndarray:
@@ -45,19 +41,13 @@ def privcov_lazy_selection_case(noise_multiplier: float = 1.0):
         parts = [chunk_row_topk(tile[:, :h], 0, 0, k, lazy, state), chunk_row_topk(tile[:, h:], 0, h, k, lazy, state)]
         return (combine_row_topk(parts, k).cols[:, 0] == 1).astype(np.float64)
 
-    return m.AuditCase(
+    # the same claim, pair and trials as the dense case: only the noise path differs
+    dense = m.privcov_selection_case(noise_multiplier)
+    return dataclasses.replace(
+        dense,
         name=m._twin_name("privcov/selection-lazy", noise_multiplier),
-        family="privcov",
         component="noisy top-k selection S_i drawn by the lazy noise tree (O(d k) draws), pair moving one "
         "score of row i by Delta: Delta/b-DP, Delta and b from privcov_calibration",
-        notion="approx-dp",
-        claimed_epsilon=cal.sensitivity / cal.laplace_scale,
-        claimed_delta=0.0,
-        claimed_mu=None,
-        claimed_rho=None,
         mechanism=mech,
-        neighbours=(0, 1),
-        default_trials=10_000,
-        noise_multiplier=noise_multiplier,
-        parameters={"calibration": cal.to_dict(), "k": k, "score_bound": bound},
+        parameters={**dense.parameters, "score_bound": bound},
     )
