@@ -5,8 +5,9 @@ are generated chunk by chunk inside the graph), on the threaded scheduler, in a 
 subprocess whose own peak RSS (``ru_maxrss``) is reported: that is the memory an
 out-of-core user sees. Two sweeps:
 
-* over n (rows 1e5 .. 1e8 at small d = 10): time should be linear in n (fitted log-log
-  slope ~ 1 over the points whose fixed cost is negligible) and memory flat (slope ~ 0);
+* over n (rows 1e5 .. 1e8 at small d = 10, row chunks of 250,000): time should be linear in
+  n (fitted log-log slope ~ 1 over n >= 1e6, where the fixed cost is negligible and there are
+  several chunks) and memory flat (slope ~ 0);
 * over d at fixed n: PrivCov 100 .. 30,000 at n = 2,000 (time ~ a d^2 n for the Gram plus
   b d k for the selection noise: both coefficients are fitted; d = 100,000 is in
   bench_privcov.py --large-d 100000), SparsePCA 30 .. 300 at n = 1e6, ExpMech (k = 2) 100 .. 3,000
@@ -44,7 +45,7 @@ D_GRID = {
     "second_moment": (4, 16, 64, 256),
 }
 N_FOR_D = {"privcov": 2_000, "sparse_pca": 1_000_000, "expmech": 20_000, "second_moment": 100_000}
-CHUNK_ROWS = 1_000_000
+CHUNK_ROWS = 250_000
 
 
 def _data(n: int, d: int, seed: int = 0):
