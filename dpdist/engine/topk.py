@@ -166,8 +166,18 @@ def chunk_symmetric_topk(
     return first, chunk_row_topk(tile.T, col_start, row_start, k, select_noise, state_cols)
 
 
-def _prepare(select_noise: LazyNoise, row_start: int, n_rows: int, k: int) -> Any:
-    return select_noise.prepare_rows(np.arange(row_start, row_start + n_rows), k)
+def _prepare_all(select_noise: LazyNoise, row_starts: list[int], sizes: list[int], k: int) -> list:
+    """The data-free per-row-block states, all in one task: every tile task depends on it, so
+    the scheduler runs it first and no Gram tile waits in memory for its row block's state."""
+    return [select_noise.prepare_rows(np.arange(r0, r0 + n), k) for r0, n in zip(row_starts, sizes)]
+
+
+def _symmetric_task(tile, row_start, col_start, k, select_noise, states, bi: int, bj: int):
+    return chunk_symmetric_topk(tile, row_start, col_start, k, select_noise, states[bi], states[bj])
+
+
+def _row_task(tile, row_start, col_start, k, select_noise, states, bi: int):
+    return chunk_row_topk(tile, row_start, col_start, k, select_noise, states[bi])
 
 
 def combine_row_topk(parts: list[Candidates], k: int) -> Candidates:
@@ -236,24 +246,24 @@ def row_topk_release(
     col_starts = np.concatenate([[0], np.cumsum(S.chunks[1])[:-1]])
     if symmetric and tuple(S.chunks[0]) != tuple(S.chunks[1]):
         raise ValueError("symmetric=True needs square tiles (equal row and column chunks)")
-    lazy = isinstance(select_noise, LazyNoise)
-    states = [None] * len(row_starts)
-    if lazy:
-        prepare = dask.delayed(_prepare, pure=True)
-        states = [prepare(select_noise, int(r0), int(n), k) for r0, n in zip(row_starts, S.chunks[0])]
+    states = None
+    if isinstance(select_noise, LazyNoise):
+        states = dask.delayed(_prepare_all, pure=True)(
+            select_noise, [int(r) for r in row_starts], [int(n) for n in S.chunks[0]], k
+        )
     parts: list[list] = [[] for _ in row_starts]
     if symmetric:
-        fused = dask.delayed(chunk_symmetric_topk, nout=2)
+        fused = dask.delayed(_symmetric_task, nout=2)
         for bi, r0 in enumerate(row_starts):
             for bj in range(bi, len(col_starts)):
-                a, b = fused(tiles[bi, bj], int(r0), int(col_starts[bj]), k, select_noise, states[bi], states[bj])
+                a, b = fused(tiles[bi, bj], int(r0), int(col_starts[bj]), k, select_noise, states, bi, bj)
                 parts[bi].append(a)
                 if bj != bi:
                     parts[bj].append(b)
     else:
-        chunk = dask.delayed(chunk_row_topk)
+        chunk = dask.delayed(_row_task)
         for bi, r0 in enumerate(row_starts):
-            parts[bi] = [chunk(tiles[bi, bj], int(r0), int(c0), k, select_noise, states[bi])
+            parts[bi] = [chunk(tiles[bi, bj], int(r0), int(c0), k, select_noise, states, bi)
                          for bj, c0 in enumerate(col_starts)]
     combine = dask.delayed(combine_row_topk)
     finalize = dask.delayed(finalize_row_topk)

@@ -122,7 +122,7 @@ def test_symmetric_mode_reads_each_upper_tile_once_and_never_a_lower_one(rng):
     ran: list[str] = []
     with Callback(pretask=lambda key, dsk, state: ran.append(str(key))):
         dask.compute(*parts, scheduler="sync")
-    assert len([k for k in ran if "chunk_symmetric_topk" in k]) == 6  # 3 x 4 / 2 upper tiles
+    assert len([k for k in ran if "_symmetric_task" in k]) == 6  # 3 x 4 / 2 upper tiles
     assert not [k for k in ran if "transpose" in k]  # no lower tile is built
     with pytest.raises(ValueError, match="square tiles"):
         row_topk_release(da.from_array(np.eye(12), chunks=(4, 6)), 2, zero_noise, lambda r, c, raw: raw,
