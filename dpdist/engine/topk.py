@@ -173,11 +173,12 @@ def _prepare_all(select_noise: LazyNoise, row_starts: list[int], sizes: list[int
 
 
 def _symmetric_task(tile, row_start, col_start, k, select_noise, states, bi: int, bj: int):
-    return chunk_symmetric_topk(tile, row_start, col_start, k, select_noise, states[bi], states[bj])
+    si, sj = (None, None) if states is None else (states[bi], states[bj])
+    return chunk_symmetric_topk(tile, row_start, col_start, k, select_noise, si, sj)
 
 
 def _row_task(tile, row_start, col_start, k, select_noise, states, bi: int):
-    return chunk_row_topk(tile, row_start, col_start, k, select_noise, states[bi])
+    return chunk_row_topk(tile, row_start, col_start, k, select_noise, None if states is None else states[bi])
 
 
 def combine_row_topk(parts: list[Candidates], k: int) -> Candidates:
