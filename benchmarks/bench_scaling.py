@@ -161,6 +161,8 @@ def main() -> int:
     p.add_argument("--max-n", type=float, default=float(os.environ.get("DPDIST_SCALING_MAX_N", 1e8)))
     p.add_argument("--max-d-privcov", type=int, default=30_000)
     p.add_argument("--methods", default=",".join(METHODS))
+    p.add_argument("--reuse", default=None, help="scaling.json of an earlier run: keep its points of the "
+                   "methods not in --methods (re-measure one method without re-running the others)")
     p.add_argument("--point", nargs=3, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.point:
@@ -183,6 +185,11 @@ def main() -> int:
         runner = point_in_subprocess
     results: dict = {"cores": os.cpu_count(), "d_small": D_SMALL, "sweep_n": [], "sweep_d": [],
                      "exponents": {"n": {}, "d": {}}, "smoke": args.smoke}
+    if args.reuse:
+        with open(args.reuse) as f:
+            old = json.load(f)
+        for key in ("sweep_n", "sweep_d"):
+            results[key] += [q for q in old[key] if q["method"] not in methods]
     for method in methods:
         for n in n_grid:
             r = runner(method, n, D_SMALL)
@@ -194,6 +201,7 @@ def main() -> int:
             results["sweep_d"].append({"method": method, "n": n_for_d[method], "d": d, **r, "load": os.getloadavg()[0]})
             print(f"{method:>13} n={n_for_d[method]:>11,} d={d:>6}: {r['seconds']:8.2f} s  peak RSS "
                   f"{r.get('peak_rss_mb', float('nan')):7.0f} MB  {r['status']}", flush=True)
+    methods = [m for m in METHODS if any(q["method"] == m for q in results["sweep_n"] + results["sweep_d"])]
     for axis, key in (("n", "sweep_n"), ("d", "sweep_d")):
         for method in methods:
             pts = [q for q in results[key] if q["method"] == method]
@@ -201,10 +209,13 @@ def main() -> int:
             use = [q for q in pts if axis == "d" or q["n"] >= 1_000_000] if axis == "n" else pts
             if len(use) < 2:
                 use = pts
+            top = sorted(pts, key=lambda q: q[axis])[-2:]  # the last step: fixed costs matter least there
             results["exponents"][axis][method] = {
                 "time": fit_slope([q[axis] for q in use], [q["seconds"] for q in use]),
                 "memory": fit_slope([q[axis] for q in use], [q.get("peak_rss_mb", 0) for q in use]),
                 "fitted_on": [q[axis] for q in use],
+                "time_last_step": fit_slope([q[axis] for q in top], [q["seconds"] for q in top]),
+                "memory_last_step": fit_slope([q[axis] for q in top], [q.get("peak_rss_mb", 0) for q in top]),
             }
     results["privcov_time_model"] = privcov_model([q for q in results["sweep_d"] if q["method"] == "privcov"])
     os.makedirs(args.out, exist_ok=True)
@@ -214,8 +225,10 @@ def main() -> int:
     for axis in ("n", "d"):
         for method, e in results["exponents"][axis].items():
             t, m = e["time"], e["memory"]
+            tl, ml = e["time_last_step"], e["memory_last_step"]
             print(f"exponent over {axis}: {method:>13} time {t if t is None else round(t, 2)}  "
-                  f"memory {m if m is None else round(m, 2)}")
+                  f"memory {m if m is None else round(m, 2)}  (last step: time "
+                  f"{tl if tl is None else round(tl, 2)}, memory {ml if ml is None else round(ml, 2)})")
     if results["privcov_time_model"]:
         print("PrivCov time model t = a d^2 n + b d k + c:", results["privcov_time_model"])
     return 0
