@@ -78,8 +78,14 @@ def make_store(path: str, n: int, d: int, chunks: tuple[int, int], dtype: str = 
 
 
 def step(name: str, store: str, k: int, tile: int, scheduler: str | None) -> dict:
+    import dask  # noqa: F401  (imports are not timed)
+    import dask.array as da  # noqa: F401
     import numpy as np
     import zarr
+
+    import dpdist  # noqa: F401
+    from dpdist.engine.gram import clipped_second_moment  # noqa: F401
+    from dpdist.engine.runtime import compute  # noqa: F401
 
     t0 = time.perf_counter()
     if name == "numpy":
