@@ -263,6 +263,7 @@ def main() -> int:
     p.add_argument("--large-d-rows", type=int, default=2_000)
     p.add_argument("--stream-rows", type=float, default=2e6)
     p.add_argument("--layout-rows", type=float, default=None)
+    p.add_argument("--layouts", default=None, help="comma-separated layout names to try (default: all)")
     p.add_argument("--workdir", default=None, help="where stores are written (default: a temporary folder)")
     p.add_argument("--step", help=argparse.SUPPRESS)
     p.add_argument("--store", help=argparse.SUPPRESS)
@@ -288,7 +289,7 @@ def main() -> int:
         d_big, n_big = args.large_d, args.large_d_rows
         n_stream = int(args.stream_rows)
         n_layout = int(args.layout_rows or min(n_stream, 2_000_000))
-        layouts = LAYOUTS
+        layouts = LAYOUTS if not args.layouts else [lay for lay in LAYOUTS if lay[0] in args.layouts.split(",")]
     repeats = args.repeats or repeats
     results: dict = {"cores": os.cpu_count()}
     tmp = tempfile.mkdtemp(prefix="dpdist-bench-privcov-", dir=args.workdir)
