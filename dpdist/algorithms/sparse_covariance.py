@@ -27,6 +27,7 @@ from dpdist.privacy.calibration import (
     privcov_min_samples,
     subgaussian_clip,
 )
+from dpdist.privacy.lazy_selection import LaplaceMagnitude, LazySelectionNoise, privcov_score_bound
 from dpdist.privacy.noise import FLOAT_NOISE_CAVEAT, NoiseField, resolve_random_state
 from dpdist.privacy.release import Release, warn_if_unsafe
 
@@ -167,6 +168,14 @@ def private_sparse_covariance(
     happens before any value is released. The output is post-processing of the per-row
     releases (the symmetric AND rule of lines 13-17), computed on the client.
 
+    **Selection noise.** S_i is drawn by
+    :class:`~dpdist.privacy.lazy_selection.LazySelectionNoise`: each row's d Laplace(b)
+    noises are defined by a tree of keyed draws and only the draws that can change the top
+    k are made (O(d k) a row instead of d); the selected sets and scores are exactly those of
+    the fully drawn i.i.d. noise (proof in that module), so the guarantee is unchanged. Only
+    the upper-triangle tiles of Sigma_hat are computed, each once, and each serves both its
+    row blocks: memory is O(tile + d k), never a d x d array.
+
     **What leaves the workers.** Only, per row block, S_i and the noised values of S_i and
     of the diagonal. Raw and clipped rows, tiles of Sigma_hat and candidate lists stay in the
     task graph.
@@ -195,9 +204,12 @@ def private_sparse_covariance(
 
     Xg, all_finite = nonfinite_guard(X, on_nonfinite)
     S = clipped_second_moment(Xg, R, tile=tile_size)
-    select = NoiseField(seed, "privcov/select", "laplace", cal.laplace_scale)
+    # selection noise drawn lazily: exactly the law of d i.i.d. Laplace(b) per row, O(d k) draws
+    select = LazySelectionNoise(
+        seed, "privcov/select", LaplaceMagnitude(cal.laplace_scale), d, score_bound=privcov_score_bound(R, n)
+    )
     release = NoiseField(seed, "privcov/release", "laplace", cal.laplace_scale)
-    parts = row_topk_release(S, k, select, release.add_at, guard=all_finite)
+    parts = row_topk_release(S, k, select, release.add_at, guard=all_finite, symmetric=True)
     results = compute(*parts, scheduler=scheduler, progress=progress, timeout=timeout)
     if any(r is None for r in results):
         raise ValidationError(
