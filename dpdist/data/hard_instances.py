@@ -30,6 +30,7 @@ as the size grows, Brito-Dumitriu-Harris 2022). The number of draws and the seco
 reached are recorded.
 
 Rows are generated chunk by chunk, each chunk from its own stream spawned from the root seed
+(``spawn_key=(1, chunk)``; the graph uses ``(0,)``, the random signs or vertex set ``(2,)``)
 (the streams of :mod:`dpdist.data.synthetic`), so the data do not depend on the scheduler.
 These seeds drive data generation only, never privacy noise.
 """
@@ -412,9 +413,10 @@ def corollary2(
     seed = _check_seed(random_state)
     max_tries = _check_int(max_tries, "max_tries", 1)
     g, h = d // 3, (k - 2) // 2
-    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0,)))
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0,)))  # the graph
     if right is None:
-        right = np.sort(rng.choice(d, size=g, replace=False))
+        pick = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(2,)))
+        right = np.sort(pick.choice(d, size=g, replace=False))
     else:
         right = np.unique(np.asarray(right, dtype=np.int64))
         if right.size != g or right.min() < 0 or right.max() >= d:
@@ -561,9 +563,10 @@ def edge_spike(
         raise ValidationError(f"need k - 1 <= d/2, got k={k}, d={d}")
     seed = _check_seed(random_state)
     max_tries = _check_int(max_tries, "max_tries", 1)
-    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0,)))
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0,)))  # the graph
     if signs is None:
-        s = np.concatenate([np.where(rng.random(d // 2) < 0.5, -1.0, 1.0), np.ones(d // 2)])
+        pick = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(2,)))
+        s = np.concatenate([np.where(pick.random(d // 2) < 0.5, -1.0, 1.0), np.ones(d // 2)])
     else:
         s = np.asarray(signs, dtype=np.float64)
         if s.shape != (d,) or not np.all(np.abs(s) == 1):
