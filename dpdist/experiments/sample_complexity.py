@@ -126,7 +126,7 @@ def sweep(error_for_d: Callable[[int], Callable[[float, int], float]], dims, tar
 
 #: Defaults of the by-hand run (sizes for this 2-core machine; the simulation path reaches 1e5).
 DEFAULTS = {
-    "covariance": {"dims": [60, 200, 600, 2000, 6000, 20000, 60000, 100000], "k": 20, "target": 0.25},
+    "covariance": {"dims": [60, 200, 600, 2000, 6000, 20000, 100000], "k": 20, "target": 0.25},
     "pca": {"dims": [50, 200, 1000, 5000, 20000, 100000], "k": 3, "target": 0.1},
 }
 #: Where each method's search starts (the previous d's n* after the first d).

@@ -31,7 +31,7 @@ FULL_POINTS = [
     ("privpca", 50, 1_000_000, 20),
 ]
 #: The CI short form: tiny sizes, enough repetitions for a meaningful test.
-SMOKE_POINTS = [("thresholded", 24, 400, 30), ("privcov", 24, 1_000_000, 20), ("wang_xu", 24, 20_000, 30),
+SMOKE_POINTS = [("thresholded", 24, 400, 30), ("privcov", 24, 100_000, 20), ("wang_xu", 24, 20_000, 30),
                 ("wang_xu_pca", 20, 200_000, 30)]
 
 

@@ -68,6 +68,14 @@ class BlockModel:
     def gap(self) -> float:
         return 1.0 - self.lambda2 / self.lambda1
 
+    def cholesky(self) -> np.ndarray:
+        """Cholesky factors of the blocks (computed once per model)."""
+        cached = self.__dict__.get("_chol")
+        if cached is None:
+            cached = np.linalg.cholesky(self.blocks)
+            object.__setattr__(self, "_chol", cached)
+        return cached
+
     def diagonal(self) -> np.ndarray:
         """Sigma_jj for every coordinate."""
         return np.concatenate([np.einsum("bii->bi", self.blocks).ravel(), np.full(self.n_bulk, self.bulk_variance)])

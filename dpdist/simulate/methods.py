@@ -43,8 +43,8 @@ The validation (``dpdist.experiments.validation`` and ``tests/simulate``) compar
 simulated error distributions with the real pipeline's by two-sample tests where both run.
 
 Entry points used beyond the public API (said openly, as the project rules ask): the
-FriendlyCore statistics container :class:`dpdist.engine.friendly.FriendlyStats`, the spectrum
-by components :func:`dpdist.engine.friendly.sparse_spectrum`, and PrivPCA's internal steps
+FriendlyCore statistics container :class:`dpdist.engine.friendly.FriendlyStats` and weights
+:func:`dpdist.engine.friendly.friendly_weights`, and PrivPCA's internal steps
 ``_setup``, ``_friendly_tests``, ``_release_norm`` and ``_release_pca`` of
 :mod:`dpdist.algorithms.sparse_pca` (the functions that take the exact statistics and apply
 the mechanism). They are called unchanged, so the simulation applies the very same mechanism.
@@ -58,7 +58,6 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import special
 
-from dpdist.engine.friendly import sparse_spectrum
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.noise import gaussian_from_uniform, laplace_from_uniform
 from dpdist.simulate.instances import BlockModel, block_triples
@@ -114,31 +113,112 @@ def clip_probability(model: BlockModel, n: float, clip: float) -> float:
 
 def _sample_hat(model: BlockModel, n: float, rng) -> tuple[np.ndarray, np.ndarray]:
     """Diagonal blocks (exact Wishart) and bulk diagonal (exact scaled chi^2) of Sigma_hat."""
-    blocks = wishart_blocks(model.blocks, n, rng)
+    blocks = wishart_blocks(model.blocks, n, rng, chol=model.cholesky())
     bulk = scaled_chi2(rng, n, model.bulk_variance, size=model.n_bulk) if model.n_bulk else np.zeros(0)
     return blocks, bulk
 
 
+def _split_units(model: BlockModel, triples):
+    """Split upper-triangle triples of M (canonical coordinates, rows <= cols, no duplicates)
+    into the dense diagonal blocks, the bulk diagonal, and the entries between units."""
+    r, c, v = (np.asarray(a) for a in triples)
+    B, s, nb = model.n_blocks, model.block_size, model.n_blocks * model.block_size
+    unit = lambda i: np.where(i < nb, i // s, B + (i - nb))  # noqa: E731
+    ur, uc = unit(r), unit(c)
+    same = ur == uc
+    blocks = np.zeros((B, s, s))
+    inb = same & (r < nb)
+    blocks[ur[inb], r[inb] % s, c[inb] % s] = v[inb]
+    blocks[ur[inb], c[inb] % s, r[inb] % s] = v[inb]
+    bulk = np.zeros(model.n_bulk)
+    bk = same & (r >= nb)
+    bulk[r[bk] - nb] = v[bk]
+    return blocks, bulk, (r[~same], c[~same], v[~same])
+
+
+def _touched(model: BlockModel, blocks, bulk, extras) -> list:
+    """The connected pieces that extra entries create: for each connected component of the
+    units (blocks, bulk coordinates) linked by extras, the dense matrix on its coordinates
+    (blocks, bulk diagonals and extras) and the coordinate list."""
+    from scipy.sparse import coo_array
+    from scipy.sparse.csgraph import connected_components
+
+    r, c, v = extras
+    if r.size == 0:
+        return []
+    B, s, nb = model.n_blocks, model.block_size, model.n_blocks * model.block_size
+    unit = lambda i: np.where(i < nb, i // s, B + (i - nb))  # noqa: E731
+    ur, uc = unit(r), unit(c)
+    units = np.unique(np.concatenate([ur, uc]))
+    lr, lc = np.searchsorted(units, ur), np.searchsorted(units, uc)
+    ncomp, lab = connected_components(coo_array((np.ones(lr.size), (lr, lc)), shape=(units.size,) * 2),
+                                      directed=False)
+    pieces = []
+    for comp in range(ncomp):
+        us = units[lab == comp]
+        coords = np.concatenate([u * s + np.arange(s) if u < B else np.array([nb + (u - B)]) for u in us])
+        pos = np.full(int(coords.max()) + 1, -1)
+        pos[coords] = np.arange(coords.size)
+        M = np.zeros((coords.size, coords.size))
+        for u in us:
+            if u < B:
+                idx = pos[u * s + np.arange(s)]
+                M[np.ix_(idx, idx)] = blocks[u]
+            else:
+                j = pos[nb + (u - B)]
+                M[j, j] = bulk[u - B]
+        sel = lab[lr] == comp
+        pr, pc = pos[r[sel]], pos[c[sel]]
+        np.add.at(M, (pr, pc), v[sel])
+        off = pr != pc
+        np.add.at(M, (pc[off], pr[off]), v[sel][off])
+        pieces.append((M, coords))
+    return pieces
+
+
+def _op_norm_units(model: BlockModel, blocks, bulk, extras) -> float:
+    """Operator norm of blockdiag(blocks, diag(bulk)) + extras: the maximum over connected
+    pieces (a principal submatrix never has a larger norm, so max(units, touched pieces))."""
+    base = float(np.abs(np.linalg.eigvalsh(blocks)).max()) if blocks.size else 0.0
+    if bulk.size:
+        base = max(base, float(np.abs(bulk).max()))
+    for M, _ in _touched(model, blocks, bulk, extras):
+        base = max(base, float(np.abs(np.linalg.eigvalsh(M)).max()))
+    return base
+
+
 def _op_error(model: BlockModel, triples) -> float:
-    """``||M - Sigma||_op`` for M given by upper-triangle triples (rows <= cols, summed)."""
-    r, c, v = triples
-    tr, tc, tv = model.upper_triples()
-    d = model.n_features
-    keys = np.concatenate([r * d + c, tr * d + tc])
-    vals = np.concatenate([v, -tv])
-    uk, inv = np.unique(keys, return_inverse=True)
-    sums = np.zeros(uk.size)
-    np.add.at(sums, inv, vals)
-    keep = sums != 0
-    return sparse_spectrum(uk[keep] // d, uk[keep] % d, sums[keep], d).operator_norm()
+    """``||M - Sigma||_op`` for M given by upper-triangle triples (rows <= cols, no duplicates)."""
+    blocks, bulk, extras = _split_units(model, triples)
+    return _op_norm_units(model, blocks - model.blocks, bulk - model.bulk_variance, extras)
 
 
 def _sin2(model: BlockModel, triples) -> float:
     """sin^2 between v1 and the top eigenvector of M (largest algebraic eigenvalue, taken on
-    the component that carries it, as ``leading_eigenvector`` does)."""
-    r, c, v = triples
-    spec = sparse_spectrum(r, c, v, model.n_features, vectors=True)
-    support, vec = spec.top_vector()
+    the piece that carries it, as ``leading_eigenvector`` does)."""
+    blocks, bulk, extras = _split_units(model, triples)
+    pieces = _touched(model, blocks, bulk, extras)
+    B, s, nb = model.n_blocks, model.block_size, model.n_blocks * model.block_size
+    coords = np.concatenate([p[1] for p in pieces]) if pieces else np.zeros(0, np.int64)
+    touched_blocks = {int(x) // s for x in coords[coords < nb]}
+    touched_bulk = [int(x) - nb for x in coords[coords >= nb]]
+    best, vec, support = -np.inf, None, None
+    if B:
+        w, q = np.linalg.eigh(blocks)
+        for b in range(B):
+            if b not in touched_blocks and w[b, -1] > best:
+                best, vec, support = w[b, -1], q[b, :, -1], b * s + np.arange(s)
+    if bulk.size:
+        free = np.ones(bulk.size, bool)
+        free[touched_bulk] = False
+        if free.any():
+            j = int(np.flatnonzero(free)[np.argmax(bulk[free])])
+            if bulk[j] > best:
+                best, vec, support = bulk[j], np.ones(1), np.array([nb + j])
+    for M, cs in pieces:
+        w, q = np.linalg.eigh(M)
+        if w[-1] > best:
+            best, vec, support = w[-1], q[:, -1], cs
     cos = float(vec @ model.v1[support]) / max(float(np.linalg.norm(vec)), 1e-300)
     return max(0.0, 1.0 - cos * cos)
 

@@ -43,17 +43,19 @@ def scaled_chi2(rng: np.random.Generator, n: float, scale, size=None) -> np.ndar
     return np.asarray(scale) * rng.chisquare(float(n), size=size) / float(n)
 
 
-def wishart_blocks(blocks: np.ndarray, n: float, rng: np.random.Generator) -> np.ndarray:
+def wishart_blocks(blocks: np.ndarray, n: float, rng: np.random.Generator, *, chol: np.ndarray | None = None
+                   ) -> np.ndarray:
     """``W_b / n`` with ``W_b ~ Wishart(n, Sigma_b)`` for each block ``Sigma_b`` of ``blocks``
     (shape (B, s, s)), by the Bartlett decomposition ``W = L T T^T L^T`` (``L`` the Cholesky
     factor of Sigma_b, ``T`` lower triangular, ``T_ii^2 ~ chi2(n - i)``, ``T_ij ~ N(0, 1)``).
 
     Exact in law for the diagonal blocks of ``(1/n) X^T X`` with X's rows ``N(0, Sigma)``
     and Sigma block diagonal; ``n`` may be any real ``> s - 1`` (large n costs nothing more).
+    ``chol``: the blocks' Cholesky factors, when already known.
     """
     blocks = np.asarray(blocks, dtype=np.float64)
     B, s, _ = blocks.shape
-    L = np.linalg.cholesky(blocks + 0.0)
+    L = np.linalg.cholesky(blocks + 0.0) if chol is None else chol
     T = np.zeros((B, s, s))
     il = np.tril_indices(s, -1)
     T[:, il[0], il[1]] = rng.standard_normal((B, il[0].size))
