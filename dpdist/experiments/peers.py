@@ -28,7 +28,6 @@ the same peer is not retried at a larger d for that epsilon. The peers are optio
 
 from __future__ import annotations
 
-import json
 import math
 import multiprocessing as mp
 import os
@@ -185,11 +184,9 @@ def run_peer_comparison(*, smoke: bool = False, delta: float = 1e-6, seed: int =
                     f"{k} " + (f"{v['sin2']:.3g} ({v['seconds']:.2f}s)" if v.get("status") == "ok" else v["status"][:24])
                     for k, v in row["methods"].items()) + f"; numpy {ref['sin2']:.2g} ({ref_s:.3f}s)")
     if out_dir is not None:
-        os.makedirs(out_dir, exist_ok=True)
-        path = os.path.join(out_dir, "peer_comparison.json")
-        with open(path, "w") as fh:
-            json.dump(out, fh, indent=1, default=float)
-        out["files"] = [path, _plot(out, os.path.join(out_dir, "peer_comparison.png"))]
+        from dpdist.experiments.plots import write_json
+
+        out["files"] = [write_json(out, out_dir, "peer_comparison.json"), _plot(out, os.path.join(out_dir, "peer_comparison.png"))]
     return out
 
 

@@ -7,7 +7,19 @@ import math
 
 import numpy as np
 
-__all__ = ["plot_curves", "plot_sample_complexity"]
+__all__ = ["plot_sample_complexity", "write_json"]
+
+
+def write_json(obj: dict, out_dir: str, filename: str) -> str:
+    """Write ``obj`` as indented JSON to ``out_dir/filename`` (the directory is created)."""
+    import json
+    import os
+
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, filename)
+    with open(path, "w") as fh:
+        json.dump(obj, fh, indent=1, default=float)
+    return path
 
 
 def _pyplot():
@@ -45,30 +57,6 @@ def plot_sample_complexity(result: dict, path: str, *, title: str) -> str:
     simulated = any(res.get("mode", "simulated") == "simulated" for res in result["methods"].values())
     ax.set_xlabel("d (dimension)")
     ax.set_ylabel("n*(d): least n with error <= target w.p. >= 1 - beta")
-    ax.set_title(("SIMULATED - " if simulated else "") + title, fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
-def plot_curves(series: list[dict], path: str, *, title: str, xlabel: str, ylabel: str, simulated: bool = False,
-                logy: bool = True) -> str:
-    """Error curves: each series ``{"label", "x", "y", optional "lo", "hi", "marker"}``."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 5))
-    for s in series:
-        x, y = np.asarray(s["x"], float), np.asarray(s["y"], float)
-        ax.plot(x, y, s.get("marker", "o-"), label=s["label"])
-        if "lo" in s and "hi" in s:
-            ax.fill_between(x, s["lo"], s["hi"], alpha=0.15)
-    ax.set_xscale("log")
-    if logy:
-        ax.set_yscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
     ax.set_title(("SIMULATED - " if simulated else "") + title, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)

@@ -150,7 +150,6 @@ def run_sample_complexity(methods, *, mode: str = "simulated", out_dir: str | No
     Targets: ``||M - Sigma||_op <= 0.25 sigma^2`` (Problem 1, alpha = 0.25) and ``sin^2 <= 0.1``
     (Problem 2, Delta = 0.1), each with probability >= 1 - beta.
     """
-    import json
     import os
     import zlib
 
@@ -208,12 +207,9 @@ def run_sample_complexity(methods, *, mode: str = "simulated", out_dir: str | No
         result["crossover"] = crossover(result["methods"]["privcov"], result["methods"]["wang_xu"],
                                         k=cfg["covariance"]["k"], epsilon=epsilon, delta=delta)
     if out_dir is not None:
-        os.makedirs(out_dir, exist_ok=True)
-        path = os.path.join(out_dir, f"sample_complexity_{mode}.json")
-        with open(path, "w") as fh:
-            json.dump(result, fh, indent=1, default=float)
-        result["files"] = [path]
-        from dpdist.experiments.plots import plot_sample_complexity
+        from dpdist.experiments.plots import plot_sample_complexity, write_json
+
+        result["files"] = [write_json(result, out_dir, f"sample_complexity_{mode}.json")]
 
         for problem, title in (("covariance", "Table 1: covariance on Construction 1"),
                                ("pca", "Table 2: PCA on Model 2 (sparse spike)")):

@@ -23,7 +23,6 @@ m (1 + alpha) >= d; we take m = 2d.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -140,11 +139,9 @@ def run_second_moment_curves(*, smoke: bool = False, rho: float = 1.0, delta_sta
             f"one-shot {np.median(one_low):.3g}, S&A bottom {bottom}/{cfg['seeds']}")
     out["seconds"] = time.perf_counter() - t_start
     if out_dir is not None:
-        os.makedirs(out_dir, exist_ok=True)
-        path = os.path.join(out_dir, "second_moment_curves.json")
-        with open(path, "w") as fh:
-            json.dump(out, fh, indent=1, default=float)
-        out["files"] = [path, *_plots(out, out_dir)]
+        from dpdist.experiments.plots import write_json
+
+        out["files"] = [write_json(out, out_dir, "second_moment_curves.json"), *_plots(out, out_dir)]
     return out
 
 

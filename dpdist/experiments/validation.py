@@ -57,7 +57,6 @@ def run_validation(points=None, *, smoke: bool = False, reps_sim: int = 300, eps
     """Run the comparison at ``points`` ((method, d, n, reps_real) tuples; default
     :data:`FULL_POINTS`, or :data:`SMOKE_POINTS` with ``smoke``). Writes
     ``simulation_validation.json`` and a PNG of the quantiles to ``out_dir`` when given."""
-    import json
     import os
     import zlib
 
@@ -94,11 +93,9 @@ def run_validation(points=None, *, smoke: bool = False, reps_sim: int = 300, eps
         row["passes"] = bool(row["ks_pvalue"] > cut and row["mannwhitney_pvalue"] > cut)
     out["all_pass"] = all(r["passes"] for r in out["points"])
     if out_dir is not None:
-        os.makedirs(out_dir, exist_ok=True)
-        path = os.path.join(out_dir, "simulation_validation.json")
-        with open(path, "w") as fh:
-            json.dump(out, fh, indent=1, default=float)
-        out["files"] = [path, _plot(out, os.path.join(out_dir, "simulation_validation.png"))]
+        from dpdist.experiments.plots import write_json
+
+        out["files"] = [write_json(out, out_dir, "simulation_validation.json"), _plot(out, os.path.join(out_dir, "simulation_validation.png"))]
     return out
 
 
