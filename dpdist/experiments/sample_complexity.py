@@ -142,7 +142,8 @@ def run_sample_complexity(methods, *, mode: str = "simulated", out_dir: str | No
                           reps: int = 20, beta: float = 0.1, epsilon: float = 1.0, delta: float = 1e-6,
                           smoke: bool = False, rtol: float = 0.1, seed: int = 0, log=print,
                           large_d_fit: float = 2000.0) -> dict:
-    """Sweep n*(d) for each method (``mode`` "simulated" or "real"), fit exponents, find the
+    """Sweep n*(d) for each method (``mode`` "simulated" or "real"; ``dims`` one grid for all or
+    a dict method -> grid), fit exponents, find the
     PrivCov / Wang-Xu crossover, write ``sample_complexity_<mode>.json`` and a PNG per table.
 
     Covariance methods run on Construction 1 (k = 20 by default: Construction 1 needs
@@ -170,7 +171,7 @@ def run_sample_complexity(methods, *, mode: str = "simulated", out_dir: str | No
     for name in methods:
         meth = METHODS[name]
         c = cfg[meth.problem]
-        grid = list(dims) if dims is not None else c["dims"]
+        grid = c["dims"] if dims is None else list(dims.get(name, c["dims"]) if isinstance(dims, dict) else dims)
 
         def inst_for(d, meth=meth, c=c):
             key = (meth.problem, d)
