@@ -207,6 +207,7 @@ def run_sample_complexity(methods, *, mode: str = "simulated", out_dir: str | No
     if "privcov" in result["methods"] and "wang_xu" in result["methods"]:
         result["crossover"] = crossover(result["methods"]["privcov"], result["methods"]["wang_xu"],
                                         k=cfg["covariance"]["k"], epsilon=epsilon, delta=delta)
+    add_theory(result)
     if out_dir is not None:
         from dpdist.experiments.plots import plot_sample_complexity, write_json
 
@@ -220,6 +221,26 @@ def run_sample_complexity(methods, *, mode: str = "simulated", out_dir: str | No
                 plot_sample_complexity({"methods": sub}, png, title=f"{title}, eps={epsilon}, delta={delta}, "
                                        f"beta={beta}" + ("" if mode == "simulated" else " [REAL PIPELINE]"))
                 result["files"].append(png)
+    return result
+
+
+def add_theory(result: dict) -> dict:
+    """Add the estimators' own planning value (theorem constants,
+    :func:`~dpdist.experiments.empirical.theory_n_star`) for the same target at every measured
+    d, and the exponent of measured / theory: close to 0 when the measurement follows the
+    theorem's d-dependence, log factors included."""
+    from dpdist.experiments.empirical import theory_n_star
+
+    for name, res in result["methods"].items():
+        for row, inst in zip(res["rows"], res["instances"]):
+            gap = inst.get("gap") if res["problem"] == "pca" else None
+            row["theory_n"] = theory_n_star(name, row["d"], k=res["k"], sigma=math.sqrt(inst["sigma2"]),
+                                            target=res["target"], epsilon=result["epsilon"], delta=result["delta"],
+                                            gap=gap)
+        pts = [(r["d"], r["n_star"] / r["theory_n"]) for r in res["rows"] if r["reached"] and r.get("theory_n")]
+        if len(pts) >= 3:
+            res["fit_measured_over_theory"] = fit_exponent(*zip(*pts))
+            res["theory_over_measured_median"] = float(np.median([1.0 / p for _, p in pts]))
     return result
 
 
