@@ -23,12 +23,12 @@ __all__ = ["FULL_POINTS", "SMOKE_POINTS", "compare", "run_validation"]
 #: The by-hand validation: d in {50, 200}, n up to 1e7 (Construction 1 with k = 10, so that
 #: k >= 2 log(d/k) holds at both d; Model 2 with k = 3). (method, d, n, reps_real).
 FULL_POINTS = [
-    ("thresholded", 50, 2_000, 40), ("thresholded", 50, 20_000, 40), ("thresholded", 200, 20_000, 30),
-    ("wang_xu", 50, 100_000, 40), ("wang_xu", 50, 1_000_000, 30), ("wang_xu", 200, 1_000_000, 12),
-    ("privcov", 50, 1_000_000, 30), ("privcov", 50, 10_000_000, 12), ("privcov", 200, 10_000_000, 6),
+    ("thresholded", 50, 2_000, 40), ("thresholded", 50, 20_000, 30), ("thresholded", 200, 20_000, 20),
+    ("wang_xu", 50, 100_000, 30), ("wang_xu", 50, 1_000_000, 15), ("wang_xu", 200, 1_000_000, 10),
+    ("privcov", 50, 1_000_000, 15), ("privcov", 50, 10_000_000, 8), ("privcov", 200, 2_000_000, 8),
     ("thresholded_pca", 50, 2_000, 40), ("thresholded_pca", 200, 5_000, 30),
-    ("wang_xu_pca", 50, 200_000, 40), ("wang_xu_pca", 200, 1_000_000, 20),
-    ("privpca", 50, 1_000_000, 20),
+    ("wang_xu_pca", 50, 200_000, 30), ("wang_xu_pca", 200, 1_000_000, 10),
+    ("privpca", 50, 1_000_000, 10),
 ]
 #: The CI short form: tiny sizes, enough repetitions for a meaningful test.
 SMOKE_POINTS = [("thresholded", 24, 400, 30), ("privcov", 24, 100_000, 20), ("wang_xu", 24, 20_000, 30),
