@@ -46,7 +46,132 @@ class EmpiricalNStar:
 
 
 #: Filled from benchmarks/results/sample_complexity_*.json by :func:`table_from_results`.
-TABLE: dict = {}
+TABLE: dict = {('privcov', 'simulated'): {'beta': 0.1,
+                            'date': '2026-11-30',
+                            'delta': 1e-06,
+                            'epsilon': 1.0,
+                            'instance_family': 'construction1 (k=20)',
+                            'mode': 'simulated',
+                            'points': [(60, 42169650.0),
+                                       (200, 124093775.0),
+                                       (600, 339820830.0),
+                                       (2000, 930572033.0),
+                                       (6000, 2206734050.0),
+                                       (20000, 5623413203.0),
+                                       (100000, 19109529584.0)],
+                            'source': 'benchmarks/results/sample_complexity_simulated.json',
+                            'target': '||M - Sigma||_op <= 0.25 sigma^2',
+                            'theory_points': [(60, 6002049024.0),
+                                              (200, 14252244992.0),
+                                              (600, 30651973632.0),
+                                              (2000, 69524783104.0),
+                                              (6000, 144284057600.0),
+                                              (20000, 317022273536.0),
+                                              (100000, 888521359360.0)]},
+ ('privpca', 'simulated'): {'beta': 0.1,
+                            'date': '2026-11-30',
+                            'delta': 1e-06,
+                            'epsilon': 1.0,
+                            'instance_family': 'model2-sparse-spike (k=3, gap=0.5)',
+                            'mode': 'simulated',
+                            'points': [(50, 1.5399265260594922e+17),
+                                       (200, 2.3713737056616554e+17),
+                                       (1000, 4.216965034285823e+17),
+                                       (5000, 5.623413251903491e+17),
+                                       (20000, 8.659643233600655e+17),
+                                       (100000, 1.1547819846894584e+18)],
+                            'source': 'benchmarks/results/sample_complexity_simulated.json',
+                            'target': 'sin^2 <= 0.1',
+                            'theory_points': [(50, 1.3052613915021882e+20),
+                                              (200, 1.827977311752479e+20),
+                                              (1000, 2.5453106604000517e+20),
+                                              (5000, 3.380840981267963e+20),
+                                              (20000, 4.198030392653408e+20),
+                                              (100000, 5.249575869648145e+20)]},
+ ('thresholded', 'simulated'): {'beta': 0.1,
+                                'date': '2026-11-30',
+                                'delta': 1e-06,
+                                'epsilon': 1.0,
+                                'instance_family': 'construction1 (k=20)',
+                                'mode': 'simulated',
+                                'points': [(60, 52330.0),
+                                           (200, 93057.0),
+                                           (600, 115478.0),
+                                           (2000, 124094.0),
+                                           (6000, 143302.0),
+                                           (20000, 177829.0),
+                                           (100000, 254831.0)],
+                                'source': 'benchmarks/results/sample_complexity_simulated.json',
+                                'target': '||M - Sigma||_op <= 0.25 sigma^2',
+                                'theory_points': [(60, 3364864.0),
+                                                  (200, 3860480.0),
+                                                  (600, 4313088.0),
+                                                  (2000, 4808704.0),
+                                                  (6000, 5259264.0),
+                                                  (20000, 5754880.0),
+                                                  (100000, 6414336.0)]},
+ ('thresholded_pca', 'simulated'): {'beta': 0.1,
+                                    'date': '2026-11-30',
+                                    'delta': 1e-06,
+                                    'epsilon': 1.0,
+                                    'instance_family': 'model2-sparse-spike (k=3, gap=0.5)',
+                                    'mode': 'simulated',
+                                    'points': [(50, 5623.0),
+                                               (200, 6978.0),
+                                               (1000, 8058.0),
+                                               (5000, 8659.0),
+                                               (20000, 9305.0),
+                                               (100000, 10745.0)],
+                                    'source': 'benchmarks/results/sample_complexity_simulated.json',
+                                    'target': 'sin^2 <= 0.1',
+                                    'theory_points': [(50, 742912.0),
+                                                      (200, 871424.0),
+                                                      (1000, 1020928.0),
+                                                      (5000, 1170432.0),
+                                                      (20000, 1299456.0),
+                                                      (100000, 1447936.0)]},
+ ('wang_xu', 'simulated'): {'beta': 0.1,
+                            'date': '2026-11-30',
+                            'delta': 1e-06,
+                            'epsilon': 1.0,
+                            'instance_family': 'construction1 (k=20)',
+                            'mode': 'simulated',
+                            'points': [(60, 2548297.0),
+                                       (200, 11547821.0),
+                                       (600, 42169655.0),
+                                       (2000, 153992670.0),
+                                       (6000, 604296458.0),
+                                       (20000, 2206734317.0),
+                                       (100000, 15399266991.0)],
+                            'source': 'benchmarks/results/sample_complexity_simulated.json',
+                            'target': '||M - Sigma||_op <= 0.25 sigma^2',
+                            'theory_points': [(60, 28655616.0),
+                                              (200, 95485952.0),
+                                              (600, 303824896.0),
+                                              (2000, 1114636288.0),
+                                              (6000, 3686793216.0),
+                                              (20000, 13715374080.0),
+                                              (100000, 79054241792.0)]},
+ ('wang_xu_pca', 'simulated'): {'beta': 0.1,
+                                'date': '2026-11-30',
+                                'delta': 1e-06,
+                                'epsilon': 1.0,
+                                'instance_family': 'model2-sparse-spike (k=3, gap=0.5)',
+                                'mode': 'simulated',
+                                'points': [(50, 697831.0),
+                                           (200, 3162280.0),
+                                           (1000, 20535265.0),
+                                           (5000, 115478281.0),
+                                           (20000, 523299489.0),
+                                           (100000, 3162279922.0)],
+                                'source': 'benchmarks/results/sample_complexity_simulated.json',
+                                'target': 'sin^2 <= 0.1',
+                                'theory_points': [(50, 9617408.0),
+                                                  (200, 41058304.0),
+                                                  (1000, 236060672.0),
+                                                  (5000, 1383071744.0),
+                                                  (20000, 6329204736.0),
+                                                  (100000, 36708548608.0)]}}
 
 
 def table_from_results(path: str) -> dict:
@@ -63,8 +188,21 @@ def table_from_results(path: str) -> dict:
             "instance_family": family, "target": target, "epsilon": res["epsilon"], "delta": res["delta"],
             "beta": res["beta"], "mode": res["mode"], "source": f"benchmarks/results/sample_complexity_{res['mode']}.json",
             "date": res["date"], "points": [(row["d"], row["n_star"]) for row in r["rows"] if row["reached"]],
+            "theory_points": [(row["d"], row["theory_n"]) for row in r["rows"] if row["reached"] and row.get("theory_n")],
         }
     return out
+
+
+def _loglog(points, d: float) -> tuple[float, bool] | None:
+    """Value at d: exact at a point, log-log interpolated between two, None outside."""
+    pts = sorted(points)
+    if not pts or d < pts[0][0] or d > pts[-1][0]:
+        return None
+    for (d0, n0), (d1, n1) in zip(pts, pts[1:]):
+        if d0 < d < d1:
+            t = (math.log(d) - math.log(d0)) / (math.log(d1) - math.log(d0))
+            return math.exp(math.log(n0) + t * (math.log(n1) - math.log(n0))), True
+    return float(dict(pts)[d]) if d in dict(pts) else float(pts[-1][1]), False
 
 
 def measured_n_star(method: str, n_features: float, *, mode: str = "simulated") -> EmpiricalNStar | None:
@@ -77,19 +215,10 @@ def measured_n_star(method: str, n_features: float, *, mode: str = "simulated") 
     d = float(n_features)
     if not (math.isfinite(d) and d > 0):
         raise ValidationError(f"n_features must be a positive number, got {n_features!r}")
-    pts = sorted(entry["points"])
-    if not pts or d < pts[0][0] or d > pts[-1][0]:
+    found = _loglog(entry["points"], d)
+    if found is None:
         return None
-    for (d0, n0), (d1, n1) in zip(pts, pts[1:] + [pts[-1]]):
-        if d == d0:
-            value, interp = n0, False
-            break
-        if d0 < d < d1:
-            t = (math.log(d) - math.log(d0)) / (math.log(d1) - math.log(d0))
-            value, interp = math.exp(math.log(n0) + t * (math.log(n1) - math.log(n0))), True
-            break
-    else:
-        value, interp = pts[-1][1], False
+    value, interp = found
     keys = ("instance_family", "target", "epsilon", "delta", "beta", "mode", "source", "date")
     return EmpiricalNStar(method, d, float(value), interp, **{k: entry[k] for k in keys})
 
@@ -128,22 +257,18 @@ def theory_n_star(method: str, n_features: int, *, k: int, sigma: float, target:
 
 
 def planning_rows(dims=(1000, 10000, 100000), *, mode: str = "simulated") -> list[dict]:
-    """Theory vs measured n* for every method in :data:`TABLE` at the given d (README rows).
-
-    The theory value uses the same target, budget, k, sigma and gap as the measurement
-    (covariance: Construction 1 has a drawn sigma^2, so the theory column uses the sigma^2
-    recorded for that d when it was measured, else the nearest measured one)."""
+    """Theory vs measured n* for every method in :data:`TABLE` at the given d (README rows):
+    both interpolated log-log between the measured grid points (the theory value is the
+    estimator's own ``plan()``/``min_samples()`` bound for the same target, budget and instance
+    parameters, recorded next to each measurement)."""
     rows = []
     for (method, m), entry in sorted(TABLE.items()):
         if m != mode:
             continue
         for d in dims:
             meas = measured_n_star(method, d, mode=mode)
-            params = entry.get("theory_parameters", {})
-            theory = None
-            if params:
-                theory = theory_n_star(method, d, k=params["k"], sigma=params["sigma"], target=params["target"],
-                                       epsilon=entry["epsilon"], delta=entry["delta"], gap=params.get("gap"))
+            th = _loglog(entry.get("theory_points", []), float(d))
+            theory = None if th is None else th[0]
             rows.append({"method": method, "d": d, "theory_n": theory,
                          "measured_n": None if meas is None else meas.n_star,
                          "ratio": None if (meas is None or theory is None) else theory / meas.n_star,
