@@ -232,6 +232,7 @@ def test_json_on_every_command(store, tmp_path, capsys):
                           "1", "--n-samples", "10000", "--n-features", "4"],
         "demo": ["demo", "--n-samples", "3000", "--n-features", "6", "--scheduler", "synchronous"],
         "audit": ["audit", "--mechanism", "primitives/laplace", "--trials", "200"],
+        "experiment": ["experiment", "second-moment-curves", "--smoke", "--out", str(tmp_path / "exp")],
     }
     # the job-file and ledger commands (issue 11) print JSON documents too: tests/ops/test_run_cli.py
     runs.update(dict.fromkeys(("budget", "plan", "run", "report")))
@@ -243,6 +244,7 @@ def test_json_on_every_command(store, tmp_path, capsys):
         assert main([*argv, "--json"]) == 0, name
         docs[name] = json.loads(capsys.readouterr().out)
     assert docs["generate"]["output"] == str(g) and docs["generate"]["n_samples"] == 3000
+    assert all(f.startswith(str(tmp_path / "exp")) for f in docs["experiment"]["files"])
     assert docs["covariance"]["output"] == str(tmp_path / "c.zarr") and docs["covariance"]["privacy"]["epsilon"] == 1
     assert docs["norm"]["n_samples"] == 3000 and docs["pca"]["n_subsets"] == 15
     assert docs["second-moment"]["n_levels"] >= 1
