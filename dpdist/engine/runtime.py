@@ -556,9 +556,12 @@ def _start_progress_bar(client: Any, futures: list) -> concurrent.futures.Future
 
 
 def _connect(address: str, timeout: float | None) -> Any:
+    from dask.utils import parse_timedelta
     from distributed import Client
 
-    connect = dask.config.get("distributed.comm.timeouts.connect", "30s")
+    connect = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect", "30s"), default="s")
+    if timeout is not None:  # a fit with a shorter limit does not wait longer to connect
+        connect = min(connect, timeout)
     try:
         return Client(address, set_as_default=False, timeout=connect)
     except (OSError, TimeoutError) as exc:
