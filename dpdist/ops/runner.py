@@ -204,6 +204,10 @@ def run_job(job: Job, *, ledger: Ledger, run: str | None = None) -> dict:
                 staged.discard()
             if reservation.open:  # noise was drawn: whatever failed, the budget is spent
                 reservation.commit(outcome="failed-counted-as-spent", note=f"{type(exc).__name__}: {exc}"[:500])
+            if isinstance(exc, (OSError, ValidationError)):  # the output location failed after the fit
+                raise InfrastructureError(
+                    f"writing the result to {target!r} failed after the fit ({type(exc).__name__}: {exc}); nothing "
+                    "was published; noise had been drawn: the budget counts as spent", noise_drawn=True) from None
             raise
         staged.publish()
     remaining = ledger.remaining(dataset).remaining()
