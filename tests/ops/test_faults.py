@@ -29,7 +29,7 @@ from dpdist.data.results import load_result
 from dpdist.ops.job import load_job
 from dpdist.ops.ledger import open_ledger
 from dpdist.privacy.budget import ApproxDP
-from tests.clusters import dask_cli, free_port, user_env
+from tests.clusters import dask_cli, free_port, stop_process_groups, user_env
 from tests.ops.conftest import dpdist_cmd, job_toml
 
 pytestmark = pytest.mark.slow
@@ -77,10 +77,10 @@ class Cluster:
                 time.sleep(0.2)
 
     def workers_alive(self, n: int) -> None:
-        """Exactly ``n`` workers, connected, none holding data of an earlier test."""
+        """Exactly ``n`` workers, connected (started or stopped as needed)."""
         self.workers = [p for p in self.workers if p.poll() is None]
         while len(self.workers) > n:
-            self._stop(self.workers.pop())
+            stop_process_groups([self.workers.pop()])
         while len(self.workers) < n:
             self.workers.append(subprocess.Popen(
                 [*dask_cli(), "worker", self.address, "--nworkers", "1", "--nthreads", "1", "--no-dashboard",
@@ -117,7 +117,9 @@ class Cluster:
     def kill_worker(self, address: str) -> int:
         """SIGKILL the worker at ``address`` and its nanny (so it is not restarted); returns its pid."""
         pid = self.client.run_on_scheduler(_worker_pids)[address]
-        os.killpg(os.getpgid(pid), signal.SIGKILL)
+        group = os.getpgid(pid)
+        assert group in {p.pid for p in self.workers}, "not a worker this test started"
+        os.killpg(group, signal.SIGKILL)
         return pid
 
     def kill_scheduler(self) -> None:
@@ -126,23 +128,12 @@ class Cluster:
         os.killpg(self.scheduler.pid, signal.SIGKILL)
         self.scheduler.wait(timeout=30)
 
-    def _stop(self, proc: subprocess.Popen) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=20)
-
     def close(self) -> None:
         self.thaw()  # a held worker resumes, so that it can stop
         if self.client is not None:
             with contextlib.suppress(Exception):
                 self.client.close()
-        for proc in [*self.workers, self.scheduler]:
-            self._stop(proc)
+        stop_process_groups([*self.workers, self.scheduler])
         self.log.close()
 
 
