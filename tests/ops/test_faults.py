@@ -76,8 +76,9 @@ class Cluster:
                     raise
                 time.sleep(0.2)
 
-    def workers_alive(self, n: int) -> None:
-        """Exactly ``n`` workers, connected (started or stopped as needed)."""
+    def workers_alive(self, n: int, *, wait: bool = True) -> None:
+        """Exactly ``n`` workers (started or stopped as needed), connected unless ``wait`` is
+        False (then a job may start while they do; :meth:`wait_workers` waits)."""
         self.workers = [p for p in self.workers if p.poll() is None]
         while len(self.workers) > n:
             stop_process_groups([self.workers.pop()])
@@ -86,6 +87,10 @@ class Cluster:
                 [*dask_cli(), "worker", self.address, "--nworkers", "1", "--nthreads", "1", "--no-dashboard",
                  "--preload", str(FAULT_POINT), "--local-directory", str(self.root / "worker-space")],
                 stdout=self.log, stderr=self.log, env=self.env, cwd=self.root, start_new_session=True))
+        if wait:
+            self.wait_workers(n)
+
+    def wait_workers(self, n: int) -> None:
         deadline = time.monotonic() + 60
         while len(self.client.scheduler_info()["workers"]) != n:
             assert time.monotonic() < deadline, f"the cluster did not reach {n} workers"
@@ -169,9 +174,10 @@ def setup(tmp_path, tiny_dataset):
     return job, ledger, out, tiny_dataset
 
 
-def start_run(job: str, *, wrapper: list[str] | None = None) -> subprocess.Popen:
-    """``dpdist run JOB --json`` as a scheduler would start it; a lost cluster is noticed after 2 s."""
-    env = {**os.environ, "DASK_DPDIST__NO_WORKERS_TIMEOUT": "2"}
+def start_run(job: str, *, wrapper: list[str] | None = None, no_workers_timeout: float = 30) -> subprocess.Popen:
+    """``dpdist run JOB --json`` as a scheduler would start it (the tests that lose every worker
+    set ``no_workers_timeout`` to 2 s; 30 s, the default, lets workers start with the job)."""
+    env = {**os.environ, "DASK_DPDIST__NO_WORKERS_TIMEOUT": f"{no_workers_timeout:g}"}
     return subprocess.Popen([*(wrapper or []), *dpdist_cmd("run", job, "--json")], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
 
@@ -209,12 +215,13 @@ def test_a_worker_killed_mid_fit_with_a_spare_gives_the_undisturbed_seeded_relea
     function of (seed, i, j) and the sums' order is fixed by the graph, not by which worker
     runs a task, so the comparison is bitwise."""
     make, ledger, out, dataset = setup
-    cluster.workers_alive(2)
+    cluster.workers_alive(2, wait=False)  # they start with the job
     job = make(cluster.address, seed=7)
     cluster.arm(PRIVCOV_NOISE)
     proc = start_run(job)
     held = cluster.fired(proc)
     assert held["key"].startswith(PRIVCOV_NOISE)
+    cluster.wait_workers(2)  # the spare is there
     killed = cluster.kill_worker(held["address"])
     assert killed == held["pid"]
     code, result, err = finish(proc)
@@ -230,63 +237,6 @@ def test_a_worker_killed_mid_fit_with_a_spare_gives_the_undisturbed_seeded_relea
     [entry] = charges(ledger, dataset)
     assert (entry.state, entry.outcome, entry.output) == ("committed", "released", result["output"])
     assert entry.checksum == result["checksum"] == result_checksum(result["output"])
-
-
-@pytest.mark.parametrize("stage, spent", [(FRIENDLY_PASS1, False), (PRIVCOV_NOISE, True)],
-                         ids=["before-any-noise", "in-the-noise-stage"])
-def test_a_job_that_loses_its_only_worker_fails_cleanly(cluster, setup, stage, spent):
-    """Exit 5, nothing at the output location, and the ledger follows what the runtime
-    reports: released when no noise was drawn (killed in FriendlyCore's first pass), counted as
-    spent when noise may have been drawn (killed in PrivCov's noise stage)."""
-    make, ledger, out, dataset = setup
-    cluster.workers_alive(1)
-    job = make(cluster.address, estimator=SPECTRAL_NORM if stage == FRIENDLY_PASS1 else None)
-    cluster.arm(stage)
-    proc = start_run(job)
-    held = cluster.fired(proc)
-    cluster.kill_worker(held["address"])
-    code, result, err = finish(proc)
-    assert code == 5, err[-3000:]
-    message = result["error"]["message"]
-    assert result["status"] == "infrastructure-failure" and "no workers for 2 s" in message
-    assert everything_under(out) == []
-    [entry] = charges(ledger, dataset)
-    assert entry.stage == "running"
-    if spent:
-        assert "noise may have been drawn" in message
-        assert (entry.state, entry.outcome, entry.checksum) == ("committed", "failed-counted-as-spent", None)
-    else:
-        assert "no noise was drawn: nothing was spent" in message
-        assert (entry.state, entry.outcome) == ("released", "released-unspent")
-
-
-# -- a scheduler that disappears mid-job -------------------------------------------------------
-
-
-@pytest.mark.parametrize("stage, spent", [(FRIENDLY_PASS1, False), (PRIVCOV_NOISE, True)],
-                         ids=["before-any-noise", "in-the-noise-stage"])
-def test_a_scheduler_that_dies_mid_job(tmp_path, setup, stage, spent):
-    make, ledger, out, dataset = setup
-    own = Cluster(tmp_path / "cluster")  # this test kills its scheduler
-    try:
-        own.workers_alive(1)
-        job = make(own.address, estimator=SPECTRAL_NORM if stage == FRIENDLY_PASS1 else None)
-        own.arm(stage)
-        proc = start_run(job)
-        own.fired(proc)
-        own.kill_scheduler()
-        code, result, err = finish(proc)
-    finally:
-        own.close()
-    assert code == 5, err[-3000:]
-    assert result["status"] == "infrastructure-failure"
-    assert everything_under(out) == []
-    [entry] = charges(ledger, dataset)
-    if spent:
-        assert (entry.state, entry.outcome, entry.checksum) == ("committed", "failed-counted-as-spent", None)
-    else:
-        assert "nothing was spent" in result["error"]["message"]
-        assert (entry.state, entry.outcome) == ("released", "released-unspent")
 
 
 # -- storage: an unwritable output location, a full disk ---------------------------------------
@@ -346,3 +296,63 @@ def test_a_full_disk_while_writing_the_result_leaves_no_partial_output(cluster, 
     assert everything_under(out) == []
     [entry] = charges(pg_ledger_url, dataset)
     assert (entry.state, entry.outcome, entry.checksum) == ("committed", "failed-counted-as-spent", None)
+
+
+# -- the only worker killed mid-fit (after the storage tests, which use the spare's survivor) --
+
+
+@pytest.mark.parametrize("stage, spent", [(FRIENDLY_PASS1, False), (PRIVCOV_NOISE, True)],
+                         ids=["before-any-noise", "in-the-noise-stage"])
+def test_a_job_that_loses_its_only_worker_fails_cleanly(cluster, setup, stage, spent):
+    """Exit 5, nothing at the output location, and the ledger follows what the runtime
+    reports: released when no noise was drawn (killed in FriendlyCore's first pass), counted as
+    spent when noise may have been drawn (killed in PrivCov's noise stage)."""
+    make, ledger, out, dataset = setup
+    cluster.workers_alive(1)
+    job = make(cluster.address, estimator=SPECTRAL_NORM if stage == FRIENDLY_PASS1 else None)
+    cluster.arm(stage)
+    proc = start_run(job, no_workers_timeout=2)
+    held = cluster.fired(proc)
+    cluster.kill_worker(held["address"])
+    code, result, err = finish(proc)
+    assert code == 5, err[-3000:]
+    message = result["error"]["message"]
+    assert result["status"] == "infrastructure-failure" and "no workers for 2 s" in message
+    assert everything_under(out) == []
+    [entry] = charges(ledger, dataset)
+    assert entry.stage == "running"
+    if spent:
+        assert "noise may have been drawn" in message
+        assert (entry.state, entry.outcome, entry.checksum) == ("committed", "failed-counted-as-spent", None)
+    else:
+        assert "no noise was drawn: nothing was spent" in message
+        assert (entry.state, entry.outcome) == ("released", "released-unspent")
+
+
+# -- a scheduler that disappears mid-job -------------------------------------------------------
+
+
+@pytest.mark.parametrize("stage, spent", [(FRIENDLY_PASS1, False), (PRIVCOV_NOISE, True)],
+                         ids=["before-any-noise", "in-the-noise-stage"])
+def test_a_scheduler_that_dies_mid_job(tmp_path, setup, stage, spent):
+    make, ledger, out, dataset = setup
+    own = Cluster(tmp_path / "cluster")  # this test kills its scheduler
+    try:
+        own.workers_alive(1, wait=False)  # it starts with the job
+        job = make(own.address, estimator=SPECTRAL_NORM if stage == FRIENDLY_PASS1 else None)
+        own.arm(stage)
+        proc = start_run(job)
+        own.fired(proc)
+        own.kill_scheduler()
+        code, result, err = finish(proc)
+    finally:
+        own.close()
+    assert code == 5, err[-3000:]
+    assert result["status"] == "infrastructure-failure"
+    assert everything_under(out) == []
+    [entry] = charges(ledger, dataset)
+    if spent:
+        assert (entry.state, entry.outcome, entry.checksum) == ("committed", "failed-counted-as-spent", None)
+    else:
+        assert "nothing was spent" in result["error"]["message"]
+        assert (entry.state, entry.outcome) == ("released", "released-unspent")
