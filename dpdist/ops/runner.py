@@ -8,7 +8,7 @@ metadata, and it prints what the job would spend and what it would leave.
     validate the job and the estimator's parameters (plan(), metadata only)   -> exit 2
     check the output location is free                                         -> exit 2
     reserve the cost in the ledger                                            -> exit 3
-    connect to / start the cluster                                            -> exit 5, released
+    open the runtime: connect to / start the cluster                          -> exit 5, released
     mark running; fit (reads the data, draws the noise)                       -> 4 committed / 5
                                                   (a refusal during the pass: 2, committed as spent)
     stage the result on local disk, checksum it; prepare it at the target
@@ -169,8 +169,8 @@ def run_job(job: Job, *, ledger: Ledger, run: str | None = None) -> dict:
     target = check_target(job.output_for(run), overwrite=job.overwrite)
     predicted = _predicted(job, plan)
     with ledger.charge(dataset, cost, job=job.name, output=target, unspent_until_running=True) as reservation:
-        with scheduler_for(job) as scheduler:
-            est = job.build_estimator(scheduler)
+        with scheduler_for(job) as runtime:  # the fit's Runtime: its deadline bounds the whole fit
+            est = job.build_estimator(runtime)
             reservation.running()
             try:
                 est.fit(job.dataset_url)
@@ -204,6 +204,10 @@ def run_job(job: Job, *, ledger: Ledger, run: str | None = None) -> dict:
                 staged.discard()
             if reservation.open:  # noise was drawn: whatever failed, the budget is spent
                 reservation.commit(outcome="failed-counted-as-spent", note=f"{type(exc).__name__}: {exc}"[:500])
+            if isinstance(exc, (OSError, ValidationError)):  # the output location failed after the fit
+                raise InfrastructureError(
+                    f"writing the result to {target!r} failed after the fit ({type(exc).__name__}: {exc}); nothing "
+                    "was published; noise had been drawn: the budget counts as spent", noise_drawn=True) from None
             raise
         staged.publish()
     remaining = ledger.remaining(dataset).remaining()
