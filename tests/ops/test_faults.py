@@ -36,7 +36,7 @@ pytestmark = pytest.mark.slow
 
 FAULT_POINT = Path(__file__).with_name("fault_point.py")
 #: Task name prefixes of the stages the faults strike (see the module docstring).
-PRIVCOV_NOISE = "chunk_row_topk"  # PrivCov's per-row noisy top-k: draws the noise
+PRIVCOV_NOISE = "_symmetric_task"  # PrivCov's per-row noisy top-k on a symmetric tile pair: draws the noise
 FRIENDLY_PASS1 = "chunk_batch_moments"  # FriendlyCore's first pass (SpectralNorm): draws none
 
 SPECTRAL_NORM = ('[estimator]\nname = "SpectralNorm"\n[estimator.params]\nk = 2\nepsilon = 1.0\ndelta = 1e-6\n'
