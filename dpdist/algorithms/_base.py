@@ -109,8 +109,8 @@ def record_utility(release, plan, *, stacklevel: int = 3):
         notes += (f"VACUOUS release: {plan.vacuous_reason}",)
     release = dataclasses.replace(release, parameters={**release.parameters, "utility": utility}, notes=notes)
     if vacuous:
-        warnings.warn(UtilityWarning(f"VACUOUS release of {release.mechanism}: {plan.vacuous_reason}; the "
-                                     f"released values carry no useful information at this size (see plan())"),
+        warnings.warn(UtilityWarning(f"VACUOUS release of {release.mechanism}: {plan.vacuous_reason}; at this "
+                                     "size its guarantee says nothing about the released values (see plan())"),
                       stacklevel=stacklevel)
     return release
 

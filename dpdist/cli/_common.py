@@ -424,8 +424,8 @@ def privacy_banners(*metas: dict | None, warned: Iterable[str] = ()) -> list[str
         utility = (meta.get("parameters") or {}).get("utility") or {}
         if utility.get("vacuous"):
             vacuous.setdefault(meta.get("mechanism", ""), f"VACUOUS release of {meta.get('mechanism', 'this result')}: "
-                                                          f"{utility.get('vacuous_reason')}; the released values carry "
-                                                          "no useful information at this size (see --plan)")
+                                                          f"{utility.get('vacuous_reason')}; at this size its "
+                                                          "guarantee says nothing about the released values (see --plan)")
         seeded = (meta.get("seeding") or {}).get("mode") == "seeded"
         if seeded:
             kinds.setdefault("seeded", "SEEDED noise (--random-state): reproducible, so NOT a private "
