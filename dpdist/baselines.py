@@ -3,7 +3,6 @@
 Exactly the names of :mod:`dpdist.algorithms.baselines` (tests check the two agree).
 """
 
-from dpdist.algorithms import baselines as _impl
 from dpdist.algorithms.baselines import (
     AnalyzeGauss,
     GaussianCovariance,
@@ -15,4 +14,13 @@ from dpdist.algorithms.baselines import (
     WangXuPCA,
 )
 
-__all__ = list(_impl.__all__)
+__all__ = [
+    "AnalyzeGauss",
+    "GaussianCovariance",
+    "GaussianPCA",
+    "SubsampleAggregateSecondMoment",
+    "ThresholdedCovariance",
+    "ThresholdedPCA",
+    "WangXuCovariance",
+    "WangXuPCA",
+]

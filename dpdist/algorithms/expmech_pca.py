@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +27,6 @@ from dpdist.privacy.expmech_calibration import (
     expmech_min_samples,
 )
 from dpdist.privacy.noise import FLOAT_NOISE_CAVEAT, NoiseSeed, gaussian_from_uniform, resolve_random_state
-from dpdist.privacy.budget import ApproxDP
 from dpdist.privacy.plan import Plan
 from dpdist.privacy.release import Release, warn_if_unsafe
 
