@@ -135,8 +135,8 @@ def test_get_params_set_params_and_repr(name):
     assert text.startswith(f"{type(est).__name__}(") and all(f"{k}=" in text for k in params)
     assert est.set_params(scheduler="threads") is est and est.get_params()["scheduler"] == "threads"
     with pytest.raises(ValidationError, match="bogus"):
-        est.set_params(bogus=1)
-    assert "bogus" not in vars(est)
+        est.set_params(scheduler="synchronous", bogus=1)
+    assert "bogus" not in vars(est) and est.scheduler == "threads"  # nothing set when one key is unknown
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -262,6 +262,9 @@ def test_a_useful_release_does_not_warn():
         est.fit(X)
     assert not [w for w in caught if issubclass(w.category, UtilityWarning)]
     assert est.release_.parameters["utility"]["vacuous"] is False
+    # without sigma there is no model: the verdict is "not assessed", not "useful"
+    est = ThresholdedCovariance(threshold=0.1, **SYNC).fit(X)
+    assert est.release_.parameters["utility"]["vacuous"] is None
 
 
 # ------------------------------------------------------------------------ one validation rule

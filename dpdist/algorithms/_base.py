@@ -98,12 +98,13 @@ def record_utility(release, plan, *, stacklevel: int = 3):
     lost for its utility check.
     """
     if plan is None or isinstance(plan, Exception):
-        utility = {"vacuous": None, "vacuous_reason": f"not assessed: {plan}" if plan is not None else
-                   "not assessed: this estimator's plan predicts no error"}
+        utility = {"vacuous": None, "vacuous_reason": f"not assessed: {plan}"}
         vacuous = False
     else:
         utility = plan.utility()
         vacuous = plan.vacuous
+        if plan.error_bound is None and not vacuous:
+            utility.update(vacuous=None, vacuous_reason="not assessed: the plan predicts no error for these parameters")
     notes = tuple(release.notes)
     if vacuous:
         notes += (f"VACUOUS release: {plan.vacuous_reason}",)
@@ -146,11 +147,12 @@ class Estimator:
     def set_params(self, **params):
         """Set ``__init__`` parameters (validated at the next fit or plan); returns self."""
         valid = set(self._param_names())
+        unknown = [key for key in params if key not in valid]
+        if unknown:  # checked before anything is set
+            raise ValidationError(
+                f"invalid parameter {unknown[0]!r} for {type(self).__name__} (parameters: {', '.join(sorted(valid))})"
+            )
         for key, value in params.items():
-            if key not in valid:
-                raise ValidationError(
-                    f"invalid parameter {key!r} for {type(self).__name__} (parameters: {', '.join(sorted(valid))})"
-                )
             setattr(self, key, value)
         return self
 
