@@ -31,6 +31,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import os
 import warnings
@@ -47,6 +48,7 @@ __all__ = [
     "check_positive",
     "nonfinite_note",
     "record_utility",
+    "reports_empirical",
     "refuse_nonfinite",
 ]
 
@@ -114,6 +116,30 @@ def record_utility(release, plan, *, stacklevel: int = 3):
                                      "size its guarantee says nothing about the released values (see plan())"),
                       stacklevel=stacklevel)
     return release
+
+
+def reports_empirical(method: str):
+    """Decorate an estimator's ``plan()``: the plan's ``empirical`` field gets the n* that
+    ``dpdist experiment sample-complexity`` measured for ``method`` at the plan's
+    ``n_features`` (:func:`dpdist.experiments.empirical.measured_n_star`), one entry per
+    measurement mode (simulated, real), each labelled *empirical* with its instance family,
+    target, budget and source file. Only inside the measured range of d (no extrapolation);
+    a value measured at another budget or on another instance family is a reference point,
+    not a prediction for this fit."""
+
+    def wrap(plan_method):
+        @functools.wraps(plan_method)
+        def plan(self, n_samples, n_features, *args, **kwargs):
+            out = plan_method(self, n_samples, n_features, *args, **kwargs)
+            from dpdist.experiments.empirical import measured_n_star
+
+            found = [m.to_dict() for mode in ("simulated", "real")
+                     if (m := measured_n_star(method, out.n_features, mode=mode)) is not None]
+            return dataclasses.replace(out, empirical=tuple(found)) if found else out
+
+        return plan
+
+    return wrap
 
 
 class Estimator:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from dpdist._validation import check_int, check_positive, check_probability
-from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note
+from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, reports_empirical
 from dpdist.data.validation import as_dask_array
 from dpdist.engine.gram import clipped_second_moment, nonfinite_guard
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
@@ -450,6 +450,7 @@ class ExpMechSparsePCA(Estimator):
         super()._check_fit(n_samples, n_features)
         _check_range(self._calibration(n_samples, n_features), self.max_subsets)
 
+    @reports_empirical("expmech")
     def plan(self, n_samples: int, n_features: int, *, eigengap: float | None = None) -> "ExpMechPlan":
         """Noise scales and the predicted error at this size, without reading data.
 

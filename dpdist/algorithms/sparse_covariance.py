@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dpdist._validation import check_int, check_positive, check_probability
-from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note
+from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, reports_empirical
 from dpdist.data.validation import as_dask_array
 from dpdist.engine.gram import DEFAULT_TILE, clipped_second_moment, nonfinite_guard
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
@@ -452,6 +452,7 @@ class SparseCovariance(Estimator):
         R, rule = _resolve_clip(clip, sigma, n, d, beta)
         return privcov_calibration(epsilon, delta, n, d, k, R), rule
 
+    @reports_empirical("privcov")
     def plan(self, n_samples: int, n_features: int) -> "SparseCovariancePlan":
         """Clip level, noise scale and Theorem 1 error bound for a data size; reads no data.
 

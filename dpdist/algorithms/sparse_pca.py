@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from dpdist._validation import check_int, check_positive, check_probability
-from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, refuse_nonfinite
+from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, refuse_nonfinite, reports_empirical
 from dpdist.data.validation import as_dask_array
 from dpdist.engine.friendly import (
     DEFAULT_GROUP_BYTES,
@@ -929,6 +929,7 @@ class SparsePCA(Estimator):
             return None, (epsilon, delta)
         return split_budget(epsilon, delta, self.norm_fraction)
 
+    @reports_empirical("privpca")
     def plan(self, n_samples: int, n_features: int, *, lambda_1: float | None = None) -> SparsePCAPlan:
         """Noise scales, tau, m and the sin^2 error Theorem 3's proof predicts; reads no data.
 

@@ -171,6 +171,6 @@ def progress_display(enabled: bool, label: str, client: Any = None, *, stream: T
                 stop.set()
                 if poller is not None:
                     poller.join(timeout=5)
-                    if completed and line.drawn:  # the cluster's last pass ended: show it complete
+                    if completed:  # show it complete, also when every pass ended between polls
                         line.draw(1, 1)
                 line.close()

@@ -18,6 +18,10 @@ Common fields:
 - ``error_scale``, ``error_scale_rule``: the scale of the quantity estimated, from public
   parameters (``sigma**2`` for a covariance, 1 for ``sin^2``, ...), and how it was chosen;
 - ``unmet_conditions``: conditions of the prediction that this size does not meet;
+- ``empirical``: the least n measured to reach a stated target on a stated instance family
+  (``dpdist experiment sample-complexity``), at this ``n_features``, one dict per measurement
+  mode, each labelled ``"empirical"`` with its source; empty where never measured. A
+  measurement, not a guarantee: it holds for its instance family, target and budget;
 - ``vacuous``, ``vacuous_reason``: derived, never given. A plan is **vacuous** when the
   predicted error is at least the scale of the quantity (``error_bound >= error_scale``) or a
   condition of the prediction is unmet: a release at this size says nothing the scale did not
@@ -38,7 +42,7 @@ __all__ = ["Plan", "UTILITY_FIELDS"]
 UTILITY_FIELDS = ("error_bound", "error_metric", "error_scale", "error_scale_rule", "vacuous", "vacuous_reason")
 _HEAD = ("n_samples", "n_features", "privacy", "noise_scale")
 _TAIL = ("error_bound", "error_metric", "error_scale", "error_scale_rule", "unmet_conditions", "vacuous",
-         "vacuous_reason")
+         "vacuous_reason", "empirical")
 
 
 def _jsonable(value: Any) -> Any:
@@ -65,6 +69,7 @@ class Plan:
     error_scale: float | None = None
     error_scale_rule: str = ""
     unmet_conditions: tuple = ()
+    empirical: tuple = ()
     vacuous: bool = field(init=False, default=False)
     vacuous_reason: str | None = field(init=False, default=None)
 

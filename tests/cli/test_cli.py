@@ -145,3 +145,16 @@ def test_generate_model2(tmp_path, capsys):
 
     assert as_dask_array(str(out)).shape == (3000, 9)
     assert np.count_nonzero(load_model2_truth(out)["v1"]) == 3
+
+
+def test_plan_shows_the_measured_n_star_as_empirical(capsys):
+    """--plan prints the sweep's n* at this d as one labelled line (text), the dicts (--json)."""
+    argv = ["covariance", "--plan", "--n-samples", "1000000000", "--n-features", "2000", "--k", "20",
+            "--epsilon", "1", "--delta", "1e-6", "--sigma", "1"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if ln.strip().startswith("empirical n* (simulated)"))
+    assert "9.31e+08" in line and "construction1 (k=20)" in line and "sample_complexity_simulated.json" in line
+    assert main([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [e["label"] for e in doc["empirical"]] == ["empirical"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -43,3 +44,52 @@ def test_theory_values_come_from_the_estimators_plans():
     t = emp.theory_n_star("privcov", 1000, k=3, sigma=1.0, target=0.5, epsilon=1.0, delta=1e-6)
     assert t == dpdist.SparseCovariance(3, 1.0, 1e-6, sigma=1.0).min_samples(0.5, 1000)
     assert emp.theory_n_star("unknown", 10, k=1, sigma=1.0, target=0.5, epsilon=1.0, delta=1e-6) is None
+
+
+def _results(mode):
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "results" / f"sample_complexity_{mode}.json"
+    return json.loads(path.read_text())
+
+
+def test_plan_reports_the_measured_n_star_labelled_empirical():
+    """plan() carries the n* of the committed sweep (read here from the results file itself),
+    labelled empirical with its source; nothing outside the measured range of d."""
+    import dpdist
+
+    rows = {r["d"]: r["n_star"] for r in _results("simulated")["methods"]["privcov"]["rows"] if r["reached"]}
+    plan = dpdist.SparseCovariance(20, 1.0, 1e-6, sigma=1.0).plan(10**9, 2000)
+    (e,) = plan.empirical
+    assert e["n_star"] == rows[2000] and not e["interpolated"]
+    assert e["label"] == "empirical" and e["mode"] == "simulated"
+    assert e["source"] == "benchmarks/results/sample_complexity_simulated.json"
+    between = dpdist.SparseCovariance(20, 1.0, 1e-6, sigma=1.0).plan(10**9, 1000).empirical[0]
+    assert rows[600] < between["n_star"] < rows[2000] and between["interpolated"]
+    assert dpdist.SparseCovariance(20, 1.0, 1e-6, sigma=1.0).plan(10**9, 30).empirical == ()  # below d = 60
+    assert plan.to_dict()["empirical"][0]["n_star"] == rows[2000]
+
+
+def test_every_measured_method_is_reported_by_its_estimator():
+    """Each method of the sweeps shows up in the plan of the estimator the sweep ran, in every
+    mode it was measured in (names come from the results files, not from the code)."""
+    import dpdist
+
+    b = dpdist.baselines
+    plans = {
+        "privcov": lambda d: dpdist.SparseCovariance(20, 1.0, 1e-6, sigma=1.0).plan(10**9, d),
+        "wang_xu": lambda d: b.GaussianCovariance(1.0, 1e-6, sigma=1.0).plan(10**9, d),
+        "thresholded": lambda d: b.ThresholdedCovariance(sigma=1.0).plan(10**9, d),
+        "privpca": lambda d: dpdist.SparsePCA(3, 1.0, 1e-6, gap=0.5, sigma=1.0).plan(10**9, d),
+        "wang_xu_pca": lambda d: b.GaussianPCA(1.0, 1e-6, sigma=1.0).plan(10**9, d, k=3),
+        "thresholded_pca": lambda d: b.ThresholdedPCA(sigma=1.0).plan(10**9, d, k=3),
+        "expmech": lambda d: dpdist.ExpMechSparsePCA(3, 1.0, 1e-6, sigma=1.0).plan(10**9, d, eigengap=0.5),
+    }
+    for mode in ("simulated", "real"):
+        for name, r in _results(mode)["methods"].items():
+            reached = [(row["d"], row["n_star"]) for row in r["rows"] if row["reached"]]
+            if not reached:
+                continue
+            d, n_star = reached[0]
+            got = {e["mode"]: e["n_star"] for e in plans[name](d).empirical}
+            assert got.get(mode) == n_star, (name, mode, got)

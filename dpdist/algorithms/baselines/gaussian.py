@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpdist._validation import check_int, check_positive, check_probability
-from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note
+from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, reports_empirical
 from dpdist.algorithms.baselines._common import triples_to_csr
 from dpdist.algorithms.baselines.thresholded import ThresholdedCovariancePlan, bickel_levina_threshold
 from dpdist.data.validation import as_dask_array
@@ -143,6 +143,7 @@ class GaussianCovariance(Estimator):
                 lam += bickel_levina_threshold(sigma, n, d, beta)
         return {"epsilon": eps, "delta": delta, "clip": R, "threshold": lam, **cal}
 
+    @reports_empirical("wang_xu")
     def plan(self, n_samples: int, n_features: int) -> GaussianCovariancePlan:
         """Clip, Gaussian noise scale, threshold and the entrywise error bound for a data
         size (:class:`GaussianCovariancePlan`); reads no data."""

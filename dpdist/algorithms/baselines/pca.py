@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from dpdist._validation import check_int
-from dpdist.algorithms._base import Estimator
+from dpdist.algorithms._base import Estimator, reports_empirical
 from dpdist.algorithms.baselines.gaussian import GaussianCovariance, GaussianCovariancePlan
 from dpdist.algorithms.baselines.thresholded import (
     ThresholdedCovariance,
@@ -143,6 +143,7 @@ class GaussianPCA(Estimator):
             tile_size=self.tile_size, on_nonfinite=self.on_nonfinite, timeout=self.timeout,
         )
 
+    @reports_empirical("wang_xu_pca")
     def plan(self, n_samples: int, n_features: int, *, k: int | None = None,
              eigengap: float | None = None) -> GaussianPCAPlan:
         """Noise scale, threshold and predicted error for a data size; reads no data.
@@ -210,6 +211,7 @@ class ThresholdedPCA(Estimator):
         self.ledger = ledger
         self.dataset = dataset
 
+    @reports_empirical("thresholded_pca")
     def plan(self, n_samples: int, n_features: int, *, k: int | None = None, eigengap: float | None = None,
              beta: float = 0.1) -> ThresholdedPCAPlan:
         """Threshold and predicted error (no noise; NOT private); reads no data.

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from dpdist._validation import check_int, check_positive, check_probability
-from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note
+from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, reports_empirical
 from dpdist.algorithms.baselines._common import triples_to_csr
 from dpdist.data.validation import as_dask_array
 from dpdist.engine.gram import DEFAULT_TILE, clipped_second_moment, nonfinite_guard
@@ -100,6 +100,7 @@ class ThresholdedCovariance(Estimator):
     def _fitted_attributes(self, rel: Release) -> dict:
         return {"covariance_": rel.values["covariance"], "threshold_": rel.parameters["threshold"], "release_": rel}
 
+    @reports_empirical("thresholded")
     def plan(self, n_samples: int, n_features: int, *, beta: float = 0.1) -> ThresholdedCovariancePlan:
         """Threshold and predicted entrywise error (no noise; NOT private); reads no data."""
         return thresholded_plan(ThresholdedCovariancePlan, self.threshold, self.sigma, n_samples, n_features, beta)
