@@ -123,13 +123,19 @@ def row_norms(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def _apply_map(x: np.ndarray, a) -> np.ndarray:
-    """``x a`` as a new array (a copy for the identity)."""
+def _apply_map(x: np.ndarray, a, batch: int | None = None) -> np.ndarray:
+    """``x a`` as a new array (a copy for the identity). With ``batch``, a matrix product is
+    formed ``batch`` rows per BLAS call (:func:`gram_batch_rows`: one BLAS thread each)."""
     if a is None:
         return np.array(x, dtype=np.float64, copy=True)
     if np.ndim(a) == 0:
         return x * float(a)
-    return x @ a
+    if batch is None or x.shape[0] <= batch:
+        return x @ a
+    z = np.empty((x.shape[0], np.shape(a)[1]))
+    for lo in range(0, x.shape[0], batch):
+        np.matmul(x[lo : lo + batch], a, out=z[lo : lo + batch])
+    return z
 
 
 def _map_and_clip_scaled(x: np.ndarray, aT, radius: float, prev: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -182,10 +188,14 @@ def map_and_clip(x: np.ndarray, aT=None, radius: float = np.inf, prev: np.ndarra
     return _map_and_clip(x, aT, r, prev)
 
 
-def _map_and_clip(x: np.ndarray, aT, r: float, prev: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`map_and_clip` with the radius already shrunk (the hot loop of a level)."""
+def _map_and_clip(
+    x: np.ndarray, aT, r: float, prev: np.ndarray | None, batch: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`map_and_clip` with the radius already shrunk (the hot loop of a level); the map
+    is applied ``batch`` rows per BLAS call (:func:`_apply_map`), each row's values are the
+    same whatever the batch."""
     with np.errstate(all="ignore"):
-        z = _apply_map(x, aT)
+        z = _apply_map(x, aT, batch)
         sq = np.einsum("ij,ij->i", z, z)
         t = np.sqrt(sq)
         np.divide(r, t, out=t)
@@ -308,6 +318,12 @@ def gram_batch_rows(n_features: int) -> int:
     return int(min(GRAM_BATCH_ROWS, max(256, _BLAS_SINGLE_THREAD // (d * d) - 1)))
 
 
+#: Values (rows x d) of a level's elementwise work done at once in :func:`chunk_level_step`:
+#: a few MiB, so that the map's output, the norms and the scaling stay in cache while each
+#: numpy call covers several BLAS batches (fewer Python round trips per row).
+_LEVEL_BLOCK_VALUES = 1 << 17
+
+
 def chunk_level_step(
     x: np.ndarray, prev: np.ndarray | None = None, *, M: np.ndarray, radius: float
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -324,19 +340,28 @@ def chunk_level_step(
     pairwise (:class:`~dpdist.engine.gram.GramAccumulator`), the order the privacy layer's
     float-error bound assumes. No large term is ever added and subtracted again. Rows holding
     NaN or inf get t = 0 and contribute nothing.
+
+    Cost: one read of the chunk. The rows are taken in blocks of about
+    ``_LEVEL_BLOCK_VALUES`` values (converted to float64 block by block: no float64 copy of a
+    whole float32 chunk); within a block the map and the Gram are BLAS calls of
+    :func:`gram_batch_rows` rows each (one BLAS thread), the norms and the scaling one numpy
+    call each. The values are those of a row-by-row evaluation of the same products (every
+    row's map, norm and scale depend on that row alone; the Gram runs are the same batches).
     """
-    x = np.asarray(x, dtype=np.float64)
+    x = np.asarray(x)
     n, d = x.shape
     MT = np.ascontiguousarray(np.asarray(M, dtype=np.float64).T)
     prev = None if prev is None else np.asarray(prev, dtype=np.float64).ravel()
     t = np.empty(n, dtype=np.float64)
     acc = GramAccumulator()
     batch = gram_batch_rows(d)
+    block = batch * max(1, _LEVEL_BLOCK_VALUES // (batch * max(1, d)))
     r = shrink_radius(radius, d)
-    for lo in range(0, n, batch):
-        y, tb = _map_and_clip(x[lo : lo + batch], MT, r, None if prev is None else prev[lo : lo + batch])
-        acc.add(y)
-        t[lo : lo + batch] = tb
+    for lo in range(0, n, block):
+        xb = np.asarray(x[lo : lo + block], dtype=np.float64)
+        y, t[lo : lo + block] = _map_and_clip(xb, MT, r, None if prev is None else prev[lo : lo + block], batch)
+        for a in range(0, y.shape[0], batch):
+            acc.add(y[a : a + batch])
     g = acc.total((d, d))
     return t, (g + g.T) / 2.0
 
@@ -463,7 +488,9 @@ def level_step(X: da.Array, prev: Sequence[Any] | None, M: np.ndarray, radius: f
     prevs = [None] * len(blocks) if prev is None else list(prev)
     if len(prevs) != len(blocks):
         raise ValueError("previous scales do not match the row blocks of X")
-    step = dask.delayed(chunk_level_step, pure=True, nout=2)
+    # pure=False: the previous scales (local arrays of one float per row) are not hashed for
+    # keys at every level
+    step = dask.delayed(chunk_level_step, pure=False, nout=2)
     parts = [step(b, p, M=M, radius=float(radius)) for b, p in zip(blocks, prevs)]
     return [p[0] for p in parts], tree_sum([p[1] for p in parts])
 
