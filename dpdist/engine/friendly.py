@@ -29,22 +29,34 @@ Cost (ALGORITHMS.md section 2)
 Pass 1 works column tile by column tile: for a tile (I, J) (I <= J) it forms the m batch tiles
 ``Sigma_i[I, J]`` (m x t x t values, never m x d x d; ``t`` from ``tile_bytes``), counts
 per-row entries above tau, keeps the thresholded entries of batches that can still be k-RCS,
-and updates the m x m "separated" relation. Diagonal tiles are formed by BLAS ``syrk`` (upper
-triangle only: each batch matrix is defined by its upper triangle). Tiles are computed in
-groups of at most ``group_bytes`` of batch tiles, one group after the other
-(:func:`friendly_pass1_groups`, :meth:`Session.persist_each`): memory is bounded by the group
-budget plus the row chunks in flight, and X is read once per group (once for d = 1,000,
-m = 200 with the defaults). The friend relation needs all m batch values of an entry at once,
-so a single read with less memory than ``m d^2 / 2`` values is impossible; more groups
-trade reads for memory. The friend relation uses the span fast path: an entry whose values
-across the (finite) batches span at most 2 tau separates no pair; only wider entries are
-compared pairwise (``scipy.spatial.distance.cdist(..., "chebyshev")`` on blocks of wide
-entries), and among batches that still have an unseparated partner only: a batch already
-separated from every other one (an outlier batch) drops out, so its wide entries cost
-nothing after the first block. (A sort-and-sweep per wide entry finds the same pairs, but the
-union over entries still has to be written into the m x m relation; the blocked Chebyshev
-distance does that in compiled code.) Pass 2 is one weighted Gram per tile (``syrk`` on the diagonal
-tiles), summed over row chunks in a tree.
+and updates the m x m "separated" relation. Tiles are computed in groups of at most
+``group_bytes`` of batch tiles, one group after the other (:func:`pass1_tile_groups`,
+:func:`persist_pass1`): memory is bounded by the group budget plus the row chunks in flight,
+and X is read once per group (once for d = 1,000, m = 200 with the defaults). The friend
+relation needs all m batch values of an entry at once, so a single read with less memory than
+``m d^2 / 2`` values is impossible; more groups trade reads for memory.
+
+Within a group, one task per row chunk (:func:`chunk_group_moments`) checks the chunk for
+non-finite rows and clips it once, then forms every batch's moments over the group's columns:
+when the group covers the upper triangle of its columns (a one-group pass), one BLAS ``syrk``
+per batch over all of them (the shape BLAS runs fastest; upper triangle only, each batch
+matrix being defined by its upper triangle), sliced into the tiles; otherwise one product per
+tile. :func:`tile_pass1` reads each tile batch by batch (one t x t slice in cache at a time:
+finiteness, the entries above tau and their row counts, the running maximum and minimum over
+the batches). The friend relation uses the span fast path: an entry whose values across the
+(finite) batches span at most 2 tau separates no pair; only wider entries are compared
+pairwise (``scipy.spatial.distance.cdist(..., "chebyshev")`` on blocks of wide entries), and
+among batches that still have an unseparated partner only: a batch already separated from
+every other one (an outlier batch) drops out, so its wide entries cost nothing after the first
+block. (A sort-and-sweep per wide entry finds the same pairs, but the union over entries
+still has to be written into the m x m relation; the blocked Chebyshev distance does that in
+compiled code.)
+
+Pass 2: when pass 1 is one group, its normalised batch tiles are kept where they were
+computed (at most ``group_bytes``, the memory pass 1 needs anyway) and ``Sigma_bar`` is their
+weighted sum (:func:`tile_weighted_moment`, m t^2 operations a tile): X is read once in all.
+Otherwise pass 2 reads X again: one weighted Gram per tile (``syrk`` on the diagonal tiles),
+summed over row chunks in a tree (:func:`friendly_pass2`).
 
 Non-finite values and magnitudes (issue 9): both passes first replace every row holding a
 NaN or an infinity by a zero row (the row rule of every estimator: a per-row map, uncounted)
@@ -52,8 +64,8 @@ and clip every entry to the caller's public ``clip`` (:func:`chunk_rows`), so ea
 ``x_a x_b`` is at most ``clip^2`` and the rounding of every batch moment and of Sigma_bar is
 bounded by public values (``dpdist.privacy.pca_calibration.friendly_float_bounds``). A batch
 whose second moment is still non-finite (possible only with ``clip = inf``) is not good, has
-no friends (not even itself: ``NaN <= 2 tau`` is false), weighs 0, and its rows are skipped
-(not multiplied by 0) in pass 2.
+no friends (not even itself: ``NaN <= 2 tau`` is false), weighs 0, and its rows (or its kept
+tiles) are skipped (not multiplied by 0) in pass 2.
 """
 
 from __future__ import annotations
@@ -741,20 +753,10 @@ def tile_weighted_moment(batch_tiles: np.ndarray, stats: FriendlyStats) -> np.nd
     slab of tile rows at a time (all batches of the slab: a temporary of at most
     ``_WEIGHTED_SLAB_VALUES`` values per batch): weighted in place, then added pairwise.
 
-    Float error (what ``dpdist.privacy.pca_calibration.friendly_float_bounds`` assumes of
-    pass 2). With ``L = ceil(log2 m)``, each term ``fl(q_i S_i)``, ``q_i = fl(p_i / fl(Z))``,
-    passes through at most L additions, so entrywise ``C = sum_i lambda_i S_i`` with
-    ``lambda_i = (p_i / fl(Z)) (1 + theta_{L+2})`` (Higham, Lemma 3.1; the theta differ by
-    entry), and ``fl(Z) = (sum_i p_i)(1 + theta_{m-1})``, so ``Lambda = sum_i lambda_i``
-    lies within ``gamma_{m+L+1}`` of 1. Hence C lies within ``|1 - 1/Lambda| |C| <=
-    gamma_{m+L+1} max_i |S_i| <= gamma_{m+L+1} c^2 (1 + gamma_D)`` of the convex combination
-    ``sum_i (lambda_i / Lambda) S_i`` of the *computed* batch moments with ``p_i > 0`` (the
-    very matrices the friend test compared). As gamma is increasing and convex,
-    ``gamma_{m+L+1} <= gamma_{m+8} + 4 (L - 7) u`` while ``(m + L + 1) u <= 1/2``, and
-    ``4 (L - 7) u < 2 gamma_D`` (L <= 64, D >= 4096), so this is below the
-    ``eta_0 = (2 gamma_D + gamma_{m+8}) c^2 (1 + 1e-6)`` that the bound allows for the
-    reading pass 2 (whose C is a near-convex combination of the exact batch moments, each
-    within ``gamma_D c^2`` of the computed one). The rest of that proof is unchanged.
+    Float error: each term ``fl(q_i S_i)`` passes through at most ``ceil(log2 m)`` additions,
+    so C lies within ``gamma_{m + ceil(log2 m) + 1} c^2 (1 + gamma_D)`` of a convex combination
+    of the computed batch moments (the matrices the friend test compared), which is within the
+    ``eta_0`` of ``dpdist.privacy.pca_calibration.friendly_float_bounds`` (proof there).
     """
     p = np.asarray(stats.weights, dtype=np.float64)
     sel = np.flatnonzero(p > 0)

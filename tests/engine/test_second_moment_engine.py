@@ -197,3 +197,30 @@ def test_group_labels_computed_per_block_match_the_materialised_labels(rng):
         np.testing.assert_allclose(got, expected, rtol=1e-12)
     labels = part(0, n)
     np.testing.assert_allclose(expected[3], x[labels == 3].T @ x[labels == 3], rtol=1e-12)
+
+
+def test_level_kernel_in_blocks_equals_batch_by_batch_bitwise(rng, monkeypatch):
+    # rows beyond several blocks and BLAS batches, hostile rows in different blocks: the
+    # block-wise kernel gives bit for bit what one BLAS batch at a time gives (each row's map,
+    # norm and scale depend on that row alone; the Gram runs are the same batches)
+    n, d = 40_000, 8
+    x = rng.standard_normal((n, d)) * np.logspace(0, 3, d)
+    x[[3, 20_000]] = 1e200  # squares overflow: the rescaled path
+    x[17_000, 2] = np.nan
+    x[30_001] = 5e-310  # subnormal
+    x[39_999] = 0.0
+    M = math.sqrt(GROWTH) * _random_projection(rng, d, 3) * 0.01
+    prev = rng.uniform(0.2, 1.0, n)
+    assert n > 2 * eng.gram_batch_rows(d) * (eng._LEVEL_BLOCK_VALUES // (eng.gram_batch_rows(d) * d))
+    blocks = eng.chunk_level_step(x, prev, M=M, radius=3.0)
+    monkeypatch.setattr(eng, "_LEVEL_BLOCK_VALUES", 1)  # one BLAS batch a block
+    batches = eng.chunk_level_step(x, prev, M=M, radius=3.0)
+    np.testing.assert_array_equal(blocks[0], batches[0])
+    np.testing.assert_array_equal(blocks[1], batches[1])
+    assert blocks[0][17_000] == 0 and 0 < blocks[0][3] < 1e-190
+    oracle = eng.map_and_clip(x, np.ascontiguousarray(M.T), 3.0, prev)[0]
+    np.testing.assert_allclose(blocks[1], oracle.T @ oracle, rtol=1e-11, atol=1e-12)
+    with np.errstate(over="ignore"):
+        x32 = x.astype(np.float32)  # 1e200 becomes inf; converted block by block as if first
+    np.testing.assert_array_equal(eng.chunk_level_step(x32, prev, M=M, radius=3.0)[1],
+                                  eng.chunk_level_step(x32.astype(np.float64), prev, M=M, radius=3.0)[1])
