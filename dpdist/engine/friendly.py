@@ -218,12 +218,17 @@ def chunk_batch_moments(
     the batch matrix is defined by its upper triangle throughout. (One tile of
     :func:`chunk_group_moments`.)
     """
-    return chunk_group_moments(x, labels, [(cols_i, cols_j)], clip)[0]
+    present, sums, _ = chunk_group_moments(x, labels, [(cols_i, cols_j)], clip)[0]
+    return present, sums
 
 
 def chunk_group_moments(
-    x: np.ndarray, labels: np.ndarray, tiles: Sequence[tuple[tuple[int, int], tuple[int, int]]], clip: float = math.inf
-) -> list[tuple[np.ndarray, np.ndarray]]:
+    x: np.ndarray,
+    labels: np.ndarray,
+    tiles: Sequence[tuple[tuple[int, int], tuple[int, int]]],
+    clip: float = math.inf,
+    sizes: np.ndarray | None = None,
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """:func:`chunk_batch_moments` of one row chunk for several tiles ``(cols_i, cols_j)`` at
     once: one task per row chunk and bundle of tiles, so the rows are sorted by batch, checked
     for non-finite values and clipped once (at most one float64 copy of the columns the tiles
@@ -238,6 +243,12 @@ def chunk_group_moments(
     combined pairwise: the summation depth of
     ``dpdist.privacy.pca_calibration.friendly_float_bounds``), and the strict lower triangle
     of a diagonal tile is zero.
+
+    Returns, per tile, ``(present, sums, done)``. With the batch ``sizes`` (all m of them), a
+    batch whose rows all lie in this chunk is finished here: its sum is divided by its size
+    as it is written (``done`` True; the same two roundings as dividing later), so that
+    :func:`combine_batch_moments` need not copy it. Otherwise ``done`` is all False and the
+    sums are raw.
     """
     labels = np.asarray(labels)
     x = np.asarray(x)
@@ -249,7 +260,12 @@ def chunk_group_moments(
     rows = chunk_rows(x, (lo, hi), clip, nonfinite_rows(x), copy=False)  # read only
     present, starts = np.unique(labels, return_index=True)
     ends = np.append(starts[1:], labels.size)
-    out = [(present, np.empty((present.size, ci[1] - ci[0], cj[1] - cj[0]))) for ci, cj in tiles]
+    if sizes is None:
+        done = np.zeros(present.size, dtype=bool)
+    else:
+        done = (ends - starts) == np.asarray(sizes)[present]
+    divisor = np.where(done, np.asarray(sizes)[present] if sizes is not None else 1, 1).astype(np.float64)
+    out = [(present, np.empty((present.size, ci[1] - ci[0], cj[1] - cj[0])), done) for ci, cj in tiles]
     area = sum((ci[1] - ci[0]) * (cj[1] - cj[0]) for ci, cj in tiles)
     whole_span = area >= 0.75 * (hi - lo) * (hi - lo + 1) / 2
     with np.errstate(over="ignore", invalid="ignore"):  # inf/NaN moments: non-finite batches
@@ -258,10 +274,10 @@ def chunk_group_moments(
                 acc = GramAccumulator(_syrk_product)
                 acc.add(rows[s:e])
                 full = acc.total((hi - lo, hi - lo))
-                for (ci, cj), (_, sums) in zip(tiles, out):
-                    sums[g] = full[ci[0] - lo : ci[1] - lo, cj[0] - lo : cj[1] - lo]
+                for (ci, cj), (_, sums, _) in zip(tiles, out):
+                    _write(full[ci[0] - lo : ci[1] - lo, cj[0] - lo : cj[1] - lo], done[g], divisor[g], sums[g])
                 continue
-            for (ci, cj), (_, sums) in zip(tiles, out):
+            for (ci, cj), (_, sums, _) in zip(tiles, out):
                 a = rows[s:e, ci[0] - lo : ci[1] - lo]
                 if ci == cj:  # syrk needs a contiguous operand (upper triangle, half the flops)
                     acc = GramAccumulator(_syrk_product)
@@ -269,8 +285,16 @@ def chunk_group_moments(
                 else:
                     acc = GramAccumulator()
                     acc.add(a, rows[s:e, cj[0] - lo : cj[1] - lo])
-                sums[g] = acc.total(sums.shape[1:])
+                _write(acc.total(sums.shape[1:]), done[g], divisor[g], sums[g])
     return out
+
+
+def _write(total: np.ndarray, done: bool, size: float, out: np.ndarray) -> None:
+    """``out[...] = total / size`` for a finished batch, else ``out[...] = total``."""
+    if done:
+        np.divide(total, size, out=out)
+    else:
+        out[...] = total
 
 
 def _syrk_product(a: np.ndarray, b: None) -> np.ndarray:
@@ -285,33 +309,40 @@ def _syrk_upper(a: np.ndarray) -> np.ndarray:
     return blas.dsyrk(1.0, a.T, trans=0, lower=0)
 
 
-def combine_batch_moments(pieces: Sequence[tuple[np.ndarray, np.ndarray]], sizes: np.ndarray) -> np.ndarray:
-    """Sum chunk pieces into the m batch tiles and divide by the batch sizes: ``(m, |I|, |J|)``.
+def combine_batch_moments(pieces: Sequence[tuple], sizes: np.ndarray) -> list[np.ndarray]:
+    """The m normalised batch tiles ``S_i[I, J]`` from chunk pieces ``(present, sums)`` or
+    ``(present, sums, done)`` (:func:`chunk_group_moments`): a list of m ``(|I|, |J|)``
+    arrays.
 
-    A batch's pieces (one per chunk it spans) are added pairwise, so the rounding depth grows
-    with the log of the number of pieces (the float bound of
-    ``dpdist.privacy.pca_calibration.friendly_float_bounds``); the last addition and the
-    division write straight into the result (one pass over it)."""
+    A batch finished in one chunk (``done``) is that piece's slice, not copied. Otherwise its
+    pieces (one per chunk it spans) are added pairwise, so the rounding depth grows with the
+    log of the number of pieces (the float bound of
+    ``dpdist.privacy.pca_calibration.friendly_float_bounds``), and the sum divided by the
+    batch size: the same operations as dividing a whole-batch sum, so either way a batch's
+    tile is bit for bit the same."""
     sizes = np.asarray(sizes, dtype=np.float64)
     shape = pieces[0][1].shape[1:]
-    out = np.empty((sizes.size,) + shape)
     parts: dict[int, list] = {}
-    for present, sums in pieces:
+    out: list = [None] * sizes.size
+    for piece in pieces:
+        present, sums = piece[0], piece[1]
+        done = piece[2] if len(piece) > 2 else np.zeros(len(present), dtype=bool)
         for j, b in enumerate(np.asarray(present).tolist()):
-            parts.setdefault(b, []).append(sums[j])
+            if done[j]:
+                out[b] = sums[j]
+            else:
+                parts.setdefault(b, []).append(sums[j])
     with np.errstate(over="ignore", invalid="ignore"):
         for b in range(sizes.size):
+            if out[b] is not None:
+                continue
             items = parts.get(b)
             if not items:
-                out[b] = 0.0
+                out[b] = np.zeros(shape)
                 continue
-            while len(items) > 2:
+            while len(items) > 1:
                 items = [items[i] + items[i + 1] if i + 1 < len(items) else items[i] for i in range(0, len(items), 2)]
-            if len(items) == 2:
-                np.add(items[0], items[1], out=out[b])
-                out[b] /= sizes[b]
-            else:
-                np.divide(items[0], sizes[b], out=out[b])
+            out[b] = items[0] / sizes[b]
     return out
 
 
@@ -394,13 +425,14 @@ class TileStats:
 
 
 def tile_pass1(
-    batch_tiles: np.ndarray,
+    batch_tiles: Sequence[np.ndarray] | np.ndarray,
     cols_i: tuple[int, int],
     cols_j: tuple[int, int],
     tau: float,
     k: int,
 ) -> TileStats:
-    """Pass-1 kernel of one tile of the m batch moments (``batch_tiles``: (m, |I|, |J|)).
+    """Pass-1 kernel of one tile of the m batch moments (``batch_tiles``: m arrays of shape
+    (|I|, |J|), :func:`combine_batch_moments`, or one (m, |I|, |J|) array).
 
     For a diagonal tile (I == J) the batch matrix is defined by the tile's upper triangle
     (its strict lower triangle is ignored and zeroed): row counts count each off-diagonal
@@ -413,7 +445,8 @@ def tile_pass1(
     compares, pairwise, only the entries whose span over the finite batches exceeds 2 tau
     (:func:`block_separated`'s slow path).
     """
-    m, ti, tj = batch_tiles.shape
+    m = len(batch_tiles)
+    ti, tj = batch_tiles[0].shape
     diag = cols_i == cols_j
     finite = np.ones(m, dtype=bool)
     over = np.zeros(m, dtype=bool)
@@ -423,7 +456,7 @@ def tile_pass1(
     lo = np.full(ti * tj, np.inf)
     lower = np.tri(ti, tj, -1, dtype=bool) if diag else None
     buf = np.empty((ti, tj)) if diag else None
-    ent_b, ent_f = [], []
+    ent_b, ent_f, ent_v = [], [], []
     with np.errstate(over="ignore", invalid="ignore"):
         for b in range(m):
             s = batch_tiles[b]
@@ -433,7 +466,8 @@ def tile_pass1(
                 s = buf
             # a finite sum proves every entry finite; an overflowing one is checked entrywise
             finite[b] = bool(np.isfinite(s.sum())) or bool(np.isfinite(s).all())
-            flat = np.flatnonzero(np.abs(s) > tau)  # NaN compares False
+            sv = s.reshape(-1)
+            flat = np.flatnonzero(np.abs(sv) > tau)  # NaN compares False
             r, c = np.divmod(flat, tj)
             ci = np.bincount(r, minlength=ti)
             if diag:
@@ -449,17 +483,16 @@ def tile_pass1(
                 if not over[b]:
                     ent_b.append(np.full(flat.size, b, dtype=np.int64))
                     ent_f.append(flat)
-                sv = s.reshape(-1)
+                    ent_v.append(sv[flat])
                 np.maximum(hi, sv, out=hi)
                 np.minimum(lo, sv, out=lo)
-        b_idx = np.concatenate(ent_b) if ent_b else np.zeros(0, np.int64)
         flat = np.concatenate(ent_f) if ent_f else np.zeros(0, np.int64)
         r_l, c_l = np.divmod(flat, tj)
         entries = (
-            b_idx,
+            np.concatenate(ent_b) if ent_b else np.zeros(0, np.int64),
             (r_l + cols_i[0]).astype(np.int64),
             (c_l + cols_j[0]).astype(np.int64),
-            batch_tiles[b_idx, r_l, c_l],
+            np.concatenate(ent_v) if ent_v else np.zeros(0),
         )
         sep = np.zeros((m, m), dtype=bool)
         nonfinite = ~finite
@@ -467,11 +500,16 @@ def tile_pass1(
             # differences of huge finite values may overflow to inf: inf > 2 tau marks them separated
             wide = np.flatnonzero(~(hi - lo <= 2.0 * tau))
             if wide.size:
-                # non-finite batches enter as separated from all (no group), then are unmarked:
-                # the tile reports separations among finite batches only
+                # the wide entries of the finite batches (upper triangle only on a diagonal tile:
+                # the lower one is zero in every batch, never wide); non-finite batches enter as
+                # separated from all (no group, never read), then are unmarked: the tile
+                # reports separations among finite batches only
+                values = np.zeros((m, wide.size))
+                for b in np.flatnonzero(finite):
+                    values[b] = batch_tiles[b].reshape(-1)[wide]
                 sep[nonfinite, :] = True
                 sep[:, nonfinite] = True
-                _separate_wide(batch_tiles.reshape(m, -1), wide, 2.0 * tau, sep)
+                _separate_wide(values, np.arange(wide.size), 2.0 * tau, sep)
                 sep[nonfinite, :] = False
                 sep[:, nonfinite] = False
     return TileStats(cols_i, cols_j, nonfinite, over, count_i, count_j, sep, entries)
@@ -743,15 +781,15 @@ def chunk_weighted_moment(
 _WEIGHTED_SLAB_VALUES = 1 << 16
 
 
-def tile_weighted_moment(batch_tiles: np.ndarray, stats: FriendlyStats) -> np.ndarray:
+def tile_weighted_moment(batch_tiles: Sequence[np.ndarray] | np.ndarray, stats: FriendlyStats) -> np.ndarray:
     """One tile of ``Sigma_bar`` from the kept batch tiles of pass 1: ``C = sum_i q_i S_i``
     over the batches with ``p_i > 0``, ``q_i = p_i / Z`` (batches of weight 0 are skipped,
     never multiplied: a non-finite batch weighs 0), summed pairwise over the batches.
 
-    ``batch_tiles`` is the (m, |I|, |J|) array of normalised batch moments ``S_i`` that
-    pass 1 compared (:func:`combine_batch_moments`); it is not modified. The work is a
-    slab of tile rows at a time (all batches of the slab: a temporary of at most
-    ``_WEIGHTED_SLAB_VALUES`` values per batch): weighted in place, then added pairwise.
+    ``batch_tiles`` are the m normalised batch moments ``S_i[I, J]`` that pass 1 compared
+    (:func:`combine_batch_moments`); they are not modified. The work is a slab of tile rows
+    at a time (all batches of the slab: a temporary of at most ``_WEIGHTED_SLAB_VALUES``
+    values per batch), weighted and then added pairwise in place.
 
     Float error: each term ``fl(q_i S_i)`` passes through at most ``ceil(log2 m)`` additions,
     so C lies within ``gamma_{m + ceil(log2 m) + 1} c^2 (1 + gamma_D)`` of a convex combination
@@ -760,19 +798,20 @@ def tile_weighted_moment(batch_tiles: np.ndarray, stats: FriendlyStats) -> np.nd
     """
     p = np.asarray(stats.weights, dtype=np.float64)
     sel = np.flatnonzero(p > 0)
-    m, ti, tj = batch_tiles.shape
+    ti, tj = batch_tiles[0].shape
     out = np.zeros((ti, tj))
     if sel.size == 0:
         return out
     q = p[sel] / stats.weight_sum
-    whole = sel.size == m
     slab = max(1, _WEIGHTED_SLAB_VALUES // max(1, tj))
+    part = np.empty((sel.size, min(slab, ti), tj))
     with np.errstate(over="ignore", invalid="ignore"):
         for r0 in range(0, ti, slab):
             r1 = min(ti, r0 + slab)
-            part = batch_tiles[:, r0:r1] if whole else batch_tiles[sel, r0:r1]
-            part = part * q[:, None, None]  # a new array: the kept tiles stay unchanged
-            out[r0:r1] = _pairwise_sum_first_axis(part)
+            buf = part[:, : r1 - r0]
+            for j, b in enumerate(sel):
+                np.multiply(batch_tiles[b][r0:r1], q[j], out=buf[j])
+            out[r0:r1] = _pairwise_sum_first_axis(buf)
     return out
 
 
@@ -814,13 +853,13 @@ def merge_batch_pieces(*pieces: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarr
     present = np.unique(np.concatenate([p[0] for p in pieces]))
     out = np.zeros((present.size,) + pieces[0][1].shape[1:])
     with np.errstate(over="ignore", invalid="ignore"):
-        for pr, sm in pieces:
-            out[np.searchsorted(present, pr)] += sm
+        for piece in pieces:  # (present, sums) or, raw sums, (present, sums, done)
+            out[np.searchsorted(present, piece[0])] += piece[1]
     return present, out
 
 
-def normalise_batch_moments(piece: tuple[np.ndarray, np.ndarray], sizes: np.ndarray) -> np.ndarray:
-    """The merged piece as the ``(m, |I|, |J|)`` batch moments (sums divided by batch sizes)."""
+def normalise_batch_moments(piece: tuple[np.ndarray, np.ndarray], sizes: np.ndarray) -> list[np.ndarray]:
+    """The merged piece as the m batch moments (sums divided by batch sizes)."""
     return combine_batch_moments([piece], sizes)
 
 
@@ -936,13 +975,11 @@ def _pass1_graph(X, *, labels, sizes, tau, k, tile_bytes, group_bytes, clip) -> 
     for group in pass1_tile_groups(d, m, tile_bytes, group_bytes):
         pieces: dict[tuple, list] = {tile: [] for tile in group}
         for blk, lab, present in zip(blocks, label_parts, counts):
-            # one task per row chunk and bundle of tiles: the chunk is checked and clipped once
+            # one task per row chunk and bundle of tiles: the chunk is checked and clipped once;
+            # with consecutive batches, the batches it holds whole are finished there
             for bundle in _chunk_tasks(group, present, tile_bytes):
-                if len(bundle) == 1:
-                    (ci, cj), = bundle
-                    pieces[(ci, cj)].append(dask.delayed(chunk_batch_moments, pure=True)(blk, lab, ci, cj, float(clip)))
-                    continue
-                part = dask.delayed(chunk_group_moments, pure=True)(blk, lab, bundle, float(clip))
+                part = dask.delayed(chunk_group_moments, pure=True)(blk, lab, bundle, float(clip),
+                                                                   sizes if consecutive else None)
                 for t, tile in enumerate(bundle):
                     pieces[tile].append(part[t])
         stats, kept = [], []

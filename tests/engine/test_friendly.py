@@ -329,15 +329,21 @@ def test_chunk_group_moments_equal_a_numpy_oracle_for_whole_and_partial_spans(dt
     cols = [(0, 6), (6, 12), (12, 18), (18, 20)]
     whole = [(ci, cj) for a, ci in enumerate(cols) for cj in cols[a:]]  # one syrk a batch, sliced
     partial = [(cols[0], cols[2]), (cols[1], cols[1]), (cols[3], cols[3])]  # 36% of their span: per tile
+    # batch sizes of the whole data: batches 0 and 6 are larger than what this chunk holds
+    sizes = np.bincount(labels, minlength=7) + np.array([5, 0, 0, 0, 0, 0, 9])
     for tiles in (whole, partial):
-        got = chunk_group_moments(x, labels, tiles, clip)
-        assert len(got) == len(tiles)
-        for (ci, cj), (present, sums) in zip(tiles, got):
-            np.testing.assert_array_equal(present, np.arange(7))
-            want = _tile_oracle(x, labels, present, ci, cj, clip)
-            np.testing.assert_allclose(sums, want, rtol=1e-12, atol=1e-12)
-            if ci == cj:  # the strict lower triangle of a diagonal tile is exactly zero
-                assert not np.tril(sums, -1).any()
+        for given in (None, sizes):
+            got = chunk_group_moments(x, labels, tiles, clip, given)
+            assert len(got) == len(tiles)
+            for (ci, cj), (present, sums, done) in zip(tiles, got):
+                np.testing.assert_array_equal(present, np.arange(7))
+                # batches held whole are finished (divided by their size) in the chunk
+                np.testing.assert_array_equal(done, np.zeros(7, bool) if given is None else [0, 1, 1, 1, 1, 1, 0])
+                want = _tile_oracle(x, labels, present, ci, cj, clip)
+                want[done] /= sizes[done][:, None, None]
+                np.testing.assert_allclose(sums, want, rtol=1e-12, atol=1e-12)
+                if ci == cj:  # the strict lower triangle of a diagonal tile is exactly zero
+                    assert not np.tril(sums, -1).any()
 
 
 def test_chunk_rows_returns_a_view_only_when_nothing_changes():
