@@ -130,12 +130,15 @@ def _apply_map(x: np.ndarray, a, batch: int | None = None) -> np.ndarray:
         return np.array(x, dtype=np.float64, copy=True)
     if np.ndim(a) == 0:
         return x * float(a)
-    if batch is None or x.shape[0] <= batch:
-        return x @ a
-    z = np.empty((x.shape[0], np.shape(a)[1]))
-    for lo in range(0, x.shape[0], batch):
-        np.matmul(x[lo : lo + batch], a, out=z[lo : lo + batch])
-    return z
+    # formed as (a^T x^T)^T: the result is column-major, so that the per-row norms, the scaling
+    # and the Gram below run along contiguous columns (each row's values are dot products of
+    # length d whatever the layout)
+    aT = np.asarray(a).T
+    zT = np.empty((aT.shape[0], x.shape[0]))
+    step = x.shape[0] if batch is None else batch
+    for lo in range(0, x.shape[0], step):
+        np.matmul(aT, x[lo : lo + step].T, out=zT[:, lo : lo + step])
+    return zT.T
 
 
 def _map_and_clip_scaled(x: np.ndarray, aT, radius: float, prev: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -196,7 +199,7 @@ def _map_and_clip(
     same whatever the batch."""
     with np.errstate(all="ignore"):
         z = _apply_map(x, aT, batch)
-        sq = np.einsum("ij,ij->i", z, z)
+        sq = np.einsum("ji,ji->i", z.T, z.T) if z.flags.f_contiguous else np.einsum("ij,ij->i", z, z)
         t = np.sqrt(sq)
         np.divide(r, t, out=t)
         np.minimum(t, 1.0, out=t)
@@ -207,7 +210,10 @@ def _map_and_clip(
         slow = np.flatnonzero(~((sq >= _SQ_LO) & (sq <= _SQ_HI)))
         t[slow] = 0.0
         z[slow] = 0.0
-    z *= t[:, None]
+    if z.flags.f_contiguous:
+        z.T[...] *= t  # along contiguous columns
+    else:
+        z *= t[:, None]
     if slow is not None:
         z[slow], t[slow] = _map_and_clip_scaled(x[slow], aT, r, None if prev is None else prev[slow])
     return z, t
@@ -345,8 +351,10 @@ def chunk_level_step(
     ``_LEVEL_BLOCK_VALUES`` values (converted to float64 block by block: no float64 copy of a
     whole float32 chunk); within a block the map and the Gram are BLAS calls of
     :func:`gram_batch_rows` rows each (one BLAS thread), the norms and the scaling one numpy
-    call each. The values are those of a row-by-row evaluation of the same products (every
-    row's map, norm and scale depend on that row alone; the Gram runs are the same batches).
+    call each, on the mapped rows held column-major (:func:`_apply_map`: contiguous columns,
+    about a fifth cheaper than row-major at d = 8). The values do not depend on the block size
+    (every row's map, norm and scale depend on that row alone; the Gram runs are the same
+    batches).
     """
     x = np.asarray(x)
     n, d = x.shape
@@ -474,13 +482,26 @@ def tree_sum(items: Sequence[Any], split_every: int = 8) -> Any:
     return items[0]
 
 
-def level_step(X: da.Array, prev: Sequence[Any] | None, M: np.ndarray, radius: float) -> tuple[list, Any]:
-    """Lazy (per-block scales t_k, Gram (d, d)) of one level from the previous level's scales.
+def _level_block(x: np.ndarray, state: Any, *, M: np.ndarray, radius: float) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`chunk_level_step` on one row block; ``state`` is the block's previous
+    ``(t, Gram)`` (the scales are its first part) or None at level 0."""
+    return chunk_level_step(x, None if state is None else state[0], M=M, radius=radius)
 
-    One task per row block computes both (:func:`chunk_level_step`), so computing them
-    together reads each block once; the Grams are tree-reduced. ``prev`` is the list of
-    per-block scales returned by :func:`persist_and_release` for the previous level (None at
-    level 0): the scales are kept per block, aligned with the row blocks of ``X``.
+
+def _sum_level_grams(*states: tuple) -> np.ndarray:
+    """Sum of the Grams of blocks' ``(t, Gram)`` states (first level of the tree)."""
+    return _sum_arrays(*(s[1] for s in states))
+
+
+def level_step(X: da.Array, prev: Sequence[Any] | None, M: np.ndarray, radius: float) -> tuple[list, Any]:
+    """Lazy (per-block states, Gram (d, d)) of one level from the previous level's states.
+
+    One task per row block computes the block's scales t_k and its Gram together
+    (:func:`chunk_level_step`), so the block is read once; its result ``(t_k, Gram)`` is the
+    block's state, which the next level takes as ``prev`` (the Gram, d x d, rides along: no
+    separate task splits the pair), and the Grams are tree-reduced. ``prev`` is the list of
+    per-block states returned by :func:`persist_and_release` for the previous level (None at
+    level 0), aligned with the row blocks of ``X``.
     """
     X = _row_blocks(X)
     M = np.asarray(M, dtype=np.float64)
@@ -490,9 +511,10 @@ def level_step(X: da.Array, prev: Sequence[Any] | None, M: np.ndarray, radius: f
         raise ValueError("previous scales do not match the row blocks of X")
     # pure=False: the previous scales (local arrays of one float per row) are not hashed for
     # keys at every level
-    step = dask.delayed(chunk_level_step, pure=False, nout=2)
+    step = dask.delayed(_level_block, pure=False)
     parts = [step(b, p, M=M, radius=float(radius)) for b, p in zip(blocks, prevs)]
-    return [p[0] for p in parts], tree_sum([p[1] for p in parts])
+    grams = [dask.delayed(_sum_level_grams, pure=True)(*parts[i : i + 8]) for i in range(0, len(parts), 8)]
+    return parts, tree_sum(grams)
 
 
 def persist_and_release(keep: list, release: Any, scheduler: Any) -> tuple[list, Any]:
