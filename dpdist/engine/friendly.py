@@ -913,19 +913,24 @@ def pass1_tile_groups(
 ) -> list[list[tuple[tuple[int, int], tuple[int, int]]]]:
     """The tiles ``(cols_i, cols_j)`` (I <= J) of pass 1 in groups whose m batch tiles together
     take at most ``group_bytes`` (at least one tile a group), in row-major order."""
-    m = int(n_batches)
-    tiles = column_tiles(int(n_features), m, tile_bytes)
-    groups, current, used = [], [], 0
-    for ti, ci in enumerate(tiles):
-        for cj in tiles[ti:]:
-            size = 8 * m * (ci[1] - ci[0]) * (cj[1] - cj[0])
-            if current and used + size > group_bytes:
-                groups.append(current)
-                current, used = [], 0
-            current.append((ci, cj))
-            used += size
-    groups.append(current)
-    return groups
+    cols = column_tiles(int(n_features), int(n_batches), tile_bytes)
+    tiles = [(ci, cj) for a, ci in enumerate(cols) for cj in cols[a:]]
+    return _pack(tiles, group_bytes, 8 * int(n_batches))
+
+
+def _pack(tiles: list, budget: int, bytes_per_value: int) -> list[list]:
+    """Consecutive runs of ``tiles`` whose ``|I| |J| bytes_per_value`` bytes together fit in
+    ``budget`` (at least one tile a run)."""
+    out, current, used = [], [], 0
+    for ci, cj in tiles:
+        size = bytes_per_value * (ci[1] - ci[0]) * (cj[1] - cj[0])
+        if current and used + size > budget:
+            out.append(current)
+            current, used = [], 0
+        current.append((ci, cj))
+        used += size
+    out.append(current)
+    return out
 
 
 def _chunk_batch_counts(labels, sizes, ranges) -> list[int]:
@@ -945,23 +950,6 @@ def _chunk_batch_counts(labels, sizes, ranges) -> list[int]:
     return [m] * len(ranges)
 
 
-def _chunk_tasks(tiles, n_present: int, task_bytes: int) -> list[list]:
-    """Split a group's tiles into the tiles computed by one chunk task: together at most
-    ``task_bytes`` of batch pieces for the ``n_present`` batches of the chunk (at least one
-    tile a task; with shuffled batches every chunk holds all m batches and each tile is a task
-    of its own)."""
-    out, current, used = [], [], 0
-    for ci, cj in tiles:
-        size = 8 * max(1, n_present) * (ci[1] - ci[0]) * (cj[1] - cj[0])
-        if current and used + size > task_bytes:
-            out.append(current)
-            current, used = [], 0
-        current.append((ci, cj))
-        used += size
-    out.append(current)
-    return out
-
-
 def _pass1_graph(X, *, labels, sizes, tau, k, tile_bytes, group_bytes, clip) -> list[tuple[Any, list]]:
     """Pass 1 as a list of groups ``(delayed list of TileStats, [(cols_i, cols_j, delayed
     batch tiles), ...])`` (see :func:`friendly_pass1_groups`)."""
@@ -977,7 +965,9 @@ def _pass1_graph(X, *, labels, sizes, tau, k, tile_bytes, group_bytes, clip) -> 
         for blk, lab, present in zip(blocks, label_parts, counts):
             # one task per row chunk and bundle of tiles: the chunk is checked and clipped once;
             # with consecutive batches, the batches it holds whole are finished there
-            for bundle in _chunk_tasks(group, present, tile_bytes):
+            # a task's pieces (the batches it holds times its tiles) take at most tile_bytes;
+            # with shuffled batches every chunk holds all m, and each tile is a task of its own
+            for bundle in _pack(group, tile_bytes, 8 * max(1, present)):
                 part = dask.delayed(chunk_group_moments, pure=True)(blk, lab, bundle, float(clip),
                                                                    sizes if consecutive else None)
                 for t, tile in enumerate(bundle):
@@ -985,7 +975,8 @@ def _pass1_graph(X, *, labels, sizes, tau, k, tile_bytes, group_bytes, clip) -> 
         stats, kept = [], []
         for ci, cj in group:
             if consecutive:
-                # chunks hold disjoint runs of batches: one allocation, each piece copied once
+                # chunks hold disjoint runs of batches: those held whole are kept as they are,
+                # the few cut by a chunk boundary are summed
                 bt = dask.delayed(combine_batch_moments, pure=True)(pieces[(ci, cj)], sizes)
             else:
                 # shuffled batches: every piece spans all m batches, so merge them in a tree
