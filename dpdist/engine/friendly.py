@@ -7,7 +7,7 @@ Exact statistics only: this module computes, from the rows of X split into m bat
   set C, Definition 4);
 * the friend counts ``f_i = #{j : ||Sigma_j - Sigma_i||_max <= 2 tau}`` and the FriendlyCore
   weights ``p_i = clip((f_i - m/2) / (m/6), 0, 1)`` and ``Z = sum p_i`` (Lines 7-11);
-* in a second pass, ``T_rho(Sigma_bar)`` with ``Sigma_bar = sum p_i Sigma_i / Z`` (Line 16),
+* in a second pass, ``T_threshold(Sigma_bar)`` (hard thresholding) with ``Sigma_bar = sum p_i Sigma_i / Z`` (Line 16),
   as a sparse matrix, and its spectrum by connected components.
 
 It contains no privacy formula and draws no noise: the private tests and releases are
@@ -826,8 +826,9 @@ def _pairwise_sum_first_axis(a: np.ndarray) -> np.ndarray:
     return a[0]
 
 
-def tile_threshold(tile: np.ndarray, cols_i: tuple[int, int], cols_j: tuple[int, int], rho: float) -> tuple:
-    """Entries of ``T_rho`` of one tile of ``Sigma_bar`` with row <= col: ``(rows, cols, vals)``.
+def tile_threshold(tile: np.ndarray, cols_i: tuple[int, int], cols_j: tuple[int, int], threshold: float) -> tuple:
+    """Entries of ``T_threshold`` (entries with ``|v| > threshold``) of one tile of ``Sigma_bar``
+    with row <= col: ``(rows, cols, vals)``.
 
     A diagonal tile is symmetrised from its upper triangle (the definition used in pass 1)."""
     if cols_i == cols_j:
@@ -837,7 +838,7 @@ def tile_threshold(tile: np.ndarray, cols_i: tuple[int, int], cols_j: tuple[int,
     else:
         vals = tile.ravel()
         r, c = np.unravel_index(np.arange(vals.size), tile.shape)
-    keep = np.abs(vals) > rho
+    keep = np.abs(vals) > threshold
     return (r[keep] + cols_i[0]).astype(np.int64), (c[keep] + cols_j[0]).astype(np.int64), vals[keep]
 
 
@@ -1047,8 +1048,8 @@ def persist_pass1(
     return session.persist_each([g for g, _ in graph]), None
 
 
-def _kept_tile_threshold(batch_tiles, stats, cols_i, cols_j, rho):
-    return tile_threshold(tile_weighted_moment(batch_tiles, stats), cols_i, cols_j, rho)
+def _kept_tile_threshold(batch_tiles, stats, cols_i, cols_j, threshold):
+    return tile_threshold(tile_weighted_moment(batch_tiles, stats), cols_i, cols_j, threshold)
 
 
 def persist_pass2(
@@ -1058,23 +1059,23 @@ def persist_pass2(
     kept: list | None,
     *,
     labels: np.ndarray | None,
-    rho: float,
+    threshold: float,
     sizes: Sequence[int] | None = None,
     tile_bytes: int = DEFAULT_TILE_BYTES,
     clip: float = math.inf,
 ):
-    """Handle of ``(rows, cols, vals)`` (row <= col) of ``T_rho(Sigma_bar)``, computed on
+    """Handle of ``(rows, cols, vals)`` (row <= col) of ``T_threshold(Sigma_bar)``, computed on
     ``session``: from the batch tiles that :func:`persist_pass1` kept
     (:func:`tile_weighted_moment`, where they live; X is not read), or, when none were kept,
     by :func:`friendly_pass2` (one more pass over X). ``stats`` is the handle of the pass-1
     :class:`FriendlyStats`; the other arguments as in :func:`friendly_pass2`.
     """
     if kept is None:
-        return session.persist(friendly_pass2(X, stats.graph_input, labels=labels, rho=rho, sizes=sizes,
+        return session.persist(friendly_pass2(X, stats.graph_input, labels=labels, threshold=threshold, sizes=sizes,
                                               tile_bytes=tile_bytes, clip=clip))
     # pure=False: a local value of the kept tiles is never hashed for a key
     parts = [
-        dask.delayed(_kept_tile_threshold, pure=False)(h.graph_input, stats.graph_input, ci, cj, float(rho))
+        dask.delayed(_kept_tile_threshold, pure=False)(h.graph_input, stats.graph_input, ci, cj, float(threshold))
         for ci, cj, h in kept
     ]
     return session.persist(dask.delayed(_concat_entries, pure=True)(*parts))
@@ -1110,14 +1111,15 @@ def friendly_pass2(
     stats,
     *,
     labels: np.ndarray | None,
-    rho: float,
+    threshold: float,
     sizes: Sequence[int] | None = None,
     tile_bytes: int = DEFAULT_TILE_BYTES,
     clip: float = math.inf,
 ):
-    """Delayed ``(rows, cols, vals)`` (row <= col) of ``T_rho(Sigma_bar)``.
+    """Delayed ``(rows, cols, vals)`` (row <= col) of ``T_threshold(Sigma_bar)``.
 
-    ``clip`` is the public entry clip of pass 1 (:func:`chunk_rows`); ``rho`` the threshold.
+    ``clip`` is the public entry clip of pass 1 (:func:`chunk_rows`); ``threshold`` the hard
+    threshold (named so, not ``rho``: in dpdist ``rho`` is a zCDP budget).
 
     ``labels`` as in :func:`friendly_pass1_groups` (None: consecutive batches of ``sizes``).
 
@@ -1136,7 +1138,7 @@ def friendly_pass2(
                 for blk, lab in zip(blocks, label_parts)
             ]
             tile = _tree(_sum_arrays, pieces)
-            parts.append(dask.delayed(tile_threshold, pure=True)(tile, ci, cj, float(rho)))
+            parts.append(dask.delayed(tile_threshold, pure=True)(tile, ci, cj, float(threshold)))
     return dask.delayed(_concat_entries, pure=True)(*parts)
 
 

@@ -98,8 +98,16 @@ def chunk_gram_sum(a: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
 
 
 def block_clip(x: np.ndarray, clip: float) -> np.ndarray:
-    """Entrywise truncation ``sign(x) * min(|x|, clip)`` (Algorithm 1, line 1), as float64."""
-    return np.clip(np.asarray(x, dtype=np.float64), -clip, clip)
+    """Entrywise truncation ``sign(x) * min(|x|, clip)`` (Algorithm 1, line 1), as float64.
+
+    ``maximum`` then ``minimum`` in place on one float64 copy: the same values as
+    ``np.clip`` (NaN stays NaN, +-inf become +-clip, -0.0 stays -0.0) at about half its cost,
+    which matters when the Gram is cheap (d ~ 100, streaming).
+    """
+    y = np.array(x, dtype=np.float64, copy=True)
+    np.maximum(y, -clip, out=y)
+    np.minimum(y, clip, out=y)
+    return y
 
 
 def block_zero_nonfinite(x: np.ndarray) -> np.ndarray:

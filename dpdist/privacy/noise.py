@@ -61,6 +61,7 @@ __all__ = [
     "laplace_from_uniform",
     "gaussian_from_uniform",
     "bounded_laplace_from_uniform",
+    "chacha20_words",
 ]
 
 GENERATOR_NAME = "ChaCha20 (randomgen.ChaCha, rounds=20), keyed per purpose, counter per index"
@@ -224,6 +225,98 @@ def bounded_laplace_from_uniform(u: np.ndarray, scale: float, bound: float) -> n
     return np.sign(c) * np.minimum(mag, bound)
 
 
+_MASK32 = np.uint64(0xFFFFFFFF)
+_CONSTANTS = np.array([0x61707865, 0x3320646E, 0x79622D32, 0x6B206574], dtype=np.uint32)
+#: Lanes per vectorised ChaCha batch (keeps the 16 x lanes state in cache).
+_LANES = 8192
+
+
+# ---------------------------------------------------------------------------------------
+# ChaCha20 at arbitrary (index, position) pairs, vectorised: the words NoiseSeed.raw gives
+# ---------------------------------------------------------------------------------------
+
+
+def _rotl(x: np.ndarray, n: int, tmp: np.ndarray) -> None:
+    np.left_shift(x, np.uint32(n), out=tmp)
+    np.right_shift(x, np.uint32(32 - n), out=x)
+    np.bitwise_or(x, tmp, out=x)
+
+
+def _quarter_rounds(a, b, c, d, tmp) -> None:
+    """Four ChaCha quarter rounds at once (rows of a, b, c, d), in place."""
+    for x, y, z, n in ((a, b, d, 16), (c, d, b, 12), (a, b, d, 8), (c, d, b, 7)):
+        x += y
+        z ^= x
+        _rotl(z, n, tmp)
+
+
+def _chacha20_blocks(key_words: list[int], index: np.ndarray, block: np.ndarray) -> np.ndarray:
+    """The 16 output words (uint32, shape (16, n)) of ChaCha20 blocks ``(index, block)``.
+
+    Same block layout as ``randomgen.ChaCha`` with ``counter = index << 64 | 2 position``:
+    the 128-bit block counter ``(index << 60) | block`` fills words 12-15 (little endian).
+    """
+    n = index.size
+    x = np.empty((16, n), dtype=np.uint32)
+    x[0:4] = _CONSTANTS[:, None]
+    for i in range(8):
+        x[4 + i] = key_words[i]
+    x[12] = (block & _MASK32).astype(np.uint32)
+    x[13] = (((block >> np.uint64(32)) | (index << np.uint64(28))) & _MASK32).astype(np.uint32)
+    x[14] = ((index >> np.uint64(4)) & _MASK32).astype(np.uint32)
+    x[15] = (index >> np.uint64(36)).astype(np.uint32)
+    inp = x.copy()
+    tmp = np.empty((4, n), dtype=np.uint32)
+    a, b, c, d = x[0:4], x[4:8], x[8:12], x[12:16]
+    for _ in range(10):
+        _quarter_rounds(a, b, c, d, tmp)  # column round
+        b[:] = b[[1, 2, 3, 0]]
+        c[:] = c[[2, 3, 0, 1]]
+        d[:] = d[[3, 0, 1, 2]]
+        _quarter_rounds(a, b, c, d, tmp)  # diagonal round
+        b[:] = b[[3, 0, 1, 2]]
+        c[:] = c[[2, 3, 0, 1]]
+        d[:] = d[[1, 2, 3, 0]]
+    x += inp
+    return x
+
+
+def chacha20_words(seed: NoiseSeed | None, key: int, index: np.ndarray, position: np.ndarray) -> np.ndarray:
+    """64-bit words of the keyed streams at arbitrary ``(index, position)`` pairs (broadcast).
+
+    Equal to ``seed.raw(key, index, position, 1)`` for every pair (tested), computed for all
+    pairs at once: each distinct ChaCha block is computed once, in vectorised NumPy (about
+    3e6 scattered words/s/core, against ~1e5 for one ``NoiseSeed.raw`` call per pair, each
+    re-keying the generator). ``seed`` only documents where ``key`` comes from
+    (:meth:`NoiseSeed.key`).
+    """
+    del seed
+    index, position = np.broadcast_arrays(np.asarray(index, dtype=np.uint64), np.asarray(position, dtype=np.uint64))
+    shape = index.shape
+    index, position = index.ravel(), position.ravel()
+    out = np.empty(index.size, dtype=np.uint64)
+    if index.size == 0:
+        return out.reshape(shape)
+    block = position >> np.uint64(3)
+    order = np.lexsort((block, index))
+    bi, bb = index[order], block[order]
+    new = np.empty(bi.size, dtype=bool)
+    new[0] = True
+    new[1:] = (bi[1:] != bi[:-1]) | (bb[1:] != bb[:-1])
+    ui, ub = bi[new], bb[new]
+    which = np.empty(index.size, dtype=np.intp)
+    which[order] = np.cumsum(new) - 1
+    key_words = [(int(key) >> (32 * i)) & 0xFFFFFFFF for i in range(8)]
+    blocks = np.empty((16, ui.size), dtype=np.uint32)
+    for s in range(0, ui.size, _LANES):
+        blocks[:, s : s + _LANES] = _chacha20_blocks(key_words, ui[s : s + _LANES], ub[s : s + _LANES])
+    w = (position & np.uint64(7)).astype(np.intp) * 2
+    lo = blocks[w, which].astype(np.uint64)
+    hi = blocks[w + 1, which].astype(np.uint64)
+    out[:] = lo | (hi << np.uint64(32))
+    return out.reshape(shape)
+
+
 @dataclass(frozen=True)
 class NoiseField:
     """A noise value for every entry (i, j) of a matrix, as a pure function of (i, j).
@@ -285,13 +378,8 @@ class NoiseField:
         rows, cols = np.broadcast_arrays(np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64))
         if self.symmetric:
             rows, cols = np.minimum(rows, cols), np.maximum(rows, cols)
-        flat_r, flat_c = rows.ravel(), cols.ravel()
-        u = np.empty(flat_r.shape)
-        order = np.argsort(flat_r, kind="stable")
-        bounds = np.flatnonzero(np.diff(flat_r[order])) + 1
-        for group in np.split(order, bounds):  # one stream per distinct row
-            if group.size:
-                u[group] = self.seed.uniforms_at(self._key, int(flat_r[group[0]]), flat_c[group])
+        words = chacha20_words(self.seed, self._key, rows.ravel().astype(np.uint64), cols.ravel().astype(np.uint64))
+        u = ((words >> np.uint64(11)).astype(np.float64) + 0.5) * (2.0**-53)  # as NoiseSeed.uniforms
         return self._transform(u.reshape(rows.shape))
 
     def add_at(self, rows: np.ndarray, cols: np.ndarray, values: np.ndarray) -> np.ndarray:

@@ -391,6 +391,17 @@ def privcov_release_case(noise_multiplier: float = 1.0) -> AuditCase:
     )
 
 
+def _privcov_selection_moments() -> dict:
+    """The clipped second moments of the selection pair (see :func:`privcov_selection_case`)."""
+    base = np.zeros((PRIVCOV_N, PRIVCOV_D))
+    base[1:21, :2] = 1.0
+    base[21:23, 0] = 1.0
+    D, Dp = base.copy(), base.copy()
+    D[0, :2] = (1.0, 1.0)
+    Dp[0, :2] = (1.0, -1.0)
+    return {0: _exact_second_moment(D, PRIVCOV_CLIP), 1: _exact_second_moment(Dp, PRIVCOV_CLIP)}
+
+
 def privcov_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
     """PrivCov's noisy top-k selection of one entry, data-level.
 
@@ -407,13 +418,7 @@ def privcov_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
     k = 1
     cal = _privcov_cal(k, 1.0)
     b = noise_multiplier * cal.laplace_scale
-    base = np.zeros((PRIVCOV_N, PRIVCOV_D))
-    base[1:21, :2] = 1.0
-    base[21:23, 0] = 1.0
-    D, Dp = base.copy(), base.copy()
-    D[0, :2] = (1.0, 1.0)
-    Dp[0, :2] = (1.0, -1.0)
-    S = {0: _exact_second_moment(D, PRIVCOV_CLIP), 1: _exact_second_moment(Dp, PRIVCOV_CLIP)}
+    S = _privcov_selection_moments()
 
     def mech(which: int, n: int, seed: int) -> np.ndarray:
         cols, _ = _privcov_row0(S[which], k, b, n, seed)
@@ -1222,6 +1227,9 @@ CASES: dict[str, Callable[..., AuditCase]] = {
 from dpdist.testing.estimator_audits import E2E_CASES  # noqa: E402
 
 CASES.update(E2E_CASES)
+from dpdist.testing.lazy_selection import privcov_lazy_selection_case  # noqa: E402  (uses this module)
+
+CASES["privcov/selection-lazy"] = privcov_lazy_selection_case
 
 #: Cases whose trials run a whole estimator (see :attr:`AuditCase.slow`).
 SLOW_CASES = ("privcov/estimator", "analyze-gauss/estimator", *E2E_CASES)

@@ -113,7 +113,7 @@ def test_pass2_thresholded_average_equals_brute_force_with_nan_rows_as_zero_rows
     X[:, 1] += X[:, 0]  # a correlated pair so T_5tau keeps an off-diagonal entry
     want = oracle(X, labels, m, tau, k)
     dX, stats = run_engine(X, labels, sizes, tau, k, (50, 8), 8 * 24 * 4 * 4)
-    r, c, v = dask.compute(friendly_pass2(dX, stats, labels=labels, rho=5 * tau, tile_bytes=8 * 3 * 3), scheduler="sync")[0]
+    r, c, v = dask.compute(friendly_pass2(dX, stats, labels=labels, threshold=5 * tau, tile_bytes=8 * 3 * 3), scheduler="sync")[0]
     assert np.all(np.isfinite(v)) and np.all(r <= c)
     got = np.zeros((d, d))
     got[r, c] = v
@@ -283,8 +283,8 @@ def test_consecutive_batches_need_no_label_array():
     b = dask.compute(friendly_pass1(dX, labels=None, sizes=sizes, tau=tau, k=k), scheduler="sync")[0]
     np.testing.assert_array_equal(a.friend_counts, b.friend_counts)
     np.testing.assert_array_equal(a.weights, b.weights)
-    ea = dask.compute(friendly_pass2(dX, a, labels=labels, rho=tau), scheduler="sync")[0]
-    eb = dask.compute(friendly_pass2(dX, b, labels=None, sizes=sizes, rho=tau), scheduler="sync")[0]
+    ea = dask.compute(friendly_pass2(dX, a, labels=labels, threshold=tau), scheduler="sync")[0]
+    eb = dask.compute(friendly_pass2(dX, b, labels=None, sizes=sizes, threshold=tau), scheduler="sync")[0]
     for x, y in zip(ea, eb):
         np.testing.assert_array_equal(x, y)
 
@@ -398,7 +398,7 @@ def test_kept_batch_tiles_give_the_sigma_bar_of_a_second_read():
         groups, kept = persist_pass1(session, dX, **kw)
         assert len(groups) == 1 and len(kept) == 6  # one group: its batch tiles are kept
         stats = session.apply(combine_pass1_groups, *groups, n_features=d, k=k, sizes=np.asarray(sizes))
-        p2 = dict(labels=None, sizes=sizes, rho=5 * tau, tile_bytes=tile_bytes)
+        p2 = dict(labels=None, sizes=sizes, threshold=5 * tau, tile_bytes=tile_bytes)
         from_tiles = dense(session.fetch(persist_pass2(session, dX, stats, kept, **p2)))
         reread = dense(session.fetch(persist_pass2(session, dX, stats, None, **p2)))
         groups2, kept2 = persist_pass1(session, dX, group_bytes=8 * m * 16 * 16, **kw)

@@ -14,6 +14,8 @@ from dpdist.engine.subsets import (
     block_release,
     block_top_eigenvalue,
     chunk_gumbel_max,
+    range_top_eigenvalue,
+    top_eigenvalue_by_prefix,
     combine_gumbel_max,
     enumeration_chunks,
     gumbel_max_subset,
@@ -178,3 +180,65 @@ def test_block_release_gathers_the_block_of_the_rank():
     want = unrank_subset(rank, d, k)
     np.testing.assert_array_equal(subset, want)
     np.testing.assert_array_equal(out, M[np.ix_(want, want)] + 1.0)
+
+
+# ---------------------------------------------------------------------------------------
+# the prefix kernel (k >= 4 over rank ranges)
+# ---------------------------------------------------------------------------------------
+
+
+def _hostile_matrices(d: int, rng) -> dict:
+    A = rng.standard_normal((50, d)) * rng.uniform(0.1, 3.0, size=d)
+    B = rng.standard_normal((d, 3))
+    C = rng.standard_normal((d, d))
+    E = np.eye(d) + 1e-9 * rng.standard_normal((d, d))
+    return {
+        "wishart": A.T @ A / 50,
+        "identity": np.eye(d),
+        "zero": np.zeros((d, d)),
+        "rank-one": np.ones((d, d)),
+        "rank-three": B @ B.T,
+        "near-identity": (E + E.T) / 2,
+        "indefinite-1e6": (C + C.T) * 1e6,
+        "tiny-1e-150": (C + C.T) * 1e-150,
+        "diagonal-ties": np.diag((np.arange(d) // 2).astype(float)),
+        "clipped-spike": np.clip(A.T @ A / 50 + 4 * np.outer(np.eye(d)[0] + np.eye(d)[1], np.eye(d)[0] + np.eye(d)[1]), -5, 5),
+    }
+
+
+@pytest.mark.parametrize("k", [3, 4, 5, 6])
+def test_prefix_kernel_matches_eigvalsh_on_hostile_blocks(k):
+    # Error model: the certificate |g(x)| <= 2^-45 scale bounds |x - lambda_1| up to the
+    # rounding of g and of the prefix eigh (a few ulps of the block), so 1e-12 of the block's
+    # largest entry is met with a margin of ~30 (measured worst: 3.5e-14).
+    rng = np.random.default_rng(k)
+    d = 13
+    for name, M in _hostile_matrices(d, rng).items():
+        total = n_subsets(d, k)
+        S = _all(d, k)
+        want = _brute_scores(M, S)
+        scale = np.maximum(np.abs(M[S[:, :, None], S[:, None, :]]).max(axis=(1, 2)), 1e-300)
+        for start, stop in [(0, total), (1, total - 1), (total // 3, total // 3 + 17), (total - 1, total)]:
+            got = top_eigenvalue_by_prefix(M, k, start, stop)
+            assert np.all(np.abs(got - want[start:stop]) <= 1e-12 * scale[start:stop]), name
+
+
+def test_range_scores_equal_block_scores_across_prefix_runs():
+    d, k = 30, 5
+    M = _matrix(d, 3)
+    total = n_subsets(d, k)
+    for start in (0, 5, 100, total // 2, total - 300):
+        S = subsets_in_range(d, k, start, start + 300)
+        np.testing.assert_allclose(range_top_eigenvalue(M, k, start, start + 300), block_top_eigenvalue(M, S),
+                                   rtol=0, atol=1e-12 * np.abs(M).max())
+
+
+def test_chunk_gumbel_max_at_k4_equals_brute_force_argmax_for_any_batch():
+    d, k = 11, 4
+    M = _matrix(d, 2)
+    S = _all(d, k)
+    perturb = RankKeyed(7, 3.0)
+    keys = perturb(_brute_scores(M, S), 0)
+    for batch in (len(S), 37, 1):
+        key, rank = chunk_gumbel_max(M, k, 0, len(S), perturb, batch=batch)
+        assert rank == int(np.argmax(keys))

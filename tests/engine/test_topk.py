@@ -72,3 +72,58 @@ def test_guard_false_releases_nothing():
     S = da.from_array(np.ones((4, 4)), chunks=2)
     parts = row_topk_release(S, 1, zero_noise, lambda r, c, raw: raw, guard=False)
     assert all(p is None for p in dask.compute(*parts, scheduler="sync"))
+
+
+# ---------------------------------------------------------------------------------------
+# lazy selection samplers (the LazyNoise protocol) and the symmetric mode
+# ---------------------------------------------------------------------------------------
+
+
+def lazy_sampler(d, scale=0.5, bound=4.0):
+    from dpdist.privacy.lazy_selection import LaplaceMagnitude, LazySelectionNoise
+    from dpdist.privacy.noise import NoiseSeed
+
+    return LazySelectionNoise(NoiseSeed(21, True), "t", LaplaceMagnitude(scale), d, score_bound=bound, fanout=4)
+
+
+def release_all(S, k, noise, chunks, symmetric):
+    S = da.from_array(S, chunks=chunks)
+    parts = row_topk_release(S, k, noise, lambda r, c, raw: raw, split_every=3, symmetric=symmetric)
+    res = sorted(dask.compute(*parts, scheduler="sync"), key=lambda r: r.row_start)
+    return np.vstack([r.cols for r in res]), np.vstack([r.values for r in res]), np.concatenate([r.diag for r in res])
+
+
+@pytest.mark.parametrize("scale", [0.5, 50.0])  # data- and noise-dominated
+def test_lazy_sampler_equals_the_dense_path_with_its_full_noise_for_every_tiling(rng, scale):
+    d, k = 45, 4
+    A = rng.standard_normal((45, d))
+    S = np.clip(A.T @ A / 45, -4, 4)  # symmetric, |S| <= the bound
+    lz = lazy_sampler(d, scale)
+    full = lz.full_noise(np.arange(d))
+
+    def dense(rows, cols):
+        return full[np.ix_(rows, cols)]
+
+    ref = release_all(S, k, dense, 45, False)
+    for chunks in (45, 16, 7):
+        for symmetric in (False, True):
+            got = release_all(S, k, lz, chunks, symmetric)
+            for a, b in zip(got, ref):
+                np.testing.assert_array_equal(a, b)
+
+
+def test_symmetric_mode_reads_each_upper_tile_once_and_never_a_lower_one(rng):
+    from dpdist.engine.gram import clipped_second_moment
+
+    S = clipped_second_moment(da.from_array(rng.standard_normal((30, 12)), chunks=(30, 4)), 3.0, tile=4)
+    parts = row_topk_release(S, 2, zero_noise, lambda r, c, raw: raw, symmetric=True)
+    from dask.callbacks import Callback
+
+    ran: list[str] = []
+    with Callback(pretask=lambda key, dsk, state: ran.append(str(key))):
+        dask.compute(*parts, scheduler="sync")
+    assert len([k for k in ran if "_symmetric_task" in k]) == 6  # 3 x 4 / 2 upper tiles
+    assert not [k for k in ran if "transpose" in k]  # no lower tile is built
+    with pytest.raises(ValueError, match="square tiles"):
+        row_topk_release(da.from_array(np.eye(12), chunks=(4, 6)), 2, zero_noise, lambda r, c, raw: raw,
+                         symmetric=True)

@@ -283,10 +283,20 @@ def test_end_to_end_claims_are_the_releases_own(estimator):
 
     from dpdist.privacy.zcdp import ZCDP
 
+    from dpdist.exceptions import NoPrivateResult
+
     fit, _, base, _, (notion, claim, delta) = ESTIMATORS[estimator]()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        rel = fit(base)
+    # OS-entropy noise: a FriendlyCore test rejects now and then (about 1 fit in 15 for
+    # SparsePCA here); a rejected release spends only its stages, so retry (10 rejections in a
+    # row: probability ~1e-12)
+    for _ in range(10):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                rel = fit(base)
+            break
+        except NoPrivateResult:
+            continue
     assert rel.private and rel.seeding["mode"] == "os-entropy"
     if notion == "zcdp":
         assert isinstance(rel.privacy, ZCDP) and rel.privacy.rho == pytest.approx(claim, rel=1e-12)

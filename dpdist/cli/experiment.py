@@ -1,0 +1,132 @@
+"""``dpdist experiment``: the papers' claims as measured curves (see :mod:`dpdist.experiments`)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "experiment",
+        help="measured curves: sample complexity n*(d), simulation validation, NeurIPS curves, peer comparison",
+        description="Run the experiments of dpdist.experiments; each writes JSON and PNG files to --out. "
+        "Simulated results are labelled SIMULATED in their JSON and plots.",
+    )
+    inner = p.add_subparsers(dest="experiment", metavar="EXPERIMENT", required=True)
+
+    sc = inner.add_parser(
+        "sample-complexity",
+        help="n*(d) per method (bisection over repeated seeds), fitted exponents, PrivCov/Wang-Xu crossover",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    sc.add_argument("--mode", choices=("simulated", "real"), default="simulated",
+                    help="draw the statistics (simulated, reaches d = 1e5) or fit the estimators on rows (real)")
+    sc.add_argument("--methods", default="thresholded,privcov,wang_xu,thresholded_pca,wang_xu_pca,privpca",
+                    help="comma-separated: thresholded, privcov, wang_xu, thresholded_pca, wang_xu_pca, privpca, "
+                         "expmech (real mode only)")
+    sc.add_argument("--dims", default=None, help="comma-separated d grid (default: per problem)")
+    sc.add_argument("--reps", type=int, default=20, help="repetitions per n (common random numbers)")
+    sc.add_argument("--beta", type=float, default=0.1, help="failure probability: success needs >= (1-beta) reps")
+    sc.add_argument("--epsilon", type=float, default=1.0)
+    sc.add_argument("--delta", type=float, default=1e-6)
+    sc.add_argument("--rtol", type=float, default=0.1, help="relative precision of n*")
+    _common(sc)
+    sc.set_defaults(func=run_sample_complexity)
+
+    va = inner.add_parser("validate-simulation", help="simulated vs real error distributions (two-sample tests)",
+                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    va.add_argument("--reps-sim", type=int, default=300)
+    _common(va)
+    va.set_defaults(func=run_validation)
+
+    sm = inner.add_parser("second-moment-curves", help="NeurIPS 2025 curves: RecDPSME vs one-shot vs "
+                          "subsample-and-aggregate (condition numbers, outliers)",
+                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    sm.add_argument("--rho", type=float, default=1.0)
+    _common(sm)
+    sm.set_defaults(func=run_second_moment)
+
+    pe = inner.add_parser("peers", help="dpdist vs OpenDP vs diffprivlib PCA (needs .[compare])",
+                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    _common(pe)
+    pe.set_defaults(func=run_peers)
+
+
+def _common(p) -> None:
+    p.add_argument("--out", default="benchmarks/results", help="directory for the JSON and PNG files")
+    p.add_argument("--smoke", action="store_true", help="tiny sizes (checks that the experiment runs)")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON document")
+
+
+def _json(args, result: dict) -> bool:
+    """With --json, print ``result`` as the command's one JSON document (and nothing else)."""
+    if getattr(args, "json", False):
+        from dpdist.cli._common import print_json
+        from dpdist.privacy.release import to_jsonable
+
+        print_json(to_jsonable(result))
+        return True
+    return False
+
+
+def _progress(message: str) -> None:
+    """Progress lines go to stderr: stdout holds the result (one JSON document with --json)."""
+    import sys
+
+    print(message, file=sys.stderr, flush=True)
+
+
+def _files(result: dict) -> None:
+    for f in result.get("files", []):
+        print(f"wrote {f}")
+
+
+def run_sample_complexity(args) -> int:
+    from dpdist.experiments.sample_complexity import run_sample_complexity as run
+
+    dims = None if args.dims is None else [int(x) for x in args.dims.split(",") if x.strip()]
+    res = run([m.strip() for m in args.methods.split(",") if m.strip()], mode=args.mode, out_dir=args.out,
+              dims=dims, reps=args.reps, beta=args.beta, epsilon=args.epsilon, delta=args.delta, smoke=args.smoke,
+              rtol=args.rtol, log=_progress)
+    if _json(args, res):
+        return 0
+    print(f"[{res['label']}]")
+    for name, r in res["methods"].items():
+        fit = r.get("fit")
+        txt = "n/a (fewer than 3 points)" if fit is None else \
+            f"{fit['exponent']:.3f}, 95% CI [{fit['ci95'][0]:.3f}, {fit['ci95'][1]:.3f}]"
+        print(f"{name:16s} exponent of d: {txt}   (paper: {r['paper_exponent']:g})")
+    if "crossover" in res:
+        c = res["crossover"]
+        print(f"PrivCov/Wang-Xu crossover d: measured {c['measured_n_star_crossover_d']}, noise scales "
+              f"{c['noise_scale_crossover_d']:.4g}, ALGORITHMS.md closed form {c['closed_form_crossover_d']:.4g}")
+    _files(res)
+    return 0
+
+
+def run_validation(args) -> int:
+    from dpdist.experiments.validation import run_validation as run
+
+    res = run(smoke=args.smoke, reps_sim=args.reps_sim, out_dir=args.out, log=_progress)
+    if not _json(args, res):
+        print(f"all points pass: {res['all_pass']}")
+        _files(res)
+    return 0 if res["all_pass"] else 1
+
+
+def run_second_moment(args) -> int:
+    from dpdist.experiments.second_moment_curves import run_second_moment_curves as run
+
+    res = run(smoke=args.smoke, rho=args.rho, out_dir=args.out, log=_progress)
+    if not _json(args, res):
+        _files(res)
+    return 0
+
+
+def run_peers(args) -> int:
+    from dpdist.experiments.peers import run_peer_comparison as run
+
+    res = run(smoke=args.smoke, out_dir=args.out, log=_progress)
+    if not _json(args, res):
+        _files(res)
+    return 0

@@ -1,0 +1,317 @@
+"""Measured sample complexities as planning data (labelled *empirical*, with their source).
+
+:data:`TABLE` holds n*(d) measured by ``dpdist experiment sample-complexity`` (the JSON named
+in each entry's ``source``, under ``benchmarks/results/``): per method, the instance family,
+the target, the budget and the points (d, n*). :func:`measured_n_star` returns the measured
+value for a method at a dimension, interpolated log-log between measured points and only
+inside the measured range (None outside it: no extrapolation). :func:`theory_n_star` gives the
+estimators' own theorem-based planning value (their ``plan()``/``min_samples()``) for the
+same target, so the two can be shown side by side (:func:`planning_rows`).
+
+The measured values hold for the instance family and target they were measured on; they are
+not a guarantee for other data.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+
+from dpdist.exceptions import ValidationError
+
+__all__ = ["TABLE", "EmpiricalNStar", "measured_n_star", "planning_rows", "table_from_results", "theory_n_star"]
+
+
+@dataclass(frozen=True)
+class EmpiricalNStar:
+    """A measured n* (least n with error <= target in >= 1 - beta of the repetitions)."""
+
+    method: str
+    n_features: float
+    n_star: float
+    interpolated: bool
+    instance_family: str
+    target: str
+    epsilon: float
+    delta: float
+    beta: float
+    mode: str
+    source: str
+    date: str
+    label: str = "empirical"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+#: Filled from benchmarks/results/sample_complexity_*.json by :func:`table_from_results`.
+TABLE: dict = {('expmech', 'real'): {'beta': 0.1,
+                       'date': '2026-11-30',
+                       'delta': 1e-06,
+                       'epsilon': 1.0,
+                       'instance_family': 'model2-sparse-spike (k=3, gap=0.5)',
+                       'mode': 'real',
+                       'points': [(30, 86600.0), (60, 86600.0), (120, 86600.0)],
+                       'source': 'benchmarks/results/sample_complexity_real.json',
+                       'target': 'sin^2 <= 0.1',
+                       'theory_points': []},
+ ('privcov', 'simulated'): {'beta': 0.1,
+                            'date': '2026-11-30',
+                            'delta': 1e-06,
+                            'epsilon': 1.0,
+                            'instance_family': 'construction1 (k=20)',
+                            'mode': 'simulated',
+                            'points': [(60, 42169650.0),
+                                       (200, 124093775.0),
+                                       (600, 339820830.0),
+                                       (2000, 930572033.0),
+                                       (6000, 2206734050.0),
+                                       (20000, 5623413203.0),
+                                       (100000, 19109529584.0)],
+                            'source': 'benchmarks/results/sample_complexity_simulated.json',
+                            'target': '||M - Sigma||_op <= 0.25 sigma^2',
+                            'theory_points': [(60, 6002049024.0),
+                                              (200, 14252244992.0),
+                                              (600, 30651973632.0),
+                                              (2000, 69524783104.0),
+                                              (6000, 144284057600.0),
+                                              (20000, 317022273536.0),
+                                              (100000, 888521359360.0)]},
+ ('privpca', 'simulated'): {'beta': 0.1,
+                            'date': '2026-11-30',
+                            'delta': 1e-06,
+                            'epsilon': 1.0,
+                            'instance_family': 'model2-sparse-spike (k=3, gap=0.5)',
+                            'mode': 'simulated',
+                            'points': [(50, 1.5399265260594922e+17),
+                                       (200, 2.3713737056616554e+17),
+                                       (1000, 4.216965034285823e+17),
+                                       (5000, 5.623413251903491e+17),
+                                       (20000, 8.659643233600655e+17),
+                                       (100000, 1.1547819846894584e+18)],
+                            'source': 'benchmarks/results/sample_complexity_simulated.json',
+                            'target': 'sin^2 <= 0.1',
+                            'theory_points': [(50, 1.3052613915021882e+20),
+                                              (200, 1.827977311752479e+20),
+                                              (1000, 2.5453106604000517e+20),
+                                              (5000, 3.380840981267963e+20),
+                                              (20000, 4.198030392653408e+20),
+                                              (100000, 5.249575869648145e+20)]},
+ ('thresholded', 'real'): {'beta': 0.1,
+                           'date': '2026-11-30',
+                           'delta': 1e-06,
+                           'epsilon': 1.0,
+                           'instance_family': 'construction1 (k=20)',
+                           'mode': 'real',
+                           'points': [(60, 56230.0), (120, 64940.0)],
+                           'source': 'benchmarks/results/sample_complexity_real.json',
+                           'target': '||M - Sigma||_op <= 0.25 sigma^2',
+                           'theory_points': []},
+ ('thresholded', 'simulated'): {'beta': 0.1,
+                                'date': '2026-11-30',
+                                'delta': 1e-06,
+                                'epsilon': 1.0,
+                                'instance_family': 'construction1 (k=20)',
+                                'mode': 'simulated',
+                                'points': [(60, 52330.0),
+                                           (200, 93057.0),
+                                           (600, 115478.0),
+                                           (2000, 124094.0),
+                                           (6000, 143302.0),
+                                           (20000, 177829.0),
+                                           (100000, 254831.0)],
+                                'source': 'benchmarks/results/sample_complexity_simulated.json',
+                                'target': '||M - Sigma||_op <= 0.25 sigma^2',
+                                'theory_points': [(60, 3364864.0),
+                                                  (200, 3860480.0),
+                                                  (600, 4313088.0),
+                                                  (2000, 4808704.0),
+                                                  (6000, 5259264.0),
+                                                  (20000, 5754880.0),
+                                                  (100000, 6414336.0)]},
+ ('thresholded_pca', 'real'): {'beta': 0.1,
+                               'date': '2026-11-30',
+                               'delta': 1e-06,
+                               'epsilon': 1.0,
+                               'instance_family': 'model2-sparse-spike (k=3, gap=0.5)',
+                               'mode': 'real',
+                               'points': [(60, 6494.0), (240, 7499.0), (960, 8660.0)],
+                               'source': 'benchmarks/results/sample_complexity_real.json',
+                               'target': 'sin^2 <= 0.1',
+                               'theory_points': []},
+ ('thresholded_pca', 'simulated'): {'beta': 0.1,
+                                    'date': '2026-11-30',
+                                    'delta': 1e-06,
+                                    'epsilon': 1.0,
+                                    'instance_family': 'model2-sparse-spike (k=3, gap=0.5)',
+                                    'mode': 'simulated',
+                                    'points': [(50, 5623.0),
+                                               (200, 6978.0),
+                                               (1000, 8058.0),
+                                               (5000, 8659.0),
+                                               (20000, 9305.0),
+                                               (100000, 10745.0)],
+                                    'source': 'benchmarks/results/sample_complexity_simulated.json',
+                                    'target': 'sin^2 <= 0.1',
+                                    'theory_points': [(50, 742912.0),
+                                                      (200, 871424.0),
+                                                      (1000, 1020928.0),
+                                                      (5000, 1170432.0),
+                                                      (20000, 1299456.0),
+                                                      (100000, 1447936.0)]},
+ ('wang_xu', 'simulated'): {'beta': 0.1,
+                            'date': '2026-11-30',
+                            'delta': 1e-06,
+                            'epsilon': 1.0,
+                            'instance_family': 'construction1 (k=20)',
+                            'mode': 'simulated',
+                            'points': [(60, 2548297.0),
+                                       (200, 11547821.0),
+                                       (600, 42169655.0),
+                                       (2000, 153992670.0),
+                                       (6000, 604296458.0),
+                                       (20000, 2206734317.0),
+                                       (100000, 15399266991.0)],
+                            'source': 'benchmarks/results/sample_complexity_simulated.json',
+                            'target': '||M - Sigma||_op <= 0.25 sigma^2',
+                            'theory_points': [(60, 28655616.0),
+                                              (200, 95485952.0),
+                                              (600, 303824896.0),
+                                              (2000, 1114636288.0),
+                                              (6000, 3686793216.0),
+                                              (20000, 13715374080.0),
+                                              (100000, 79054241792.0)]},
+ ('wang_xu_pca', 'real'): {'beta': 0.1,
+                           'date': '2026-11-30',
+                           'delta': 1e-06,
+                           'epsilon': 1.0,
+                           'instance_family': 'model2-sparse-spike (k=3, gap=0.5)',
+                           'mode': 'real',
+                           'points': [(20, 237100.0), (40, 562300.0), (80, 1155000.0)],
+                           'source': 'benchmarks/results/sample_complexity_real.json',
+                           'target': 'sin^2 <= 0.1',
+                           'theory_points': []},
+ ('wang_xu_pca', 'simulated'): {'beta': 0.1,
+                                'date': '2026-11-30',
+                                'delta': 1e-06,
+                                'epsilon': 1.0,
+                                'instance_family': 'model2-sparse-spike (k=3, gap=0.5)',
+                                'mode': 'simulated',
+                                'points': [(50, 697831.0),
+                                           (200, 3162280.0),
+                                           (1000, 20535265.0),
+                                           (5000, 115478281.0),
+                                           (20000, 523299489.0),
+                                           (100000, 3162279922.0)],
+                                'source': 'benchmarks/results/sample_complexity_simulated.json',
+                                'target': 'sin^2 <= 0.1',
+                                'theory_points': [(50, 9617408.0),
+                                                  (200, 41058304.0),
+                                                  (1000, 236060672.0),
+                                                  (5000, 1383071744.0),
+                                                  (20000, 6329204736.0),
+                                                  (100000, 36708548608.0)]}}
+
+
+def table_from_results(path: str) -> dict:
+    """Table entries (the shape of :data:`TABLE`) from a ``sample_complexity_<mode>.json``."""
+    with open(path) as fh:
+        res = json.load(fh)
+    out = {}
+    for name, r in res["methods"].items():
+        inst = r["instances"][0]
+        family = inst.get("instance", "?")
+        family += f" (k={r['k']}" + (f", gap={inst['gap']}" if "gap" in inst and family.startswith("model2") else "") + ")"
+        target = ("||M - Sigma||_op <= %g sigma^2" if r["problem"] == "covariance" else "sin^2 <= %g") % r["target"]
+        out[(name, res["mode"])] = {
+            "instance_family": family, "target": target, "epsilon": res["epsilon"], "delta": res["delta"],
+            "beta": res["beta"], "mode": res["mode"], "source": f"benchmarks/results/sample_complexity_{res['mode']}.json",
+            "date": res["date"], "points": [(row["d"], row["n_star"]) for row in r["rows"] if row["reached"]],
+            "theory_points": [(row["d"], row["theory_n"]) for row in r["rows"] if row["reached"] and row.get("theory_n")],
+        }
+    return out
+
+
+def _loglog(points, d: float) -> tuple[float, bool] | None:
+    """Value at d: exact at a point, log-log interpolated between two, None outside."""
+    pts = sorted(points)
+    if not pts or d < pts[0][0] or d > pts[-1][0]:
+        return None
+    for (d0, n0), (d1, n1) in zip(pts, pts[1:]):
+        if d0 < d < d1:
+            t = (math.log(d) - math.log(d0)) / (math.log(d1) - math.log(d0))
+            return math.exp(math.log(n0) + t * (math.log(n1) - math.log(n0))), True
+    return float(dict(pts)[d]) if d in dict(pts) else float(pts[-1][1]), False
+
+
+def measured_n_star(method: str, n_features: float, *, mode: str = "simulated") -> EmpiricalNStar | None:
+    """The measured n* of ``method`` at dimension ``n_features``: exact at a measured d,
+    log-log interpolated between two measured d, None outside the measured range (or when
+    the method was not measured in that mode)."""
+    entry = TABLE.get((method, mode))
+    if entry is None:
+        return None
+    d = float(n_features)
+    if not (math.isfinite(d) and d > 0):
+        raise ValidationError(f"n_features must be a positive number, got {n_features!r}")
+    found = _loglog(entry["points"], d)
+    if found is None:
+        return None
+    value, interp = found
+    keys = ("instance_family", "target", "epsilon", "delta", "beta", "mode", "source", "date")
+    return EmpiricalNStar(method, d, float(value), interp, **{k: entry[k] for k in keys})
+
+
+def theory_n_star(method: str, n_features: int, *, k: int, sigma: float, target: float, epsilon: float,
+                  delta: float, gap: float | None = None) -> float | None:
+    """The estimator's own planning value for the same target (theorem constants): the least n
+    at which its ``plan()`` bound meets ``target`` (alpha for covariance, sin^2 for PCA).
+    None when the estimator plans no such bound."""
+    import dpdist
+    from dpdist.privacy.calibration import search_min_samples
+
+    d = int(n_features)
+    s2 = sigma * sigma
+    try:
+        if method == "privcov":
+            return float(dpdist.SparseCovariance(k, epsilon, delta, sigma=sigma).min_samples(target * s2, d))
+        if method in ("wang_xu", "thresholded"):
+            est = (dpdist.baselines.GaussianPCA(epsilon, delta, sigma=sigma) if method == "wang_xu"
+                   else dpdist.baselines.ThresholdedPCA(sigma=sigma))
+            return float(search_min_samples(lambda n: est.plan(n, d, k=k)["operator_error_bound"], target * s2,
+                                            start=4, limit=1 << 62))
+        if method in ("wang_xu_pca", "thresholded_pca"):
+            est = (dpdist.baselines.GaussianPCA(epsilon, delta, sigma=sigma) if method == "wang_xu_pca"
+                   else dpdist.baselines.ThresholdedPCA(sigma=sigma))
+            return float(search_min_samples(lambda n: est.plan(n, d, k=k, eigengap=gap * s2)["sin2_bound"], target,
+                                            start=4, limit=1 << 62))
+        if method == "privpca":
+            return float(dpdist.SparsePCA(k, epsilon, delta, gap=gap, sigma=sigma).min_samples(target, d))
+        if method == "expmech":
+            return float(dpdist.ExpMechSparsePCA(k, epsilon, delta, sigma=sigma).min_samples(target, d,
+                                                                                             eigengap=gap * s2))
+    except ValidationError:
+        return None
+    return None
+
+
+def planning_rows(dims=(1000, 10000, 100000), *, mode: str = "simulated") -> list[dict]:
+    """Theory vs measured n* for every method in :data:`TABLE` at the given d (README rows):
+    both interpolated log-log between the measured grid points (the theory value is the
+    estimator's own ``plan()``/``min_samples()`` bound for the same target, budget and instance
+    parameters, recorded next to each measurement)."""
+    rows = []
+    for (method, m), entry in sorted(TABLE.items()):
+        if m != mode:
+            continue
+        for d in dims:
+            meas = measured_n_star(method, d, mode=mode)
+            th = _loglog(entry.get("theory_points", []), float(d))
+            theory = None if th is None else th[0]
+            rows.append({"method": method, "d": d, "theory_n": theory,
+                         "measured_n": None if meas is None else meas.n_star,
+                         "ratio": None if (meas is None or theory is None) else theory / meas.n_star,
+                         "instance_family": entry["instance_family"], "target": entry["target"],
+                         "source": entry["source"], "date": entry["date"], "label": "empirical"})
+    return rows

@@ -1,0 +1,301 @@
+"""n*(d): the least n reaching a target error with probability 1 - beta, and its exponent in d.
+
+:func:`n_star` brackets n* by factors of ``step`` and bisects in log n; at each n it runs
+``reps`` repetitions with common random numbers (repetition r uses the same seeds at every n,
+so the success curve is nearly monotone) and calls n a success when at least
+``ceil((1 - beta) reps)`` errors are at most the target. :func:`sweep` does that for every
+d of a grid and fits ``log n* = a + p log d`` by least squares; the confidence interval of
+the exponent p is the regression's t-interval (95%) over the d grid (``fit_exponent``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+from scipy import stats
+
+from dpdist.exceptions import ValidationError
+
+__all__ = ["NStar", "fit_exponent", "n_star", "sweep"]
+
+
+@dataclass
+class NStar:
+    """Result of :func:`n_star`. ``n_star`` is the smallest n found to succeed (an upper
+    bracket: the true n* lies in (``lower``, ``n_star``])."""
+
+    n_star: float
+    lower: float
+    evaluations: list = field(default_factory=list)
+    seconds: float = 0.0
+    reached: bool = True
+
+
+def _success(errors: np.ndarray, target: float, beta: float) -> bool:
+    need = math.ceil((1.0 - beta) * len(errors) - 1e-9)
+    return int(np.sum(errors <= target)) >= need
+
+
+def n_star(error_at: Callable[[float, int], float], target: float, *, beta: float = 0.1, reps: int = 20,
+           start: float = 1e3, step: float = 10.0, rtol: float = 0.1, n_min: float = 10.0,
+           n_max: float = 1e22, integer: bool = True) -> NStar:
+    """Least n (to relative precision ``rtol``) at which ``error_at(n, rep)`` is at most
+    ``target`` for a fraction >= 1 - beta of ``reps`` repetitions."""
+    t0 = time.perf_counter()
+    evals: list = []
+    cache: dict = {}
+
+    def ok(n: float) -> bool:
+        n = float(round(n)) if integer else float(n)
+        if n not in cache:
+            errs = np.array([error_at(n, r) for r in range(reps)])
+            cache[n] = _success(errs, target, beta)
+            evals.append({"n": n, "success": cache[n], "quantile": float(np.quantile(errs, 1 - beta)),
+                          "median": float(np.median(errs))})
+        return cache[n]
+
+    lo, hi = None, None
+    n = float(start)
+    if ok(n):
+        hi = n
+        while hi / step >= n_min and ok(hi / step):
+            hi /= step
+        lo = hi / step
+    else:
+        lo = n
+        while True:
+            if lo * step > n_max:
+                return NStar(math.inf, lo, evals, time.perf_counter() - t0, reached=False)
+            if ok(lo * step):
+                hi = lo * step
+                break
+            lo *= step
+    while hi / lo > 1.0 + rtol:
+        mid = math.sqrt(lo * hi)
+        if integer and round(mid) in (round(lo), round(hi)):
+            break
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return NStar(float(round(hi)) if integer else hi, lo, evals, time.perf_counter() - t0)
+
+
+def fit_exponent(dims, nstars, *, min_d: float | None = None) -> dict:
+    """Least-squares slope of ``log n*`` on ``log d`` with its 95% t-interval (regression CI
+    over the d grid; it widens when the points bend away from a power law)."""
+    d = np.asarray(dims, dtype=np.float64)
+    y = np.asarray(nstars, dtype=np.float64)
+    keep = np.isfinite(y) & (y > 0)
+    if min_d is not None:
+        keep &= d >= min_d
+    d, y = d[keep], y[keep]
+    if d.size < 3:
+        raise ValidationError(f"need at least 3 finite n* values to fit an exponent, got {d.size}")
+    res = stats.linregress(np.log(d), np.log(y))
+    t = stats.t.ppf(0.975, d.size - 2)
+    return {"exponent": float(res.slope), "ci95": [float(res.slope - t * res.stderr), float(res.slope + t * res.stderr)],
+            "stderr": float(res.stderr), "intercept": float(res.intercept), "n_points": int(d.size),
+            "d_range": [float(d.min()), float(d.max())], "ci_method": "OLS slope, t-interval (95%) over the d grid"}
+
+
+def sweep(error_for_d: Callable[[int], Callable[[float, int], float]], dims, target: float, *, beta: float = 0.1,
+          reps: int = 20, start: float = 1e3, rtol: float = 0.1, n_max: float = 1e22, progress=None) -> dict:
+    """n* for every d of ``dims`` (each search starts at the previous d's n*), then the
+    exponent fit. ``error_for_d(d)`` returns the ``error_at(n, rep)`` of that d."""
+    rows = []
+    guess = float(start)
+    for d in dims:
+        res = n_star(error_for_d(int(d)), target, beta=beta, reps=reps, start=guess, rtol=rtol, n_max=n_max)
+        rows.append({"d": int(d), "n_star": res.n_star, "lower": res.lower, "reached": res.reached,
+                     "seconds": res.seconds, "evaluations": res.evaluations})
+        if progress is not None:
+            progress(rows[-1])
+        if res.reached:
+            guess = res.n_star
+    out = {"rows": rows}
+    finite = [r for r in rows if r["reached"]]
+    if len(finite) >= 3:
+        out["fit"] = fit_exponent([r["d"] for r in finite], [r["n_star"] for r in finite])
+    return out
+
+
+#: Defaults of the by-hand run (sizes for this 2-core machine; the simulation path reaches 1e5).
+DEFAULTS = {
+    "covariance": {"dims": [60, 200, 600, 2000, 6000, 20000, 100000], "k": 20, "target": 0.25},
+    "pca": {"dims": [50, 200, 1000, 5000, 20000, 100000], "k": 3, "target": 0.1},
+}
+#: Where each method's search starts (the previous d's n* after the first d).
+START = {"thresholded": 1e3, "thresholded_pca": 1e3, "wang_xu": 1e5, "wang_xu_pca": 1e5, "privcov": 1e6,
+         "privpca": 1e15, "expmech": 1e4}
+SMOKE = {
+    "covariance": {"dims": [24, 48, 96], "k": 12, "target": 0.25},
+    "pca": {"dims": [20, 40, 80], "k": 3, "target": 0.1},
+}
+
+
+def run_sample_complexity(methods, *, mode: str = "simulated", out_dir: str | None = None, dims=None,
+                          reps: int = 20, beta: float = 0.1, epsilon: float = 1.0, delta: float = 1e-6,
+                          smoke: bool = False, rtol: float = 0.1, seed: int = 0, log=print,
+                          large_d_fit: float = 2000.0) -> dict:
+    """Sweep n*(d) for each method (``mode`` "simulated" or "real"; ``dims`` one grid for all or
+    a dict method -> grid), fit exponents, find the
+    PrivCov / Wang-Xu crossover, write ``sample_complexity_<mode>.json`` and a PNG per table.
+
+    Covariance methods run on Construction 1 (k = 20 by default: Construction 1 needs
+    ``k >= 2 log(d/k)`` up to d ~ 4e5), PCA methods on Model 2 (k = 3, gap 0.5, lambda1 = 2).
+    Targets: ``||M - Sigma||_op <= 0.25 sigma^2`` (Problem 1, alpha = 0.25) and ``sin^2 <= 0.1``
+    (Problem 2, Delta = 0.1), each with probability >= 1 - beta.
+    """
+    import os
+    import zlib
+
+    from dpdist.experiments.methods import METHODS, covariance_instance, pca_instance, real_error, simulated_error
+    from dpdist.simulate import SIMULATED
+
+    if mode not in ("simulated", "real"):
+        raise ValidationError(f"mode must be 'simulated' or 'real', got {mode!r}")
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise ValidationError(f"unknown method(s) {unknown}; choose from {sorted(METHODS)}")
+    cfg = SMOKE if smoke else DEFAULTS
+    result: dict = {"label": SIMULATED if mode == "simulated" else "real pipeline", "mode": mode,
+                    "epsilon": epsilon, "delta": delta, "beta": beta, "reps": reps, "rtol": rtol, "methods": {},
+                    "date": time.strftime("%Y-%m-%d"),
+                    "success_rule": "at least ceil((1-beta) reps) of reps errors <= target, common random numbers"}
+    instances: dict = {}
+    for name in methods:
+        meth = METHODS[name]
+        c = cfg[meth.problem]
+        grid = c["dims"] if dims is None else list(dims.get(name, c["dims"]) if isinstance(dims, dict) else dims)
+
+        def inst_for(d, meth=meth, c=c):
+            key = (meth.problem, d)
+            if key not in instances:
+                instances[key] = (covariance_instance(d, c["k"], random_state=seed, require_condition=not smoke)
+                                  if meth.problem == "covariance" else pca_instance(d, c["k"], random_state=seed))
+            return instances[key]
+
+        def error_for_d(d, name=name):
+            inst = inst_for(d)
+            if mode == "real":
+                return lambda n, r: real_error(name, inst, int(n), r, epsilon=epsilon, delta=delta)
+
+            def err(n, r):
+                rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(zlib.crc32(name.encode()), d, r)))
+                return simulated_error(name, inst, n, rng, epsilon=epsilon, delta=delta)
+
+            return err
+
+        t0 = time.perf_counter()
+        res = sweep(error_for_d, grid, c["target"], beta=beta, reps=reps, start=START.get(name, 1e3),
+                    rtol=rtol, progress=lambda row, name=name: log(
+                        f"{name} [{mode}] d={row['d']}: n*={row['n_star']:.4g} ({row['seconds']:.1f}s)"))
+        res.update(mode=mode, label=result["label"], problem=meth.problem, estimator=meth.estimator,
+                   paper_samples=meth.paper_samples, paper_exponent=meth.paper_exponent, private=meth.private,
+                   target=c["target"], k=c["k"], seconds=time.perf_counter() - t0,
+                   instances=[inst_for(d).parameters for d in grid])
+        finite = [r for r in res["rows"] if r["reached"]]
+        big = [r for r in finite if r["d"] >= large_d_fit]
+        if name == "privcov" and len(big) >= 3:
+            res["fit_large_d"] = fit_exponent([r["d"] for r in big], [r["n_star"] for r in big])
+        result["methods"][name] = res
+    if "privcov" in result["methods"] and "wang_xu" in result["methods"]:
+        result["crossover"] = crossover(result["methods"]["privcov"], result["methods"]["wang_xu"],
+                                        k=cfg["covariance"]["k"], epsilon=epsilon, delta=delta)
+    add_theory(result)
+    if out_dir is not None:
+        from dpdist.experiments.plots import plot_sample_complexity, write_json
+
+        result["files"] = [write_json(result, out_dir, f"sample_complexity_{mode}.json")]
+
+        for problem, title in (("covariance", "Table 1: covariance on Construction 1"),
+                               ("pca", "Table 2: PCA on Model 2 (sparse spike)")):
+            sub = {k: v for k, v in result["methods"].items() if v["problem"] == problem}
+            if sub:
+                png = os.path.join(out_dir, f"sample_complexity_{problem}_{mode}.png")
+                plot_sample_complexity({"methods": sub}, png, title=f"{title}, eps={epsilon}, delta={delta}, "
+                                       f"beta={beta}" + ("" if mode == "simulated" else " [REAL PIPELINE]"))
+                result["files"].append(png)
+    return result
+
+
+def add_theory(result: dict) -> dict:
+    """Add the estimators' own planning value (theorem constants,
+    :func:`~dpdist.experiments.empirical.theory_n_star`) for the same target at every measured
+    d, and the exponent of measured / theory: close to 0 when the measurement follows the
+    theorem's d-dependence, log factors included."""
+    from dpdist.experiments.empirical import theory_n_star
+
+    for name, res in result["methods"].items():
+        for row, inst in zip(res["rows"], res["instances"]):
+            gap = inst.get("gap") if res["problem"] == "pca" else None
+            row["theory_n"] = theory_n_star(name, row["d"], k=res["k"], sigma=math.sqrt(inst["sigma2"]),
+                                            target=res["target"], epsilon=result["epsilon"], delta=result["delta"],
+                                            gap=gap)
+        pts = [(r["d"], r["n_star"] / r["theory_n"]) for r in res["rows"] if r["reached"] and r.get("theory_n")]
+        if len(pts) >= 3:
+            res["fit_measured_over_theory"] = fit_exponent(*zip(*pts))
+            res["theory_over_measured_median"] = float(np.median([1.0 / p for _, p in pts]))
+    return result
+
+
+def noise_crossover_d(k: int, epsilon: float, delta: float, *, n: int = 10**6, clip: float = 1.0) -> float:
+    """The d at which PrivCov's per-entry Laplace scale equals Wang-Xu's Gaussian sigma at the
+    same (epsilon, delta, n, clip), from the calibration functions themselves (both scale as
+    clip^2 / n, so the answer does not depend on n or clip). ALGORITHMS.md section 6's closed
+    form is ``d ~ 64 (k + 1) log(d / delta_row)``."""
+    from scipy import optimize
+
+    from dpdist.privacy.calibration import privcov_calibration, wang_xu_calibration
+
+    def log_ratio(logd: float) -> float:
+        d = int(round(math.exp(logd)))
+        b = privcov_calibration(epsilon, delta, n, d, k, clip).laplace_scale
+        s = wang_xu_calibration(epsilon, delta, n, d, clip)["gaussian_sigma"]
+        return math.log(b / s)
+
+    lo, hi = math.log(max(k + 2, 4)), math.log(1e9)
+    if log_ratio(lo) < 0:
+        return float(max(k + 2, 4))
+    return float(round(math.exp(optimize.brentq(log_ratio, lo, hi, xtol=1e-4))))
+
+
+def closed_form_crossover(k: int, delta: float) -> float:
+    """ALGORITHMS.md section 6: the d solving ``d = 64 (k + 1) log(d / delta_row)``,
+    ``delta_row = delta / (2 d)``."""
+    d = 1000.0
+    for _ in range(200):
+        d = 64 * (k + 1) * math.log(d * 2 * d / delta)
+    return d
+
+
+def crossover(privcov: dict, wang_xu: dict, *, k: int, epsilon: float, delta: float) -> dict:
+    """Where PrivCov overtakes Wang-Xu: the d at which the measured n* curves cross (log-log
+    interpolation between grid points), next to the noise-scale crossover of the
+    calibrations and ALGORITHMS.md's closed form."""
+    a = {r["d"]: r["n_star"] for r in privcov["rows"] if r["reached"]}
+    b = {r["d"]: r["n_star"] for r in wang_xu["rows"] if r["reached"]}
+    ds = sorted(set(a) & set(b))
+    measured = None
+    for d0, d1 in zip(ds, ds[1:]):
+        r0, r1 = math.log(a[d0] / b[d0]), math.log(a[d1] / b[d1])
+        if r0 > 0 >= r1:
+            t = r0 / (r0 - r1)
+            measured = math.exp(math.log(d0) + t * (math.log(d1) - math.log(d0)))
+            break
+    if measured is None and ds:
+        measured = "PrivCov below Wang-Xu on the whole grid" if a[ds[0]] <= b[ds[0]] else \
+            "Wang-Xu below PrivCov on the whole grid"
+    return {
+        "measured_n_star_crossover_d": measured,
+        "ratio_n_star_privcov_over_wang_xu": {int(d): a[d] / b[d] for d in ds},
+        "noise_scale_crossover_d": noise_crossover_d(k, epsilon, delta),
+        "closed_form_crossover_d": closed_form_crossover(k, delta),
+        "k": k,
+        "closed_form": "d = 64 (k+1) log(d / delta_row), delta_row = delta / (2d) (ALGORITHMS.md section 6)",
+    }

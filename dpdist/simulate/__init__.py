@@ -1,0 +1,52 @@
+"""Simulation mode: draw the statistics the estimators consume instead of rows.
+
+For Gaussian rows the second moment of a block of coordinates is Wishart-distributed, so a
+run at n = 1e15 or d = 1e5 costs what the mechanism costs, not what reading n x d numbers
+costs. :mod:`dpdist.simulate.methods` applies each estimator's own calibration (its
+``plan()`` or :mod:`dpdist.privacy`) and noise laws to the drawn statistic.
+
+Regimes
+-------
+*Exact in law* (Gaussian rows, clipping inactive; the probability that clipping is active is
+computed and returned as ``p_clip``): the diagonal blocks of the second moment, the
+diagonal, every noise value the mechanism adds on them, the top order statistics of the
+noise on the off-block entries; for PrivPCA the per-batch support blocks, the private tests
+and both releases.
+
+*Approximate*: the off-block entries of the second moment (independent Gaussians with the
+exact conditional variance, not their exact joint law), and for PrivPCA the events that an
+off-support entry matters (their probability is reported). Each result lists its
+approximations in ``info["approximations"]``.
+
+Every result, its metadata and every plot made from it carry the label
+:data:`SIMULATED`. The simulation is validated against the real pipeline by two-sample
+tests where both run (:mod:`dpdist.experiments.validation`).
+
+Instances are :class:`~dpdist.simulate.instances.BlockModel` (block-diagonal covariance plus an
+i.i.d. bulk, in canonical coordinates): Construction 1 and the Model-2 sparse spike.
+"""
+
+from dpdist.simulate.instances import BlockModel, from_construction1, from_model2, model2_block_model
+from dpdist.simulate.methods import (
+    SIMULATED,
+    SimResult,
+    clip_probability,
+    simulate_privcov,
+    simulate_privpca,
+    simulate_thresholded,
+    simulate_wang_xu,
+)
+
+__all__ = [
+    "SIMULATED",
+    "BlockModel",
+    "SimResult",
+    "clip_probability",
+    "from_construction1",
+    "from_model2",
+    "model2_block_model",
+    "simulate_privcov",
+    "simulate_privpca",
+    "simulate_thresholded",
+    "simulate_wang_xu",
+]

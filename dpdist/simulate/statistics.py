@@ -1,0 +1,139 @@
+"""Draws of the statistics the estimators consume, and of order statistics, without rows.
+
+Exact pieces (in law):
+
+- :func:`wishart_blocks`: the second moment of n Gaussian rows restricted to independent
+  blocks of coordinates, ``W_b / n`` with ``W_b ~ Wishart(n, Sigma_b)`` (Bartlett
+  decomposition): the diagonal blocks of ``(1/n) X^T X`` when Sigma is block diagonal.
+- :func:`scaled_chi2`: a coordinate independent of all others, ``Sigma_jj chi2_n / n``.
+- :func:`top_survival`: the ``count`` smallest of ``N`` i.i.d. Uniform(0, 1) survival
+  probabilities (the top order statistics of any continuous law, Renyi's representation),
+  in log space so that ``N`` may be astronomically large.
+- :func:`normal_laplace_abs_isf`: the inverse survival function of ``|G + L|``,
+  ``G ~ N(0, s^2)``, ``L ~ Laplace(b)`` (closed form of the normal-Laplace convolution).
+
+These seeds drive simulation only; no release is made from them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import special
+
+__all__ = [
+    "normal_laplace_abs_sf",
+    "normal_laplace_abs_isf",
+    "open_uniforms",
+    "scaled_chi2",
+    "top_survival",
+    "wishart_blocks",
+]
+
+
+def open_uniforms(rng: np.random.Generator, size) -> np.ndarray:
+    """Uniforms in the open interval (0, 1) from 53-bit words (as :mod:`dpdist.privacy.noise`)."""
+    words = rng.integers(0, 1 << 53, size=size, dtype=np.int64)
+    return (words.astype(np.float64) + 0.5) * 2.0**-53
+
+
+def scaled_chi2(rng: np.random.Generator, n: float, scale, size=None) -> np.ndarray:
+    """``scale * chi2_n / n``: a diagonal entry of the second moment of n Gaussian rows."""
+    return np.asarray(scale) * rng.chisquare(float(n), size=size) / float(n)
+
+
+def wishart_blocks(blocks: np.ndarray, n: float, rng: np.random.Generator, *, chol: np.ndarray | None = None
+                   ) -> np.ndarray:
+    """``W_b / n`` with ``W_b ~ Wishart(n, Sigma_b)`` for each block ``Sigma_b`` of ``blocks``
+    (shape (B, s, s)), by the Bartlett decomposition ``W = L T T^T L^T`` (``L`` the Cholesky
+    factor of Sigma_b, ``T`` lower triangular, ``T_ii^2 ~ chi2(n - i)``, ``T_ij ~ N(0, 1)``).
+
+    Exact in law for the diagonal blocks of ``(1/n) X^T X`` with X's rows ``N(0, Sigma)``
+    and Sigma block diagonal; ``n`` may be any real ``> s - 1`` (large n costs nothing more).
+    ``chol``: the blocks' Cholesky factors, when already known.
+    """
+    blocks = np.asarray(blocks, dtype=np.float64)
+    B, s, _ = blocks.shape
+    L = np.linalg.cholesky(blocks + 0.0) if chol is None else chol
+    T = np.zeros((B, s, s))
+    il = np.tril_indices(s, -1)
+    T[:, il[0], il[1]] = rng.standard_normal((B, il[0].size))
+    df = float(n) - np.arange(s, dtype=np.float64)
+    T[:, np.arange(s), np.arange(s)] = np.sqrt(rng.chisquare(df, size=(B, s)))
+    LT = L @ T
+    W = LT @ np.transpose(LT, (0, 2, 1)) / float(n)
+    return 0.5 * (W + np.transpose(W, (0, 2, 1)))
+
+
+def top_survival(rng: np.random.Generator, n_cells: float, count: int, shape=()) -> np.ndarray:
+    """Survival probabilities ``q_1 < q_2 < ... < q_count`` of the ``count`` largest of
+    ``n_cells`` i.i.d. draws of any continuous law (the ``count`` smallest of ``n_cells``
+    uniforms): Renyi, ``q_j = 1 - exp(-sum_{i <= j} E_i / (N - i + 1))``, E_i i.i.d. Exp(1).
+
+    Returns an array of shape ``shape + (count,)``.
+    """
+    e = -np.log(open_uniforms(rng, tuple(shape) + (count,)))
+    denom = float(n_cells) - np.arange(count, dtype=np.float64)
+    return -np.expm1(-np.cumsum(e / denom, axis=-1))
+
+
+def _log_sf_normal_laplace(x: np.ndarray, s: np.ndarray, b: float) -> np.ndarray:
+    """``log P(G + L > x)`` for ``x >= 0``, ``G ~ N(0, s^2)``, ``L ~ Laplace(b)``.
+
+    ``P = Phi(-x/s) + (1/2) e^{s^2 / (2 b^2)} (e^{-x/b} Phi(x/s - s/b) - e^{x/b} Phi(-x/s - s/b))``.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    s = np.broadcast_to(np.asarray(s, dtype=np.float64), x.shape)
+    out = np.empty_like(x)
+    lap = s <= 0
+    out[lap] = math.log(0.5) - x[lap] / b
+    g = ~lap
+    xs, ss = x[g], s[g]
+    c = ss * ss / (2 * b * b)
+    t1 = special.log_ndtr(-xs / ss)
+    a = c - xs / b + special.log_ndtr(xs / ss - ss / b)
+    cc = c + xs / b + special.log_ndtr(-xs / ss - ss / b)
+    # P = e^t1 + (e^a - e^cc)/2 with a >= cc; the bracket is positive
+    diff = a + np.log1p(-np.exp(np.minimum(cc - a, 0.0))) + math.log(0.5)
+    out[g] = np.logaddexp(t1, diff)
+    return out
+
+
+def normal_laplace_abs_sf(x, s, b: float) -> np.ndarray:
+    """``P(|G + L| > x)``, ``x >= 0`` (G, L as in :func:`normal_laplace_abs_isf`)."""
+    return np.minimum(1.0, 2.0 * np.exp(_log_sf_normal_laplace(np.asarray(x, float), s, b)))
+
+
+def normal_laplace_abs_isf(q: np.ndarray, s, b: float, *, iterations: int = 80) -> np.ndarray:
+    """The x with ``P(|G + L| > x) = q``, ``G ~ N(0, s^2)`` (s may be an array, 0 allowed),
+    ``L ~ Laplace(b)``, by bisection on the log survival function (vectorised)."""
+    q = np.asarray(q, dtype=np.float64)
+    s = np.broadcast_to(np.asarray(s, dtype=np.float64), q.shape).copy()
+    # Laplace-dominated tail: for x >> s the survival is exactly e^{s^2/(2b^2) - x/b} up to
+    # terms below Phi(-(x/s - s/b)) and Phi(-x/s); use the closed form where both are
+    # negligible (below 1e-12 relative), bisection elsewhere.
+    closed = b * (s * s / (2.0 * b * b) - np.log(q))
+    with np.errstate(divide="ignore"):
+        z = np.where(s > 0, closed / np.where(s > 0, s, 1.0), np.inf)
+    ok = (z - s / b > 8.0) & (special.log_ndtr(-z) < np.log(q) - 30.0)
+    out = closed.copy()
+    todo = ~ok
+    if todo.any():
+        qq, ss = q[todo], s[todo]
+        target = np.log(qq / 2.0)
+        # P(|G+L| > x) <= P(|G| > x/2) + P(|L| > x/2): each <= q/2 at hi; and
+        # P(|G+L| > x) >= max(P(|L| > x), P(|G| > x)) / 2 (the signs agree w.p. 1/2): q at lo
+        hi = 2.0 * np.maximum(ss * np.sqrt(2.0 * np.log(4.0 / qq)), b * np.log(2.0 / qq)) + 1e-300
+        lo = np.where(qq < 0.5, np.maximum(b * np.log(1.0 / (2.0 * qq)),
+                                           -ss * special.ndtri(np.minimum(qq, 0.5))), 0.0)
+        lo = np.minimum(lo, hi)
+        for _ in range(iterations):
+            mid = 0.5 * (lo + hi)
+            above = _log_sf_normal_laplace(mid, ss, b) > target
+            lo = np.where(above, mid, lo)
+            hi = np.where(above, hi, mid)
+            if np.all(hi - lo <= 1e-12 * hi):
+                break
+        out[todo] = 0.5 * (lo + hi)
+    return out

@@ -1,0 +1,21 @@
+"""``dpdist experiment``: parses, runs the short form, prints the fitted exponents and files."""
+
+from __future__ import annotations
+
+import json
+
+from dpdist.cli.main import main
+
+
+def test_sample_complexity_command_short_form(tmp_path, capsys):
+    rc = main(["experiment", "sample-complexity", "--smoke", "--methods", "thresholded,wang_xu", "--reps", "4",
+               "--rtol", "0.5", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 0 and "[SIMULATED]" in out and "exponent of d" in out and "wrote" in out
+    data = json.loads((tmp_path / "sample_complexity_simulated.json").read_text())
+    assert set(data["methods"]) == {"thresholded", "wang_xu"}
+
+
+def test_bad_method_is_a_usage_error(tmp_path, capsys):
+    rc = main(["experiment", "sample-complexity", "--smoke", "--methods", "bogus", "--out", str(tmp_path)])
+    assert rc == 2 and "unknown method" in capsys.readouterr().err

@@ -1,0 +1,70 @@
+"""Simulated runs: labelled, calibrated from the estimators, and (short form of the by-hand
+validation) distributed like the real pipeline's errors."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dpdist import SparseCovariance
+from dpdist.baselines import GaussianCovariance
+from dpdist.data.hard_instances import construction1
+from dpdist.simulate import (
+    SIMULATED,
+    clip_probability,
+    from_construction1,
+    model2_block_model,
+    simulate_privcov,
+    simulate_privpca,
+    simulate_thresholded,
+    simulate_wang_xu,
+)
+
+
+@pytest.fixture(scope="module")
+def c1():
+    return from_construction1(construction1(48, 12, random_state=0))
+
+
+def test_results_are_labelled_and_use_the_estimators_calibration(c1):
+    rng = np.random.default_rng(0)
+    sigma = math.sqrt(c1.sigma2)
+    r = simulate_privcov(c1, 1e6, 1.0, 1e-6, rng)
+    assert r.info["label"] == SIMULATED and r.info["approximations"]
+    plan = SparseCovariance(12, 1.0, 1e-6, sigma=sigma).plan(10**6, 48)
+    assert r.info["laplace_scale"] == plan["noise_scale"] and r.info["clip"] == plan["clip"]
+    w = simulate_wang_xu(c1, 1e6, 1.0, 1e-6, rng)
+    wp = GaussianCovariance(1.0, 1e-6, sigma=sigma).plan(10**6, 48)
+    assert w.info["noise_sd"] == wp["gaussian_sigma"] and w.info["threshold"] == wp["threshold"]
+    assert w.info["label"] == SIMULATED and simulate_thresholded(c1, 1e4, rng).info["label"] == SIMULATED
+
+
+def test_errors_shrink_with_n_and_the_simulation_reaches_huge_n(c1):
+    rng = np.random.default_rng(1)
+    for fn in (lambda n: simulate_thresholded(c1, n, rng), lambda n: simulate_wang_xu(c1, n, 1.0, 1e-6, rng),
+               lambda n: simulate_privcov(c1, n, 1.0, 1e-6, rng)):
+        small, huge = fn(1e4).error, fn(1e15).error
+        # at n = 1e15 the errors are at the sampling level ~ sigma^2 sqrt(k / n) (times logs)
+        assert huge < 1e-4 * c1.sigma2 < small
+
+
+def test_clip_probability_matches_the_gaussian_tail(c1):
+    # P(some |x_tj| > R) = 1 - prod_j (1 - 2 Phi(-R / sqrt(Sigma_jj)))^n for Gaussian rows
+    from scipy.special import ndtr
+
+    R, n = 3.0, 10
+    expect = 1 - np.prod((1 - 2 * ndtr(-R / np.sqrt(c1.diagonal()))) ** n)
+    assert clip_probability(c1, n, R) == pytest.approx(expect, rel=1e-10)
+    assert clip_probability(c1, 1e6, 1e3) == 0.0
+
+
+def test_privpca_simulation_rejects_at_small_n_and_recovers_at_large_n():
+    m = model2_block_model(60, 3)
+    rng = np.random.default_rng(2)
+    small = simulate_privpca(m, 1e6, 1.0, 1e-6, rng)
+    assert not small.released and small.error == 1.0 and small.info["label"] == SIMULATED
+    big = simulate_privpca(m, 1e19, 1.0, 1e-6, rng)
+    assert big.released and big.error < 0.05
+    assert big.info["approx_event_probability"] < 1e-6  # the ignored events are negligible here
