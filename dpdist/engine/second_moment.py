@@ -12,10 +12,18 @@ lambda_hat), R_0)`` (section 3.0: clip to R_hat, then normalise); level j+1 adds
 How a level is computed (SECOND_MOMENT section 4.6). A clip multiplies a row by a scalar, and
 scalars commute with the linear maps, so the level-k row is ``y = t_k M_k x`` with
 ``M_k = a_k ... a_0`` (public) and ``t_k = min(t_{k-1}, r_k / ||M_k x||)``. The estimator
-keeps the per-row scales ``t_k`` between levels, where the data live (worker memory; never
-returned), so level k is one pass that reads the raw rows and applies one d x d map per row
-(:func:`level_step`), instead of re-applying k maps (:func:`chunk_apply_steps`, kept as the
-step-by-step definition and test oracle) or writing transformed rows to storage.
+keeps the per-row scales ``t_k`` between levels, where the data live, so level k is one pass
+that reads the raw rows and applies one d x d map per row (:func:`level_step`), instead of
+re-applying k maps (:func:`chunk_apply_steps`, kept as the step-by-step definition and test
+oracle) or writing transformed rows to storage. The scales are 8 bytes a row, so memory would
+grow with n if they were held: with a local scheduler and the fit's
+:class:`~dpdist.engine.runtime.Runtime` they are spilled block by block to the runtime's
+private scratch directory (raw float64 ``.npy`` files, bit-exact; each file is deleted by the
+task that reads it, so at most two levels' scales, 16 bytes a row, are on disk at once, and
+the directory is removed when the fit ends, whatever the outcome); on a ``distributed``
+cluster they are persisted futures in worker memory, which the workers' own memory manager
+spills to their local disk past its ``target`` fraction. Either way the client holds only
+one small value per row block, and memory is flat in n (``benchmarks/bench_scaling.py``).
 
 Rows holding NaN or inf are replaced by zero rows (scale 0) before the first step (a per-row
 map, so replace-one neighbours stay neighbours and the sensitivity bound holds; nothing counts
@@ -34,6 +42,8 @@ reduced statistic in the same graph, so only the noised value is returned to the
 
 from __future__ import annotations
 
+import os
+import uuid
 from typing import Any, Callable, Sequence
 
 import dask
@@ -484,8 +494,22 @@ def tree_sum(items: Sequence[Any], split_every: int = 8) -> Any:
 
 def _level_block(x: np.ndarray, state: Any, *, M: np.ndarray, radius: float) -> tuple[np.ndarray, np.ndarray]:
     """:func:`chunk_level_step` on one row block; ``state`` is the block's previous
-    ``(t, Gram)`` (the scales are its first part) or None at level 0."""
-    return chunk_level_step(x, None if state is None else state[0], M=M, radius=radius)
+    ``(t, Gram)`` (the scales are its first part), the path of its spilled scales
+    (:func:`_spill_scales`; the file is read and deleted), or None at level 0."""
+    if isinstance(state, str):
+        prev = np.load(state, allow_pickle=False)
+        os.remove(state)
+    else:
+        prev = None if state is None else state[0]
+    return chunk_level_step(x, prev, M=M, radius=radius)
+
+
+def _spill_scales(state: tuple, path: str) -> str:
+    """Write a block's scales (the first part of its ``(t, Gram)`` state) to ``path`` as a raw
+    float64 ``.npy`` file (bit-exact) and return the path: the block's state for the next
+    level."""
+    np.save(path, np.ascontiguousarray(state[0], dtype=np.float64), allow_pickle=False)
+    return path
 
 
 def _sum_level_grams(*states: tuple) -> np.ndarray:
@@ -501,7 +525,8 @@ def level_step(X: da.Array, prev: Sequence[Any] | None, M: np.ndarray, radius: f
     block's state, which the next level takes as ``prev`` (the Gram, d x d, rides along: no
     separate task splits the pair), and the Grams are tree-reduced. ``prev`` is the list of
     per-block states returned by :func:`persist_and_release` for the previous level (None at
-    level 0), aligned with the row blocks of ``X``.
+    level 0), aligned with the row blocks of ``X``; spilled states (paths) are consumed: each
+    file is deleted once read.
     """
     X = _row_blocks(X)
     M = np.asarray(M, dtype=np.float64)
@@ -522,15 +547,24 @@ def persist_and_release(keep: list, release: Any, scheduler: Any) -> tuple[list,
     one pass over the data.
 
     On a distributed cluster ``keep`` is persisted as futures on the workers (it never
-    reaches this process); with a local scheduler everything already runs in this process and
-    the kept blocks are NumPy arrays held only as inputs of the next level. ``release`` is
-    computed exactly once and its value returned. ``scheduler`` is any value accepted by
-    :func:`dpdist.engine.runtime.open_runtime`; pass the fit's
-    :class:`~dpdist.engine.runtime.Runtime` so that every level shares its deadline.
+    reaches this process; the workers spill it to their disks under memory pressure). With a
+    local scheduler and the fit's :class:`~dpdist.engine.runtime.Runtime` as ``scheduler``,
+    each kept block's scales are written to a file in the runtime's scratch directory by a
+    task of the same graph (:func:`_spill_scales`), and the kept states returned are the file
+    paths: this process holds no per-row array between levels, and while the level runs only
+    the blocks in flight. With a local scheduler named by value (no runtime that outlives this
+    call to own the files) the kept blocks are NumPy arrays held as inputs of the next level.
+    ``release`` is computed exactly once and its value returned. ``scheduler`` is any value
+    accepted by :func:`dpdist.engine.runtime.open_runtime`; pass the fit's runtime so that
+    every level shares its deadline and its scratch directory.
     """
-    from dpdist.engine.runtime import open_runtime
+    from dpdist.engine.runtime import Runtime, open_runtime
 
     with open_runtime(scheduler) as rt:
+        if rt.client is None and isinstance(scheduler, Runtime):
+            stem = os.path.join(rt.scratch_dir(), f"scales-{uuid.uuid4().hex}")
+            spill = dask.delayed(_spill_scales, pure=False)
+            keep = [spill(part, f"{stem}-{i}.npy") for i, part in enumerate(keep)]
         parts = rt.persist([*keep, release], noised=True)
         return list(parts[:-1]), rt.result(parts[-1])
 
