@@ -83,6 +83,10 @@ PREFIX_MAX_ITER = 40
 #: subsets of a random Wishart block are certified before that).
 PREFIX_SURE_ITER = 4
 
+#: Subsets iterated side by side in the compiled prefix kernel (:func:`_newton_runs_py`).
+NEWTON_LANES = 8
+_Q_LO, _Q_HI = 2.0**-960, 2.0**960
+
 #: ``perturb(scores, start)`` returns the noisy keys of the subsets of ranks
 #: ``start .. start + len(scores) - 1``.
 Perturb = Callable[[np.ndarray, int], np.ndarray]
@@ -414,8 +418,10 @@ def top_eigenvalue_by_prefix(M: np.ndarray, k: int, start: int, stop: int, *, co
 
 
 def _newton_runs_py(M, diag, lam, W, run_a, run_b, counts, tol, max_iter, out):  # pragma: no cover - compiled
-    """The prefix kernel's per-subset Newton iteration, one subset at a time (compiled by numba:
-    scalar arithmetic in registers, no temporaries; the GIL is released).
+    """The prefix kernel's per-subset Newton iteration (compiled by numba: no array
+    temporaries; the GIL is released), :data:`NEWTON_LANES` subsets of a run in lockstep: each
+    subset's iteration is a chain of dependent divisions, so independent subsets side by side
+    keep the core busy (about 1.8x one at a time).
 
     Subsets come in runs: run ``p`` extends prefix ``p`` by ``counts[p]`` consecutive pairs
     ``(a, b)`` in lexicographic order from ``(run_a[p], run_b[p])``. For each, with
@@ -428,84 +434,139 @@ def _newton_runs_py(M, diag, lam, W, run_a, run_b, counts, tol, max_iter, out): 
     iterates rise monotonically to the root, never past it. A score is written when the
     certificate ``|g(x)| <= tol * max(|x|, |lam_min|, |lam_max|, |C_aa|, |C_bb|)`` holds, or
     ``x = lam_max`` when ``g(lam_max) >= 0`` is finite there (the prefix's top eigenvector
-    decouples: lambda_1 = lam_max). Terms with ``z_i = 0`` are exactly zero and skipped.
-    Otherwise (no rise, no certificate after ``max_iter`` steps, non-finite values) the score
+    decouples: lambda_1 = lam_max). Terms with ``z_i = 0`` are exactly zero and skipped. A
+    step from the right of the root (g > 0: only by rounding of the start) must fall, one from
+    the left must rise; ``|S_11 - S_22|/2`` and ``S_12`` are combined by ``sqrt`` where their
+    squares neither overflow nor underflow, by ``hypot`` otherwise. Otherwise (no rise, no certificate after ``max_iter`` steps, non-finite values) the score
     is NaN and the caller scores that subset by ``eigvalsh``.
     """
     d = M.shape[0]
     m = lam.shape[1]
+    L = NEWTON_LANES
+    x = np.empty(L)
+    c11 = np.empty(L)
+    c22 = np.empty(L)
+    c12 = np.empty(L)
+    sc = np.empty(L)
+    res = np.empty(L)
+    live = np.zeros(L, dtype=np.bool_)
+    U = np.empty((m, L))
+    V = np.empty((m, L))
+    s11 = np.empty(L)
+    s22 = np.empty(L)
+    s12 = np.empty(L)
+    t11 = np.empty(L)
+    t22 = np.empty(L)
+    t12 = np.empty(L)
+    g = np.empty(L)
+    slope = np.empty(L)
     pos = 0
     for p in range(counts.shape[0]):
         a = run_a[p]
         b = run_b[p]
         lmax = lam[p, m - 1]
         lmin = lam[p, 0]
-        for _ in range(counts[p]):
-            c11 = diag[a]
-            c22 = diag[b]
-            c12 = M[a, b]
-            u = W[p, m - 1, a]
-            v = W[p, m - 1, b]
-            x = lmax
-            h = 0.5 * (c11 + c22) + math.hypot(0.5 * (c11 - c22), c12)
-            if h > x:
-                x = h
-            h = 0.5 * (lmax + c11) + math.hypot(0.5 * (lmax - c11), u)
-            if h > x:
-                x = h
-            h = 0.5 * (lmax + c22) + math.hypot(0.5 * (lmax - c22), v)
-            if h > x:
-                x = h
-            scale = max(abs(lmin), abs(lmax), abs(c11), abs(c22))
-            res = np.nan
-            for _it in range(max_iter):
-                s11 = x - c11
-                s22 = x - c22
-                s12 = -c12
-                t11 = 1.0
-                t22 = 1.0
-                t12 = 0.0
+        left = counts[p]
+        while left > 0:
+            nl = min(L, left)
+            for j in range(L):
+                if j < nl:
+                    aj = a
+                    bj = b
+                    b += 1
+                    if b == d:
+                        a += 1
+                        b = a + 1
+                c11[j] = diag[aj]
+                c22[j] = diag[bj]
+                c12[j] = M[aj, bj]
                 for i in range(m):
-                    u = W[p, i, a]
-                    v = W[p, i, b]
-                    if u == 0.0 and v == 0.0:
+                    U[i, j] = W[p, i, aj]
+                    V[i, j] = W[p, i, bj]
+                u = U[m - 1, j]
+                v = V[m - 1, j]
+                xj = lmax
+                h = 0.5 * (c11[j] + c22[j]) + math.hypot(0.5 * (c11[j] - c22[j]), c12[j])
+                if h > xj:
+                    xj = h
+                h = 0.5 * (lmax + c11[j]) + math.hypot(0.5 * (lmax - c11[j]), u)
+                if h > xj:
+                    xj = h
+                h = 0.5 * (lmax + c22[j]) + math.hypot(0.5 * (lmax - c22[j]), v)
+                if h > xj:
+                    xj = h
+                x[j] = xj
+                sc[j] = max(abs(lmin), abs(lmax), abs(c11[j]), abs(c22[j]))
+                res[j] = np.nan
+                live[j] = j < nl
+            for _it in range(max_iter):
+                for j in range(L):
+                    s11[j] = x[j] - c11[j]
+                    s22[j] = x[j] - c22[j]
+                    s12[j] = -c12[j]
+                    t11[j] = 1.0
+                    t22[j] = 1.0
+                    t12[j] = 0.0
+                for i in range(m):
+                    li = lam[p, i]
+                    for j in range(L):
+                        u = U[i, j]
+                        v = V[i, j]
+                        r = 1.0 / (x[j] - li)
+                        if u == 0.0 and v == 0.0:
+                            r = 0.0
+                        uu = u * u
+                        vv = v * v
+                        uv = u * v
+                        s11[j] -= uu * r
+                        s22[j] -= vv * r
+                        s12[j] -= uv * r
+                        r2 = r * r
+                        t11[j] += uu * r2
+                        t22[j] += vv * r2
+                        t12[j] += uv * r2
+                any_live = False
+                for j in range(nl):
+                    if not live[j]:
                         continue
-                    r = 1.0 / (x - lam[p, i])
-                    uu = u * u
-                    vv = v * v
-                    uv = u * v
-                    s11 -= uu * r
-                    s22 -= vv * r
-                    s12 -= uv * r
-                    r2 = r * r
-                    t11 += uu * r2
-                    t22 += vv * r2
-                    t12 += uv * r2
-                hd = 0.5 * (s11 - s22)
-                h = math.hypot(hd, s12)
-                g = 0.5 * (s11 + s22) - h
-                if abs(g) <= tol * max(scale, abs(x)):
-                    res = x
+                    hd = 0.5 * (s11[j] - s22[j])
+                    q = hd * hd + s12[j] * s12[j]
+                    if q >= _Q_LO and q <= _Q_HI:
+                        h = math.sqrt(q)
+                    else:
+                        h = math.hypot(hd, s12[j])
+                    gj = 0.5 * (s11[j] + s22[j]) - h
+                    xj = x[j]
+                    if abs(gj) <= tol * max(sc[j], abs(xj)):
+                        res[j] = xj
+                        live[j] = False
+                        continue
+                    if xj == lmax and gj >= 0.0 and gj < np.inf:
+                        res[j] = xj
+                        live[j] = False
+                        continue
+                    if h > 0.0:
+                        sl = 0.5 * (t11[j] + t22[j]) - (hd * 0.5 * (t11[j] - t22[j]) + s12[j] * t12[j]) / h
+                    else:
+                        sl = 0.5 * (t11[j] + t22[j]) - math.hypot(0.5 * (t11[j] - t22[j]), t12[j])
+                    xn = xj - gj / sl
+                    if xn < lmax:
+                        xn = lmax
+                    if gj > 0.0:
+                        ok = xn < xj
+                    else:
+                        ok = xn > xj
+                    if not ok:
+                        live[j] = False
+                        continue
+                    x[j] = xn
+                    any_live = True
+                if not any_live:
                     break
-                if x == lmax and g >= 0.0 and g < np.inf:
-                    res = x
-                    break
-                if h > 0.0:
-                    slope = 0.5 * (t11 + t22) - (hd * 0.5 * (t11 - t22) + s12 * t12) / h
-                else:
-                    slope = 0.5 * (t11 + t22) - math.hypot(0.5 * (t11 - t22), t12)
-                xn = x - g / slope
-                if xn < lmax:
-                    xn = lmax
-                if not xn > x:  # no rise (rounding), or not finite
-                    break
-                x = xn
-            out[pos] = res
-            pos += 1
-            b += 1
-            if b == d:
-                a += 1
-                b = a + 1
+            for j in range(nl):
+                out[pos + j] = res[j]
+            pos += nl
+            left -= nl
 
 
 @functools.lru_cache(maxsize=1)
