@@ -437,8 +437,9 @@ def _newton_runs_py(M, diag, lam, W, run_a, run_b, counts, tol, max_iter, out): 
     decouples: lambda_1 = lam_max). Terms with ``z_i = 0`` are exactly zero and skipped. A
     step from the right of the root (g > 0: only by rounding of the start) must fall, one from
     the left must rise; ``|S_11 - S_22|/2`` and ``S_12`` are combined by ``sqrt`` where their
-    squares neither overflow nor underflow, by ``hypot`` otherwise. Otherwise (no rise, no certificate after ``max_iter`` steps, non-finite values) the score
-    is NaN and the caller scores that subset by ``eigvalsh``.
+    squares neither overflow nor underflow, by ``hypot`` otherwise. Otherwise (no rise, no
+    certificate after ``max_iter`` steps, non-finite values) the score is NaN and the caller
+    scores that subset by ``eigvalsh``.
     """
     d = M.shape[0]
     m = lam.shape[1]
@@ -458,8 +459,6 @@ def _newton_runs_py(M, diag, lam, W, run_a, run_b, counts, tol, max_iter, out): 
     t11 = np.empty(L)
     t22 = np.empty(L)
     t12 = np.empty(L)
-    g = np.empty(L)
-    slope = np.empty(L)
     pos = 0
     for p in range(counts.shape[0]):
         a = run_a[p]
