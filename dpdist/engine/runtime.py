@@ -479,7 +479,7 @@ class Runtime:
             from dask.diagnostics import ProgressBar
 
             callbacks.append(ProgressBar(out=sys.stderr)._callback)
-        with single_threaded_blas(self.local == "threads"):
+        with single_threaded_blas(self.local in ("threads", "sync")):
             try:
                 out = dask.compute(*collections, scheduler=self.local, callbacks=callbacks)
             except Exception as exc:
@@ -781,10 +781,15 @@ def unoptimized_delayed(x: Any) -> Any:
 
 @contextlib.contextmanager
 def single_threaded_blas(active: bool = True) -> Iterator[None]:
-    """One BLAS thread per task while dask's thread pool runs tasks concurrently.
+    """One BLAS thread per task while dask's thread pool runs tasks concurrently, and under
+    the synchronous scheduler.
 
     OpenBLAS's own threads on top of dask's threads oversubscribe the cores (on a loaded
-    2-core machine the per-batch products of SparsePCA ran about 4x slower). ``distributed``
+    2-core machine the per-batch products of SparsePCA ran about 4x slower). The engine's
+    products are thin (at most ``GRAM_BATCH_ROWS`` rows a run), and threaded thin products
+    stall when the cores are shared even with one task at a time: PrivCov on the synchronous
+    scheduler (2e6 x 100 float32) took 7.4-16 CPU seconds with OpenBLAS's threads against
+    2.8-3.7 on dask's threads with one BLAS thread each, measured in the same run. ``distributed``
     workers already start with one BLAS thread (the nanny sets ``OPENBLAS_NUM_THREADS=1``).
     The limit is process-wide, so concurrent fits on threads share one reference count.
     """
