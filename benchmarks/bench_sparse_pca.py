@@ -8,8 +8,9 @@ Usage::
     python benchmarks/bench_sparse_pca.py --full --blas-threads 1   # no BLAS oversubscription
     python benchmarks/bench_sparse_pca.py --smoke --out DIR         # tiny sizes (CI), JSON to DIR
 
-Reported: the end-to-end SparsePCA time from the Zarr store, the time to read the same store
-into memory and form one NumPy Gram ``X^T X`` in the same run, their ratio (target <= 2.5),
+Reported: the end-to-end SparsePCA time from the Zarr store on the default path
+(``scheduler=None``: dask's threaded scheduler), the time to read the same store into memory
+and form one NumPy Gram ``X^T X`` in the same run, their ratio (target <= 2.0, issue 13),
 the accuracy (sin^2 to the planted component) and the time of the exact top-k^2 step at
 d = 1,000,000 (target < 1 s). Baseline and fit are repeated alternately (``--repeat``) and the
 ratio of the best times is reported as well: on a shared machine single timings are noisy.
@@ -57,7 +58,7 @@ def write_model2(path: str, n: int, d: int, chunk_rows: int, h: float, seed: int
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="n=200,000, d=1,000, n_batches=200")
-    parser.add_argument("--scheduler", default="threads")
+    parser.add_argument("--scheduler", default=None, help="default: None, the default path (dask's threads)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--smoke", action="store_true", default=os.environ.get("DPDIST_BENCH_SMOKE") == "1",
                         help="tiny sizes, one repeat: checks the script runs")
@@ -120,7 +121,7 @@ def main() -> None:
             best_fit = min(best_fit, t_fit)
         # on a shared machine the minimum over interleaved repeats is the least noisy estimate
         results.update(best_read_plus_gram_s=round(best_gram, 3), best_sparse_pca_s=round(best_fit, 3),
-                       best_ratio=round(best_fit / best_gram, 2), target_ratio=2.5)
+                       best_ratio=round(best_fit / best_gram, 2), target_ratio=2.0)
         print(json.dumps({k: results[k] for k in ("best_read_plus_gram_s", "best_sparse_pca_s", "best_ratio",
                                                    "target_ratio")}))
         seed = resolve_random_state(0)

@@ -33,9 +33,9 @@ from dpdist.engine.friendly import (
     FriendlyStats,
     batch_labels,
     combine_pass1_groups,
-    friendly_pass1_groups,
-    friendly_pass2,
     open_session,
+    persist_pass1,
+    persist_pass2,
     sparse_spectrum,
 )
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout
@@ -333,11 +333,9 @@ def _run(
     with open_session(scheduler, timeout=timeout) as session:
         if on_nonfinite == "raise":
             refuse_nonfinite(X, session.runtime)
-        groups = session.persist_each(
-            friendly_pass1_groups(
-                X, labels=labels, sizes=setup.sizes, tau=setup.tau, k=setup.k, tile_bytes=tile_bytes,
-                group_bytes=group_bytes, clip=clip,
-            )
+        groups, kept = persist_pass1(
+            session, X, labels=labels, sizes=setup.sizes, tau=setup.tau, k=setup.k, tile_bytes=tile_bytes,
+            group_bytes=group_bytes, clip=clip,
         )
         stats = session.apply(
             combine_pass1_groups, *groups, n_features=d, k=setup.k, sizes=np.asarray(setup.sizes, dtype=np.int64)
@@ -370,10 +368,9 @@ def _run(
                 reject(f"{'privnorm' if name == 'norm' else 'privpca'}/friend-weight test (Line 13)",
                        "too few batches have enough friends (noisy Z below 0.8 m + bound)")
             if sigma_bar is None:
-                sigma_bar = session.persist(
-                    friendly_pass2(X, stats.graph_input, labels=labels, sizes=setup.sizes,
-                                   threshold=setup.float_bounds.threshold, tile_bytes=tile_bytes, clip=clip)
-                )
+                sigma_bar = persist_pass2(session, X, stats, kept, labels=labels, sizes=setup.sizes,
+                                          threshold=setup.float_bounds.threshold, tile_bytes=tile_bytes, clip=clip)
+                kept = None  # the batch tiles kept by pass 1 are released once Sigma_bar is formed
             if name == "norm":
                 cal = privnorm_calibration(e, dl, setup.k, setup.tau, setup.float_bounds)
                 noise_scales["norm/sigma"] = cal.sigma

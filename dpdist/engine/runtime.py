@@ -75,7 +75,9 @@ import math
 import multiprocessing
 import numbers
 import os
+import shutil
 import sys
+import tempfile
 import threading
 import time
 from typing import Any, Iterator, Sequence
@@ -339,9 +341,29 @@ class Runtime:
         self.description = description
         self.deadline = None if timeout is None else time.monotonic() + timeout
         self.noise_drawn = False
+        self._scratch: str | None = None
 
     def __repr__(self) -> str:
         return f"<dpdist Runtime on {self.description}>"
+
+    # ---- scratch space ---------------------------------------------------------------
+    def scratch_dir(self) -> str:
+        """A private temporary directory (mode 0700, made by :func:`tempfile.mkdtemp` under
+        dask's ``temporary-directory`` setting, else the system default) for intermediate state
+        of this fit that depends on the data and must not be held in memory (per-row scales of
+        SecondMoment's levels). It is made on first use, on this machine (local schedulers
+        only), and removed with everything in it when the :func:`open_runtime` context that
+        made this runtime exits, whether the fit succeeded or not. Nothing in it is an output.
+        """
+        if self._scratch is None:
+            self._scratch = tempfile.mkdtemp(prefix="dpdist-scratch-", dir=dask.config.get("temporary-directory", None))
+        return self._scratch
+
+    def remove_scratch(self) -> None:
+        """Remove the scratch directory (if one was made) and everything in it."""
+        path, self._scratch = self._scratch, None
+        if path is not None:
+            shutil.rmtree(path, ignore_errors=True)
 
     # ---- failures -------------------------------------------------------------------
 
@@ -457,7 +479,7 @@ class Runtime:
             from dask.diagnostics import ProgressBar
 
             callbacks.append(ProgressBar(out=sys.stderr)._callback)
-        with single_threaded_blas(self.local == "threads"):
+        with single_threaded_blas(self.local in ("threads", "sync")):
             try:
                 out = dask.compute(*collections, scheduler=self.local, callbacks=callbacks)
             except Exception as exc:
@@ -686,7 +708,8 @@ def open_runtime(scheduler: Any = None, *, timeout: Any = DEFAULT_TIMEOUT) -> It
     A client connected here (an address, a cluster object) is closed on exit; the
     ``"local-cluster"`` cluster lives on for the process's later fits. Futures are not
     tracked here: each is released when the fit drops it (a failed wait cancels its own).
-    A :class:`Runtime` passes through unchanged (its own deadline applies).
+    A :class:`Runtime` passes through unchanged (its own deadline applies). The runtime's
+    scratch directory (:meth:`Runtime.scratch_dir`) is removed on exit.
     """
     if isinstance(scheduler, Runtime):
         yield scheduler
@@ -723,6 +746,7 @@ def open_runtime(scheduler: Any = None, *, timeout: Any = DEFAULT_TIMEOUT) -> It
             client = Client(scheduler, set_as_default=False)
             stack.callback(_close_client, client)
             rt = Runtime(client, None, timeout, f"the cluster at {_address(client)}")
+        stack.callback(rt.remove_scratch)  # first out: before any client this context closes
         yield rt
 
 
@@ -757,10 +781,15 @@ def unoptimized_delayed(x: Any) -> Any:
 
 @contextlib.contextmanager
 def single_threaded_blas(active: bool = True) -> Iterator[None]:
-    """One BLAS thread per task while dask's thread pool runs tasks concurrently.
+    """One BLAS thread per task while dask's thread pool runs tasks concurrently, and under
+    the synchronous scheduler.
 
     OpenBLAS's own threads on top of dask's threads oversubscribe the cores (on a loaded
-    2-core machine the per-batch products of SparsePCA ran about 4x slower). ``distributed``
+    2-core machine the per-batch products of SparsePCA ran about 4x slower). The engine's
+    products are thin (at most ``GRAM_BATCH_ROWS`` rows a run), and threaded thin products
+    stall when the cores are shared even with one task at a time: PrivCov on the synchronous
+    scheduler (2e6 x 100 float32) took 7.4-16 CPU seconds with OpenBLAS's threads against
+    2.8-3.7 on dask's threads with one BLAS thread each, measured in the same run. ``distributed``
     workers already start with one BLAS thread (the nanny sets ``OPENBLAS_NUM_THREADS=1``).
     The limit is process-wide, so concurrent fits on threads share one reference count.
     """

@@ -12,10 +12,18 @@ lambda_hat), R_0)`` (section 3.0: clip to R_hat, then normalise); level j+1 adds
 How a level is computed (SECOND_MOMENT section 4.6). A clip multiplies a row by a scalar, and
 scalars commute with the linear maps, so the level-k row is ``y = t_k M_k x`` with
 ``M_k = a_k ... a_0`` (public) and ``t_k = min(t_{k-1}, r_k / ||M_k x||)``. The estimator
-keeps the per-row scales ``t_k`` between levels, where the data live (worker memory; never
-returned), so level k is one pass that reads the raw rows and applies one d x d map per row
-(:func:`level_step`), instead of re-applying k maps (:func:`chunk_apply_steps`, kept as the
-step-by-step definition and test oracle) or writing transformed rows to storage.
+keeps the per-row scales ``t_k`` between levels, where the data live, so level k is one pass
+that reads the raw rows and applies one d x d map per row (:func:`level_step`), instead of
+re-applying k maps (:func:`chunk_apply_steps`, kept as the step-by-step definition and test
+oracle) or writing transformed rows to storage. The scales are 8 bytes a row, so memory would
+grow with n if they were held: with a local scheduler and the fit's
+:class:`~dpdist.engine.runtime.Runtime` they are spilled block by block to the runtime's
+private scratch directory (raw float64 ``.npy`` files, bit-exact; each file is deleted by the
+task that reads it, so at most two levels' scales, 16 bytes a row, are on disk at once, and
+the directory is removed when the fit ends, whatever the outcome); on a ``distributed``
+cluster they are persisted futures in worker memory, which the workers' own memory manager
+spills to their local disk past its ``target`` fraction. Either way the client holds only
+one small value per row block, and memory is flat in n (``benchmarks/bench_scaling.py``).
 
 Rows holding NaN or inf are replaced by zero rows (scale 0) before the first step (a per-row
 map, so replace-one neighbours stay neighbours and the sensitivity bound holds; nothing counts
@@ -34,6 +42,8 @@ reduced statistic in the same graph, so only the noised value is returned to the
 
 from __future__ import annotations
 
+import os
+import uuid
 from typing import Any, Callable, Sequence
 
 import dask
@@ -123,13 +133,22 @@ def row_norms(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def _apply_map(x: np.ndarray, a) -> np.ndarray:
-    """``x a`` as a new array (a copy for the identity)."""
+def _apply_map(x: np.ndarray, a, batch: int | None = None) -> np.ndarray:
+    """``x a`` as a new array (a copy for the identity). With ``batch``, a matrix product is
+    formed ``batch`` rows per BLAS call (:func:`gram_batch_rows`: one BLAS thread each)."""
     if a is None:
         return np.array(x, dtype=np.float64, copy=True)
     if np.ndim(a) == 0:
         return x * float(a)
-    return x @ a
+    # formed as (a^T x^T)^T: the result is column-major, so that the per-row norms, the scaling
+    # and the Gram below run along contiguous columns (each row's values are dot products of
+    # length d whatever the layout)
+    aT = np.asarray(a).T
+    zT = np.empty((aT.shape[0], x.shape[0]))
+    step = x.shape[0] if batch is None else batch
+    for lo in range(0, x.shape[0], step):
+        np.matmul(aT, x[lo : lo + step].T, out=zT[:, lo : lo + step])
+    return zT.T
 
 
 def _map_and_clip_scaled(x: np.ndarray, aT, radius: float, prev: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -182,11 +201,15 @@ def map_and_clip(x: np.ndarray, aT=None, radius: float = np.inf, prev: np.ndarra
     return _map_and_clip(x, aT, r, prev)
 
 
-def _map_and_clip(x: np.ndarray, aT, r: float, prev: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`map_and_clip` with the radius already shrunk (the hot loop of a level)."""
+def _map_and_clip(
+    x: np.ndarray, aT, r: float, prev: np.ndarray | None, batch: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`map_and_clip` with the radius already shrunk (the hot loop of a level); the map
+    is applied ``batch`` rows per BLAS call (:func:`_apply_map`), each row's values are the
+    same whatever the batch."""
     with np.errstate(all="ignore"):
-        z = _apply_map(x, aT)
-        sq = np.einsum("ij,ij->i", z, z)
+        z = _apply_map(x, aT, batch)
+        sq = np.einsum("ji,ji->i", z.T, z.T) if z.flags.f_contiguous else np.einsum("ij,ij->i", z, z)
         t = np.sqrt(sq)
         np.divide(r, t, out=t)
         np.minimum(t, 1.0, out=t)
@@ -197,7 +220,10 @@ def _map_and_clip(x: np.ndarray, aT, r: float, prev: np.ndarray | None) -> tuple
         slow = np.flatnonzero(~((sq >= _SQ_LO) & (sq <= _SQ_HI)))
         t[slow] = 0.0
         z[slow] = 0.0
-    z *= t[:, None]
+    if z.flags.f_contiguous:
+        z.T[...] *= t  # along contiguous columns
+    else:
+        z *= t[:, None]
     if slow is not None:
         z[slow], t[slow] = _map_and_clip_scaled(x[slow], aT, r, None if prev is None else prev[slow])
     return z, t
@@ -308,6 +334,12 @@ def gram_batch_rows(n_features: int) -> int:
     return int(min(GRAM_BATCH_ROWS, max(256, _BLAS_SINGLE_THREAD // (d * d) - 1)))
 
 
+#: Values (rows x d) of a level's elementwise work done at once in :func:`chunk_level_step`:
+#: a few MiB, so that the map's output, the norms and the scaling stay in cache while each
+#: numpy call covers several BLAS batches (fewer Python round trips per row).
+_LEVEL_BLOCK_VALUES = 1 << 17
+
+
 def chunk_level_step(
     x: np.ndarray, prev: np.ndarray | None = None, *, M: np.ndarray, radius: float
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -324,19 +356,30 @@ def chunk_level_step(
     pairwise (:class:`~dpdist.engine.gram.GramAccumulator`), the order the privacy layer's
     float-error bound assumes. No large term is ever added and subtracted again. Rows holding
     NaN or inf get t = 0 and contribute nothing.
+
+    Cost: one read of the chunk. The rows are taken in blocks of about
+    ``_LEVEL_BLOCK_VALUES`` values (converted to float64 block by block: no float64 copy of a
+    whole float32 chunk); within a block the map and the Gram are BLAS calls of
+    :func:`gram_batch_rows` rows each (one BLAS thread), the norms and the scaling one numpy
+    call each, on the mapped rows held column-major (:func:`_apply_map`: contiguous columns,
+    about a fifth cheaper than row-major at d = 8). The values do not depend on the block size
+    (every row's map, norm and scale depend on that row alone; the Gram runs are the same
+    batches).
     """
-    x = np.asarray(x, dtype=np.float64)
+    x = np.asarray(x)
     n, d = x.shape
     MT = np.ascontiguousarray(np.asarray(M, dtype=np.float64).T)
     prev = None if prev is None else np.asarray(prev, dtype=np.float64).ravel()
     t = np.empty(n, dtype=np.float64)
     acc = GramAccumulator()
     batch = gram_batch_rows(d)
+    block = batch * max(1, _LEVEL_BLOCK_VALUES // (batch * max(1, d)))
     r = shrink_radius(radius, d)
-    for lo in range(0, n, batch):
-        y, tb = _map_and_clip(x[lo : lo + batch], MT, r, None if prev is None else prev[lo : lo + batch])
-        acc.add(y)
-        t[lo : lo + batch] = tb
+    for lo in range(0, n, block):
+        xb = np.asarray(x[lo : lo + block], dtype=np.float64)
+        y, t[lo : lo + block] = _map_and_clip(xb, MT, r, None if prev is None else prev[lo : lo + block], batch)
+        for a in range(0, y.shape[0], batch):
+            acc.add(y[a : a + batch])
     g = acc.total((d, d))
     return t, (g + g.T) / 2.0
 
@@ -449,13 +492,41 @@ def tree_sum(items: Sequence[Any], split_every: int = 8) -> Any:
     return items[0]
 
 
-def level_step(X: da.Array, prev: Sequence[Any] | None, M: np.ndarray, radius: float) -> tuple[list, Any]:
-    """Lazy (per-block scales t_k, Gram (d, d)) of one level from the previous level's scales.
+def _level_block(x: np.ndarray, state: Any, *, M: np.ndarray, radius: float) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`chunk_level_step` on one row block; ``state`` is the block's previous
+    ``(t, Gram)`` (the scales are its first part), the path of its spilled scales
+    (:func:`_spill_scales`; the file is read and deleted), or None at level 0."""
+    if isinstance(state, str):
+        prev = np.load(state, allow_pickle=False)
+        os.remove(state)
+    else:
+        prev = None if state is None else state[0]
+    return chunk_level_step(x, prev, M=M, radius=radius)
 
-    One task per row block computes both (:func:`chunk_level_step`), so computing them
-    together reads each block once; the Grams are tree-reduced. ``prev`` is the list of
-    per-block scales returned by :func:`persist_and_release` for the previous level (None at
-    level 0): the scales are kept per block, aligned with the row blocks of ``X``.
+
+def _spill_scales(state: tuple, path: str) -> str:
+    """Write a block's scales (the first part of its ``(t, Gram)`` state) to ``path`` as a raw
+    float64 ``.npy`` file (bit-exact) and return the path: the block's state for the next
+    level."""
+    np.save(path, np.ascontiguousarray(state[0], dtype=np.float64), allow_pickle=False)
+    return path
+
+
+def _sum_level_grams(*states: tuple) -> np.ndarray:
+    """Sum of the Grams of blocks' ``(t, Gram)`` states (first level of the tree)."""
+    return _sum_arrays(*(s[1] for s in states))
+
+
+def level_step(X: da.Array, prev: Sequence[Any] | None, M: np.ndarray, radius: float) -> tuple[list, Any]:
+    """Lazy (per-block states, Gram (d, d)) of one level from the previous level's states.
+
+    One task per row block computes the block's scales t_k and its Gram together
+    (:func:`chunk_level_step`), so the block is read once; its result ``(t_k, Gram)`` is the
+    block's state, which the next level takes as ``prev`` (the Gram, d x d, rides along: no
+    separate task splits the pair), and the Grams are tree-reduced. ``prev`` is the list of
+    per-block states returned by :func:`persist_and_release` for the previous level (None at
+    level 0), aligned with the row blocks of ``X``; spilled states (paths) are consumed: each
+    file is deleted once read.
     """
     X = _row_blocks(X)
     M = np.asarray(M, dtype=np.float64)
@@ -463,9 +534,12 @@ def level_step(X: da.Array, prev: Sequence[Any] | None, M: np.ndarray, radius: f
     prevs = [None] * len(blocks) if prev is None else list(prev)
     if len(prevs) != len(blocks):
         raise ValueError("previous scales do not match the row blocks of X")
-    step = dask.delayed(chunk_level_step, pure=True, nout=2)
+    # pure=False: the previous scales (local arrays of one float per row) are not hashed for
+    # keys at every level
+    step = dask.delayed(_level_block, pure=False)
     parts = [step(b, p, M=M, radius=float(radius)) for b, p in zip(blocks, prevs)]
-    return [p[0] for p in parts], tree_sum([p[1] for p in parts])
+    grams = [dask.delayed(_sum_level_grams, pure=True)(*parts[i : i + 8]) for i in range(0, len(parts), 8)]
+    return parts, tree_sum(grams)
 
 
 def persist_and_release(keep: list, release: Any, scheduler: Any) -> tuple[list, Any]:
@@ -473,15 +547,24 @@ def persist_and_release(keep: list, release: Any, scheduler: Any) -> tuple[list,
     one pass over the data.
 
     On a distributed cluster ``keep`` is persisted as futures on the workers (it never
-    reaches this process); with a local scheduler everything already runs in this process and
-    the kept blocks are NumPy arrays held only as inputs of the next level. ``release`` is
-    computed exactly once and its value returned. ``scheduler`` is any value accepted by
-    :func:`dpdist.engine.runtime.open_runtime`; pass the fit's
-    :class:`~dpdist.engine.runtime.Runtime` so that every level shares its deadline.
+    reaches this process; the workers spill it to their disks under memory pressure). With a
+    local scheduler and the fit's :class:`~dpdist.engine.runtime.Runtime` as ``scheduler``,
+    each kept block's scales are written to a file in the runtime's scratch directory by a
+    task of the same graph (:func:`_spill_scales`), and the kept states returned are the file
+    paths: this process holds no per-row array between levels, and while the level runs only
+    the blocks in flight. With a local scheduler named by value (no runtime that outlives this
+    call to own the files) the kept blocks are NumPy arrays held as inputs of the next level.
+    ``release`` is computed exactly once and its value returned. ``scheduler`` is any value
+    accepted by :func:`dpdist.engine.runtime.open_runtime`; pass the fit's runtime so that
+    every level shares its deadline and its scratch directory.
     """
-    from dpdist.engine.runtime import open_runtime
+    from dpdist.engine.runtime import Runtime, open_runtime
 
     with open_runtime(scheduler) as rt:
+        if rt.client is None and isinstance(scheduler, Runtime):
+            stem = os.path.join(rt.scratch_dir(), f"scales-{uuid.uuid4().hex}")
+            spill = dask.delayed(_spill_scales, pure=False)
+            keep = [spill(part, f"{stem}-{i}.npy") for i, part in enumerate(keep)]
         parts = rt.persist([*keep, release], noised=True)
         return list(parts[:-1]), rt.result(parts[-1])
 

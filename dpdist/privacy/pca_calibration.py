@@ -388,6 +388,16 @@ def friendly_float_bounds(
     ``rho = 5 tau + eta`` then gives ``||T_rho(C) - T_tau(M)||_op <= 2 k rho = 10 k tau + 2 k eta``
     for both neighbouring runs (T_tau(M) is k-RCS as computed: thresholding compares floats
     exactly).
+
+    When pass 1 keeps its batch tiles (``dpdist.engine.friendly.tile_weighted_moment``), C is
+    instead ``sum_i fl(q_i S_i)``, ``q_i = fl(p_i / fl(Z))``, summed pairwise over the batches
+    with ``p_i > 0`` (``L = ceil(log2 m)`` additions a term): entrywise ``C = sum_i lambda_i S_i``
+    with ``lambda_i = (p_i / fl(Z))(1 + theta_{L+2})`` and ``fl(Z) = (sum p_i)(1 + theta_{m-1})``,
+    so ``Lambda = sum lambda_i`` is within ``gamma_{m+L+1}`` of 1 and C lies within
+    ``|1 - 1/Lambda| |C| <= gamma_{m+L+1} c^2 (1 + gamma_D)`` of the convex combination
+    ``sum_i (lambda_i / Lambda) S_i`` of the computed S_i themselves. As gamma is increasing
+    and convex, ``gamma_{m+L+1} <= gamma_{m+8} + 4 (L - 7)^+ u`` while ``(m + L + 1) u <= 1/2``,
+    and ``4 (L - 7)^+ u <= 228 u < gamma_D``, so this is at most ``eta_0``: the same eta holds.
     """
     n, m, d = int(n_samples), int(n_batches), int(n_features)
     c = _check_positive(entry_clip, "entry clip")

@@ -12,7 +12,9 @@ flag the bug it carries:
   ``dpdist.engine.second_moment.chunk_level_step`` (:func:`cancelling_second_moment_kernel`).
 * :func:`unbounded_privnorm`: PrivNorm/PrivPCA before issue 9: no entry clip (so the
   rounding of ``Sigma_bar`` grows with the data's magnitude), the threshold ``5 tau``
-  without the float slack, and the exact-arithmetic sensitivity.
+  without the float slack, the exact-arithmetic sensitivity, and ``Sigma_bar`` summed row by
+  row in a second pass over the data (as then; the engine now forms it from the kept batch
+  tiles when they fit, whose rounding on the reproduction's rows happens to cancel).
 """
 
 from __future__ import annotations
@@ -101,8 +103,16 @@ def unbounded_privnorm() -> Iterator[None]:
     def pca_cal(epsilon, delta, k, tau, gap, lambda_hat, float_bounds=None):
         return real_pca(epsilon, delta, k, tau, gap, lambda_hat)
 
+    real_pass1 = module.persist_pass1
+
+    def pass1_keeping_nothing(*args, **kwargs):
+        groups, _ = real_pass1(*args, **kwargs)
+        return groups, None  # pass 2 reads the rows again, as before issue 9
+
+
     with mock.patch.object(module, "friendly_float_bounds", no_bounds), \
             mock.patch.object(module, "friendly_entry_clip", lambda *a, **k: math.inf), \
             mock.patch.object(module, "privnorm_calibration", norm_cal), \
-            mock.patch.object(module, "privpca_calibration", pca_cal):
+            mock.patch.object(module, "privpca_calibration", pca_cal), \
+            mock.patch.object(module, "persist_pass1", pass1_keeping_nothing):
         yield

@@ -297,3 +297,113 @@ def test_separation_with_two_clusters_and_outliers_equals_brute_force():
     values[[3, 31]] += rng.normal(0, 2.0, (2, P))  # two outliers
     values[:, rng.integers(0, P, 25)] += rng.normal(0, 0.3, (m, 25))
     np.testing.assert_array_equal(block_separated(values, 0.4), brute_separated(values, 0.4))
+
+
+def _tile_oracle(x, labels, present, ci, cj, clip):
+    """Batch sums of rows zeroed (non-finite) and clipped, tile (I, J); upper triangle on a
+    diagonal tile."""
+    x = np.asarray(x, dtype=np.float64)
+    x = np.where(np.isfinite(x).all(axis=1, keepdims=True), np.clip(x, -clip, clip), 0.0)
+    out = []
+    for b in present:
+        xb = x[labels == b]
+        s = xb[:, ci[0] : ci[1]].T @ xb[:, cj[0] : cj[1]]
+        out.append(np.triu(s) if ci == cj else s)
+    return np.stack(out)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_chunk_group_moments_equal_a_numpy_oracle_for_whole_and_partial_spans(dtype, shuffle):
+    from dpdist.engine.friendly import chunk_group_moments
+
+    rng = np.random.default_rng(31)
+    n, d, clip = 300, 20, 2.5
+    labels = np.repeat(np.arange(7), [30, 50, 10, 70, 40, 60, 40])
+    if shuffle:
+        labels = rng.permutation(labels)
+    x = rng.standard_normal((n, d)).astype(dtype)
+    x[5, 3] = np.nan
+    x[17, 0] = -np.inf
+    x[40, 7] = 1e30  # clipped
+    cols = [(0, 6), (6, 12), (12, 18), (18, 20)]
+    whole = [(ci, cj) for a, ci in enumerate(cols) for cj in cols[a:]]  # one syrk a batch, sliced
+    partial = [(cols[0], cols[2]), (cols[1], cols[1]), (cols[3], cols[3])]  # 36% of their span: per tile
+    # batch sizes of the whole data: batches 0 and 6 are larger than what this chunk holds
+    sizes = np.bincount(labels, minlength=7) + np.array([5, 0, 0, 0, 0, 0, 9])
+    for tiles in (whole, partial):
+        for given in (None, sizes):
+            got = chunk_group_moments(x, labels, tiles, clip, given)
+            assert len(got) == len(tiles)
+            for (ci, cj), (present, sums, done) in zip(tiles, got):
+                np.testing.assert_array_equal(present, np.arange(7))
+                # batches held whole are finished (divided by their size) in the chunk
+                np.testing.assert_array_equal(done, np.zeros(7, bool) if given is None else [0, 1, 1, 1, 1, 1, 0])
+                want = _tile_oracle(x, labels, present, ci, cj, clip)
+                want[done] /= sizes[done][:, None, None]
+                np.testing.assert_allclose(sums, want, rtol=1e-12, atol=1e-12)
+                if ci == cj:  # the strict lower triangle of a diagonal tile is exactly zero
+                    assert not np.tril(sums, -1).any()
+
+
+def test_chunk_rows_returns_a_view_only_when_nothing_changes():
+    from dpdist.engine.friendly import chunk_rows, nonfinite_rows
+
+    x = np.random.default_rng(2).standard_normal((50, 6))
+    view = chunk_rows(x, (1, 4), 10.0, nonfinite_rows(x), copy=False)
+    assert np.shares_memory(view, x) and np.array_equal(view, x[:, 1:4])
+    copied = chunk_rows(x, (1, 4), 10.0, nonfinite_rows(x))
+    assert not np.shares_memory(copied, x) and copied.flags.c_contiguous
+    x[3, 2] = 11.0  # above the clip: a copy, clipped
+    got = chunk_rows(x, (1, 4), 10.0, nonfinite_rows(x), copy=False)
+    assert not np.shares_memory(got, x) and got[3, 1] == 10.0
+    x[9, 5] = np.nan  # a non-finite entry outside the columns still zeroes its row
+    got = chunk_rows(x, (1, 4), 10.0, nonfinite_rows(x), copy=False)
+    assert not got[9].any() and not np.shares_memory(got, x)
+
+
+def test_nonfinite_rows_of_float32_input():
+    from dpdist.engine.friendly import nonfinite_rows
+
+    x = np.ones((6, 3), dtype=np.float32)
+    x[1, 1] = np.nan
+    x[3, 0] = np.inf
+    x[4] = 3e38  # finite; its float32 row sum overflows: checked entry by entry, not flagged
+    np.testing.assert_array_equal(nonfinite_rows(x), [1, 3])
+
+
+def test_kept_batch_tiles_give_the_sigma_bar_of_a_second_read():
+    from dpdist.engine.friendly import combine_pass1_groups, open_session, persist_pass1, persist_pass2
+
+    rng = np.random.default_rng(5)
+    m, b, d, k, tau = 24, 400, 40, 8, 0.18
+    sizes = batch_sizes(m * b, m)
+    labels = batch_labels(m * b, sizes)
+    X = make_data(rng, labels, d, outliers=(0,), nan_batch=5)
+    X[:, 1] += X[:, 0]
+    want = oracle(X, labels, m, tau, k)
+    dX = da.from_array(X, chunks=(450, 40))  # chunks cut batches: pieces are added
+    tile_bytes = 8 * m * 16 * 16  # column tiles of 16, 16, 8: 6 tiles
+    kw = dict(labels=None, sizes=sizes, tau=tau, k=k, tile_bytes=tile_bytes)
+
+    def dense(entries):
+        r, c, v = entries
+        assert np.all(r <= c) and np.all(np.isfinite(v))
+        out = np.zeros((d, d))
+        out[r, c] = v
+        out[c, r] = v
+        return out
+
+    with open_session("synchronous") as session:
+        groups, kept = persist_pass1(session, dX, **kw)
+        assert len(groups) == 1 and len(kept) == 6  # one group: its batch tiles are kept
+        stats = session.apply(combine_pass1_groups, *groups, n_features=d, k=k, sizes=np.asarray(sizes))
+        p2 = dict(labels=None, sizes=sizes, threshold=5 * tau, tile_bytes=tile_bytes)
+        from_tiles = dense(session.fetch(persist_pass2(session, dX, stats, kept, **p2)))
+        reread = dense(session.fetch(persist_pass2(session, dX, stats, None, **p2)))
+        groups2, kept2 = persist_pass1(session, dX, group_bytes=8 * m * 16 * 16, **kw)
+        assert len(groups2) > 1 and kept2 is None  # several groups: nothing kept, pass 2 reads X
+    ref = np.where(np.abs(want["sbar"]) > 5 * tau, want["sbar"], 0.0)
+    assert (ref != 0).sum() > d
+    np.testing.assert_allclose(from_tiles, ref, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(from_tiles, reread, rtol=1e-12, atol=1e-12)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 
 import dask.array as da
 import numpy as np
@@ -183,6 +184,58 @@ def test_level_step_keeps_scales_per_block_and_is_chunking_invariant(rng, schedu
         np.testing.assert_allclose(g, oracle.T @ oracle, rtol=1e-12)
 
 
+def test_scales_spilled_by_the_fit_runtime_equal_held_scales_and_leave_no_file(rng, tmp_path, monkeypatch):
+    # with the fit's Runtime on a local scheduler, the per-row scales go to files in its
+    # scratch directory (nothing of size n is held between levels), bit for bit the held
+    # values; each level's files replace the previous level's; the directory is gone after
+    # the fit, also when it fails
+    import dask
+
+    from dpdist.engine.runtime import open_runtime
+
+    x = rng.standard_normal((2000, 3)) * [1, 5, 25]
+    x[11] = np.inf
+    steps = ((0.5, 10.0), (math.sqrt(GROWTH) * _random_projection(rng, 3, 1), 6.0), (0.9, 3.0))
+    X = da.from_array(x, chunks=(333, 3))
+
+    def levels(scheduler, fail_at=None):
+        prev, M, out = None, np.eye(3), []
+        for k, (a, r) in enumerate(steps):
+            M = a * M if np.ndim(a) == 0 else a @ M
+            ts, gram = eng.level_step(X, prev, M, r)
+            noise = (lambda v: v) if k != fail_at else (lambda v: 1 / 0)
+            prev, g = eng.persist_and_release(ts, eng.noised(gram, noise), scheduler)
+            out.append((prev, g))
+        return out
+
+    held = levels("threads")
+    with dask.config.set({"temporary-directory": str(tmp_path)}):
+        with open_runtime("threads") as rt:
+            spilled = levels(rt)
+            scratch = rt.scratch_dir()
+            assert sorted(os.listdir(scratch)) == sorted(os.path.basename(p) for p in spilled[-1][0])
+            assert all(isinstance(p, str) for p in spilled[-1][0])
+            t_last = np.concatenate([np.load(p) for p in spilled[-1][0]])
+        assert not os.path.exists(scratch) and not os.listdir(tmp_path)
+        for (_, g_held), (_, g_spilled) in zip(held, spilled):
+            np.testing.assert_array_equal(g_spilled, g_held)
+        np.testing.assert_array_equal(t_last, np.concatenate([s[0] for s in held[-1][0]]))
+        assert t_last[11] == 0
+        with pytest.raises(ZeroDivisionError):
+            with open_runtime("threads") as rt:
+                levels(rt, fail_at=1)
+        assert not os.listdir(tmp_path)
+        # the estimator's default path spills (files written) and leaves nothing behind
+        from dpdist import SecondMoment
+
+        calls = []
+        real = eng._spill_scales
+        monkeypatch.setattr(eng, "_spill_scales", lambda state, path: calls.append(path) or real(state, path))
+        SecondMoment(1.0, m=5, radius=60.0, lambda_min=0.5, random_state=0).fit(X)
+        assert calls and all(p.startswith(str(tmp_path)) for p in calls)
+        assert not os.listdir(tmp_path)
+
+
 def test_group_labels_computed_per_block_match_the_materialised_labels(rng):
     from dpdist.privacy.noise import NoiseSeed
     from dpdist.privacy.partition import GroupPartition
@@ -197,3 +250,30 @@ def test_group_labels_computed_per_block_match_the_materialised_labels(rng):
         np.testing.assert_allclose(got, expected, rtol=1e-12)
     labels = part(0, n)
     np.testing.assert_allclose(expected[3], x[labels == 3].T @ x[labels == 3], rtol=1e-12)
+
+
+def test_level_kernel_in_blocks_equals_batch_by_batch_bitwise(rng, monkeypatch):
+    # rows beyond several blocks and BLAS batches, hostile rows in different blocks: the
+    # block-wise kernel gives bit for bit what one BLAS batch at a time gives (each row's map,
+    # norm and scale depend on that row alone; the Gram runs are the same batches)
+    n, d = 40_000, 8
+    x = rng.standard_normal((n, d)) * np.logspace(0, 3, d)
+    x[[3, 20_000]] = 1e200  # squares overflow: the rescaled path
+    x[17_000, 2] = np.nan
+    x[30_001] = 5e-310  # subnormal
+    x[39_999] = 0.0
+    M = math.sqrt(GROWTH) * _random_projection(rng, d, 3) * 0.01
+    prev = rng.uniform(0.2, 1.0, n)
+    assert n > 2 * eng.gram_batch_rows(d) * (eng._LEVEL_BLOCK_VALUES // (eng.gram_batch_rows(d) * d))
+    blocks = eng.chunk_level_step(x, prev, M=M, radius=3.0)
+    monkeypatch.setattr(eng, "_LEVEL_BLOCK_VALUES", 1)  # one BLAS batch a block
+    batches = eng.chunk_level_step(x, prev, M=M, radius=3.0)
+    np.testing.assert_array_equal(blocks[0], batches[0])
+    np.testing.assert_array_equal(blocks[1], batches[1])
+    assert blocks[0][17_000] == 0 and 0 < blocks[0][3] < 1e-190
+    oracle = eng.map_and_clip(x, np.ascontiguousarray(M.T), 3.0, prev)[0]
+    np.testing.assert_allclose(blocks[1], oracle.T @ oracle, rtol=1e-11, atol=1e-12)
+    with np.errstate(over="ignore"):
+        x32 = x.astype(np.float32)  # 1e200 becomes inf; converted block by block as if first
+    np.testing.assert_array_equal(eng.chunk_level_step(x32, prev, M=M, radius=3.0)[1],
+                                  eng.chunk_level_step(x32.astype(np.float64), prev, M=M, radius=3.0)[1])

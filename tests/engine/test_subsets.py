@@ -206,8 +206,9 @@ def _hostile_matrices(d: int, rng) -> dict:
     }
 
 
+@pytest.mark.parametrize("compiled", [True, False])
 @pytest.mark.parametrize("k", [3, 4, 5, 6])
-def test_prefix_kernel_matches_eigvalsh_on_hostile_blocks(k):
+def test_prefix_kernel_matches_eigvalsh_on_hostile_blocks(k, compiled):
     # Error model: the certificate |g(x)| <= 2^-45 scale bounds |x - lambda_1| up to the
     # rounding of g and of the prefix eigh (a few ulps of the block), so 1e-12 of the block's
     # largest entry is met with a margin of ~30 (measured worst: 3.5e-14).
@@ -219,8 +220,34 @@ def test_prefix_kernel_matches_eigvalsh_on_hostile_blocks(k):
         want = _brute_scores(M, S)
         scale = np.maximum(np.abs(M[S[:, :, None], S[:, None, :]]).max(axis=(1, 2)), 1e-300)
         for start, stop in [(0, total), (1, total - 1), (total // 3, total // 3 + 17), (total - 1, total)]:
-            got = top_eigenvalue_by_prefix(M, k, start, stop)
+            got = top_eigenvalue_by_prefix(M, k, start, stop, compiled=compiled)
             assert np.all(np.abs(got - want[start:stop]) <= 1e-12 * scale[start:stop]), name
+
+
+def test_compiled_prefix_kernel_is_installed_and_matches_its_python_source():
+    # the [test] extra installs numba: CI runs the compiled kernel (a missing numba would
+    # silently fall back to NumPy); the uncompiled source gives the same scores and the same
+    # uncertified subsets (NaN, sent to eigvalsh)
+    from dpdist.engine import subsets as sub
+
+    compiled = sub.compiled_newton_runs()
+    assert compiled is not None
+    rng = np.random.default_rng(3)
+    d, k = 9, 5
+    for M in (_hostile_matrices(d, rng)["wishart"], np.diag((np.arange(d) // 2).astype(float)), np.zeros((d, d))):
+        total = n_subsets(d, k)
+        P, counts, skip = sub._prefix_runs(d, k, 0, total)
+        pa, pb, off = sub._pair_table(d)
+        lam, Q = np.linalg.eigh(M[P[:, :, None], P[:, None, :]])
+        W = np.ascontiguousarray(np.einsum("pij,pik->pjk", Q, M[P]))
+        run = off[P[:, -1] + 1]
+        args = (M, np.ascontiguousarray(np.diagonal(M)), lam, W, pa[run], pb[run], counts, sub.PREFIX_TOL, 40)
+        fast, slow = np.empty(total), np.empty(total)
+        compiled(*args, fast)
+        with np.errstate(all="ignore"):
+            sub._newton_runs_py(*args, slow)
+        np.testing.assert_array_equal(np.isnan(fast), np.isnan(slow))
+        np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-13 * max(1.0, np.abs(M).max()))
 
 
 def test_range_scores_equal_block_scores_across_prefix_runs():

@@ -37,7 +37,7 @@ pytestmark = pytest.mark.slow
 FAULT_POINT = Path(__file__).with_name("fault_point.py")
 #: Task name prefixes of the stages the faults strike (see the module docstring).
 PRIVCOV_NOISE = "_symmetric_task"  # PrivCov's per-row noisy top-k on a symmetric tile pair: draws the noise
-FRIENDLY_PASS1 = "chunk_batch_moments"  # FriendlyCore's first pass (SpectralNorm): draws none
+FRIENDLY_PASS1 = "chunk_group_moments"  # FriendlyCore's first pass (SpectralNorm), one task per row chunk: draws none
 
 SPECTRAL_NORM = ('[estimator]\nname = "SpectralNorm"\n[estimator.params]\nk = 2\nepsilon = 1.0\ndelta = 1e-6\n'
                  "gap = 0.5\nsigma = 2.3\nn_batches = 20\ntau = 0.6\n")
