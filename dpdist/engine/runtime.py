@@ -500,7 +500,14 @@ class Runtime:
         from distributed import wait
 
         grace = _no_workers_timeout()
-        started = False
+        # "started": a worker was there since the futures were submitted, so a task may have
+        # run (and drawn noise). Looked at right away: a worker lost before the first poll
+        # below may already have run a task of this step.
+        try:
+            started = self._workers() > 0
+        except Exception as exc:  # the scheduler is gone
+            self._cancel(futures)
+            raise self.translate(exc, noised=noised) from None
         empty_since = None
         bar = _start_progress_bar(self.client, futures) if _show_progress(progress) else None
         try:
