@@ -18,8 +18,10 @@ from dpdist.exceptions import (
     InfrastructureError,
     NoPrivateResult,
     PrivacyWarning,
+    UtilityWarning,
     ValidationError,
 )
+from dpdist.privacy.plan import Plan
 
 __all__ = [
     "BudgetExceeded",
@@ -27,11 +29,13 @@ __all__ = [
     "ExpMechSparsePCA",
     "InfrastructureError",
     "NoPrivateResult",
+    "Plan",
     "PrivacyWarning",
     "SecondMoment",
     "SparseCovariance",
     "SparsePCA",
     "SpectralNorm",
+    "UtilityWarning",
     "ValidationError",
     "__version__",
     "load_result",

@@ -1,15 +1,26 @@
-"""Comparison methods (non-private and prior private estimators), same API shape as the main ones."""
+"""Comparison methods (non-private and prior private estimators), same API shape as the main ones.
 
-from dpdist.algorithms.baselines import GaussianCovariance, ThresholdedCovariance
-from dpdist.algorithms.baselines.analyze_gauss import AnalyzeGauss
-from dpdist.algorithms.baselines.pca import GaussianPCA, ThresholdedPCA
-from dpdist.algorithms.baselines.subsample_aggregate import SubsampleAggregateSecondMoment
+Exactly the names of :mod:`dpdist.algorithms.baselines` (tests check the two agree).
+"""
 
-__all__: list[str] = [
+from dpdist.algorithms.baselines import (
+    AnalyzeGauss,
+    GaussianCovariance,
+    GaussianPCA,
+    SubsampleAggregateSecondMoment,
+    ThresholdedCovariance,
+    ThresholdedPCA,
+    WangXuCovariance,
+    WangXuPCA,
+)
+
+__all__ = [
     "AnalyzeGauss",
     "GaussianCovariance",
     "GaussianPCA",
     "SubsampleAggregateSecondMoment",
     "ThresholdedCovariance",
     "ThresholdedPCA",
+    "WangXuCovariance",
+    "WangXuPCA",
 ]

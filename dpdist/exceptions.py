@@ -27,6 +27,7 @@ __all__ = [
     "InfrastructureError",
     "NoPrivateResult",
     "PrivacyWarning",
+    "UtilityWarning",
     "ValidationError",
 ]
 
@@ -88,3 +89,13 @@ class DataConversionWarning(UserWarning):
 class PrivacyWarning(UserWarning):
     """An unsafe mode is in use: a seeded (reproducible, hence not private) release, a NOT
     PRIVATE baseline, or ``unsafe_no_privacy=True``. Emitted once per fit."""
+
+
+class UtilityWarning(UserWarning):
+    """A release is vacuous: at this data size the error its theorem predicts is at least the
+    scale of the quantity (or a condition of the prediction fails), so its guarantee says
+    nothing the public parameters did not (e.g. PrivCov on 10 rows: a diagonal of +-1e4 for a
+    covariance of scale sigma^2 = 1). The papers' bounds are conservative, so a vacuous release
+    may still be accurate; it is just not guaranteed to be. Emitted once per fit; the release
+    records the same verdict in ``parameters["utility"]``, and ``plan()`` shows it before any
+    data is read (:mod:`dpdist.privacy.plan`). Privacy is unaffected."""

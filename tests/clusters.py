@@ -83,14 +83,20 @@ def dask_cluster(n_workers: int, *, cwd: Path, log: Path) -> Iterator[tuple[str,
         client.close()
         yield addr, workers
     finally:
-        for p in reversed(procs):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(p.pid, signal.SIGKILL)
-                p.wait(timeout=20)
+        stop_process_groups(list(reversed(procs)))
         out.close()
+
+
+def stop_process_groups(procs: list[subprocess.Popen]) -> None:
+    """SIGTERM the process group of each of ``procs`` (each started with
+    ``start_new_session=True``), in that order; SIGKILL those still there after 20 s."""
+    for p in procs:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait(timeout=20)

@@ -6,7 +6,9 @@
 - dpdist.data imports nothing from dpdist.privacy or dpdist.algorithms;
 - nothing but dpdist.cli imports dpdist.cli;
 - dpdist.ops (ledger, job files, runner) sits above algorithms and data: only dpdist.cli
-  imports it, and it imports nothing from dpdist.cli.
+  imports it, and it imports nothing from dpdist.cli;
+- dpdist._validation (the one parameter rule, used by every layer, privacy included) imports
+  only the standard library, numpy and dpdist.exceptions.
 """
 
 from __future__ import annotations
@@ -59,3 +61,13 @@ def test_only_cli_imports_ops():
             if mod == "dpdist.ops" or mod.startswith("dpdist.ops."):
                 bad.append(f"{path.relative_to(PKG.parent)} imports {mod}")
     assert not bad, "\n".join(bad)
+
+
+def test_the_validation_module_is_importable_by_every_layer():
+    import sys
+
+    allowed = ("numpy", "dpdist.exceptions", "__future__")
+    mods = imported_modules(PKG / "_validation.py")
+    bad = [m for m in mods if not (m in sys.stdlib_module_names or m.split(".")[0] in sys.stdlib_module_names
+                                   or any(m == a or m.startswith(a + ".") for a in allowed))]
+    assert not bad, bad

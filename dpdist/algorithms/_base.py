@@ -1,12 +1,43 @@
-"""Shared estimator machinery: parameter introspection, repr, release-to-attributes."""
+"""The estimator contract shared by every public estimator and baseline.
+
+:class:`Estimator` gives every estimator the same behaviour (checked by
+``tests/test_estimator_contract.py`` over all of them, as scikit-learn's ``check_estimator``):
+
+- ``get_params()`` / ``set_params(**params)`` from the ``__init__`` signature, and a ``repr``
+  showing every parameter; ``type(est)(**est.get_params())`` is an unfitted estimator with
+  equal parameters. ``__init__`` stores its arguments unchanged and validates nothing.
+- ``fit(X)`` validates every parameter (:mod:`dpdist._validation`) before reading data,
+  returns ``self``, and is atomic: the fitted attributes (names ending in ``_``) are set
+  together, only after the release succeeded. A failed fit (a ``ValidationError``, a
+  ``NoPrivateResult``, an ``InfrastructureError``, Ctrl-C) leaves the object exactly as it
+  was: unfitted if it was, and after a failed *re*fit still holding the previous successful
+  fit's attributes, which describe that earlier fit (its ``release_`` records its
+  parameters). A ``NoPrivateResult`` carries the rejected release (``exc.release``).
+- ``plan(n_samples, n_features, ...)`` returns a frozen :class:`~dpdist.privacy.plan.Plan`
+  (with ``to_dict()``), from public parameters only; ``privacy_cost()`` the guarantee a fit
+  would state (None for a NOT PRIVATE estimator).
+- A vacuous release (the plan's predicted error is at least the scale of the quantity, see
+  :mod:`dpdist.privacy.plan`) emits one :class:`~dpdist.exceptions.UtilityWarning` and is
+  recorded in the release's ``parameters["utility"]`` (every release records the verdict).
+- ``ledger=`` (any object with the ``charge(dataset, cost, *, job=None)`` context manager of
+  :class:`dpdist.ops.ledger.ChargeProtocol`; this layer never imports :mod:`dpdist.ops`) makes
+  ``fit`` reserve ``privacy_cost()`` on ``dataset`` before reading any data, mark the
+  reservation running when the data are read, and resolve it: committed on success, committed
+  with what was spent on a ``NoPrivateResult``, released when an ``InfrastructureError`` says no
+  noise was drawn, committed as spent when the data themselves were refused (a ``ValidationError``
+  during the pass, e.g. ``on_nonfinite="raise"``: that refusal reveals one bit).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
-import math
-import numbers
+import os
+import warnings
+from typing import Any
 
-from dpdist.exceptions import ValidationError
+from dpdist._validation import check_choice, check_int, check_positive
+from dpdist.exceptions import UtilityWarning, ValidationError
 
 __all__ = [
     "NONFINITE_POLICIES",
@@ -15,6 +46,7 @@ __all__ = [
     "check_nonfinite",
     "check_positive",
     "nonfinite_note",
+    "record_utility",
     "refuse_nonfinite",
 ]
 
@@ -25,9 +57,7 @@ NONFINITE_POLICIES = ("zero", "raise")
 def check_nonfinite(on_nonfinite) -> str:
     """Validate ``on_nonfinite``: "zero" (default: rows holding NaN/inf become zero rows before
     any statistic, uncounted) or "raise" (explicit validation mode; reveals one bit)."""
-    if on_nonfinite not in NONFINITE_POLICIES:
-        raise ValidationError(f"on_nonfinite must be one of {NONFINITE_POLICIES}, got {on_nonfinite!r}")
-    return on_nonfinite
+    return check_choice(on_nonfinite, "on_nonfinite", NONFINITE_POLICIES)
 
 
 def refuse_nonfinite(X, scheduler) -> None:
@@ -58,32 +88,52 @@ def nonfinite_note(on_nonfinite: str) -> str:
     )
 
 
-def check_positive(value, name: str, *, allow_none: bool = False) -> float | None:
-    """A finite float > 0 (or None when allowed)."""
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
-        raise ValidationError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
+def record_utility(release, plan, *, stacklevel: int = 3):
+    """``release`` with ``plan``'s utility verdict recorded in ``parameters["utility"]`` (and a
+    note when vacuous); warns :class:`~dpdist.exceptions.UtilityWarning` once when vacuous.
 
-
-def check_int(value, name: str, *, low: int = 1, high: int | None = None) -> int:
-    """An int in [low, high]."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValidationError(f"{name} must be an integer, got {value!r}")
-    value = int(value)
-    if value < low or (high is not None and value > high):
-        rng = f"[{low}, {high}]" if high is not None else f">= {low}"
-        raise ValidationError(f"{name} must be in {rng}, got {value}")
-    return value
+    ``plan`` is computed from public parameters (or, for a private initialisation, from
+    released values), so the record is public. A plan that could not be computed (None, or
+    an exception instance) records ``vacuous: None`` with the reason: the release is never
+    lost for its utility check.
+    """
+    if plan is None or isinstance(plan, Exception):
+        utility = {"vacuous": None, "vacuous_reason": f"not assessed: {plan}"}
+        vacuous = False
+    else:
+        utility = plan.utility()
+        vacuous = plan.vacuous
+        if plan.error_bound is None and not vacuous:
+            utility.update(vacuous=None, vacuous_reason="not assessed: the plan predicts no error for these parameters")
+    notes = tuple(release.notes)
+    if vacuous:
+        notes += (f"VACUOUS release: {plan.vacuous_reason}",)
+    release = dataclasses.replace(release, parameters={**release.parameters, "utility": utility}, notes=notes)
+    if vacuous:
+        warnings.warn(UtilityWarning(f"VACUOUS release of {release.mechanism}: {plan.vacuous_reason}; at this "
+                                     "size its guarantee says nothing about the released values (see plan())"),
+                      stacklevel=stacklevel)
+    return release
 
 
 class Estimator:
-    """scikit-learn-style base: ``get_params``/``set_params`` from the ``__init__`` signature.
+    """Base of every public estimator: the contract of this module's docstring.
 
-    Subclasses store every ``__init__`` parameter unchanged as an attribute of the same
-    name and validate in ``fit`` (and ``plan``), never in ``__init__``.
+    A subclass stores every ``__init__`` argument unchanged as an attribute of the same name,
+    and implements
+
+    - ``_fit_release(X) -> Release``: validate, compute, return the release (emitting the
+      PrivacyWarning of an unsafe mode, as the algorithm functions do);
+    - ``_fitted_attributes(release) -> dict``: the ``*_`` attributes of a successful fit;
+    - ``plan(n_samples, n_features, ...) -> Plan``.
+
+    It may override ``_check_fit(n, d)`` (every check a fit makes before reading data, for
+    the ledger path; default: the runtime parameters and ``plan(n, d)``), ``_utility_plan``
+    and ``privacy_cost``.
     """
+
+    #: Least (rows, columns) the fit accepts (:func:`dpdist.data.validation.as_dask_array`).
+    _min_shape = (2, 2)
 
     @classmethod
     def _param_names(cls) -> list[str]:
@@ -91,13 +141,18 @@ class Estimator:
         return [p for p in sig.parameters if p != "self"]
 
     def get_params(self, deep: bool = True) -> dict:
+        """The ``__init__`` parameters, as given (``deep`` is accepted for scikit-learn)."""
         return {name: getattr(self, name) for name in self._param_names()}
 
     def set_params(self, **params):
+        """Set ``__init__`` parameters (validated at the next fit or plan); returns self."""
         valid = set(self._param_names())
+        unknown = [key for key in params if key not in valid]
+        if unknown:  # checked before anything is set
+            raise ValidationError(
+                f"invalid parameter {unknown[0]!r} for {type(self).__name__} (parameters: {', '.join(sorted(valid))})"
+            )
         for key, value in params.items():
-            if key not in valid:
-                raise ValidationError(f"invalid parameter {key!r} for {type(self).__name__}")
             setattr(self, key, value)
         return self
 
@@ -108,3 +163,158 @@ class Estimator:
     def _check_fitted(self, attr: str) -> None:
         if not hasattr(self, attr):
             raise AttributeError(f"{type(self).__name__} is not fitted yet; call fit(X) first")
+
+    # -- hooks -------------------------------------------------------------------------
+    def _fit_release(self, X: Any):  # pragma: no cover - every subclass implements it
+        raise NotImplementedError
+
+    def _fitted_attributes(self, release) -> dict:  # pragma: no cover
+        raise NotImplementedError
+
+    def privacy_cost(self):
+        """The guarantee a successful fit states, from the parameters alone (reserved by a
+        ledger before any data is read): ``ZCDP(rho)`` for a ``rho`` estimator, else
+        ``ApproxDP(epsilon, delta)``; None for a NOT PRIVATE estimator."""
+        if "rho" in self._param_names():
+            from dpdist.privacy.zcdp import ZCDP
+
+            return ZCDP(self.rho)
+        if "epsilon" in self._param_names():
+            from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
+
+            return ApproxDP(check_epsilon(self.epsilon), check_delta(self.delta))
+        return None
+
+    def _check_runtime(self) -> None:
+        """Validate the parameters that only matter when data are read (scheduler, timeout,
+        random_state, on_nonfinite, tile_size, progress), where the estimator has them."""
+        from dpdist.engine.runtime import check_scheduler, check_timeout
+        from dpdist.privacy.noise import check_random_state
+
+        names = set(self._param_names())
+        if "scheduler" in names:
+            check_scheduler(self.scheduler)
+        if "timeout" in names:
+            check_timeout(self.timeout)
+        if "random_state" in names:
+            check_random_state(self.random_state)
+        if "on_nonfinite" in names:
+            check_nonfinite(self.on_nonfinite)
+        if "tile_size" in names:
+            check_int(self.tile_size, "tile_size")
+        if "chunk_size" in names:
+            check_int(self.chunk_size, "chunk_size")
+        if "progress" in names and self.progress is not None:
+            from dpdist._validation import check_bool
+
+            check_bool(self.progress, "progress")
+
+    def _check_fit(self, n_samples: int, n_features: int) -> None:
+        """Every check a fit makes before reading data, for data of this shape."""
+        self._check_runtime()
+        self.plan(n_samples, n_features)
+
+    def _utility_plan(self, release):
+        """The plan whose verdict a release records: ``plan(n, d)`` at the release's size."""
+        p = release.parameters
+        return self.plan(p["n_samples"], p["n_features"])
+
+    # -- fitting -----------------------------------------------------------------------
+    def _finish(self, release) -> dict:
+        """The attributes of a successful fit, with the utility verdict recorded."""
+        try:
+            plan = self._utility_plan(release)
+        except ValidationError as exc:
+            plan = exc
+        release = record_utility(release, plan, stacklevel=4)
+        return self._fitted_attributes(release)
+
+    def fit(self, X: Any, y: Any = None):
+        """Fit on ``X`` (rows are individuals) and release; returns self.
+
+        Parameters are validated before any data is read. The fitted attributes are set only
+        when the fit succeeds; a failed fit leaves the estimator as it was (see
+        :mod:`dpdist.algorithms._base`). With ``ledger=``, the privacy cost is reserved on
+        ``dataset`` first (:meth:`fit_reserved`).
+        """
+        ledger, dataset = self._ledger_and_dataset(X)
+        self._check_runtime()
+        if ledger is None:
+            attrs = self._finish(self._fit_release(X))
+        else:
+            Xd = self._open(X)
+            self._check_fit(*Xd.shape)
+            cost = self._charged_cost()
+            with ledger.charge(dataset, cost, job=f"{type(self).__name__}.fit") as reservation:
+                release = self._fit_on_reservation(Xd, reservation)
+            attrs = self._finish(release)
+        self.__dict__.update(attrs)
+        return self
+
+    def fit_reserved(self, X: Any, reservation: Any):
+        """Fit against a reservation the caller holds and resolves (the job runner of
+        :mod:`dpdist.ops.runner`, which commits it with the output's checksum).
+
+        Checks every parameter and the shape of ``X`` (metadata only), then calls
+        ``reservation.running()`` and fits. A ``ValidationError`` raised after that depends
+        on the data (e.g. ``on_nonfinite="raise"``: one bit) and is committed as spent
+        (``outcome="refused-during-pass"``); on success the reservation is left open for the
+        caller. Returns self (attributes set only on success).
+        """
+        Xd = self._open(X)
+        self._check_fit(*Xd.shape)
+        self._charged_cost()
+        release = self._fit_on_reservation(Xd, reservation)
+        self.__dict__.update(self._finish(release))
+        return self
+
+    def _open(self, X: Any):
+        """``X`` as a validated dask array (metadata only; refuses missing chunks)."""
+        from dpdist.data.validation import as_dask_array
+
+        rows, cols = self._min_shape
+        return as_dask_array(X, min_rows=rows, min_cols=cols)
+
+    def _charged_cost(self):
+        cost = self.privacy_cost()
+        if cost is None:
+            raise ValidationError(
+                f"{type(self).__name__} with these parameters gives no privacy guarantee (NOT PRIVATE): it cannot "
+                "be charged to a privacy ledger"
+            )
+        return cost
+
+    def _fit_on_reservation(self, Xd: Any, reservation: Any):
+        reservation.running()
+        try:
+            return self._fit_release(Xd)
+        except ValidationError as exc:
+            # every parameter and the shape were checked before the reservation: a refusal now
+            # depends on the data, so it counts as spent
+            reservation.commit(outcome="refused-during-pass", note=f"counted as spent: {exc}"[:500])
+            raise
+
+    def _ledger_and_dataset(self, X: Any) -> tuple[Any, str | None]:
+        """Validate ``ledger`` and ``dataset``; the dataset id (default: a path input's
+        canonical location)."""
+        ledger = getattr(self, "ledger", None)
+        dataset = getattr(self, "dataset", None)
+        if dataset is not None and (not isinstance(dataset, str) or not dataset.strip()):
+            raise ValidationError(f"dataset must be a non-empty string naming the data, got {dataset!r}")
+        if ledger is None:
+            return None, dataset
+        if not callable(getattr(ledger, "charge", None)):
+            raise ValidationError(
+                f"ledger must have a charge(dataset, cost, *, job=None) context manager "
+                f"(dpdist.ops.ledger.open_ledger), got {ledger!r}"
+            )
+        if dataset is None:
+            if not isinstance(X, (str, os.PathLike)):
+                raise ValidationError(
+                    "with ledger=, give dataset= (the identifier the ledger's budget is kept under): X is "
+                    "not a path, so it does not name its dataset"
+                )
+            from dpdist.data.validation import canonical_location
+
+            dataset = canonical_location(os.fspath(X))
+        return ledger, dataset

@@ -6,12 +6,12 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from dpdist._validation import check_int, check_positive, check_probability
 from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note
 from dpdist.data.validation import as_dask_array
 from dpdist.engine.gram import clipped_second_moment, nonfinite_guard
@@ -27,9 +27,10 @@ from dpdist.privacy.expmech_calibration import (
     expmech_min_samples,
 )
 from dpdist.privacy.noise import FLOAT_NOISE_CAVEAT, NoiseSeed, gaussian_from_uniform, resolve_random_state
+from dpdist.privacy.plan import Plan
 from dpdist.privacy.release import Release, warn_if_unsafe
 
-__all__ = ["DEFAULT_MAX_SUBSETS", "ExpMechSparsePCA", "expmech_pca", "leading_eigenvector"]
+__all__ = ["DEFAULT_MAX_SUBSETS", "ExpMechPlan", "ExpMechSparsePCA", "expmech_pca", "leading_eigenvector"]
 
 #: Default refusal limit on C(d, k): about a minute per core at k = 3 (15 M subsets/s/core
 #: measured on the project's 2-core machine; benchmarks/bench_expmech.py).
@@ -99,10 +100,7 @@ def leading_eigenvector(A, n_features: int | None = None) -> tuple[np.ndarray, f
 
 def _resolve_clip(sigma, clip, n: int, d: int, beta: float) -> tuple[float, str]:
     if clip is not None:
-        c = float(clip)
-        if not (math.isfinite(c) and c > 0):
-            raise ValidationError(f"clip must be finite and > 0, got {clip!r}")
-        return c, "clip (user)"
+        return check_positive(clip, "clip"), "clip (user)"
     if sigma is None:
         raise ValidationError(
             "ExpMechSparsePCA needs a public bound: give sigma (sub-Gaussian scale; tau = 2 sigma "
@@ -112,23 +110,13 @@ def _resolve_clip(sigma, clip, n: int, d: int, beta: float) -> tuple[float, str]
 
 
 def _check_params(k, epsilon, delta, sigma, clip, max_subsets, beta) -> None:
-    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValidationError(f"k must be an integer >= 1, got {k!r}")
+    check_int(k, "k")
     check_epsilon(epsilon)
     check_delta(delta)
-    if sigma is not None:
-        s = float(sigma)
-        if not (math.isfinite(s) and s > 0):
-            raise ValidationError(f"sigma must be finite and > 0, got {sigma!r}")
-    if clip is not None:
-        c = float(clip)
-        if not (math.isfinite(c) and c > 0):
-            raise ValidationError(f"clip must be finite and > 0, got {clip!r}")
-    if isinstance(max_subsets, bool) or not isinstance(max_subsets, (int, np.integer)) or max_subsets < 1:
-        raise ValidationError(f"max_subsets must be an integer >= 1, got {max_subsets!r}")
-    b = float(beta)
-    if not 0 < b < 1:
-        raise ValidationError(f"beta must lie in the open interval (0, 1), got {beta!r}")
+    check_positive(sigma, "sigma", allow_none=True)
+    check_positive(clip, "clip", allow_none=True)
+    check_int(max_subsets, "max_subsets")
+    check_probability(beta, "beta")
 
 
 def _check_range(cal: ExpMechCalibration, max_subsets: int) -> None:
@@ -228,6 +216,7 @@ def expmech_pca(
     """
     _check_params(k, epsilon, delta, sigma, clip, max_subsets, beta)
     check_nonfinite(on_nonfinite)
+    check_int(chunk_size, "chunk_size")
     check_scheduler(scheduler)
     timeout = check_timeout(timeout)
     Xd = as_dask_array(X, min_rows=1, min_cols=1)
@@ -302,6 +291,29 @@ def expmech_pca(
     ))
 
 
+@dataclass(frozen=True, kw_only=True)
+class ExpMechPlan(Plan):
+    """:meth:`ExpMechSparsePCA.plan`: a :class:`~dpdist.privacy.plan.Plan` whose
+    ``noise_scale`` is the block's Gaussian sigma (sigma_priv) and whose ``error_bound`` is
+    Theorem 7's: with ``eigengap``, the ``sin^2`` bound (scale 1, as ``sin^2 <= 1``); without,
+    the Rayleigh deficit ``lambda_1 - v_hat^T Sigma v_hat`` (scale ``sigma**2``, which bounds
+    lambda_1 for sigma-sub-Gaussian rows). With ``clip`` only, both use ``sigma = clip``
+    (entries clipped to [-clip, clip] are clip-sub-Gaussian). An infeasible enumeration
+    (``C(d, k) > max_subsets``) is an unmet condition.
+    """
+
+    mechanism: str
+    k: int
+    n_subsets: int
+    max_subsets: int
+    feasible: bool
+    dense_second_moment_bytes: int
+    clip: float
+    noise_scales: dict
+    calibration: ExpMechCalibration
+    error: dict
+
+
 class ExpMechSparsePCA(Estimator):
     """Private leading k-sparse principal component by the exponential mechanism (Algorithm 4).
 
@@ -329,6 +341,9 @@ class ExpMechSparsePCA(Estimator):
         Subsets per task.
     timeout : float or None, default 86400 (one day)
         Seconds for the fit; None for no limit (:mod:`dpdist.engine.runtime`).
+    ledger, dataset
+        A privacy-budget ledger charged by ``fit``, and the dataset's identifier (see
+        :class:`~dpdist.SparseCovariance`).
 
     Attributes
     ----------
@@ -348,7 +363,8 @@ class ExpMechSparsePCA(Estimator):
     Guarantee: ``(epsilon, delta)``-DP under replace-one neighbours, Lemma 29 of the COLT
     2026 paper; see :func:`expmech_pca` for sensitivities, the budget split and caveats.
     The cost is ``C(d, k)`` score evaluations (exact enumeration; refused above
-    ``max_subsets``).
+    ``max_subsets``). Parameters are validated in :meth:`fit`; a failed fit changes nothing
+    (:mod:`dpdist.algorithms._base`).
 
     Examples
     --------
@@ -374,6 +390,8 @@ class ExpMechSparsePCA(Estimator):
         on_nonfinite: str = "zero",
         chunk_size: int = DEFAULT_CHUNK_SIZE,
         timeout: float | None = DEFAULT_TIMEOUT,
+        ledger: Any = None,
+        dataset: str | None = None,
     ) -> None:
         self.k = k
         self.epsilon = epsilon
@@ -387,10 +405,14 @@ class ExpMechSparsePCA(Estimator):
         self.on_nonfinite = on_nonfinite
         self.chunk_size = chunk_size
         self.timeout = timeout
+        self.ledger = ledger
+        self.dataset = dataset
 
-    def fit(self, X: Any, y: Any = None) -> "ExpMechSparsePCA":
-        """Release the private leading sparse component of ``X`` (spends the budget once)."""
-        rel = expmech_pca(
+    #: ExpMechPCA accepts one row and one column.
+    _min_shape = (1, 1)
+
+    def _fit_release(self, X: Any) -> Release:
+        return expmech_pca(
             X,
             self.k,
             self.epsilon,
@@ -405,22 +427,30 @@ class ExpMechSparsePCA(Estimator):
             chunk_size=self.chunk_size,
             timeout=self.timeout,
         )
-        self.release_ = rel
-        self.components_ = rel.values["components"]
-        self.support_ = rel.values["support"]
-        self.noise_scale_ = rel.noise_scales["block_gaussian_sigma"]
-        self.selection_scale_ = rel.noise_scales["selection_gumbel_scale"]
-        self.clip_ = rel.parameters["clip"]
-        self.privacy_ = rel.privacy
-        return self
+
+    def _fitted_attributes(self, rel: Release) -> dict:
+        return {
+            "release_": rel,
+            "components_": rel.values["components"],
+            "support_": rel.values["support"],
+            "noise_scale_": rel.noise_scales["block_gaussian_sigma"],
+            "selection_scale_": rel.noise_scales["selection_gumbel_scale"],
+            "clip_": rel.parameters["clip"],
+            "privacy_": rel.privacy,
+        }
 
     def _calibration(self, n_samples: int, n_features: int) -> ExpMechCalibration:
         _check_params(self.k, self.epsilon, self.delta, self.sigma, self.clip, self.max_subsets, self.beta)
-        n, d = int(n_samples), int(n_features)
+        n = check_int(n_samples, "n_samples", low=1)
+        d = check_int(n_features, "n_features", low=1)
         tau, _ = _resolve_clip(self.sigma, self.clip, n, d, self.beta)
-        return expmech_calibration(self.epsilon, self.delta, n, d, int(self.k), tau)
+        return expmech_calibration(self.epsilon, self.delta, n, d, self.k, tau)
 
-    def plan(self, n_samples: int, n_features: int, *, eigengap: float | None = None) -> dict:
+    def _check_fit(self, n_samples: int, n_features: int) -> None:
+        super()._check_fit(n_samples, n_features)
+        _check_range(self._calibration(n_samples, n_features), self.max_subsets)
+
+    def plan(self, n_samples: int, n_features: int, *, eigengap: float | None = None) -> "ExpMechPlan":
         """Noise scales and the predicted error at this size, without reading data.
 
         Parameters
@@ -428,49 +458,62 @@ class ExpMechSparsePCA(Estimator):
         n_samples, n_features : int
         eigengap : float, optional
             Absolute eigengap ``lambda_1 - lambda_2`` of the population covariance (a model
-            assumption); with it the plan includes the ``sin^2`` bound of Theorem 7's proof.
+            assumption); with it the plan's error is the ``sin^2`` bound of Theorem 7's proof.
 
         Returns
         -------
-        dict
+        ExpMechPlan
             ``n_subsets``, ``feasible`` (``n_subsets <= max_subsets``), ``clip``,
-            ``noise_scales``, the calibration, and (with ``sigma``) ``error``: the pieces of
+            ``noise_scales``, the calibration, and ``error``: the pieces of
             :func:`~dpdist.privacy.expmech_calibration.expmech_error_bound`, holding with
-            probability >= 1 - beta.
+            probability >= 1 - beta (with ``clip`` only, computed at ``sigma = clip``).
         """
         cal = self._calibration(n_samples, n_features)
-        out = {
-            "mechanism": MECHANISM,
-            "n_samples": cal.n_samples,
-            "n_features": cal.n_features,
-            "k": cal.k,
-            "n_subsets": int(cal.n_subsets),
-            "max_subsets": int(self.max_subsets),
-            "feasible": cal.n_subsets <= int(self.max_subsets) and cal.n_subsets < 1 << 62,
-            # the second moment is held densely by the enumeration's tasks
-            "dense_second_moment_bytes": 8 * cal.n_features**2,
-            "clip": cal.clip,
-            "noise_scales": {
-                "selection_gumbel_scale": cal.gumbel_scale,
-                "block_gaussian_sigma": cal.gaussian_sigma,
-            },
-            "calibration": cal.to_dict(),
-        }
-        if self.sigma is not None:
-            out["error"] = expmech_error_bound(cal, float(self.sigma), float(self.beta), eigengap)
-        return out
+        sigma = float(self.sigma) if self.sigma is not None else cal.clip
+        error = expmech_error_bound(cal, sigma, float(self.beta), eigengap)
+        feasible = cal.n_subsets <= self.max_subsets and cal.n_subsets < 1 << 62
+        if eigengap is not None:
+            bound, metric, scale, rule = (error["sin2_bound"], "sin^2(v_hat, v_1), w.p. >= 1 - beta (Theorem 7)",
+                                          1.0, "1: sin^2 <= 1 always")
+        else:
+            bound, metric, scale = (error["rayleigh_deficit_bound"],
+                                    "lambda_1 - v_hat^T Sigma v_hat, w.p. >= 1 - beta (Theorem 7)", sigma * sigma)
+            rule = "sigma**2 (lambda_1 <= sigma^2)" if self.sigma is not None else \
+                "clip**2: no sigma given, clipped entries are clip-sub-Gaussian"
+        return ExpMechPlan(
+            n_samples=cal.n_samples,
+            n_features=cal.n_features,
+            privacy=ApproxDP(cal.epsilon, cal.delta),
+            noise_scale=cal.gaussian_sigma,
+            error_bound=bound,
+            error_metric=metric,
+            error_scale=scale,
+            error_scale_rule=rule,
+            unmet_conditions=() if feasible else (
+                f"C(d, k) = {cal.n_subsets:.3g} supports exceed max_subsets = {self.max_subsets}: the fit is refused",),
+            mechanism=MECHANISM,
+            k=cal.k,
+            n_subsets=int(cal.n_subsets),
+            max_subsets=int(self.max_subsets),
+            feasible=feasible,
+            dense_second_moment_bytes=8 * cal.n_features**2,  # held densely by the enumeration's tasks
+            clip=cal.clip,
+            noise_scales={"selection_gumbel_scale": cal.gumbel_scale, "block_gaussian_sigma": cal.gaussian_sigma},
+            calibration=cal,
+            error=error,
+        )
 
     def min_samples(self, target_sin2: float, n_features: int, *, eigengap: float) -> int:
         """Least n for which :meth:`plan` predicts ``sin^2 <= target_sin2`` (needs ``sigma``)."""
+        _check_params(self.k, self.epsilon, self.delta, self.sigma, self.clip, self.max_subsets, self.beta)
         if self.sigma is None:
             raise ValidationError("min_samples needs sigma (the sub-Gaussian scale of the model)")
-        _check_params(self.k, self.epsilon, self.delta, self.sigma, self.clip, self.max_subsets, self.beta)
         return expmech_min_samples(
             target_sin2,
             self.epsilon,
             self.delta,
-            int(n_features),
-            int(self.k),
+            check_int(n_features, "n_features"),
+            self.k,
             sigma=float(self.sigma),
             eigengap=eigengap,
             beta=float(self.beta),

@@ -9,6 +9,7 @@ the release to ``*_`` attributes.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -17,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from dpdist._validation import check_bool, check_positive, check_probability, check_real
 from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, refuse_nonfinite
 from dpdist.data.validation import as_dask_array
 from dpdist.engine import second_moment as engine
@@ -60,7 +62,6 @@ __all__ = [
     "radius_grid",
     "random_groups",
     "second_moment",
-    "second_moment_diagnostics",
     "select_lambda",
     "select_radius",
 ]
@@ -207,20 +208,31 @@ def _validate(
     split_budget(rho, init_fraction, private_radius=True, private_lambda=True)  # validates init_fraction
     sensitivity = _check_sensitivity(sensitivity)
     xi = check_xi(xi)
-    try:
-        lo, hi = (float(v) for v in radius_range)
-    except (TypeError, ValueError):
-        raise ValidationError(f"radius_range must be a pair (lo, hi) of public bounds, got {radius_range!r}") from None
-    if not (0 < lo < hi < math.inf):
-        raise ValidationError(f"radius_range must satisfy 0 < lo < hi < inf, got {radius_range!r}")
-    lambda_floor = _check_positive(lambda_floor, "lambda_floor")
-    if not lambda_floor < 1:
-        raise ValidationError(f"lambda_floor must be a ratio in (0, 1), got {lambda_floor!r}")
-    if not isinstance(psd, (bool, np.bool_)):
-        raise ValidationError(f"psd must be a bool, got {psd!r}")
+    if not isinstance(radius_range, (tuple, list)) or len(radius_range) != 2:
+        raise ValidationError(f"radius_range must be a pair (lo, hi) of public bounds, got {radius_range!r}")
+    lo = check_positive(radius_range[0], "radius_range[0]")
+    hi = check_real(radius_range[1], "radius_range[1]", low=lo)
+    lambda_floor = check_probability(lambda_floor, "lambda_floor")
+    psd = check_bool(psd, "psd")
     scheduler = check_scheduler(scheduler)
     return _Config(rho, m, alpha, radius, lambda_min, float(init_fraction), sensitivity, xi, (lo, hi),
                    lambda_floor, bool(psd), scheduler, check_timeout(timeout), check_nonfinite(on_nonfinite))
+
+
+def _check_shape(cfg: _Config, n: int, d: int) -> None:
+    """The checks that need the data's shape (metadata only)."""
+    if cfg.radius is not None and cfg.lambda_min is not None and cfg.lambda_min > cfg.radius**2 / d * (1 + 1e-12):
+        raise ValidationError(
+            f"lambda_min must be <= radius**2 / n_features = {cfg.radius**2 / d!r} (no second moment of rows "
+            f"of norm <= radius has a larger least eigenvalue), got {cfg.lambda_min!r}"
+        )
+    if cfg.lambda_min is None and cfg.m < d:
+        raise ValidationError(
+            f"the private lambda_min step needs m >= n_features (groups of m rows are singular "
+            f"otherwise), got m={cfg.m}, n_features={d}; pass a public lambda_min"
+        )
+    if cfg.lambda_min is None and n // cfg.m < 1:
+        raise ValidationError(f"the private lambda_min step needs n >= m, got n={n}, m={cfg.m}")
 
 
 def _compute_one(stat, scheduler):
@@ -359,18 +371,7 @@ def second_moment(
     seed = resolve_random_state(random_state)
     X = as_dask_array(X)
     n, d = (int(s) for s in X.shape)
-    if cfg.radius is not None and cfg.lambda_min is not None and cfg.lambda_min > cfg.radius**2 / d * (1 + 1e-12):
-        raise ValidationError(
-            f"lambda_min must be <= radius**2 / n_features = {cfg.radius**2 / d!r} (no second moment of rows "
-            f"of norm <= radius has a larger least eigenvalue), got {cfg.lambda_min!r}"
-        )
-    if cfg.lambda_min is None and cfg.m < d:
-        raise ValidationError(
-            f"the private lambda_min step needs m >= n_features (groups of m rows are singular "
-            f"otherwise), got m={cfg.m}, n_features={d}; pass a public lambda_min"
-        )
-    if cfg.lambda_min is None and n // cfg.m < 1:
-        raise ValidationError(f"the private lambda_min step needs n >= m, got n={n}, m={cfg.m}")
+    _check_shape(cfg, n, d)
     split = split_budget(cfg.rho, cfg.init_fraction, private_radius=cfg.radius is None,
                          private_lambda=cfg.lambda_min is None)
     noise_scales: dict[str, Any] = {}
@@ -569,31 +570,6 @@ def one_shot_second_moment(
     ))
 
 
-def second_moment_diagnostics(X: np.ndarray, release: Release) -> dict:
-    """NOT PRIVATE (tests and debugging only; it reads the data and reports about rows).
-
-    Replays a release's public transforms on ``X`` (in memory) and returns, per level, the
-    exact Sigma of the level's rows, and the indices of rows clipped at that level (level 0:
-    the top-level clip to R_hat; level k >= 1: the shrink S), for Lemma 3.9 checks.
-    """
-    p = release.parameters
-    X = engine.chunk_sanitize(np.asarray(X))
-    s0 = 1.0 / math.sqrt((1.0 - p["alpha"]) * p["lambda_min"])
-    radii = p["level_radii"]
-    steps = [(s0, radii[0])]
-    for k, pi in enumerate(release.values["projections"]):
-        steps.append((math.sqrt(GROWTH) * pi, radii[k + 1]))
-    y = X
-    clipped, sigmas = [], []
-    for a, r in steps:
-        z = y * a if np.ndim(a) == 0 else y @ a.T
-        norms = np.linalg.norm(z, axis=1)
-        clipped.append(np.flatnonzero(norms > r * (1 + 1e-12)))
-        y = engine.chunk_clip_rows(z, r)
-        sigmas.append(y.T @ y / len(y))
-    return {"clipped_indices": clipped, "level_second_moments": sigmas}
-
-
 # ---------------------------------------------------------------------------------------
 # the estimator
 # ---------------------------------------------------------------------------------------
@@ -610,6 +586,10 @@ class SecondMoment(Estimator):
         See :func:`second_moment`.
     radius_range, lambda_floor, psd, on_nonfinite, timeout
         See :func:`second_moment`.
+    ledger, dataset
+        A privacy-budget ledger charged ``ZCDP(rho)`` by ``fit``, and the dataset's identifier
+        (see :class:`~dpdist.SparseCovariance`). A rejection at the private lambda_min step
+        commits the rho of the steps run.
 
     Attributes
     ----------
@@ -629,7 +609,10 @@ class SecondMoment(Estimator):
     -----
     **Guarantee.** rho-zCDP under replace-one neighbours (see :func:`second_moment` for the
     sensitivity, lemma and caveats). Parameters are validated in :meth:`fit` before any data
-    is read; the attributes are set only after the release succeeded.
+    is read; the attributes are set only after the release succeeded, and a failed fit
+    changes nothing (:mod:`dpdist.algorithms._base`). The release records whether it is
+    vacuous (``parameters["utility"]``: predicted gamma >= 1, or event E's sample size unmet),
+    planned at the radius and lambda_min it used (public, or privately released).
 
     Examples
     --------
@@ -659,6 +642,8 @@ class SecondMoment(Estimator):
         psd: bool = False,
         on_nonfinite: str = "zero",
         timeout: float | None = DEFAULT_TIMEOUT,
+        ledger: Any = None,
+        dataset: str | None = None,
     ) -> None:
         self.rho = rho
         self.m = m
@@ -675,18 +660,38 @@ class SecondMoment(Estimator):
         self.psd = psd
         self.on_nonfinite = on_nonfinite
         self.timeout = timeout
+        self.ledger = ledger
+        self.dataset = dataset
 
-    def fit(self, X, y=None) -> "SecondMoment":
-        """Release the private second moment of ``X`` (rows are individuals)."""
-        release = second_moment(X, **self.get_params())
-        self.release_ = release
-        self.second_moment_ = release.values["second_moment"]
-        self.n_levels_ = int(release.parameters["n_levels"])
-        self.noise_scales_ = np.asarray(release.noise_scales["level_sigmas"])
-        self.radius_ = float(release.parameters["radius"])
-        self.lambda_min_ = float(release.parameters["lambda_min"])
-        self.privacy_ = release.privacy
-        return self
+    def _kwargs(self) -> dict:
+        return {k: v for k, v in self.get_params().items() if k not in ("ledger", "dataset")}
+
+    def _fit_release(self, X) -> Release:
+        return second_moment(X, **self._kwargs())
+
+    def _fitted_attributes(self, release: Release) -> dict:
+        return {
+            "release_": release,
+            "second_moment_": release.values["second_moment"],
+            "n_levels_": int(release.parameters["n_levels"]),
+            "noise_scales_": np.asarray(release.noise_scales["level_sigmas"]),
+            "radius_": float(release.parameters["radius"]),
+            "lambda_min_": float(release.parameters["lambda_min"]),
+            "privacy_": release.privacy,
+        }
+
+    def _config(self) -> _Config:
+        kw = self._kwargs()
+        kw.pop("random_state")
+        return _validate(**kw)
+
+    def _check_fit(self, n_samples: int, n_features: int) -> None:
+        _check_shape(self._config(), n_samples, n_features)
+        self._check_runtime()
+
+    def _utility_plan(self, release: Release):
+        p = release.parameters
+        return self.plan(p["n_samples"], p["n_features"], radius=p["radius"], lambda_min=p["lambda_min"])
 
     def _planning_values(self, radius, lambda_min) -> tuple[float, float, float]:
         radius = self.radius if radius is None else radius
@@ -698,7 +703,7 @@ class SecondMoment(Estimator):
             )
         split = split_budget(check_rho(self.rho), self.init_fraction, private_radius=self.radius is None,
                              private_lambda=self.lambda_min is None)
-        return float(radius), float(lambda_min), split["main"]
+        return _check_positive(radius, "radius"), _check_positive(lambda_min, "lambda_min"), split["main"]
 
     def plan(
         self, n_samples: int, n_features: int, *, radius: float | None = None, lambda_min: float | None = None,
@@ -707,11 +712,14 @@ class SecondMoment(Estimator):
         """L, per-level noise scales and predicted gamma (section 4.4) without reading data.
 
         When the estimator's ``radius``/``lambda_min`` are None (private initialisation),
-        pass guesses of them here; the recursion's share of rho is used.
+        pass guesses of them here; the recursion's share of rho is used for the noise, and
+        the plan's ``privacy`` is the whole ``ZCDP(rho)`` a fit spends.
         """
+        self._config()  # every parameter, with the rule the fit uses
         r, lam, rho_main = self._planning_values(radius, lambda_min)
-        return plan_second_moment(n_samples, n_features, rho_main, m=check_m(self.m), alpha=self.alpha, radius=r,
+        plan = plan_second_moment(n_samples, n_features, rho_main, m=check_m(self.m), alpha=self.alpha, radius=r,
                                   lambda_min=lam, sensitivity=self.sensitivity, xi=self.xi, g_method=g_method)
+        return dataclasses.replace(plan, privacy=ZCDP(check_rho(self.rho)))
 
     def min_samples(
         self, gamma: float, n_features: int, *, radius: float | None = None, lambda_min: float | None = None,

@@ -8,12 +8,14 @@ validates parameters, calls it and exposes the release as ``*_`` attributes.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from dpdist.algorithms._base import Estimator, check_int, check_nonfinite, check_positive, nonfinite_note
+from dpdist._validation import check_int, check_positive, check_probability
+from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note
 from dpdist.data.validation import as_dask_array
 from dpdist.engine.gram import DEFAULT_TILE, clipped_second_moment, nonfinite_guard
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
@@ -26,14 +28,16 @@ from dpdist.privacy.calibration import (
     privcov_error_bound,
     privcov_min_samples,
     subgaussian_clip,
+    wang_xu_calibration,
 )
 from dpdist.privacy.accounting import release_guarantee
 from dpdist.privacy.mechanisms.base import residual_note
 from dpdist.privacy.mechanisms.privcov import PrivCovMechanism
 from dpdist.privacy.noise import resolve_random_state
+from dpdist.privacy.plan import Plan
 from dpdist.privacy.release import Release, warn_if_unsafe
 
-__all__ = ["SparseCovariance", "assemble_privcov", "private_sparse_covariance", "MECHANISM"]
+__all__ = ["MECHANISM", "SparseCovariance", "SparseCovariancePlan", "assemble_privcov", "private_sparse_covariance"]
 
 MECHANISM = "PrivCov (COLT 2026, Algorithm 1)"
 K_PLUS_ONE_NOTE = (
@@ -79,6 +83,19 @@ def assemble_privcov(cols: np.ndarray, values: np.ndarray, diag: np.ndarray) -> 
     all_cols = np.concatenate([c[mutual], np.arange(d)])
     all_vals = np.concatenate([sym, diag])
     return sp.csr_array((all_vals, (all_rows, all_cols)), shape=(d, d))
+
+
+def _check_params(k, epsilon, delta, sigma, clip, beta) -> tuple:
+    """PrivCov's parameters, validated (:mod:`dpdist._validation`); one of sigma / clip is required."""
+    k = check_int(k, "k")
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    beta = check_probability(beta, "beta")
+    sigma = check_positive(sigma, "sigma", allow_none=True)
+    clip = check_positive(clip, "clip", allow_none=True)
+    if sigma is None and clip is None:
+        raise ValidationError("give either sigma (the sub-Gaussian scale) or clip (the truncation level R)")
+    return k, epsilon, delta, sigma, clip, beta
 
 
 def _resolve_clip(clip, sigma, n: int, d: int, beta: float) -> tuple[float, str]:
@@ -171,20 +188,11 @@ def private_sparse_covariance(
     of the diagonal. Raw and clipped rows, tiles of Sigma_hat and candidate lists stay in the
     task graph.
     """
-    k = check_int(k, "k")
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
-    beta = check_positive(beta, "beta")
-    if not beta < 1:
-        raise ValidationError(f"beta must lie in (0, 1), got {beta}")
-    check_positive(sigma, "sigma", allow_none=True)
-    check_positive(clip, "clip", allow_none=True)
+    k, epsilon, delta, sigma, clip, beta = _check_params(k, epsilon, delta, sigma, clip, beta)
     check_nonfinite(on_nonfinite)
     tile_size = check_int(tile_size, "tile_size", low=1)
     check_scheduler(scheduler)
     timeout = check_timeout(timeout)
-    if sigma is None and clip is None:
-        raise ValidationError("give either sigma (the sub-Gaussian scale) or clip (the truncation level R)")
     seed = resolve_random_state(random_state)
     X = as_dask_array(X)  # metadata only
     n, d = X.shape
@@ -239,6 +247,60 @@ def private_sparse_covariance(
     ))
 
 
+@dataclass(frozen=True, kw_only=True)
+class SparseCovariancePlan(Plan):
+    """:meth:`SparseCovariance.plan`: a :class:`~dpdist.privacy.plan.Plan` whose
+    ``noise_scale`` is the Laplace scale b (selection and release) and whose ``error_bound``
+    is Theorem 1's ``||M - Sigma||_op <= 6 k (lambda_samp + lambda_priv)`` (probability >=
+    1 - beta, when no entry is clipped).
+
+    **Scale** (vacuity): ``sigma**2``, the scale of a covariance of sigma-sub-Gaussian rows
+    (every entry of Sigma is at most sigma^2 in magnitude; Problem 1's alpha is the error over
+    sigma^2). With ``clip`` only, the bound and the scale use ``sigma = clip`` (entries clipped
+    to [-R, R] are R-sub-Gaussian, Hoeffding's lemma), so the scale is ``clip**2``.
+    """
+
+    k: int
+    clip: float
+    clip_rule: str
+    laplace_rule: str
+    calibration: PrivCovCalibration
+    wang_xu_sigma: float
+    sigma: float | None
+    beta: float
+    lambda_samp: float
+    lambda_priv: float
+    relative_error_bound: float
+
+
+def _privcov_plan(cal: PrivCovCalibration, clip_rule: str, sigma: float | None, beta: float) -> SparseCovariancePlan:
+    s = float(sigma) if sigma is not None else cal.clip
+    err = privcov_error_bound(cal, s, beta)
+    rule = "sigma**2" if sigma is not None else "clip**2: no sigma given, clipped entries are clip-sub-Gaussian"
+    return SparseCovariancePlan(
+        n_samples=cal.n_samples,
+        n_features=cal.n_features,
+        privacy=ApproxDP(cal.epsilon, cal.delta),
+        noise_scale=cal.laplace_scale,
+        error_bound=err["error_bound"],
+        error_metric="||M - Sigma||_op, w.p. >= 1 - beta (Theorem 1)",
+        error_scale=s * s,
+        error_scale_rule=rule,
+        k=cal.k,
+        clip=cal.clip,
+        clip_rule=clip_rule,
+        laplace_rule=cal.laplace_rule,
+        calibration=cal,
+        wang_xu_sigma=wang_xu_calibration(cal.epsilon, cal.delta, cal.n_samples, cal.n_features,
+                                          cal.clip)["gaussian_sigma"],
+        sigma=None if sigma is None else float(sigma),
+        beta=beta,
+        lambda_samp=err["lambda_samp"],
+        lambda_priv=err["lambda_priv"],
+        relative_error_bound=err["relative_error_bound"],
+    )
+
+
 class SparseCovariance(Estimator):
     """Private sparse covariance (PrivCov, Algorithm 1 of the COLT 2026 paper).
 
@@ -267,6 +329,14 @@ class SparseCovariance(Estimator):
         Progress bar; None shows it only on a terminal.
     timeout : float or None, default 86400 (one day)
         Seconds for the fit; None for no limit. See :mod:`dpdist.engine.runtime`.
+    ledger : object, optional
+        A privacy-budget ledger (``dpdist.ops.ledger.open_ledger(...)``, or any object with
+        its ``charge`` context manager): ``fit`` reserves ``ApproxDP(epsilon, delta)`` on
+        ``dataset`` before reading data and commits it (see :mod:`dpdist.algorithms._base`).
+    dataset : str, optional
+        The dataset's identifier in the ledger: its URL or path, as ``dpdist budget set`` took it
+        (the ledger canonicalises it). Default: the location of a path input; required with
+        ``ledger=`` for in-memory data.
 
     Attributes
     ----------
@@ -289,7 +359,9 @@ class SparseCovariance(Estimator):
     -----
     Guarantee, sensitivity and lemmas: see :func:`private_sparse_covariance`.
     Algorithm 1 needs many samples: use :meth:`plan` and :meth:`min_samples` before spending
-    budget.
+    budget; a fit whose plan is vacuous warns :class:`~dpdist.exceptions.UtilityWarning`.
+    Parameters are validated in :meth:`fit`; a failed fit changes nothing
+    (:mod:`dpdist.algorithms._base`).
 
     Examples
     --------
@@ -316,6 +388,8 @@ class SparseCovariance(Estimator):
         tile_size: int = DEFAULT_TILE,
         progress: bool | None = None,
         timeout: float | None = DEFAULT_TIMEOUT,
+        ledger: Any = None,
+        dataset: str | None = None,
     ):
         self.k = k
         self.epsilon = epsilon
@@ -329,10 +403,11 @@ class SparseCovariance(Estimator):
         self.tile_size = tile_size
         self.progress = progress
         self.timeout = timeout
+        self.ledger = ledger
+        self.dataset = dataset
 
-    def fit(self, X: Any, y: Any = None) -> "SparseCovariance":
-        """Compute and release the estimate; returns self."""
-        rel = private_sparse_covariance(
+    def _fit_release(self, X: Any) -> Release:
+        return private_sparse_covariance(
             X,
             self.k,
             self.epsilon,
@@ -347,67 +422,48 @@ class SparseCovariance(Estimator):
             progress=self.progress,
             timeout=self.timeout,
         )
+
+    def _fitted_attributes(self, rel: Release) -> dict:
         M = rel.values["covariance"]
-        self.covariance_ = M
-        self.support_ = sp.csr_array(M != 0) if M.nnz else sp.csr_array(M.shape, dtype=bool)
-        self.selected_ = rel.values["selected"]
-        self.clip_ = rel.parameters["clip"]
-        self.noise_scale_ = rel.noise_scales["laplace_select"]
-        self.privacy_ = rel.privacy
-        self.release_ = rel
-        return self
+        return {
+            "covariance_": M,
+            "support_": sp.csr_array(M != 0) if M.nnz else sp.csr_array(M.shape, dtype=bool),
+            "selected_": rel.values["selected"],
+            "clip_": rel.parameters["clip"],
+            "noise_scale_": rel.noise_scales["laplace_select"],
+            "privacy_": rel.privacy,
+            "release_": rel,
+        }
 
     def _calibration(self, n_samples: int, n_features: int) -> tuple[PrivCovCalibration, str]:
+        k, epsilon, delta, sigma, clip, beta = _check_params(self.k, self.epsilon, self.delta, self.sigma,
+                                                             self.clip, self.beta)
         n = check_int(n_samples, "n_samples", low=2)
         d = check_int(n_features, "n_features", low=2)
-        k = check_int(self.k, "k", high=d)
-        beta = check_positive(self.beta, "beta")
-        check_positive(self.sigma, "sigma", allow_none=True)
-        check_positive(self.clip, "clip", allow_none=True)
-        R, rule = _resolve_clip(self.clip, self.sigma, n, d, beta)
-        return privcov_calibration(self.epsilon, self.delta, n, d, k, R), rule
+        if k > d:
+            raise ValidationError(f"k must satisfy k <= d = {d} (the number of features), got k={k}")
+        R, rule = _resolve_clip(clip, sigma, n, d, beta)
+        return privcov_calibration(epsilon, delta, n, d, k, R), rule
 
-    def plan(self, n_samples: int, n_features: int) -> dict:
+    def plan(self, n_samples: int, n_features: int) -> "SparseCovariancePlan":
         """Clip level, noise scale and Theorem 1 error bound for a data size; reads no data.
 
-        Returns a dict with ``clip``, ``noise_scale`` (Laplace b), ``laplace_rule`` (which
-        term of ``b = max(b_paper, b_pure)`` is active), the full ``calibration``
-        and, when ``sigma`` is set, ``error_bound`` (operator norm, with probability >=
-        1 - beta over data and noise, when no entry is clipped) and its pieces. For
-        comparison it also gives the Gaussian scale of the Wang-Xu baseline
+        Returns a :class:`SparseCovariancePlan`: ``clip``, ``noise_scale`` (Laplace b),
+        ``laplace_rule`` (which term of ``b = max(b_paper, b_pure)`` is active), the full
+        ``calibration``, the Theorem 1 ``error_bound`` (operator norm, with probability >=
+        1 - beta over data and noise, when no entry is clipped) and its pieces, whether it is
+        vacuous, and for comparison the Gaussian scale of the Wang-Xu baseline
         (``wang_xu_sigma``) at the same budget and clip.
         """
-        from dpdist.privacy.calibration import wang_xu_calibration
-
         cal, rule = self._calibration(n_samples, n_features)
-        out = {
-            "n_samples": cal.n_samples,
-            "n_features": cal.n_features,
-            "clip": cal.clip,
-            "clip_rule": rule,
-            "noise_scale": cal.laplace_scale,
-            "laplace_rule": cal.laplace_rule,
-            "calibration": cal.to_dict(),
-            "wang_xu_sigma": wang_xu_calibration(
-                cal.epsilon, cal.delta, cal.n_samples, cal.n_features, cal.clip
-            )["gaussian_sigma"],
-        }
-        if self.sigma is not None:
-            out.update(privcov_error_bound(cal, float(self.sigma), float(self.beta)))
-        return out
+        return _privcov_plan(cal, rule, self.sigma, float(self.beta))
 
     def min_samples(self, target_error: float, n_features: int) -> int:
         """Least n at which :meth:`plan`'s error bound is <= ``target_error`` (needs sigma)."""
-        if self.sigma is None:
+        k, epsilon, delta, sigma, clip, beta = _check_params(self.k, self.epsilon, self.delta, self.sigma,
+                                                             self.clip, self.beta)
+        if sigma is None:
             raise ValidationError("min_samples needs sigma (the error bound depends on it)")
         d = check_int(n_features, "n_features", low=2)
-        return privcov_min_samples(
-            target_error,
-            self.epsilon,
-            self.delta,
-            d,
-            check_int(self.k, "k", high=d),
-            sigma=float(self.sigma),
-            beta=float(self.beta),
-            clip=self.clip,
-        )
+        return privcov_min_samples(target_error, epsilon, delta, d, check_int(k, "k", high=d), sigma=sigma,
+                                   beta=beta, clip=clip)

@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from dpdist.algorithms._base import check_nonfinite, nonfinite_note, refuse_nonfinite
+from dpdist._validation import check_int, check_positive, check_probability
+from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, refuse_nonfinite
 from dpdist.data.validation import as_dask_array
 from dpdist.engine.friendly import (
     DEFAULT_GROUP_BYTES,
@@ -68,10 +69,11 @@ from dpdist.privacy.pca_calibration import (
     search_min_samples,
     split_budget,
 )
+from dpdist.privacy.plan import Plan
 from dpdist.privacy.release import Release, warn_if_unsafe
 from dpdist.privacy.topk_sampler import top_k2_of_noisy_projector
 
-__all__ = ["SparsePCA", "SpectralNorm", "private_norm", "private_pca", "sparse_pca"]
+__all__ = ["SparsePCA", "SparsePCAPlan", "SpectralNorm", "SpectralNormPlan", "private_norm", "private_pca", "sparse_pca"]
 
 MECH_NORM = "PrivNorm (COLT 2026, Algorithm 3)"
 MECH_PCA = "PrivPCA (COLT 2026, Algorithm 2)"
@@ -194,12 +196,13 @@ class _Setup:
 
 
 def _setup(n_samples, n_features, k, gap, sigma, n_batches, tau, beta, budgets) -> _Setup:
-    n, d = int(n_samples), int(n_features)
+    n, d = check_int(n_samples, "n_samples", low=1), check_int(n_features, "n_features", low=1)
     if n < 2 * 20 or d < 2:
         raise ValidationError(f"need n_samples >= 40 (20 batches of 2 rows) and n_features >= 2, got n={n}, d={d}")
     k = check_k(k, d)
     gap = check_gap(gap)
-    sigma = float(sigma)
+    sigma = check_positive(sigma, "sigma")
+    beta = check_probability(beta, "beta")
     if n_batches is None:
         m = max(default_n_batches(e, dl, beta=beta) for e, dl in budgets)
         if m > n // 2:
@@ -215,7 +218,7 @@ def _setup(n_samples, n_features, k, gap, sigma, n_batches, tau, beta, budgets) 
         t = friendly_tau(sigma, d, b, beta=beta)
         rule = f"eq. (11): {TAU_CONSTANT} sigma^2 sqrt(log(d/beta)/b), beta={beta}, b={b}"
     else:
-        t = float(tau)
+        t = check_positive(tau, "tau")
         rule = "user-supplied"
     bounds = friendly_float_bounds(n, m, d, friendly_entry_clip(sigma, n, d, beta), t, k)
     return _Setup(n, d, k, gap, sigma, m, sizes, t, rule, float(beta), bounds)
@@ -227,27 +230,11 @@ def _check_common(k, epsilon, delta, gap, sigma, n_batches, tau, beta, scheduler
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
     check_gap(gap)
-    try:
-        s = float(sigma)
-    except (TypeError, ValueError):
-        raise ValidationError(f"sigma must be a positive number, got {sigma!r}") from None
-    if not (math.isfinite(s) and s > 0):
-        raise ValidationError(f"sigma must be finite and > 0, got {sigma!r}")
+    check_positive(sigma, "sigma")
     if n_batches is not None:
         check_n_batches(n_batches)
-    if tau is not None:
-        try:
-            t = float(tau)
-        except (TypeError, ValueError):
-            raise ValidationError(f"tau must be a positive number, got {tau!r}") from None
-        if not (math.isfinite(t) and t > 0):
-            raise ValidationError(f"tau must be finite and > 0, got {tau!r}")
-    try:
-        bt = float(beta)
-    except (TypeError, ValueError):
-        raise ValidationError(f"beta must be a number in (0, 1), got {beta!r}") from None
-    if not (0 < bt < 1):
-        raise ValidationError(f"beta must lie in the open interval (0, 1), got {beta!r}")
+    check_positive(tau, "tau", allow_none=True)
+    check_probability(beta, "beta")
     check_scheduler(scheduler)
     check_timeout(timeout)
     check_random_state(random_state)  # validation only; resolved once in _run
@@ -385,7 +372,7 @@ def _run(
             if sigma_bar is None:
                 sigma_bar = session.persist(
                     friendly_pass2(X, stats.graph_input, labels=labels, sizes=setup.sizes,
-                                   rho=setup.float_bounds.threshold, tile_bytes=tile_bytes, clip=clip)
+                                   threshold=setup.float_bounds.threshold, tile_bytes=tile_bytes, clip=clip)
                 )
             if name == "norm":
                 cal = privnorm_calibration(e, dl, setup.k, setup.tau, setup.float_bounds)
@@ -564,13 +551,7 @@ def private_pca(
 
 
 def _check_lambda_hat(lambda_hat) -> float:
-    try:
-        lam = float(lambda_hat)
-    except (TypeError, ValueError):
-        raise ValidationError(f"lambda_hat must be a positive number, got {lambda_hat!r}") from None
-    if not (math.isfinite(lam) and lam > 0):
-        raise ValidationError(f"lambda_hat must be finite and > 0, got {lambda_hat!r}")
-    return lam
+    return check_positive(lambda_hat, "lambda_hat")
 
 
 def sparse_pca(
@@ -644,13 +625,79 @@ def _plan_tests(setup: _Setup, cal: FriendlyTestCalibration) -> dict:
     }
 
 
-class SpectralNorm:
+def _tests_unmet(tests: dict, name: str) -> tuple:
+    if tests["tests_can_pass"]:
+        return ()
+    return (f"{name}'s friend-weight test cannot pass even when every batch is good (margin "
+            f"{tests['weight_test_margin_if_all_good']:.3g} <= 0): the fit raises NoPrivateResult",)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpectralNormPlan(Plan):
+    """:meth:`SpectralNorm.plan`: a :class:`~dpdist.privacy.plan.Plan` whose ``noise_scale``
+    is the Gaussian sigma on the norm and whose ``error_bound`` is Lemma 21's
+    ``|lambda_hat - lambda_1| <= 10 k tau + sigma sqrt(2 log(4/beta))`` (when the tests pass).
+
+    **Scale** (vacuity): ``lambda_1``, the norm estimated (``lambda_1`` of :meth:`plan`,
+    default ``sigma**2``, the largest value Model 1 allows). Private tests that cannot pass
+    even on ideal data are an unmet condition.
+    """
+
+    n_batches: int
+    batch_size: int
+    tau: float
+    lambda_1_assumed: float
+    sensitivity: float
+    tests: dict
+    threshold_error: float
+    noise_error: float
+    relative_error_bound: float
+    meets_theorem_3_requirement: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class SparsePCAPlan(Plan):
+    """:meth:`SparsePCA.plan`: a :class:`~dpdist.privacy.plan.Plan` whose ``noise_scale`` is
+    sigma_priv (the projector's Gaussian noise) and whose ``error_bound`` is the ``sin^2``
+    bound of the proof of Theorem 3 (``min(1, 4 E^2)``, when the tests pass).
+
+    **Scale** (vacuity): 1, since ``sin^2 <= 1`` always (a bound of 1 says nothing about the
+    direction). Unmet conditions: private tests that cannot pass even on ideal data, and
+    PrivNorm's predicted error above ``gap lambda_1 / 10`` (Theorem 3 needs ``lambda_hat``
+    within it).
+    """
+
+    n_batches: int
+    batch_size: int
+    tau: float
+    lambda_1_assumed: float
+    lambda_hat_assumed: float
+    sigma_priv: float
+    projector_sensitivity: float
+    pca_tests: dict
+    projector_bias: float
+    projector_noise: float
+    projector_error_bound: float
+    sin2_error_bound: float
+    noise_max_entry: float
+    support_recoverable: bool
+    norm_noise_scale: float | None = None
+    norm_error_bound: float | None = None
+    norm_within_gap_over_10: bool | None = None
+    norm_tests: dict | None = None
+    budget_split: dict | None = None
+
+
+class SpectralNorm(Estimator):
     """Private operator norm of a k-RCS covariance: PrivNorm (Algorithm 3).
 
     Parameters
     ----------
     k, epsilon, delta, gap, sigma, n_batches, tau, random_state, scheduler, timeout
         As in :func:`private_norm`.
+    ledger, dataset
+        A privacy-budget ledger charged by ``fit``, and the dataset's identifier (see
+        :class:`~dpdist.SparseCovariance`).
     beta : float, default 0.05
         Failure probability of the utility statements (eq. (11), default m, plan()).
     shuffle_batches : bool, default False
@@ -672,7 +719,8 @@ class SpectralNorm:
     Notes
     -----
     See :func:`private_norm` for the guarantee: (epsilon, delta)-DP under replace-one
-    neighbours for any input (Lemma 20).
+    neighbours for any input (Lemma 20). Parameters are validated in :meth:`fit`; a failed fit
+    (including a ``NoPrivateResult``) changes nothing (:mod:`dpdist.algorithms._base`).
     """
 
     def __init__(
@@ -691,6 +739,8 @@ class SpectralNorm:
         shuffle_batches: bool = False,
         on_nonfinite: str = "zero",
         timeout: float | None = DEFAULT_TIMEOUT,
+        ledger: Any = None,
+        dataset: str | None = None,
     ):
         self.k = k
         self.epsilon = epsilon
@@ -705,28 +755,32 @@ class SpectralNorm:
         self.shuffle_batches = shuffle_batches
         self.on_nonfinite = on_nonfinite
         self.timeout = timeout
+        self.ledger = ledger
+        self.dataset = dataset
 
-    def fit(self, X, y=None) -> "SpectralNorm":
-        """Run PrivNorm on X (validated first; nothing is set if it raises)."""
-        rel = private_norm(
+    def _fit_release(self, X) -> Release:
+        return private_norm(
             X, self.k, self.epsilon, self.delta, gap=self.gap, sigma=self.sigma, n_batches=self.n_batches,
             tau=self.tau, beta=self.beta, shuffle_batches=self.shuffle_batches,
             random_state=self.random_state, scheduler=self.scheduler, timeout=self.timeout,
             on_nonfinite=self.on_nonfinite,
         )
-        self.norm_ = float(rel.values["norm"])
-        self.noise_scale_ = float(rel.noise_scales["norm/sigma"])
-        self.tau_ = float(rel.parameters["tau"])
-        self.n_batches_ = int(rel.parameters["n_batches"])
-        self.privacy_ = rel.privacy
-        self.release_ = rel
-        return self
 
-    def plan(self, n_samples: int, n_features: int, *, lambda_1: float | None = None) -> dict:
+    def _fitted_attributes(self, rel: Release) -> dict:
+        return {
+            "norm_": float(rel.values["norm"]),
+            "noise_scale_": float(rel.noise_scales["norm/sigma"]),
+            "tau_": float(rel.parameters["tau"]),
+            "n_batches_": int(rel.parameters["n_batches"]),
+            "privacy_": rel.privacy,
+            "release_": rel,
+        }
+
+    def plan(self, n_samples: int, n_features: int, *, lambda_1: float | None = None) -> SpectralNormPlan:
         """Noise scales, tau, m and the error Lemma 21 predicts at this size; reads no data.
 
-        ``lambda_1`` (default ``sigma**2``, the largest value Model 1 allows) only turns the
-        absolute error bound into a relative one.
+        ``lambda_1`` (default ``sigma**2``, the largest value Model 1 allows) turns the
+        absolute error bound into a relative one and is the scale the vacuity check uses.
         """
         epsilon, delta = _check_common(self.k, self.epsilon, self.delta, self.gap, self.sigma,
                                        self.n_batches, self.tau, self.beta, self.scheduler)
@@ -734,44 +788,52 @@ class SpectralNorm:
                        self.beta, [(epsilon, delta)])
         cal = privnorm_calibration(epsilon, delta, setup.k, setup.tau, setup.float_bounds)
         err = privnorm_error_bound(cal, setup.k, setup.tau, setup.beta)
-        lam = float(lambda_1) if lambda_1 is not None else setup.sigma**2
-        return {
-            "n_samples": setup.n_samples,
-            "n_features": setup.n_features,
-            "n_batches": setup.n_batches,
-            "batch_size": min(setup.sizes),
-            "tau": setup.tau,
-            "noise_scale": cal.sigma,
-            "sensitivity": cal.sensitivity,
-            **_plan_tests(setup, friendly_test_calibration(epsilon, delta, setup.n_batches)),
-            **err,
-            "lambda_1_assumed": lam,
-            "relative_error_bound": err["error_bound"] / lam,
-            "meets_theorem_3_requirement": err["error_bound"] <= setup.gap * lam / 10,
-        }
+        lam = check_positive(lambda_1, "lambda_1", allow_none=True) or setup.sigma**2
+        tests = _plan_tests(setup, friendly_test_calibration(epsilon, delta, setup.n_batches))
+        return SpectralNormPlan(
+            n_samples=setup.n_samples,
+            n_features=setup.n_features,
+            privacy=ApproxDP(epsilon, delta),
+            noise_scale=cal.sigma,
+            error_bound=err["error_bound"],
+            error_metric="|lambda_hat - lambda_1|, w.p. >= 1 - beta when the tests pass (Lemma 21)",
+            error_scale=lam,
+            error_scale_rule="lambda_1" if lambda_1 is not None else "lambda_1 = sigma**2, the largest Model 1 allows",
+            unmet_conditions=_tests_unmet(tests, "PrivNorm"),
+            n_batches=setup.n_batches,
+            batch_size=min(setup.sizes),
+            tau=setup.tau,
+            lambda_1_assumed=lam,
+            sensitivity=cal.sensitivity,
+            tests=tests,
+            threshold_error=err["threshold_error"],
+            noise_error=err["noise_error"],
+            relative_error_bound=err["error_bound"] / lam,
+            meets_theorem_3_requirement=err["error_bound"] <= setup.gap * lam / 10,
+        )
 
     def min_samples(self, target_relative_error: float, n_features: int, *, lambda_1: float | None = None) -> int:
         """Least n whose :meth:`plan` relative error bound is <= the target (m held at its
         value for that n: ``n_batches`` if set, else the default)."""
+        epsilon, delta = _check_common(self.k, self.epsilon, self.delta, self.gap, self.sigma,
+                                       self.n_batches, self.tau, self.beta, self.scheduler)
         return search_min_samples(
-            lambda n: self.plan(n, n_features, lambda_1=lambda_1)["relative_error_bound"],
+            lambda n: self.plan(n, n_features, lambda_1=lambda_1).relative_error_bound,
             target_relative_error,
-            start=max(40, 2 * (self.n_batches or _default_m(self.epsilon, self.delta, self.beta))),
+            start=max(40, 2 * (self.n_batches or default_n_batches(epsilon, delta, beta=self.beta))),
         )
 
 
-def _default_m(*budget_and_beta) -> int:
-    *pairs, beta = budget_and_beta
-    return default_n_batches(pairs[0], pairs[1], beta=beta)
-
-
-class SparsePCA:
+class SparsePCA(Estimator):
     """Private leading k-sparse principal component: PrivNorm then PrivPCA (Theorem 3).
 
     Parameters
     ----------
     k, epsilon, delta, gap, sigma, n_batches, tau, random_state, scheduler, timeout
         As in :func:`sparse_pca`.
+    ledger, dataset
+        A privacy-budget ledger charged by ``fit``, and the dataset's identifier (see
+        :class:`~dpdist.SparseCovariance`). A rejection commits what the stages run spent.
     norm_fraction : float, default 0.5
         Share of (epsilon, delta) spent by PrivNorm; ignored when ``lambda_hat`` is given.
     lambda_hat : float, optional
@@ -796,7 +858,8 @@ class SparsePCA:
     Notes
     -----
     See :func:`sparse_pca`: (epsilon, delta)-DP under replace-one neighbours for any input
-    (Corollary 1, Lemma 20, basic composition).
+    (Corollary 1, Lemma 20, basic composition). Parameters are validated in :meth:`fit`; a
+    failed fit (including a ``NoPrivateResult``) changes nothing (:mod:`dpdist.algorithms._base`).
     """
 
     def __init__(
@@ -817,6 +880,8 @@ class SparsePCA:
         shuffle_batches: bool = False,
         on_nonfinite: str = "zero",
         timeout: float | None = DEFAULT_TIMEOUT,
+        ledger: Any = None,
+        dataset: str | None = None,
     ):
         self.k = k
         self.epsilon = epsilon
@@ -833,24 +898,28 @@ class SparsePCA:
         self.shuffle_batches = shuffle_batches
         self.on_nonfinite = on_nonfinite
         self.timeout = timeout
+        self.ledger = ledger
+        self.dataset = dataset
 
-    def fit(self, X, y=None) -> "SparsePCA":
-        """Run Theorem 3's pipeline on X (validated first; nothing is set if it raises)."""
-        rel = sparse_pca(
+    def _fit_release(self, X) -> Release:
+        return sparse_pca(
             X, self.k, self.epsilon, self.delta, gap=self.gap, sigma=self.sigma,
             norm_fraction=self.norm_fraction, lambda_hat=self.lambda_hat, n_batches=self.n_batches,
             tau=self.tau, beta=self.beta, shuffle_batches=self.shuffle_batches,
             random_state=self.random_state, scheduler=self.scheduler, timeout=self.timeout,
             on_nonfinite=self.on_nonfinite,
         )
-        self.components_ = np.asarray(rel.values["components"])
-        self.lambda_hat_ = float(rel.values["lambda_hat"])
-        self.noise_scale_ = float(rel.noise_scales["pca/sigma_priv"])
-        self.tau_ = float(rel.parameters["tau"])
-        self.n_batches_ = int(rel.parameters["n_batches"])
-        self.privacy_ = rel.privacy
-        self.release_ = rel
-        return self
+
+    def _fitted_attributes(self, rel: Release) -> dict:
+        return {
+            "components_": np.asarray(rel.values["components"]),
+            "lambda_hat_": float(rel.values["lambda_hat"]),
+            "noise_scale_": float(rel.noise_scales["pca/sigma_priv"]),
+            "tau_": float(rel.parameters["tau"]),
+            "n_batches_": int(rel.parameters["n_batches"]),
+            "privacy_": rel.privacy,
+            "release_": rel,
+        }
 
     def _budgets(self):
         epsilon, delta = _check_common(self.k, self.epsilon, self.delta, self.gap, self.sigma,
@@ -860,7 +929,7 @@ class SparsePCA:
             return None, (epsilon, delta)
         return split_budget(epsilon, delta, self.norm_fraction)
 
-    def plan(self, n_samples: int, n_features: int, *, lambda_1: float | None = None) -> dict:
+    def plan(self, n_samples: int, n_features: int, *, lambda_1: float | None = None) -> SparsePCAPlan:
         """Noise scales, tau, m and the sin^2 error Theorem 3's proof predicts; reads no data.
 
         ``lambda_1`` is the anticipated top eigenvalue (default: ``lambda_hat`` if given, else
@@ -872,34 +941,49 @@ class SparsePCA:
         budgets = [(ep, dp)] if norm_budget is None else [norm_budget, (ep, dp)]
         setup = _setup(n_samples, n_features, self.k, self.gap, self.sigma, self.n_batches, self.tau,
                        self.beta, budgets)
-        lam = float(lambda_1) if lambda_1 is not None else (
+        lam = check_positive(lambda_1, "lambda_1", allow_none=True) or (
             float(self.lambda_hat) if self.lambda_hat is not None else setup.sigma**2)
         lam_hat = float(self.lambda_hat) if self.lambda_hat is not None else (1 - setup.gap / 10) * lam
         pcal = privpca_calibration(ep, dp, setup.k, setup.tau, setup.gap, lam_hat, setup.float_bounds)
         err = privpca_error_bound(pcal.sigma, setup.k, setup.tau, setup.gap, lam, setup.n_features, setup.beta)
-        out = {
-            "n_samples": setup.n_samples,
-            "n_features": setup.n_features,
-            "n_batches": setup.n_batches,
-            "batch_size": min(setup.sizes),
-            "tau": setup.tau,
-            "lambda_1_assumed": lam,
-            "lambda_hat_assumed": lam_hat,
-            "sigma_priv": pcal.sigma,
-            "noise_scale": pcal.sigma,
-            "projector_sensitivity": pcal.sensitivity,
-            "pca_tests": _plan_tests(setup, friendly_test_calibration(ep, dp, setup.n_batches)),
-            **err,
-        }
+        pca_tests = _plan_tests(setup, friendly_test_calibration(ep, dp, setup.n_batches))
+        unmet = _tests_unmet(pca_tests, "PrivPCA")
+        norm: dict = {}
         if norm_budget is not None:
             ncal = privnorm_calibration(norm_budget[0], norm_budget[1], setup.k, setup.tau, setup.float_bounds)
             nerr = privnorm_error_bound(ncal, setup.k, setup.tau, setup.beta)
-            out["norm_noise_scale"] = ncal.sigma
-            out["norm_error_bound"] = nerr["error_bound"]
-            out["norm_within_gap_over_10"] = nerr["error_bound"] <= setup.gap * lam / 10
-            out["norm_tests"] = _plan_tests(setup, friendly_test_calibration(*norm_budget, setup.n_batches))
-            out["budget_split"] = {"norm": list(norm_budget), "pca": [ep, dp]}
-        return out
+            norm = {
+                "norm_noise_scale": ncal.sigma,
+                "norm_error_bound": nerr["error_bound"],
+                "norm_within_gap_over_10": nerr["error_bound"] <= setup.gap * lam / 10,
+                "norm_tests": _plan_tests(setup, friendly_test_calibration(*norm_budget, setup.n_batches)),
+                "budget_split": {"norm": list(norm_budget), "pca": [ep, dp]},
+            }
+            unmet = _tests_unmet(norm["norm_tests"], "PrivNorm") + unmet
+            if not norm["norm_within_gap_over_10"]:
+                unmet += (f"PrivNorm's predicted error {nerr['error_bound']:.3g} exceeds gap lambda_1 / 10 = "
+                          f"{setup.gap * lam / 10:.3g} (Theorem 3 needs lambda_hat within it)",)
+        return SparsePCAPlan(
+            n_samples=setup.n_samples,
+            n_features=setup.n_features,
+            privacy=ApproxDP(check_epsilon(self.epsilon), check_delta(self.delta)),
+            noise_scale=pcal.sigma,
+            error_bound=err["sin2_error_bound"],
+            error_metric="sin^2(v_hat, v_1), w.p. >= 1 - beta when the tests pass (proof of Theorem 3)",
+            error_scale=1.0,
+            error_scale_rule="1: sin^2 <= 1 always",
+            unmet_conditions=unmet,
+            n_batches=setup.n_batches,
+            batch_size=min(setup.sizes),
+            tau=setup.tau,
+            lambda_1_assumed=lam,
+            lambda_hat_assumed=lam_hat,
+            sigma_priv=pcal.sigma,
+            projector_sensitivity=pcal.sensitivity,
+            pca_tests=pca_tests,
+            **err,
+            **norm,
+        )
 
     def min_samples(self, target_sin2: float, n_features: int, *, lambda_1: float | None = None) -> int:
         """Least n whose :meth:`plan` predicts ``sin^2 <= target_sin2`` (and, when PrivNorm
@@ -908,8 +992,8 @@ class SparsePCA:
 
         def err(n):
             p = self.plan(n, n_features, lambda_1=lambda_1)
-            ok = p.get("norm_within_gap_over_10", True)
-            return p["sin2_error_bound"] if ok else math.inf
+            ok = p.norm_within_gap_over_10 is not False
+            return p.sin2_error_bound if ok else math.inf
 
         norm_budget, (ep, dp) = self._budgets()
         pairs = [(ep, dp)] if norm_budget is None else [norm_budget, (ep, dp)]

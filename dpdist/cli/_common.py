@@ -45,6 +45,7 @@ __all__ = [
     "option",
     "print_json",
     "print_mapping",
+    "print_plan",
     "privacy_banners",
     "privacy_warnings",
     "refuse",
@@ -157,6 +158,18 @@ def print_mapping(mapping: dict, as_json: bool, *, skip: Iterable[str] = ("calib
     for key, value in mapping.items():
         if key not in skip:
             print(f"{key:>{width}} : {value}")
+
+
+def print_plan(args, plan, extra: dict | None = None, *, width: int = 22) -> int:
+    """Print what ``--plan`` computed: the :class:`~dpdist.privacy.plan.Plan`'s fields (and
+    ``extra`` ones) as aligned lines, or one JSON document with ``--json``. A vacuous plan (the
+    predicted error is at least the scale of the quantity) also gets a ``!!`` banner on stderr.
+    Returns the exit code (0)."""
+    mapping = {**plan.to_dict(), **(extra or {})}
+    print_mapping(mapping, args.json, skip=("calibration", "schedule"), width=width)
+    if plan.vacuous:
+        banner(args, [f"VACUOUS plan: {plan.vacuous_reason}"])
+    return 0
 
 
 def option(dest: str) -> str:
@@ -374,19 +387,20 @@ def run_context(args, scheduler: Any = None) -> Iterator[Any]:
 
 @contextlib.contextmanager
 def privacy_warnings() -> Iterator[list[str]]:
-    """Collect the messages of :class:`dpdist.PrivacyWarning` raised inside (they become
-    banners); other warnings pass through unchanged."""
-    from dpdist.exceptions import PrivacyWarning
+    """Collect the messages of :class:`dpdist.PrivacyWarning` and :class:`dpdist.UtilityWarning`
+    raised inside (they become banners); other warnings pass through unchanged."""
+    from dpdist.exceptions import PrivacyWarning, UtilityWarning
 
     messages: list[str] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", PrivacyWarning)
+        warnings.simplefilter("always", UtilityWarning)
         try:
             yield messages
         finally:
             others = []
             for w in caught:
-                if issubclass(w.category, PrivacyWarning):
+                if issubclass(w.category, (PrivacyWarning, UtilityWarning)):
                     if str(w.message) not in messages:
                         messages.append(str(w.message))
                 else:
@@ -397,14 +411,21 @@ def privacy_warnings() -> Iterator[list[str]]:
 
 def privacy_banners(*metas: dict | None, warned: Iterable[str] = ()) -> list[str]:
     """Banner lines for the unsafe modes of releases: seeded noise, NOT PRIVATE,
-    ``unsafe_no_privacy``; from their metadata and from the PrivacyWarnings raised.
+    ``unsafe_no_privacy``, and for vacuous releases; from their metadata and from the
+    PrivacyWarnings and UtilityWarnings raised.
 
     Each kind is said once, whichever of the two flagged it (the library may flag a mode in
-    the metadata, with a warning, or both); a PrivacyWarning of another kind is shown as is.
+    the metadata, with a warning, or both); a warning of another kind is shown as is.
     """
     kinds: dict[str, str] = {}
+    vacuous: dict[str, str] = {}  # said after the privacy banners
     for meta in metas:
         meta = meta or {}
+        utility = (meta.get("parameters") or {}).get("utility") or {}
+        if utility.get("vacuous"):
+            vacuous.setdefault(meta.get("mechanism", ""), f"VACUOUS release of {meta.get('mechanism', 'this result')}: "
+                                                          f"{utility.get('vacuous_reason')}; at this size its "
+                                                          "guarantee says nothing about the released values (see --plan)")
         seeded = (meta.get("seeding") or {}).get("mode") == "seeded"
         if seeded:
             kinds.setdefault("seeded", "SEEDED noise (--random-state): reproducible, so NOT a private "
@@ -417,15 +438,20 @@ def privacy_banners(*metas: dict | None, warned: Iterable[str] = ()) -> list[str
             kinds.setdefault("unsafe", f"NOT PRIVATE: {meta.get('mechanism', 'this result')} gives no "
                                        "differential-privacy guarantee")
     others = []
+    said = bool(vacuous)  # the metadata says it; the UtilityWarnings repeat it
     for text in warned:
         low = text.lower()
+        if low.startswith("vacuous"):
+            if not said:
+                vacuous.setdefault(text, text)
+            continue
         kind = ("seeded" if "seed" in low else
                 "unsafe" if "unsafe_no_privacy" in low or "not private" in low else None)
         if kind is None:
             others.append(f"WARNING: {text}")
         else:
             kinds.setdefault(kind, text)
-    return [*kinds.values(), *others]
+    return [*kinds.values(), *others, *vacuous.values()]
 
 
 def banner(args, lines: Iterable[str]) -> None:

@@ -6,8 +6,6 @@ import argparse
 
 
 def register(sub) -> None:
-    from dpdist.testing.mechanisms import CASES
-
     p = sub.add_parser(
         "audit",
         help="audit the privacy of every mechanism (empirical lower bounds on epsilon)",
@@ -23,8 +21,18 @@ def register(sub) -> None:
         "Exit status 1 when an outcome is not the expected one (a real mechanism flagged, or a "
         "catchable twin not flagged).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        epilog="mechanisms: " + ", ".join(CASES) + " (or a family: the part before '/')",
     )
+    format_help = p.format_help
+
+    def format_help_with_cases() -> str:
+        # the list of cases needs dpdist.testing (about a second to import), which every other
+        # dpdist command would pay at start-up: import it only when this help is printed
+        from dpdist.testing.mechanisms import CASES
+
+        p.epilog = "mechanisms: " + ", ".join(CASES) + " (or a family: the part before '/')"
+        return format_help()
+
+    p.format_help = format_help_with_cases
     p.add_argument("--mechanism", action="append", default=None, metavar="NAME",
                    help="audit only NAME (repeatable; a family name selects all its cases). "
                         "Default: every case except whole-estimator runs")

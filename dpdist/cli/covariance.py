@@ -14,14 +14,16 @@ from dpdist.cli._common import (
     estimator_call,
     fit_and_write,
     input_shape,
-    print_mapping,
+    print_plan,
 )
 
 METHODS = {
     "privcov": Method("dpdist.SparseCovariance", required=("k", "epsilon", "delta")),
-    "wang-xu": Method("dpdist.baselines.GaussianCovariance", required=("epsilon", "delta")),
+    "wang-xu": Method("dpdist.baselines.WangXuCovariance", required=("epsilon", "delta")),
     "thresholded": Method("dpdist.baselines.ThresholdedCovariance"),
 }
+#: Other names accepted by --method: the Wang-Xu baseline is also "gaussian" (`dpdist pca`'s old name).
+ALIASES = {"gaussian": "wang-xu"}
 
 
 def register(sub) -> None:
@@ -35,7 +37,8 @@ def register(sub) -> None:
         formatter_class=HelpFormatter,
     )
     add_input_arg(p)
-    p.add_argument("--method", choices=tuple(METHODS), default="privcov")
+    p.add_argument("--method", choices=(*METHODS, *ALIASES), default="privcov",
+                   help="estimator (gaussian is an alias of wang-xu)")
     p.add_argument("--k", type=int, help="row sparsity k (privcov)")
     p.add_argument("--epsilon", type=float, help="privacy epsilon (> 0) (privcov, wang-xu)")
     p.add_argument("--delta", type=float, help="privacy delta in (0, 1) (privcov, wang-xu)")
@@ -53,16 +56,17 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    args.method = ALIASES.get(args.method, args.method)
     check_cli_flags(args)
     call = estimator_call(args, METHODS)
     if args.plan:
         n, d = input_shape(args)
         est = call.build()
         plan = est.plan(n, d, **call.plan_kwargs)
+        extra = {}
         if args.method == "privcov" and args.sigma is not None:
-            plan["min n, error <= sigma^2"] = est.min_samples(args.sigma**2, d)
-        print_mapping(plan, args.json)
-        return 0
+            extra["min n, error <= sigma^2"] = est.min_samples(args.sigma**2, d)
+        return print_plan(args, plan, extra)
 
     def summary(fitted) -> list[str]:
         M = fitted.covariance_

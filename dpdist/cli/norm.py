@@ -13,7 +13,7 @@ from dpdist.cli._common import (
     estimator_call,
     fit_and_write,
     input_shape,
-    print_mapping,
+    print_plan,
 )
 
 METHOD = Method("dpdist.SpectralNorm", required=("k", "epsilon", "delta", "gap", "sigma"))
@@ -49,8 +49,7 @@ def run(args) -> int:
     call = estimator_call(args, METHOD)
     if args.plan:
         n, d = input_shape(args)
-        print_mapping(call.build().plan(n, d, **call.plan_kwargs), args.json)
-        return 0
+        return print_plan(args, call.build().plan(n, d, **call.plan_kwargs))
     return fit_and_write(
         call, args,
         summary=lambda fitted: [f"released  : ||Sigma||_op estimate {float(fitted.norm_):.6g}"],

@@ -16,19 +16,19 @@ from dpdist.cli._common import (
     fit_and_write,
     input_shape,
     need,
-    print_mapping,
+    print_plan,
     refuse,
 )
 
-_WANG_XU = Method("dpdist.baselines.GaussianPCA", required=("epsilon", "delta"))
 METHODS = {
     "privpca": Method("dpdist.SparsePCA", required=("k", "epsilon", "delta", "gap", "sigma")),
     "expmech": Method("dpdist.ExpMechSparsePCA", required=("k", "epsilon", "delta")),
-    "analyze-gauss": Method("dpdist.baselines.AnalyzeGauss", required=("epsilon", "delta", "row_norm")),
-    "gaussian": _WANG_XU,
-    "wang-xu": _WANG_XU,  # the name `dpdist covariance` uses for the same Gaussian baseline
+    "analyze-gauss": Method("dpdist.baselines.AnalyzeGauss", required=("epsilon", "delta", "radius")),
+    "wang-xu": Method("dpdist.baselines.WangXuPCA", required=("epsilon", "delta")),
     "thresholded": Method("dpdist.baselines.ThresholdedPCA"),
 }
+#: Other names accepted by --method: "gaussian", this command's earlier name of the Wang-Xu baseline.
+ALIASES = {"gaussian": "wang-xu"}
 #: Methods whose estimator has min_samples(target_sin2, ...) for --target-sin2.
 TARGET_SIN2 = ("privpca", "expmech")
 
@@ -39,18 +39,19 @@ def register(sub) -> None:
         help="private leading sparse principal component of a Zarr array",
         description="Release an (epsilon, delta)-DP leading principal component of the rows of a "
         "Zarr array: PrivPCA (COLT 2026, Algorithm 2 with PrivNorm), ExpMechPCA (Algorithm 4), "
-        "Analyze Gauss, the Wang-Xu Gaussian covariance's top eigenvector (gaussian or wang-xu), "
+        "Analyze Gauss, the Wang-Xu Gaussian covariance's top eigenvector (wang-xu; gaussian is an alias), "
         "or the NON-PRIVATE thresholded covariance's top eigenvector. A flag the chosen method "
         "does not use is refused.",
         formatter_class=HelpFormatter,
     )
     add_input_arg(p)
-    p.add_argument("--method", choices=tuple(METHODS), default="privpca")
-    p.add_argument("--k", type=int, help="sparsity k (privpca, expmech; with --plan also gaussian, thresholded)")
+    p.add_argument("--method", choices=(*METHODS, *ALIASES), default="privpca",
+                   help="estimator (gaussian is an alias of wang-xu)")
+    p.add_argument("--k", type=int, help="sparsity k (privpca, expmech; with --plan also wang-xu, thresholded)")
     p.add_argument("--epsilon", type=float, help="privacy epsilon (> 0)")
     p.add_argument("--delta", type=float, help="privacy delta in (0, 1)")
     p.add_argument("--sigma", type=float, help="public sub-Gaussian scale")
-    p.add_argument("--clip", type=float, help="entrywise truncation level (expmech, gaussian)")
+    p.add_argument("--clip", type=float, help="entrywise truncation level (expmech, wang-xu)")
     p.add_argument("--gap", type=float, help="relative eigengap gamma (privpca)")
     p.add_argument("--n-batches", type=int, help="number of batches (privpca)")
     p.add_argument("--tau", type=float, help="FriendlyCore threshold tau (privpca)")
@@ -59,11 +60,12 @@ def register(sub) -> None:
     p.add_argument("--shuffle-batches", action="store_true",
                    help="batches from a public random permutation, not consecutive rows (privpca)")
     p.add_argument("--max-subsets", type=int, help="refusal limit on C(d, k) (expmech)")
-    p.add_argument("--row-norm", type=float, help="row L2 bound (analyze-gauss)")
-    p.add_argument("--threshold", type=float, help="hard threshold (gaussian, thresholded)")
+    p.add_argument("--radius", "--row-norm", dest="radius", type=float,
+                   help="public bound on the row L2 norms (analyze-gauss; --row-norm is an alias)")
+    p.add_argument("--threshold", type=float, help="hard threshold (wang-xu, thresholded)")
     p.add_argument("--beta", type=float, help="failure probability (default: the estimator's)")
     add_nonfinite_arg(p)
-    p.add_argument("--tile-size", type=int, help="features per Gram tile (analyze-gauss, gaussian, thresholded)")
+    p.add_argument("--tile-size", type=int, help="features per Gram tile (analyze-gauss, wang-xu, thresholded)")
     add_plan_args(p, "noise scales and the predicted error")
     p.add_argument("--eigengap", type=float,
                    help="with --plan: absolute eigengap lambda1 - lambda2 of the model, for the sin^2 bound")
@@ -75,20 +77,21 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    args.method = ALIASES.get(args.method, args.method)
     check_cli_flags(args, plan_flags=("target_sin2",))
     call = estimator_call(args, METHODS)
     if args.plan:
         n, d = input_shape(args)
         est = call.build()
         plan = est.plan(n, d, **call.plan_kwargs)
+        extra = {}
         if args.target_sin2 is not None:
             if args.method not in TARGET_SIN2:
                 refuse(["target_sin2"], context_of(args), f"it is available for --method {' and '.join(TARGET_SIN2)}")
             if args.method == "expmech":
                 need(args, "eigengap", context="--target-sin2 with --method expmech")
-            plan["min_samples_for_target"] = est.min_samples(args.target_sin2, d, **call.plan_kwargs)
-        print_mapping(plan, args.json, width=24)
-        return 0
+            extra["min_samples_for_target"] = est.min_samples(args.target_sin2, d, **call.plan_kwargs)
+        return print_plan(args, plan, extra, width=24)
 
     def summary(fitted) -> list[str]:
         comp = fitted.components_

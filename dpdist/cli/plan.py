@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from dpdist.cli.budget import _fmt, add_ledger_args
 
@@ -48,7 +49,9 @@ def _print(plan: dict, ledger_desc: str) -> None:
             print(f"open       : {b['open_reservations']} reservation(s) of other jobs count against the budget")
     pe = plan.get("predicted_error")
     if pe:
-        print(f"predicted  : {pe['metric']} <= {pe['value']:.6g}  (plan()['{pe['plan_key']}'])")
+        print(f"predicted  : {pe['metric']} <= {float(pe['value']):.6g}  (plan()['{pe['plan_key']}'])")
+        if pe.get("vacuous"):
+            print(f"dpdist plan: !! VACUOUS plan: {pe['vacuous_reason']}", file=sys.stderr)
     else:
         print("predicted  : (this estimator's plan() predicts no error)")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from dpdist.cli._common import print_json
+from dpdist.cli._common import banner, print_json, privacy_banners, privacy_warnings
 
 
 def register(sub) -> None:
@@ -31,8 +31,9 @@ def run(args) -> int:
 
     job = load_job(args.job)
     ledger, _ = job_ledger(job, args.ledger)
-    with ledger:
+    with ledger, privacy_warnings() as warned:
         result = run_job(job, ledger=ledger)
+    banner(args, privacy_banners(warned=warned))  # e.g. a vacuous release: `!!` on stderr
     _print(result, args.json)
     return 0
 
@@ -49,5 +50,5 @@ def _print(result: dict, as_json: bool) -> None:
         print(f"remaining : {_fmt(result['remaining'])}")
         if result.get("predicted_error"):
             pe = result["predicted_error"]
-            print(f"predicted : {pe['metric']} <= {pe['value']:.6g}")
+            print(f"predicted : {pe['metric']} <= {float(pe['value']):.6g}")
         print(f"written   : {result['output']}  ({result['checksum']})")

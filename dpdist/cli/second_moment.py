@@ -14,7 +14,7 @@ from dpdist.cli._common import (
     estimator_call,
     fit_and_write,
     input_shape,
-    print_mapping,
+    print_plan,
     refuse,
 )
 
@@ -40,8 +40,8 @@ def register(sub) -> None:
     p.add_argument("--rho", type=float, help="zCDP budget rho (> 0) (recursive)")
     p.add_argument("--m", type=int, help="subsamplability size m (>= 1)")
     p.add_argument("--alpha", type=float, help="subsamplability accuracy alpha in (0, 0.5] (default 0.5)")
-    p.add_argument("--radius", type=float, default=None,
-                   help="public bound on the row norms (default: private norm quantile)")
+    p.add_argument("--radius", "--row-norm", dest="radius", type=float, default=None,
+                   help="public bound on the row L2 norms (default: private norm quantile; --row-norm is an alias)")
     p.add_argument("--lambda-min", type=float, default=None,
                    help="public lower bound on lambda_min (default: private bucket histogram)")
     p.add_argument("--init-fraction", type=float,
@@ -94,17 +94,7 @@ def run(args) -> int:
     call = estimator_call(args, METHODS)
     if args.plan:
         n, d = input_shape(args)
-        plan = call.build().plan(n, d, **call.plan_kwargs)
-        info = {
-            "n_levels": plan.n_levels,
-            "noise_scales": list(plan.noise_scales),
-            "predicted_gamma": plan.predicted_gamma,
-            "event_e_min_samples": plan.event_e_min_samples,
-            "event_e_holds": plan.event_e_holds,
-            "rho_main": plan.rho_main,
-        }
-        print_mapping(info, args.json, width=20)
-        return 0
+        return print_plan(args, call.build().plan(n, d, **call.plan_kwargs))
     report_delta = None
     if args.method == "recursive":
         report_delta = REPORT_DELTA if args.report_delta is None else args.report_delta

@@ -44,6 +44,7 @@ __all__ = [
     "DEFAULT_ROW_CHUNK_BYTES",
     "MISSING_CHUNKS",
     "as_dask_array",
+    "canonical_location",
     "check_chunks_present",
     "open_zarr_array",
 ]
@@ -72,6 +73,21 @@ def _resolve_path(path: str) -> str:
     if "://" in path:
         return path
     return os.path.abspath(os.path.expanduser(path))
+
+
+def canonical_location(url: str) -> str:
+    """A dataset's stable identifier: its URL, with local paths made absolute and real (the
+    scheme of a URL lower-cased, a trailing ``/`` and a ``file://`` prefix dropped). Two
+    spellings of one store give one identifier; the privacy ledger keeps budgets under it."""
+    url = str(url).strip()
+    if not url:
+        raise ValidationError("a dataset needs a URL or path")
+    if url.startswith("file://"):
+        url = url[len("file://"):]
+    if "://" in url:
+        scheme, rest = url.split("://", 1)
+        return f"{scheme.lower()}://{rest.rstrip('/')}"
+    return os.path.realpath(os.path.expanduser(url))
 
 
 def open_zarr_array(path: str | os.PathLike, *, missing_chunks: str = "raise"):

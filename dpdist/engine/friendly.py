@@ -7,7 +7,7 @@ Exact statistics only: this module computes, from the rows of X split into m bat
   set C, Definition 4);
 * the friend counts ``f_i = #{j : ||Sigma_j - Sigma_i||_max <= 2 tau}`` and the FriendlyCore
   weights ``p_i = clip((f_i - m/2) / (m/6), 0, 1)`` and ``Z = sum p_i`` (Lines 7-11);
-* in a second pass, ``T_rho(Sigma_bar)`` with ``Sigma_bar = sum p_i Sigma_i / Z`` (Line 16),
+* in a second pass, ``T_threshold(Sigma_bar)`` (hard thresholding) with ``Sigma_bar = sum p_i Sigma_i / Z`` (Line 16),
   as a sparse matrix, and its spectrum by connected components.
 
 It contains no privacy formula and draws no noise: the private tests and releases are
@@ -614,8 +614,9 @@ def chunk_weighted_moment(
         return acc.total((xi.shape[1], xj.shape[1]))
 
 
-def tile_threshold(tile: np.ndarray, cols_i: tuple[int, int], cols_j: tuple[int, int], rho: float) -> tuple:
-    """Entries of ``T_rho`` of one tile of ``Sigma_bar`` with row <= col: ``(rows, cols, vals)``.
+def tile_threshold(tile: np.ndarray, cols_i: tuple[int, int], cols_j: tuple[int, int], threshold: float) -> tuple:
+    """Entries of ``T_threshold`` (entries with ``|v| > threshold``) of one tile of ``Sigma_bar``
+    with row <= col: ``(rows, cols, vals)``.
 
     A diagonal tile is symmetrised from its upper triangle (the definition used in pass 1)."""
     if cols_i == cols_j:
@@ -625,7 +626,7 @@ def tile_threshold(tile: np.ndarray, cols_i: tuple[int, int], cols_j: tuple[int,
     else:
         vals = tile.ravel()
         r, c = np.unravel_index(np.arange(vals.size), tile.shape)
-    keep = np.abs(vals) > rho
+    keep = np.abs(vals) > threshold
     return (r[keep] + cols_i[0]).astype(np.int64), (c[keep] + cols_j[0]).astype(np.int64), vals[keep]
 
 
@@ -776,14 +777,15 @@ def friendly_pass2(
     stats,
     *,
     labels: np.ndarray | None,
-    rho: float,
+    threshold: float,
     sizes: Sequence[int] | None = None,
     tile_bytes: int = DEFAULT_TILE_BYTES,
     clip: float = math.inf,
 ):
-    """Delayed ``(rows, cols, vals)`` (row <= col) of ``T_rho(Sigma_bar)``.
+    """Delayed ``(rows, cols, vals)`` (row <= col) of ``T_threshold(Sigma_bar)``.
 
-    ``clip`` is the public entry clip of pass 1 (:func:`chunk_rows`); ``rho`` the threshold.
+    ``clip`` is the public entry clip of pass 1 (:func:`chunk_rows`); ``threshold`` the hard
+    threshold (named so, not ``rho``: in dpdist ``rho`` is a zCDP budget).
 
     ``labels`` as in :func:`friendly_pass1_groups` (None: consecutive batches of ``sizes``).
 
@@ -802,7 +804,7 @@ def friendly_pass2(
                 for blk, lab in zip(blocks, label_parts)
             ]
             tile = _tree(_sum_arrays, pieces)
-            parts.append(dask.delayed(tile_threshold, pure=True)(tile, ci, cj, float(rho)))
+            parts.append(dask.delayed(tile_threshold, pure=True)(tile, ci, cj, float(threshold)))
     return dask.delayed(_concat_entries, pure=True)(*parts)
 
 

@@ -52,6 +52,13 @@ the budget counts as spent) and its message says which. On any failure or interr
 (Ctrl-C) the fit's futures are cancelled. With a local scheduler the limit is checked
 between tasks (a running task is not interrupted).
 
+A worker lost while others remain is not a failure: ``distributed`` recomputes its tasks
+(and the results it held) elsewhere, and since every noise value is a pure function of the
+fit's seed and its position (:class:`~dpdist.privacy.noise.NoiseField`), a recomputed task
+draws the same noise: the release is the one an undisturbed run gives. When the scheduler
+is lost, nothing can tell what its workers ran since the last look, so a step that draws
+noise counts as having drawn it.
+
 A progress bar is shown (on standard error) only when standard error is a terminal, or
 when asked with ``progress=True``.
 """
@@ -63,6 +70,7 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextlib
+import logging
 import math
 import multiprocessing
 import numbers
@@ -372,14 +380,21 @@ class Runtime:
         if isinstance(exc, DpdistError):
             return exc
         try:
-            from distributed.client import FutureCancelledError
+            from distributed import client as _client
             from distributed.scheduler import KilledWorker
         except ImportError:  # pragma: no cover
-            FutureCancelledError = KilledWorker = ()  # type: ignore[assignment,misc]
+            _client, KilledWorker = None, ()  # type: ignore[assignment,misc]
+        # distributed.wait raises FuturesCancelledError when futures are cancelled (for
+        # instance when the client loses its scheduler); a future's result, FutureCancelledError
+        cancelled = tuple(getattr(_client, n) for n in ("FutureCancelledError", "FuturesCancelledError")
+                          if hasattr(_client, n))
         name = type(exc).__name__
         if isinstance(exc, KilledWorker):
             return self.failure(f"workers died while running a task on {self.description} ({name})", noised=noised)
-        if isinstance(exc, FutureCancelledError):
+        if cancelled and isinstance(exc, cancelled):
+            if "scheduler-connection-lost" in str(exc):
+                return self.failure(f"lost the connection to the scheduler of {self.description} ({name})",
+                                    noised=noised)
             return self.failure(f"the computation was cancelled on {self.description} ({name})", noised=noised)
         if _is_storage_error(exc):
             return self.failure(f"reading the input failed during the computation ({name}: {_first_line(exc)})")
@@ -476,17 +491,23 @@ class Runtime:
                     break
                 except TimeoutError:
                     pass
+                except Exception as exc:  # futures cancelled: the scheduler is gone, or cancelled them
+                    translated = self.translate(exc, noised=noised)
+                    if translated is exc:
+                        raise
+                    raise translated from None
                 try:
                     n_workers = self._workers()
                 except Exception as exc:
-                    raise self.translate(exc, noised=noised, started=started) from None
+                    # the scheduler is gone: its workers may have run tasks since the last look
+                    raise self.translate(exc, noised=noised) from None
                 if n_workers:
                     started, empty_since = True, None
                 else:
                     empty_since = time.monotonic() if empty_since is None else empty_since
                     if time.monotonic() - empty_since >= grace:
                         raise self.failure(
-                            f"the cluster {self.description} has had no workers for {grace:g} s (all workers lost?)",
+                            f"{self.description} has had no workers for {grace:g} s (all workers lost?)",
                             noised=noised, started=started,
                         )
                 remaining = self._remaining()
@@ -556,9 +577,12 @@ def _start_progress_bar(client: Any, futures: list) -> concurrent.futures.Future
 
 
 def _connect(address: str, timeout: float | None) -> Any:
+    from dask.utils import parse_timedelta
     from distributed import Client
 
-    connect = dask.config.get("distributed.comm.timeouts.connect", "30s")
+    connect = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect", "30s"), default="s")
+    if timeout is not None:  # a fit with a shorter limit does not wait longer to connect
+        connect = min(connect, timeout)
     try:
         return Client(address, set_as_default=False, timeout=connect)
     except (OSError, TimeoutError) as exc:
@@ -567,6 +591,26 @@ def _connect(address: str, timeout: float | None) -> Any:
             "no noise was drawn: nothing was spent",
             noise_drawn=False,
         ) from None
+
+
+class _DropCancelledReconnect(logging.Filter):
+    """Drops the traceback ``distributed.client`` logs when a client whose scheduler is gone
+    is closed while it tries to reconnect (its reconnect loop is cancelled): the fit's own
+    one-line error already says that the scheduler was lost."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
+
+
+def _close_client(client: Any) -> None:
+    """Close a client this module connected."""
+    log = logging.getLogger("distributed.client")
+    quiet = _DropCancelledReconnect()
+    log.addFilter(quiet)
+    try:
+        client.close()
+    finally:
+        log.removeFilter(quiet)
 
 
 _LOCAL_CLUSTER_LOCK = threading.Lock()
@@ -669,7 +713,7 @@ def open_runtime(scheduler: Any = None, *, timeout: Any = DEFAULT_TIMEOUT) -> It
             rt = Runtime(client, None, timeout, f"this process's LocalCluster at {_address(client)}")
         elif isinstance(scheduler, str):
             client = _connect(scheduler, timeout)
-            stack.callback(client.close)
+            stack.callback(_close_client, client)
             rt = Runtime(client, None, timeout, f"the cluster at {scheduler}")
         elif isinstance(scheduler, client_t):
             rt = Runtime(scheduler, None, timeout, f"the cluster at {_address(scheduler)}")
@@ -677,7 +721,7 @@ def open_runtime(scheduler: Any = None, *, timeout: Any = DEFAULT_TIMEOUT) -> It
             from distributed import Client
 
             client = Client(scheduler, set_as_default=False)
-            stack.callback(client.close)
+            stack.callback(_close_client, client)
             rt = Runtime(client, None, timeout, f"the cluster at {_address(client)}")
         yield rt
 

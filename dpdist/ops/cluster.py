@@ -1,9 +1,12 @@
-"""Where a job's computation runs: a scheduler address, a local scheduler, or a cluster the
-job starts itself (dask-jobqueue's ``SLURMCluster`` or a ``LocalCluster``).
+"""Where a job's computation runs: the job's scheduler (an address, ``"local-cluster"``, a
+local dask scheduler) or a cluster the job starts itself (dask-jobqueue's ``SLURMCluster``
+or a ``LocalCluster``), opened as one :class:`~dpdist.engine.runtime.Runtime` for the fit.
 
-Every failure to reach or start the cluster is an
-:class:`~dpdist.exceptions.InfrastructureError` raised *before* any data is read (exit code
-5; the job's reservation is released).
+Connecting, the LocalCluster of ``"local-cluster"``, the time limit and the no-worker
+watchdog are the runtime's (:func:`~dpdist.engine.runtime.open_runtime`); this module only
+starts the cluster of a ``[cluster]`` table. Every failure to reach or start the cluster is
+an :class:`~dpdist.exceptions.InfrastructureError` raised *before* any data is read (exit
+code 5; the job's reservation is released).
 """
 
 from __future__ import annotations
@@ -11,12 +14,13 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator
 
+from dpdist.engine.runtime import DEFAULT_TIMEOUT, Runtime, open_runtime
 from dpdist.exceptions import InfrastructureError, ValidationError
 from dpdist.ops.job import ClusterSpec, Job
 
 __all__ = ["make_cluster", "scheduler_for"]
 
-#: Seconds to wait for a scheduler or for the first worker when the job file gives no timeout.
+#: Seconds to wait for the first worker of a cluster the job starts, when the job file gives no timeout.
 DEFAULT_CONNECT_TIMEOUT = 120.0
 
 
@@ -62,35 +66,29 @@ def make_cluster(spec: ClusterSpec) -> Any:
 
 
 @contextlib.contextmanager
-def scheduler_for(job: Job) -> Iterator[Any]:
-    """Yield the ``scheduler`` argument for the job's estimator, connected and ready.
+def scheduler_for(job: Job) -> Iterator[Runtime]:
+    """The :class:`~dpdist.engine.runtime.Runtime` the job's estimator runs on (its
+    ``scheduler``), connected and ready; closed (with any cluster started here) on exit.
 
-    An address yields a connected ``distributed.Client`` (so an unreachable scheduler fails
-    here, before the reservation's running stage); ``[cluster]`` starts the cluster, scales
-    it to ``jobs`` and waits for a first worker; a local scheduler name passes through.
+    ``[scheduler].address`` goes to :func:`~dpdist.engine.runtime.open_runtime` as it is (so
+    an unreachable scheduler fails here, before the reservation's running stage);
+    ``[cluster]`` starts the cluster, scales it to ``jobs`` and waits (at most
+    ``[scheduler].timeout`` or :data:`DEFAULT_CONNECT_TIMEOUT` seconds) for a first worker.
+    The runtime's deadline (``[scheduler].timeout``, else the runtime's default) bounds the
+    whole fit.
     """
-    timeout = job.timeout or DEFAULT_CONNECT_TIMEOUT
-    address = job.scheduler
-    if job.cluster is None and (address is None or "://" not in address and address != "local-cluster"):
-        yield address
-        return
-    from distributed import Client
-
+    timeout = job.timeout if job.timeout is not None else DEFAULT_TIMEOUT
     with contextlib.ExitStack() as stack:
+        if job.cluster is None:
+            yield stack.enter_context(open_runtime(job.scheduler, timeout=timeout))
+            return
         try:
-            if job.cluster is not None:
-                cluster = stack.enter_context(make_cluster(job.cluster))
-                if job.cluster.kind == "slurm":
-                    cluster.scale(jobs=job.cluster.jobs)
-                client = stack.enter_context(Client(cluster, set_as_default=False))
-                client.wait_for_workers(1, timeout=timeout)
-            elif address == "local-cluster":
-                cluster = stack.enter_context(make_cluster(ClusterSpec("local", jobs=2)))
-                client = stack.enter_context(Client(cluster, set_as_default=False))
-            else:
-                client = stack.enter_context(Client(address, timeout=timeout, set_as_default=False))
-                client.wait_for_workers(1, timeout=timeout)
+            cluster = stack.enter_context(make_cluster(job.cluster))
+            if job.cluster.kind == "slurm":
+                cluster.scale(jobs=job.cluster.jobs)
+            rt = stack.enter_context(open_runtime(cluster, timeout=timeout))
+            rt.client.wait_for_workers(1, timeout=job.timeout or DEFAULT_CONNECT_TIMEOUT)
         except (OSError, TimeoutError) as exc:
-            where = address if job.cluster is None else f"the {job.cluster.kind} cluster"
-            raise InfrastructureError(f"cannot reach {where}: {type(exc).__name__}: {exc}") from None
-        yield client
+            raise InfrastructureError(f"cannot start the {job.cluster.kind} cluster: {type(exc).__name__}: {exc}; "
+                                      "no noise was drawn: nothing was spent") from None
+        yield rt

@@ -65,25 +65,25 @@ from dpdist.exceptions import ValidationError
 
 __all__ = ["CLUSTER_KINDS", "ESTIMATORS", "ClusterSpec", "Job", "job_from_dict", "load_job"]
 
-#: Estimators a job may run (the private ones: a job spends a ledger's budget), with the key of
-#: their plan() that predicts the error, and what that error measures.
-ESTIMATORS: dict[str, tuple[str, str | None, str]] = {
-    "SparseCovariance": ("dpdist.algorithms.sparse_covariance:SparseCovariance", "error_bound",
-                         "||M - Sigma||_op (probability >= 1 - beta)"),
-    "SecondMoment": ("dpdist.algorithms.second_moment:SecondMoment", "predicted_gamma",
-                     "gamma (the band (1 - gamma) Sigma <= M <= (1 + gamma) Sigma)"),
-    "SparsePCA": ("dpdist.algorithms.sparse_pca:SparsePCA", "sin2_error_bound", "sin^2 of the angle to v1"),
-    "SpectralNorm": ("dpdist.algorithms.sparse_pca:SpectralNorm", "error_bound", "| norm - ||Sigma||_op |"),
-    "ExpMechSparsePCA": ("dpdist.algorithms.expmech_pca:ExpMechSparsePCA", "error", "sin^2 of the angle to v1"),
-    "GaussianCovariance": ("dpdist.baselines:GaussianCovariance", None, ""),
-    "GaussianPCA": ("dpdist.baselines:GaussianPCA", None, ""),
-    "AnalyzeGauss": ("dpdist.baselines:AnalyzeGauss", None, ""),
-    "SubsampleAggregateSecondMoment": ("dpdist.baselines:SubsampleAggregateSecondMoment", None, ""),
+#: Estimators a job may run (the private ones: a job spends a ledger's budget). What each
+#: predicts is in its plan(): every plan has ``error_bound`` and ``error_metric``.
+ESTIMATORS: dict[str, str] = {
+    "SparseCovariance": "dpdist.algorithms.sparse_covariance:SparseCovariance",
+    "SecondMoment": "dpdist.algorithms.second_moment:SecondMoment",
+    "SparsePCA": "dpdist.algorithms.sparse_pca:SparsePCA",
+    "SpectralNorm": "dpdist.algorithms.sparse_pca:SpectralNorm",
+    "ExpMechSparsePCA": "dpdist.algorithms.expmech_pca:ExpMechSparsePCA",
+    "GaussianCovariance": "dpdist.baselines:GaussianCovariance",
+    "WangXuCovariance": "dpdist.baselines:WangXuCovariance",
+    "GaussianPCA": "dpdist.baselines:GaussianPCA",
+    "WangXuPCA": "dpdist.baselines:WangXuPCA",
+    "AnalyzeGauss": "dpdist.baselines:AnalyzeGauss",
+    "SubsampleAggregateSecondMoment": "dpdist.baselines:SubsampleAggregateSecondMoment",
 }
 
 CLUSTER_KINDS = ("slurm", "local")
 #: Estimator parameters a job file may not set (the job's own sections set them).
-RESERVED_PARAMS = ("scheduler", "progress", "timeout", "ledger")
+RESERVED_PARAMS = ("scheduler", "progress", "timeout", "ledger", "dataset")
 
 _TOP = {"name", "dataset", "ledger", "estimator", "output", "scheduler", "cluster"}
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -125,14 +125,8 @@ class Job:
 
     @property
     def estimator_class(self) -> type:
-        module, _, name = ESTIMATORS[self.estimator][0].partition(":")
+        module, _, name = ESTIMATORS[self.estimator].partition(":")
         return getattr(importlib.import_module(module), name)
-
-    @property
-    def error_key(self) -> tuple[str | None, str]:
-        """(plan() key of the predicted error, what it measures)."""
-        _, key, metric = ESTIMATORS[self.estimator]
-        return key, metric
 
     def output_for(self, run: str, now: _dt.datetime | None = None) -> str:
         """The output URL with ``{job}``, ``{date}``, ``{datetime}`` and ``{run}`` filled in."""
@@ -246,7 +240,7 @@ def job_from_dict(doc: dict, source: str = "<dict>") -> Job:
     params = est.get("params", {})
     if not isinstance(params, dict):
         raise _err(where, "estimator.params", "must be a table")
-    module, _, cls_name = ESTIMATORS[est_name][0].partition(":")
+    module, _, cls_name = ESTIMATORS[est_name].partition(":")
     accepted = inspect.signature(getattr(importlib.import_module(module), cls_name).__init__).parameters
     for key, value in params.items():
         if key in RESERVED_PARAMS:

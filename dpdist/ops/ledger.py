@@ -59,6 +59,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, ContextManager, Iterator, Protocol, Sequence
 
+from dpdist.data.validation import canonical_location
 from dpdist.exceptions import BudgetExceeded, InfrastructureError, NoPrivateResult, ValidationError
 from dpdist.ops.composition import Cost, Spent, cost_from_dict, cost_to_dict, decimal_of, spent, within
 from dpdist.privacy.budget import ApproxDP
@@ -149,21 +150,14 @@ def open_ledger(url: str | None = None) -> "Ledger":
 
 
 def canonical_dataset(url: str) -> str:
-    """A dataset's stable identifier: its URL, with local paths made absolute and real.
+    """A dataset's stable identifier: its URL, with local paths made absolute and real
+    (:func:`dpdist.data.validation.canonical_location`, which estimators given ``ledger=`` use too).
 
     The identifier is the location of the data, never a free name: two names for the same
     store would otherwise be two budgets. A declared name is kept beside it as a label
     (``dpdist budget`` accepts either).
     """
-    url = str(url).strip()
-    if not url:
-        raise ValidationError("a dataset needs a URL or path")
-    if url.startswith("file://"):
-        url = url[len("file://"):]
-    if "://" in url:
-        scheme, rest = url.split("://", 1)
-        return f"{scheme.lower()}://{rest.rstrip('/')}"
-    return os.path.realpath(os.path.expanduser(url))
+    return canonical_location(url)
 
 
 def _now() -> str:
@@ -257,12 +251,18 @@ def _entry(row: Sequence) -> Entry:
 
 
 class ChargeProtocol(Protocol):
-    """What an estimator needs of a ledger: ``with ledger.charge(dataset, cost) as r:``.
+    """What an estimator needs of a ledger: ``with ledger.charge(dataset, cost, job=...) as r:``.
 
+    ``dataset`` is the data's identifier (an estimator passes its ``dataset=`` parameter, or
+    the canonical location of a path input); ``cost`` the ``ApproxDP``/``ZCDP`` it reserves.
     The object entered has ``running()`` (mark: data may be read from now on) and
-    ``commit(output=None, checksum=None)``; leaving the block by an exception releases the
-    reservation when nothing can have been spent, else commits it as spent. Estimators
-    call this duck-typed interface and never import :mod:`dpdist.ops`.
+    ``commit(output=None, checksum=None, outcome="released", note=None)``; an estimator commits
+    explicitly only when the data refused the pass (``outcome="refused-during-pass"``: that
+    refusal reveals a bit, so it counts as spent). Leaving the block normally commits; leaving
+    it by an exception commits what a :class:`~dpdist.exceptions.NoPrivateResult` spent,
+    releases the reservation when nothing can have been spent (an ``InfrastructureError`` with
+    ``noise_drawn=False``), and else commits it as spent. Estimators call this duck-typed
+    interface (:mod:`dpdist.algorithms._base`) and never import :mod:`dpdist.ops`.
     """
 
     def charge(self, dataset: str, cost: Any, *, job: str | None = None) -> ContextManager[Any]: ...

@@ -8,7 +8,7 @@ metadata, and it prints what the job would spend and what it would leave.
     validate the job and the estimator's parameters (plan(), metadata only)   -> exit 2
     check the output location is free                                         -> exit 2
     reserve the cost in the ledger                                            -> exit 3
-    connect to / start the cluster                                            -> exit 5, released
+    open the runtime: connect to / start the cluster                          -> exit 5, released
     mark running; fit (reads the data, draws the noise)                       -> 4 committed / 5
                                                   (a refusal during the pass: 2, committed as spent)
     stage the result on local disk, checksum it; prepare it at the target
@@ -21,7 +21,6 @@ so a result is never readable before its ledger entry is committed
 
 from __future__ import annotations
 
-import dataclasses
 import socket
 import uuid
 from typing import Any
@@ -32,37 +31,24 @@ from dpdist.ops.cluster import scheduler_for
 from dpdist.ops.composition import Cost, cost_to_dict, epsilon_at, within
 from dpdist.ops.job import Job
 from dpdist.ops.ledger import Ledger, canonical_dataset, open_ledger, redact_url, resolve_ledger_url
-from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
-from dpdist.privacy.release import to_jsonable
-from dpdist.privacy.zcdp import ZCDP, check_rho
+from dpdist.privacy.budget import ApproxDP
+from dpdist.privacy.zcdp import ZCDP
 
 __all__ = ["estimator_cost", "job_ledger", "plan_job", "run_job"]
 
 
 def estimator_cost(est: Any) -> Cost:
-    """The guarantee an estimator's parameters declare (reserved before reading data).
-
-    An estimator may state it itself (``privacy_cost()``); otherwise it is the estimator's
-    ``rho``, or its ``(epsilon, delta)``, except for the subsample-and-aggregate baseline, whose
-    parameters (eps, delta) give a (2 eps, 4 e^eps delta)-DP guarantee (MS25 Lemma A.4).
-    :func:`run_job` checks after the fit that the release spent no more than this.
+    """The guarantee an estimator's parameters declare (reserved before reading data): its
+    ``privacy_cost()`` (:mod:`dpdist.algorithms._base`; e.g. ``(2 eps, 4 e^eps delta)`` for the
+    subsample-and-aggregate baseline, MS25 Lemma A.4). :func:`run_job` checks after the fit that
+    the release spent no more than this.
     """
     if getattr(est, "unsafe_no_privacy", False):
         raise ValidationError("a job may not run an estimator with unsafe_no_privacy=True")
-    if callable(getattr(est, "privacy_cost", None)):
-        return est.privacy_cost()
-    from dpdist.algorithms.baselines.subsample_aggregate import SubsampleAggregateSecondMoment
-
-    if isinstance(est, SubsampleAggregateSecondMoment):
-        from dpdist.privacy.second_moment_calibration import baseline_guarantee
-
-        return baseline_guarantee(est.epsilon, est.delta)
-    if hasattr(est, "rho"):
-        return ZCDP(check_rho(est.rho))
-    if hasattr(est, "epsilon") and hasattr(est, "delta"):
-        delta = float(est.delta)
-        return ApproxDP(check_epsilon(est.epsilon), check_delta(delta) if delta else 0.0)
-    raise ValidationError(f"{type(est).__name__} declares no privacy cost (epsilon/delta or rho)")
+    cost = est.privacy_cost()
+    if cost is None:
+        raise ValidationError(f"{type(est).__name__} declares no privacy cost (it is NOT PRIVATE)")
+    return cost
 
 
 def job_ledger(job: Job, flag: str | None = None) -> tuple[Ledger, str]:
@@ -84,20 +70,21 @@ def _shape(job: Job) -> tuple[int, int]:
 
 
 def _plan(job: Job, est: Any, n: int, d: int) -> dict:
+    """The estimator's :class:`~dpdist.privacy.plan.Plan` (validates its parameters and the
+    shape; reads no data), as JSON-compatible values."""
     try:
         plan = est.plan(n, d, **dict(job.plan_args))
     except TypeError as exc:
         raise ValidationError(f"job file {job.source}: estimator.plan: {exc}") from None
-    if dataclasses.is_dataclass(plan):
-        plan = {f.name: getattr(plan, f.name) for f in dataclasses.fields(plan)}
-    return to_jsonable(plan)
+    return plan.to_dict()
 
 
-def _predicted(job: Job, plan: dict) -> dict | None:
-    key, metric = job.error_key
-    if key is None or key not in plan:
+def _predicted(plan: dict) -> dict | None:
+    """The plan's predicted error (every plan has the same fields), or None when it predicts none."""
+    if plan.get("error_bound") is None:
         return None
-    return {"value": plan[key], "metric": metric, "plan_key": key}
+    return {"value": plan["error_bound"], "metric": plan["error_metric"], "plan_key": "error_bound",
+            "scale": plan["error_scale"], "vacuous": plan["vacuous"], "vacuous_reason": plan["vacuous_reason"]}
 
 
 def _cost_summary(cost: Cost, delta: float | None) -> dict:
@@ -150,7 +137,7 @@ def plan_job(job: Job, *, ledger: Ledger | None = None) -> dict:
         }
         if not after.fits:
             out["budget"]["reason"] = after.reason
-    out["predicted_error"] = _predicted(job, plan)
+    out["predicted_error"] = _predicted(plan)
     out["plan"] = plan
     return out
 
@@ -167,20 +154,17 @@ def run_job(job: Job, *, ledger: Ledger, run: str | None = None) -> dict:
     est, cost, (n, d), plan = _prepare(job)
     dataset = canonical_dataset(job.dataset_url)
     target = check_target(job.output_for(run), overwrite=job.overwrite)
-    predicted = _predicted(job, plan)
+    predicted = _predicted(plan)
     with ledger.charge(dataset, cost, job=job.name, output=target, unspent_until_running=True) as reservation:
-        with scheduler_for(job) as scheduler:
-            est = job.build_estimator(scheduler)
-            reservation.running()
+        with scheduler_for(job) as runtime:  # the fit's Runtime: its deadline bounds the whole fit
+            est = job.build_estimator(runtime)
             try:
-                est.fit(job.dataset_url)
-            except ValidationError as exc:
-                # parameters and shape were validated by plan() before the reservation, so a
-                # refusal during the pass depends on the data (non-finite values under
-                # on_nonfinite="raise": a documented 1-bit release): it counts as spent
-                reservation.commit(outcome="refused-during-pass", note=f"counted as spent: {exc}"[:500])
-                raise
-            except (NoPrivateResult, InfrastructureError):
+                # the estimator's own ledger path: checks the parameters and the shape, marks the
+                # reservation running, fits, and commits a refusal during the pass (it depends on
+                # the data, e.g. on_nonfinite="raise": one bit) as spent; success leaves the
+                # reservation open, to be committed below with the output's checksum
+                est.fit_reserved(job.dataset_url, reservation)
+            except (ValidationError, NoPrivateResult, InfrastructureError):
                 raise
             except (OSError, TimeoutError) as exc:  # storage or network during the pass
                 raise InfrastructureError(f"{type(exc).__name__} during the fit: {exc}", noise_drawn=True) from None
@@ -204,6 +188,10 @@ def run_job(job: Job, *, ledger: Ledger, run: str | None = None) -> dict:
                 staged.discard()
             if reservation.open:  # noise was drawn: whatever failed, the budget is spent
                 reservation.commit(outcome="failed-counted-as-spent", note=f"{type(exc).__name__}: {exc}"[:500])
+            if isinstance(exc, (OSError, ValidationError)):  # the output location failed after the fit
+                raise InfrastructureError(
+                    f"writing the result to {target!r} failed after the fit ({type(exc).__name__}: {exc}); nothing "
+                    "was published; noise had been drawn: the budget counts as spent", noise_drawn=True) from None
             raise
         staged.publish()
     remaining = ledger.remaining(dataset).remaining()

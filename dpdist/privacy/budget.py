@@ -7,34 +7,22 @@ with the same message before any data is read.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-from dpdist.exceptions import ValidationError
+from dpdist._validation import check_probability, check_real
 
 __all__ = ["ApproxDP", "check_delta", "check_epsilon"]
 
 
 def check_epsilon(epsilon: float, name: str = "epsilon") -> float:
-    """Return ``epsilon`` as a float after checking it is finite and > 0."""
-    try:
-        value = float(epsilon)
-    except (TypeError, ValueError):
-        raise ValidationError(f"{name} must be a positive number, got {epsilon!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise ValidationError(f"{name} must be finite and > 0, got {epsilon!r}")
-    return value
+    """Return ``epsilon`` as a float after checking it is a finite real number > 0
+    (:mod:`dpdist._validation`: strings and bools are refused)."""
+    return check_real(epsilon, name, low=0.0)
 
 
 def check_delta(delta: float, name: str = "delta") -> float:
     """Return ``delta`` as a float after checking it lies in the open interval (0, 1)."""
-    try:
-        value = float(delta)
-    except (TypeError, ValueError):
-        raise ValidationError(f"{name} must be a number in (0, 1), got {delta!r}") from None
-    if not (0.0 < value < 1.0):
-        raise ValidationError(f"{name} must lie in the open interval (0, 1), got {delta!r}")
-    return value
+    return check_probability(delta, name)
 
 
 @dataclass(frozen=True)
@@ -54,10 +42,7 @@ class ApproxDP:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
-        d = float(self.delta)
-        if not (0.0 <= d < 1.0):
-            raise ValidationError(f"delta must lie in [0, 1), got {self.delta!r}")
-        object.__setattr__(self, "delta", d)
+        object.__setattr__(self, "delta", check_real(self.delta, "delta", low=0.0, high=1.0, closed="left"))
 
     def __add__(self, other: "ApproxDP") -> "ApproxDP":
         """Basic composition (DR14, Theorem 3.16): epsilons and deltas add."""

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 
 from scipy import optimize, special
 
+from dpdist._validation import check_int, check_positive, check_probability
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import check_delta, check_epsilon
 
@@ -152,7 +153,11 @@ def subgaussian_clip(sigma: float, n_samples: int, n_features: int, beta: float)
     With this R no entry of n samples from a sigma-sub-Gaussian distribution is clipped,
     except with probability beta/3. Utility only: privacy holds for any R.
     """
-    return float(sigma) * math.sqrt(2.0 * math.log(6.0 * n_samples * n_features / beta))
+    sigma = check_positive(sigma, "sigma")
+    beta = check_probability(beta, "beta")
+    n = check_int(n_samples, "n_samples", low=1)
+    d = check_int(n_features, "n_features", low=1)
+    return sigma * math.sqrt(2.0 * math.log(6.0 * n * d / beta))
 
 
 @dataclass(frozen=True)
@@ -269,14 +274,12 @@ def privcov_calibration(
     """
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
-    n, d, k = int(n_samples), int(n_features), int(k)
-    if n < 2 or d < 2:
-        raise ValidationError(f"PrivCov needs n >= 2 and d >= 2, got n={n}, d={d}")
-    if not (1 <= k <= d):
+    n = check_int(n_samples, "n_samples", low=2)
+    d = check_int(n_features, "n_features", low=2)
+    k = check_int(k, "k", low=1)
+    if k > d:
         raise ValidationError(f"k must satisfy 1 <= k <= d = {d}, got k={k}")
-    clip = float(clip)
-    if not (math.isfinite(clip) and clip > 0):
-        raise ValidationError(f"clip must be finite and > 0, got {clip!r}")
+    clip = check_positive(clip, "clip")
     k_released = min(k + 1, d)
     delta_row = delta / (2 * d)
     eps_row = (epsilon / 4) / math.sqrt(2 * d * math.log(2 / delta))
@@ -357,9 +360,7 @@ def privcov_min_samples(
     """Least n for which :func:`privcov_error_bound` is <= ``target_error`` (an absolute
     operator-norm error; divide by sigma^2 for Problem 1's alpha). The clip level follows
     :func:`subgaussian_clip` at each n unless ``clip`` is fixed."""
-    target_error = float(target_error)
-    if not target_error > 0:
-        raise ValidationError(f"target_error must be > 0, got {target_error!r}")
+    target_error = check_positive(target_error, "target_error")
 
     def bound(n: int) -> float:
         r = clip if clip is not None else subgaussian_clip(sigma, n, n_features, beta)
@@ -372,9 +373,7 @@ def privcov_min_samples(
 def search_min_samples(error_at, target: float, *, start: int = 40, limit: int = 10**40) -> int:
     """Least n with ``error_at(n) <= target`` for a non-increasing ``error_at`` (doubling,
     then bisection to 0.1% relative precision). Raises ValidationError when unreachable."""
-    target = float(target)
-    if not (math.isfinite(target) and target > 0):
-        raise ValidationError(f"target error must be finite and > 0, got {target!r}")
+    target = check_positive(target, "target error")
     lo, hi = start // 2, start
     while error_at(hi) > target:
         lo, hi = hi, hi * 2
@@ -442,7 +441,10 @@ def wang_xu_calibration(
     """
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
-    sens = 2 * float(clip) ** 2 * int(n_features) / int(n_samples)
-    sens_fl, kappa = float_sensitivity(sens, int(n_samples))
+    clip = check_positive(clip, "clip")
+    n = check_int(n_samples, "n_samples", low=1)
+    d = check_int(n_features, "n_features", low=1)
+    sens = 2 * clip**2 * d / n
+    sens_fl, kappa = float_sensitivity(sens, n)
     sigma, rule = gaussian_sigma(sens_fl, epsilon, delta)
     return {"sensitivity": sens, "float_factor": kappa, "gaussian_sigma": sigma, "rule": rule}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from dpdist._validation import check_int, check_positive, check_probability
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import check_delta, check_epsilon
 from dpdist.privacy.calibration import (
@@ -34,10 +35,7 @@ __all__ = [
 
 
 def _check_prob(beta: float, name: str = "beta") -> float:
-    b = float(beta)
-    if not 0.0 < b < 1.0:
-        raise ValidationError(f"{name} must lie in the open interval (0, 1), got {beta!r}")
-    return b
+    return check_probability(beta, name)
 
 
 def expmech_clip(sigma: float, n_samples: int, n_features: int, beta: float) -> float:
@@ -46,11 +44,11 @@ def expmech_clip(sigma: float, n_samples: int, n_features: int, beta: float) -> 
     With this tau no entry of n samples of a sigma-sub-Gaussian distribution is clipped,
     except with probability beta/4. Utility only: privacy holds for any tau.
     """
-    sigma = float(sigma)
-    if not (math.isfinite(sigma) and sigma > 0):
-        raise ValidationError(f"sigma must be finite and > 0, got {sigma!r}")
+    sigma = check_positive(sigma, "sigma")
     beta = _check_prob(beta)
-    return 2.0 * sigma * math.sqrt(math.log(4.0 * int(n_samples) * int(n_features) / beta))
+    n = check_int(n_samples, "n_samples", low=1)
+    d = check_int(n_features, "n_features", low=1)
+    return 2.0 * sigma * math.sqrt(math.log(4.0 * n * d / beta))
 
 
 @dataclass(frozen=True)
@@ -165,14 +163,12 @@ def expmech_calibration(
     """
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
-    n, d, k = int(n_samples), int(n_features), int(k)
-    if n < 1 or d < 1:
-        raise ValidationError(f"ExpMechPCA needs n >= 1 and d >= 1, got n={n}, d={d}")
-    if not 1 <= k <= d:
+    n = check_int(n_samples, "n_samples", low=1)
+    d = check_int(n_features, "n_features", low=1)
+    k = check_int(k, "k", low=1)
+    if k > d:
         raise ValidationError(f"k must satisfy 1 <= k <= d = {d}, got k={k}")
-    clip = float(clip)
-    if not (math.isfinite(clip) and clip > 0):
-        raise ValidationError(f"clip must be finite and > 0, got {clip!r}")
+    clip = check_positive(clip, "clip")
     sens = 2.0 * k * clip**2 / n
     sens_fl, kappa = float_sensitivity(sens, n)
     score_fl = sens_fl + 2.0 * SCORE_EIGEN_ERROR * k * UNIT_ROUNDOFF * k * clip**2 * (1.0 + 1e-6)
@@ -245,9 +241,7 @@ def expmech_error_bound(
         "clipping_ok": cal.clip >= expmech_clip(sigma, n, d, beta) * (1 - 1e-12),
     }
     if eigengap is not None:
-        gap = float(eigengap)
-        if not (math.isfinite(gap) and gap > 0):
-            raise ValidationError(f"eigengap must be finite and > 0, got {eigengap!r}")
+        gap = check_positive(eigengap, "eigengap")
         out["eigengap"] = gap
         out["sin2_bound"] = min(1.0, deficit / gap)
     return out
@@ -269,9 +263,7 @@ def expmech_min_samples(
 
     ``clip`` follows :func:`expmech_clip` at each n unless given.
     """
-    target = float(target_sin2)
-    if not 0 < target < 1:
-        raise ValidationError(f"target_sin2 must lie in (0, 1), got {target_sin2!r}")
+    target = check_probability(target_sin2, "target_sin2")
 
     def bound(n: int) -> float:
         tau = clip if clip is not None else expmech_clip(sigma, n, n_features, beta)
@@ -296,12 +288,8 @@ def analyze_gauss_calibration(epsilon: float, delta: float, n_samples: int, row_
     """
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
-    L = float(row_norm)
-    if not (math.isfinite(L) and L > 0):
-        raise ValidationError(f"row_norm must be finite and > 0, got {row_norm!r}")
-    n = int(n_samples)
-    if n < 1:
-        raise ValidationError(f"n_samples must be >= 1, got {n_samples!r}")
+    L = check_positive(row_norm, "row_norm")
+    n = check_int(n_samples, "n_samples", low=1)
     sens = 2.0 * L * L / n
     sens_fl, kappa = float_sensitivity(sens, n)
     sigma, rule = gaussian_sigma(sens_fl, epsilon, delta)
@@ -337,7 +325,5 @@ def sampling_operator_error(sigma: float, n_samples: int, s: int, n_features: in
 def davis_kahan_sin2(operator_error: float, eigengap: float) -> float:
     """``min(1, (2 ||E||_op / eigengap)^2)``: the Davis-Kahan bound (Yu, Wang and Samworth
     2015, Corollary 1) on ``sin^2`` between the top eigenvectors of ``A`` and ``A + E``."""
-    gap = float(eigengap)
-    if not (math.isfinite(gap) and gap > 0):
-        raise ValidationError(f"eigengap must be finite and > 0, got {eigengap!r}")
+    gap = check_positive(eigengap, "eigengap")
     return min(1.0, (2.0 * float(operator_error) / gap) ** 2)

@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from dpdist._validation import check_int, check_positive, check_probability
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import check_delta, check_epsilon
 from dpdist.privacy.calibration import (
@@ -119,46 +120,28 @@ WEIGHT_SENSITIVITY = 7.0
 
 def check_k(k, n_features: int | None = None) -> int:
     """Validate the sparsity ``k`` (an int >= 1, and <= d when d is known)."""
-    if isinstance(k, bool) or not isinstance(k, (int,)) and not hasattr(k, "__index__"):
-        raise ValidationError(f"k must be a positive integer, got {k!r}")
-    k = int(k)
-    if k < 1:
-        raise ValidationError(f"k must be >= 1, got {k}")
+    k = check_int(k, "k", low=1)
     if n_features is not None and k > n_features:
         raise ValidationError(f"k must satisfy k <= n_features = {n_features}, got k={k}")
     return k
 
 
 def check_gap(gap) -> float:
-    """Validate the eigengap parameter gamma (``gap``): finite, 0 < gap < 1.
+    """Validate the eigengap parameter gamma (``gap``): a real number, 0 < gap < 1.
 
     Privacy needs ``1 - gap/2 > 0`` (Lemma 10, deviation 1); Model 1 itself asks gap < 1/2.
     """
-    try:
-        g = float(gap)
-    except (TypeError, ValueError):
-        raise ValidationError(f"gap must be a number in (0, 1), got {gap!r}") from None
-    if not (0.0 < g < 1.0):
-        raise ValidationError(f"gap must lie in the open interval (0, 1), got {gap!r}")
-    return g
+    return check_probability(gap, "gap")
 
 
 def _check_positive(value, name: str) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ValidationError(f"{name} must be a positive number, got {value!r}") from None
-    if not (math.isfinite(v) and v > 0):
-        raise ValidationError(f"{name} must be finite and > 0, got {value!r}")
-    return v
+    return check_positive(value, name)
 
 
 def check_n_batches(n_batches, n_samples: int | None = None) -> int:
-    """Validate the number of batches m: an int >= :data:`MIN_BATCHES` (Lemma 9), and at
-    most n/2 when n is known (each batch needs two rows)."""
-    if isinstance(n_batches, bool) or not hasattr(n_batches, "__index__"):
-        raise ValidationError(f"n_batches must be an integer >= {MIN_BATCHES}, got {n_batches!r}")
-    m = int(n_batches)
+    """Validate the number of batches m: an int >= :data:`MIN_BATCHES` (Lemma 9's privacy
+    argument needs it), and at most n/2 when n is known (each batch needs two rows)."""
+    m = check_int(n_batches, "n_batches", low=None)
     if m < MIN_BATCHES:
         raise ValidationError(
             f"n_batches must be >= {MIN_BATCHES} (Lemma 9's privacy argument needs it), got {m}"
@@ -501,12 +484,7 @@ def split_budget(epsilon: float, delta: float, norm_fraction: float) -> tuple[tu
     """
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
-    try:
-        f = float(norm_fraction)
-    except (TypeError, ValueError):
-        raise ValidationError(f"norm_fraction must be a number in (0, 1), got {norm_fraction!r}") from None
-    if not (0.0 < f < 1.0):
-        raise ValidationError(f"norm_fraction must lie in the open interval (0, 1), got {norm_fraction!r}")
+    f = check_probability(norm_fraction, "norm_fraction")
     return (epsilon * f, delta * f), (epsilon * (1.0 - f), delta * (1.0 - f))
 
 

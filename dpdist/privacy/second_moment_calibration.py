@@ -34,9 +34,11 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from dpdist._validation import check_choice, check_int, check_positive, check_probability, check_real
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
 from dpdist.privacy.calibration import float_sensitivity, gram_rounding_factor
+from dpdist.privacy.plan import Plan
 from dpdist.privacy.zcdp import ZCDP, bun_steinke_epsilon, check_rho, cks20_epsilon
 
 __all__ = [
@@ -93,48 +95,26 @@ BASELINE_CN = 2.0
 
 
 def check_alpha(alpha: float) -> float:
-    """alpha of (m, alpha, beta)-subsamplability; the analysis needs 0 < alpha <= 1/2."""
-    try:
-        a = float(alpha)
-    except (TypeError, ValueError):
-        raise ValidationError(f"alpha must be a number in (0, 0.5], got {alpha!r}") from None
-    if isinstance(alpha, bool) or not (0.0 < a <= 0.5):
-        raise ValidationError(f"alpha must lie in (0, 0.5] (MS25 needs alpha <= 1/2), got {alpha!r}")
-    return a
+    """alpha of (m, alpha, beta)-subsamplability; the analysis needs 0 < alpha <= 1/2 (MS25)."""
+    return check_real(alpha, "alpha", low=0.0, high=0.5, closed="right")
 
 
 def check_m(m: int) -> int:
-    """m of (m, alpha, beta)-subsamplability: an integer >= 1."""
-    if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or int(m) < 1:
-        raise ValidationError(f"m must be an integer >= 1 (the subsamplability size), got {m!r}")
-    return int(m)
+    """m of (m, alpha, beta)-subsamplability (the subsamplability size): an integer >= 1."""
+    return check_int(m, "m", low=1)
 
 
 def check_xi(xi: float) -> float:
     """xi, the failure probability of the analysis: in (0, 1)."""
-    try:
-        x = float(xi)
-    except (TypeError, ValueError):
-        raise ValidationError(f"xi must be a number in (0, 1), got {xi!r}") from None
-    if isinstance(xi, bool) or not (0.0 < x < 1.0):
-        raise ValidationError(f"xi must lie in the open interval (0, 1), got {xi!r}")
-    return x
+    return check_probability(xi, "xi")
 
 
 def _check_positive(value: float, name: str) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ValidationError(f"{name} must be a positive number, got {value!r}") from None
-    if isinstance(value, bool) or not (math.isfinite(v) and v > 0):
-        raise ValidationError(f"{name} must be finite and > 0, got {value!r}")
-    return v
+    return check_positive(value, name)
 
 
 def _check_sensitivity(sensitivity: str) -> str:
-    if sensitivity not in SENSITIVITIES:
-        raise ValidationError(f"sensitivity must be one of {SENSITIVITIES}, got {sensitivity!r}")
-    return sensitivity
+    return check_choice(sensitivity, "sensitivity", SENSITIVITIES)
 
 
 # ---------------------------------------------------------------------------------------
@@ -254,10 +234,8 @@ def level_schedule(
     The upper triangle (diagonal included) of (1/n) sum x x^T has L2 sensitivity at most
     sqrt(2) R_k^2 / n <= 4 R_k^2 / n under replace-one when every row has norm <= R_k.
     """
-    n = int(n_samples)
-    d = int(n_features)
-    if n < 2 or d < 1:
-        raise ValidationError(f"need n_samples >= 2 and n_features >= 1, got {n_samples!r}, {n_features!r}")
+    n = check_int(n_samples, "n_samples", low=2)
+    d = check_int(n_features, "n_features", low=1)
     rho = check_rho(rho)
     alpha = check_alpha(alpha)
     m = check_m(m)
@@ -319,12 +297,7 @@ def split_budget(rho: float, init_fraction: float, *, private_radius: bool, priv
     the recursion the rest. Public radius / lambda_min cost 0 (and leave their share to the
     recursion). Default init_fraction = 0.1 gives the spec's 5% / 5% / 90%."""
     rho = check_rho(rho)
-    try:
-        f = float(init_fraction)
-    except (TypeError, ValueError):
-        raise ValidationError(f"init_fraction must be a number in (0, 1), got {init_fraction!r}") from None
-    if isinstance(init_fraction, bool) or not (0.0 < f < 1.0):
-        raise ValidationError(f"init_fraction must lie in the open interval (0, 1), got {init_fraction!r}")
+    f = check_probability(init_fraction, "init_fraction")
     share = rho * f / 2.0
     rho_r = share if private_radius else 0.0
     rho_l = share if private_lambda else 0.0
@@ -359,9 +332,18 @@ def gue_norm_bound(n_features: int, p: float, *, method: str = "heuristic", n_dr
     return float(np.quantile(norms, 1.0 - p, method="higher"))
 
 
-@dataclass(frozen=True)
-class SecondMomentPlan:
+#: What SecondMomentPlan.error_bound measures, and its scale (see :class:`SecondMomentPlan`).
+GAMMA_METRIC = "gamma: (1 - gamma) Sigma_eff <= M <= (1 + gamma) Sigma w.p. >= 1 - 2 xi (MS25 Thm 3.3, section 4.4)"
+GAMMA_SCALE_RULE = "1: at gamma >= 1 the lower band (1 - gamma) Sigma_eff is void (an error as large as Sigma itself)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SecondMomentPlan(Plan):
     """What :func:`plan_second_moment` predicts for one run, without reading data.
+
+    A :class:`~dpdist.privacy.plan.Plan`: ``noise_scale`` is sigma of the last level
+    (normalised units), ``error_bound`` the predicted gamma (a relative error, so its scale is
+    1), and event E's sample-size condition is listed in ``unmet_conditions`` when n is below it.
 
     Attributes
     ----------
@@ -394,11 +376,6 @@ class SecondMomentPlan:
     radius: float
     lambda_min: float
     xi: float
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["schedule"] = self.schedule.to_dict()
-        return d
 
 
 def _gammas(schedule: LevelSchedule, xi: float, g_method: str) -> tuple[float, float, float, int]:
@@ -446,13 +423,25 @@ def plan_second_moment(
         n_samples, n_features, rho, m=m, alpha=alpha, radius=radius / math.sqrt(lambda_min), sensitivity=sensitivity
     )
     gamma, g_final, g_mid, n_e = _gammas(sched, xi, g_method)
+    holds = int(n_samples) >= n_e
     return SecondMomentPlan(
+        n_samples=int(n_samples),
+        n_features=d,
+        privacy=ZCDP(sched.rho),
+        noise_scale=sched.sigmas[-1],
+        error_bound=gamma,
+        error_metric=GAMMA_METRIC,
+        error_scale=1.0,
+        error_scale_rule=GAMMA_SCALE_RULE,
+        unmet_conditions=() if holds else (
+            f"n = {int(n_samples)} is below event E's condition n >= {n_e} (section 4.4), so gamma is not "
+            "guaranteed",),
         schedule=sched,
         n_levels=sched.n_levels,
         noise_scales=sched.sigmas,
         predicted_gamma=gamma,
         event_e_min_samples=n_e,
-        event_e_holds=int(n_samples) >= n_e,
+        event_e_holds=holds,
         g_final=g_final,
         g_intermediate=g_mid,
         rho_main=sched.rho,

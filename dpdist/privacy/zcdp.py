@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from scipy import optimize
 
+from dpdist._validation import check_real
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
 
@@ -48,15 +49,9 @@ CONVERSIONS = ("bun-steinke", "cks20")
 
 
 def check_rho(rho: float, name: str = "rho", *, allow_zero: bool = False) -> float:
-    """Return ``rho`` as a float after checking it is finite and > 0 (or >= 0)."""
-    try:
-        value = float(rho)
-    except (TypeError, ValueError):
-        raise ValidationError(f"{name} must be a positive number, got {rho!r}") from None
-    if isinstance(rho, bool) or not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
-        rule = ">= 0" if allow_zero else "> 0"
-        raise ValidationError(f"{name} must be finite and {rule}, got {rho!r}")
-    return value
+    """Return ``rho`` as a float after checking it is a finite real number > 0 (or >= 0)
+    (:mod:`dpdist._validation`: strings and bools are refused)."""
+    return check_real(rho, name, low=0.0, closed="left" if allow_zero else "neither")
 
 
 def bun_steinke_epsilon(rho: float, delta: float) -> float:
@@ -88,9 +83,7 @@ def _cks20_log_delta(rho: float, epsilon: float) -> float:
 def cks20_delta(rho: float, epsilon: float) -> float:
     """Smallest delta of a rho-zCDP mechanism at ``epsilon`` (CKS20, Proposition 12)."""
     rho = check_rho(rho, allow_zero=True)
-    epsilon = float(epsilon)
-    if not (math.isfinite(epsilon) and epsilon >= 0):
-        raise ValidationError(f"epsilon must be finite and >= 0, got {epsilon!r}")
+    epsilon = check_real(epsilon, "epsilon", low=0.0, closed="left")
     if rho == 0:
         return 0.0
     return min(1.0, math.exp(_cks20_log_delta(rho, epsilon)))

@@ -69,11 +69,14 @@ def eigen_band(eigs: np.ndarray, predicted: dict | None) -> tuple[np.ndarray, np
         return None
     value = float(predicted["value"])
     key = predicted.get("plan_key")
-    if key == "predicted_gamma":
+    # every plan names its error "error_bound" and says what it measures in "metric" (results
+    # of earlier versions said "predicted_gamma" for the second moment's relative band)
+    metric = str(predicted.get("metric") or "")
+    if key == "predicted_gamma" or metric.startswith("gamma"):
         if not 0 <= value < 1:
             return None
         return eigs / (1 + value), eigs / (1 - value), f"(1 +- gamma) band, gamma = {value:.3g}"
-    if key == "error_bound":
+    if key == "error_bound" and (not metric or metric.startswith("||M - Sigma||_op")):
         return eigs - value, eigs + value, f"+- predicted ||M - Sigma||_op bound {value:.3g}"
     return None
 
@@ -123,8 +126,7 @@ def predicted_error(metadata: dict) -> dict | None:
     est = SparseCovariance(params["k"], privacy["epsilon"], privacy["delta"], sigma=params["sigma"],
                            clip=params.get("clip"), beta=params.get("beta", 0.1))
     plan = est.plan(params["n_samples"], params["n_features"])
-    return {"value": plan["error_bound"], "metric": "||M - Sigma||_op (probability >= 1 - beta)",
-            "plan_key": "error_bound"}
+    return {"value": plan.error_bound, "metric": plan.error_metric, "plan_key": "error_bound"}
 
 
 def _title(metadata: dict) -> str:

@@ -106,7 +106,7 @@ def test_accuracy_on_model2_meets_the_planned_bound_with_its_probability():
     d, k, eps, delta, gap, lambda1, beta, target = 10, 2, 1.0, 1e-6, 0.5, 2.0, 0.1, 0.25
     est = ExpMechSparsePCA(k, eps, delta, sigma=math.sqrt(lambda1), beta=beta)
     n = est.min_samples(target, d, eigengap=gap * lambda1)
-    assert est.plan(n, d, eigengap=gap * lambda1)["error"]["sin2_bound"] <= target
+    assert est.plan(n, d, eigengap=gap * lambda1).error["sin2_bound"] <= target
     n_seeds = 30 if LONG else 5
     failures, errors = 0, []
     for s in range(n_seeds):
@@ -170,10 +170,14 @@ def test_fit_sets_attributes_and_metadata():
 def test_plan_reads_no_data_and_reports_feasibility():
     est = ExpMechSparsePCA(3, 1.0, 1e-6, sigma=1.0, max_subsets=1000)
     p = est.plan(10_000, 500, eigengap=0.5)
-    assert p["n_subsets"] == math.comb(500, 3) and p["feasible"] is False
-    assert p["noise_scales"]["block_gaussian_sigma"] == p["calibration"]["gaussian_sigma"]
-    assert 0 < p["error"]["sin2_bound"] <= 1
-    assert "error" not in ExpMechSparsePCA(3, 1.0, 1e-6, clip=2.0).plan(100, 10)
+    assert p.n_subsets == math.comb(500, 3) and p.feasible is False
+    assert p.noise_scales["block_gaussian_sigma"] == p.calibration.gaussian_sigma == p.noise_scale
+    assert 0 < p.error["sin2_bound"] <= 1 and p.error_bound == p.error["sin2_bound"] and p.error_scale == 1
+    # an infeasible enumeration is an unmet condition of the plan: it is vacuous
+    assert p.vacuous and "max_subsets" in p.vacuous_reason
+    # with clip only, the error is computed at sigma = clip, and its scale is clip**2
+    q = ExpMechSparsePCA(3, 1.0, 1e-6, clip=2.0).plan(100, 10)
+    assert q.error_bound == q.error["rayleigh_deficit_bound"] and q.error_scale == 4.0
 
 
 def _exploding(shape):

@@ -74,11 +74,11 @@ def test_analyze_gauss_is_deterministic_across_chunkings_and_finds_the_spike():
 
 def test_analyze_gauss_plan_noise_grows_with_d():
     est = AnalyzeGauss(1.0, 1e-6, row_norm=10.0)
-    ops = [est.plan(100_000, d)["noise_operator_bound"] for d in (100, 1_000, 10_000)]
+    ops = [est.plan(100_000, d).noise_operator_bound for d in (100, 1_000, 10_000)]
     assert ops[0] < ops[1] < ops[2]
     p = est.plan(100_000, 100, sigma=1.0, eigengap=1.0)
-    assert p["operator_error_bound"] == pytest.approx(p["noise_operator_bound"] + p["sampling_operator_bound"])
-    assert 0 < p["sin2_bound"] <= 1
+    assert p.operator_error_bound == pytest.approx(p.noise_operator_bound + p.sampling_operator_bound)
+    assert 0 < p.sin2_bound <= 1 and p.error_bound == p.sin2_bound
 
 
 def test_gaussian_pca_is_the_top_eigenvector_of_the_wang_xu_estimate():
@@ -97,9 +97,9 @@ def test_gaussian_pca_is_the_top_eigenvector_of_the_wang_xu_estimate():
 
 def test_gaussian_pca_plan_error_grows_with_d():
     est = GaussianPCA(1.0, 1e-6, sigma=1.0)
-    errs = [est.plan(100_000, d, k=3, eigengap=1.0)["operator_error_bound"] for d in (100, 1_000, 10_000)]
+    errs = [est.plan(100_000, d, k=3, eigengap=1.0).operator_error_bound for d in (100, 1_000, 10_000)]
     assert errs[0] < errs[1] < errs[2]
-    assert est.plan(100_000, 100, k=3, eigengap=1.0)["sin2_bound"] <= 1
+    assert est.plan(100_000, 100, k=3, eigengap=1.0).sin2_bound <= 1
 
 
 def test_thresholded_pca_is_labelled_not_private_and_accurate():
@@ -112,7 +112,7 @@ def test_thresholded_pca_is_labelled_not_private_and_accurate():
     assert any("NOT PRIVATE" in note for note in meta["notes"])
     assert m.sin2_error(est.components_) < 0.02
     p = est.plan(50_000, 20, k=3, eigengap=m.eigengap)
-    assert p["private"] is False and p["threshold"] == pytest.approx(est.threshold_)
+    assert p.privacy is None and p.noise_scale == 0 and p.threshold == pytest.approx(est.threshold_)
 
 
 def test_bad_parameters():

@@ -14,7 +14,6 @@ from dpdist.algorithms.second_moment import (
     lambda_buckets,
     one_shot_second_moment,
     second_moment,
-    second_moment_diagnostics,
     select_radius,
 )
 from dpdist.data.second_moment_generators import anisotropic_gaussian, ellipsoid, lambda_circ_v, lambda_v, outlier_mixture
@@ -22,6 +21,7 @@ from dpdist.privacy.noise import resolve_random_state
 from dpdist.privacy.second_moment_calibration import gue_norm_bound, plan_second_moment
 from dpdist.privacy.second_moment_noise import PURPOSE_LEVEL, gue_matrix
 from dpdist.privacy.zcdp import ZCDP
+from dpdist.testing import second_moment_diagnostics
 from tests.conftest import LONG
 
 N = 100_000

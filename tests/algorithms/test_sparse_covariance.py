@@ -97,12 +97,12 @@ def test_accuracy_on_model1_within_theorem_1_bound():
     est = dpdist.SparseCovariance(3, 2.0, 1e-6, sigma=sigma, random_state=1, scheduler="threads").fit(X)
     plan = est.plan(n, 16)
     err = operator_norm(est.covariance_ - model.covariance)
-    assert err <= plan["error_bound"]
+    assert err <= plan.error_bound
     s = support_metrics(est.covariance_, model.covariance)
     assert s["recall"] == 1.0 and s["precision"] == 1.0
     wx = dpdist.baselines.GaussianCovariance(2.0, 1e-6, sigma=sigma, random_state=1, scheduler="threads").fit(X)
     err_wx = operator_norm(wx.covariance_ - model.covariance)
-    print(f"\nd=16 n={n}: PrivCov error {err:.4f} (bound {plan['error_bound']:.3g}), Wang-Xu error {err_wx:.4f}")
+    print(f"\nd=16 n={n}: PrivCov error {err:.4f} (bound {plan.error_bound:.3g}), Wang-Xu error {err_wx:.4f}")
     # at d = 16 the Wang-Xu baseline is the better estimator (ALGORITHMS.md, end)
     assert err_wx < err
 
@@ -115,7 +115,7 @@ def test_crossover_with_wang_xu_through_plan():
 
     def ratio(d):
         p = dpdist.SparseCovariance(k, eps, delta, clip=4.0).plan(n, d)
-        return p["noise_scale"] / p["wang_xu_sigma"]
+        return p.noise_scale / p.wang_xu_sigma
 
     for d in (60, 1000, 20_000, 100_000):
         expected = 8 * math.sqrt((k + 1) * math.log(d / (delta / (2 * d))) / d) * math.sqrt(
@@ -313,9 +313,9 @@ def test_get_set_params_and_repr():
 def test_plan_and_min_samples_read_no_data():
     est = dpdist.SparseCovariance(3, 1.0, 1e-6, sigma=1.0)
     p = est.plan(10**7, 1000)
-    assert p["clip"] == pytest.approx(math.sqrt(2 * math.log(6 * 10**7 * 1000 / 0.1)))
+    assert p.clip == pytest.approx(math.sqrt(2 * math.log(6 * 10**7 * 1000 / 0.1)))
     n = est.min_samples(1.0, 1000)
-    assert est.plan(n, 1000)["error_bound"] <= 1.0 < est.plan(int(n * 0.99), 1000)["error_bound"]
+    assert est.plan(n, 1000).error_bound <= 1.0 < est.plan(int(n * 0.99), 1000).error_bound
     with pytest.raises(ValidationError):
         dpdist.SparseCovariance(3, 1.0, 1e-6, clip=2.0).min_samples(1.0, 100)
 

@@ -48,7 +48,7 @@ def exact_internals(X, m, tau, k, gap, lambda_hat):
     dX = da.from_array(X, chunks=(max(1, n // 7), d))
     stats = dask.compute(friendly_pass1(dX, labels=labels, sizes=sizes, tau=tau, k=k), scheduler="sync")[0]
     count = int(_good_set(stats, gap, lambda_hat).sum())
-    r, c, v = dask.compute(friendly_pass2(dX, stats, labels=labels, rho=5 * tau), scheduler="sync")[0]
+    r, c, v = dask.compute(friendly_pass2(dX, stats, labels=labels, threshold=5 * tau), scheduler="sync")[0]
     spec = sparse_spectrum(r, c, v, d, vectors=True)
     sup, vals = spec.top_vector()
     u = np.zeros(d)
@@ -166,13 +166,13 @@ def test_plan_sigma_priv_and_error_do_not_grow_with_d_unlike_wang_xu():
     # proven float error terms (issue 9), below 1e-6 of the sensitivity here
     for d in (10_000, 1_000_000):
         ratio = math.sqrt(math.log(d / 0.05) / math.log(100 / 0.05))
-        assert plans[d]["sigma_priv"] == pytest.approx(plans[100]["sigma_priv"] * ratio, rel=1e-6)
-        assert plans[d]["sigma_priv"] < 2 * plans[100]["sigma_priv"]
+        assert plans[d].sigma_priv == pytest.approx(plans[100].sigma_priv * ratio, rel=1e-6)
+        assert plans[d].sigma_priv < 2 * plans[100].sigma_priv
     # with tau fixed, sigma_priv is independent of d up to the float terms (the eigensolver's
     # error grows like d: 8 d u k c^2 = 2e-7 against 10 k tau = 0.03 at d = 1e6)
     fixed = dpdist.SparsePCA(3, 1.0, 1e-6, gap=0.5, sigma=1.0, tau=1e-3)
-    assert fixed.plan(n, 100)["sigma_priv"] == pytest.approx(fixed.plan(n, 10**6)["sigma_priv"], rel=1e-5)
-    e = [fixed.plan(n, d)["projector_error_bound"] for d in (100, 10**6)]
+    assert fixed.plan(n, 100).sigma_priv == pytest.approx(fixed.plan(n, 10**6).sigma_priv, rel=1e-5)
+    e = [fixed.plan(n, d).projector_error_bound for d in (100, 10**6)]
     assert e[1] < 2 * e[0]
     # Wang-Xu's Gaussian noise on the whole matrix grows linearly in d
     wx = [wang_xu_calibration(1.0, 1e-6, n, d, 1.0)["gaussian_sigma"] for d in (100, 10**6)]
@@ -182,16 +182,16 @@ def test_plan_sigma_priv_and_error_do_not_grow_with_d_unlike_wang_xu():
 def test_plan_reports_the_paper_regime_and_min_samples_is_consistent():
     est = dpdist.SparsePCA(3, 1.0, 1e-6, gap=0.5, sigma=1.0)
     p = est.plan(10**7, 1000)
-    assert p["n_batches"] == 5792  # default m at the stage budget (0.5, 5e-7)
-    assert p["budget_split"] == {"norm": [0.5, 5e-7], "pca": [0.5, 5e-7]}
-    assert p["sin2_error_bound"] == 1.0 and not p["support_recoverable"]
+    assert p.n_batches == 5792  # default m at the stage budget (0.5, 5e-7)
+    assert p.budget_split == {"norm": [0.5, 5e-7], "pca": [0.5, 5e-7]}
+    assert p.sin2_error_bound == 1.0 and not p.support_recoverable
     n = est.min_samples(0.1, 1000)
     q = est.plan(n, 1000)
     assert q["sin2_error_bound"] <= 0.1 and q["norm_within_gap_over_10"]
-    assert est.plan(int(n * 0.99), 1000)["sin2_error_bound"] > 0.1
+    assert est.plan(int(n * 0.99), 1000).sin2_error_bound > 0.1
     norm = dpdist.SpectralNorm(3, 1.0, 1e-6, gap=0.5, sigma=1.0)
     nn = norm.min_samples(0.05, 1000)
-    assert norm.plan(nn, 1000)["relative_error_bound"] <= 0.05
+    assert norm.plan(nn, 1000).relative_error_bound <= 0.05
 
 
 @pytest.fixture(scope="module")
@@ -247,7 +247,7 @@ def test_os_entropy_is_the_default_and_is_recorded():
 @pytest.mark.parametrize(
     "kwargs,match",
     [
-        (dict(k=0), "k must be >= 1"),
+        (dict(k=0), "k must be an integer >= 1"),
         (dict(epsilon=0.0), "epsilon"),
         (dict(delta=1.0), "delta"),
         (dict(gap=0.0), "gap"),

@@ -54,7 +54,8 @@ def test_plan_reads_metadata_only(dataset, capsys):
     assert main(["covariance", dataset, "--k", "3", "--epsilon", "1", "--delta", "1e-6", "--sigma", "1", "--plan", "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
     ref = dpdist.SparseCovariance(3, 1.0, 1e-6, sigma=1.0).plan(20000, 12)
-    assert plan["noise_scale"] == pytest.approx(ref["noise_scale"]) and plan["n_samples"] == 20000
+    assert plan["noise_scale"] == pytest.approx(ref.noise_scale) and plan["n_samples"] == 20000
+    assert plan["vacuous"] is ref.vacuous and plan["error_bound"] == pytest.approx(ref.error_bound)
     assert main(["covariance", "--plan", "--n-samples", "1000000", "--n-features", "500", "--k", "3",
                  "--epsilon", "1", "--delta", "1e-6", "--sigma", "1"]) == 0
     assert "min n" in capsys.readouterr().out

@@ -81,7 +81,7 @@ def _sample(action: argparse.Action, cls) -> tuple[list[str], object]:
 
 
 #: Values for the flags a method requires (so the flag under test is the only variable).
-BASE = {"k": "2", "epsilon": "1", "delta": "1e-6", "gap": "0.5", "sigma": "1.5", "row_norm": "3", "rho": "1", "m": "20"}
+BASE = {"k": "2", "epsilon": "1", "delta": "1e-6", "gap": "0.5", "sigma": "1.5", "radius": "3", "rho": "1", "m": "20"}
 
 
 def _cases():

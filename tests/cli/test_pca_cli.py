@@ -42,8 +42,8 @@ def test_expmech_round_trip(store, tmp_path, capsys):
 @pytest.mark.parametrize(
     "method,flags,private",
     [
-        ("analyze-gauss", ["--epsilon", "1", "--delta", "1e-6", "--row-norm", "20"], True),
-        ("gaussian", ["--epsilon", "1", "--delta", "1e-6", "--clip", "8"], True),
+        ("analyze-gauss", ["--epsilon", "1", "--delta", "1e-6", "--radius", "20"], True),
+        ("wang-xu", ["--epsilon", "1", "--delta", "1e-6", "--clip", "8"], True),
         ("thresholded", ["--threshold", "0.1"], False),
     ],
 )
@@ -76,7 +76,7 @@ def test_plan_reads_no_data(tmp_path, capsys):
 def test_plan_with_input_reads_metadata_only(store, capsys):
     path, _ = store
     rc = main(["pca", path, "--method", "analyze-gauss", "--plan", "--epsilon", "1", "--delta", "1e-6",
-               "--row-norm", "10"])
+               "--radius", "10"])
     assert rc == 0
     assert "noise_scale" in capsys.readouterr().out
 
@@ -91,7 +91,7 @@ def test_plan_with_input_reads_metadata_only(store, capsys):
         (["pca", "{path}", "--method", "expmech", "--k", "2", "--epsilon", "-1", "--delta", "1e-6", "--clip", "1",
           "--output", "{out}"], "epsilon"),
         (["pca", "{path}", "--method", "thresholded", "--threshold", "0.1"], "--output"),
-        (["pca", "{path}", "--method", "analyze-gauss", "--epsilon", "1", "--delta", "1e-6", "--output", "{out}"], "--row-norm"),
+        (["pca", "{path}", "--method", "analyze-gauss", "--epsilon", "1", "--delta", "1e-6", "--output", "{out}"], "--radius"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(store, tmp_path, capsys, argv, match):

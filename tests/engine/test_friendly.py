@@ -113,7 +113,7 @@ def test_pass2_thresholded_average_equals_brute_force_with_nan_rows_as_zero_rows
     X[:, 1] += X[:, 0]  # a correlated pair so T_5tau keeps an off-diagonal entry
     want = oracle(X, labels, m, tau, k)
     dX, stats = run_engine(X, labels, sizes, tau, k, (50, 8), 8 * 24 * 4 * 4)
-    r, c, v = dask.compute(friendly_pass2(dX, stats, labels=labels, rho=5 * tau, tile_bytes=8 * 3 * 3), scheduler="sync")[0]
+    r, c, v = dask.compute(friendly_pass2(dX, stats, labels=labels, threshold=5 * tau, tile_bytes=8 * 3 * 3), scheduler="sync")[0]
     assert np.all(np.isfinite(v)) and np.all(r <= c)
     got = np.zeros((d, d))
     got[r, c] = v
@@ -283,8 +283,8 @@ def test_consecutive_batches_need_no_label_array():
     b = dask.compute(friendly_pass1(dX, labels=None, sizes=sizes, tau=tau, k=k), scheduler="sync")[0]
     np.testing.assert_array_equal(a.friend_counts, b.friend_counts)
     np.testing.assert_array_equal(a.weights, b.weights)
-    ea = dask.compute(friendly_pass2(dX, a, labels=labels, rho=tau), scheduler="sync")[0]
-    eb = dask.compute(friendly_pass2(dX, b, labels=None, sizes=sizes, rho=tau), scheduler="sync")[0]
+    ea = dask.compute(friendly_pass2(dX, a, labels=labels, threshold=tau), scheduler="sync")[0]
+    eb = dask.compute(friendly_pass2(dX, b, labels=None, sizes=sizes, threshold=tau), scheduler="sync")[0]
     for x, y in zip(ea, eb):
         np.testing.assert_array_equal(x, y)
 

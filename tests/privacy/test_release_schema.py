@@ -9,6 +9,9 @@ An allow-list schema over every estimator's release metadata and every Zarr resu
 * nothing is a timing, a count of affected rows, or a noisy test statistic (FriendlyCore's
   test outcomes are bits);
 * ``created`` is a date (no time of day);
+* every estimator's release records its utility verdict (``parameters["utility"]``: the plan's
+  predicted error against the quantity's scale, and whether the release is vacuous), a public
+  function of the parameters and the shape (issue 8);
 * and, the check that needs no list: fitted with the same seed on two neighbouring datasets
   (one row replaced by a fill value), every *public* part of the metadata is identical. A
   timing, a count, or any other unnoised function of the data differs and fails this test,
@@ -41,7 +44,7 @@ RELEASED_PARAMETERS = {"q_tilde", "subspace_dims"}
 DERIVED_FROM_RELEASED = {
     "SecondMoment-private-init": {
         "parameters": {"radius", "lambda_min", "lambda_bucket_lower_edge", "n_levels", "normalised_radius", "kappas",
-                       "level_radii", "thresholds"},
+                       "level_radii", "thresholds", "utility"},
         "noise_scales": {"level_sigmas"},
         "privacy": {"breakdown"},
     },
@@ -70,7 +73,7 @@ ALLOWED = {
         {"covariance", "components", "eigenvalue"},
     ),
     "AnalyzeGauss": (
-        {"n_samples", "n_features", "row_norm", "sensitivity", "float_factor", "rule", "on_nonfinite"},
+        {"n_samples", "n_features", "radius", "sensitivity", "float_factor", "rule", "on_nonfinite"},
         {"gaussian"},
         {"components", "covariance", "eigenvalue"},
     ),
@@ -135,6 +138,13 @@ ALLOWED = {
         {"n_samples", "n_features", "threshold", "sigma", "on_nonfinite"}, set(), {"covariance", "components", "eigenvalue"},
     ),
 }
+
+
+#: Every estimator's release records the plan's utility verdict (a function of public values;
+#: for SecondMoment with a private initialisation, of the released radius and lambda_min).
+for _name, (_params, _scales, _values) in ALLOWED.items():
+    if _name != "one_shot_second_moment":  # a function, not an estimator: no plan
+        _params |= {"utility"}
 
 
 def _release(name, X, rs=5):

@@ -32,7 +32,8 @@ def _banded(d: int = 12) -> sp.csr_array:
 META = {"mechanism": "PrivCov (COLT 2026, Algorithm 1)", "private": True,
         "privacy": {"type": "approx-dp", "epsilon": 1.0, "delta": 1e-6},
         "parameters": {"n_samples": 10_000, "n_features": 12},
-        "job": {"predicted_error": {"value": 0.25, "metric": "op", "plan_key": "error_bound"}}}
+        "job": {"predicted_error": {"value": 0.25, "metric": "||M - Sigma||_op, w.p. >= 1 - beta (Theorem 1)",
+                                     "plan_key": "error_bound"}}}
 
 
 def test_eigen_bands():
@@ -43,6 +44,10 @@ def test_eigen_bands():
     lo, hi, _ = eigen_band(np.array([1.2]), {"value": 0.2, "plan_key": "predicted_gamma"})
     np.testing.assert_allclose([lo[0], hi[0]], [1.0, 1.5])  # 1.2 / 1.2 and 1.2 / 0.8
     assert eigen_band(eigs, None) is None and eigen_band(eigs, {"value": 2.0, "plan_key": "predicted_gamma"}) is None
+    # every plan's error is "error_bound" now; its metric says which band applies
+    lo, hi, _ = eigen_band(np.array([1.2]), {"value": 0.2, "plan_key": "error_bound", "metric": "gamma: ..."})
+    np.testing.assert_allclose([lo[0], hi[0]], [1.0, 1.5])
+    assert eigen_band(eigs, {"value": 0.2, "plan_key": "error_bound", "metric": "sin^2(v_hat, v_1)"}) is None
 
 
 def test_result_summary_and_png(tmp_path):

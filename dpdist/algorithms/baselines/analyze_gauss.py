@@ -4,12 +4,14 @@ noise on the second moment of norm-clipped rows, then the top eigenvector."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import dask.array as da
 import numpy as np
 
-from dpdist.algorithms._base import Estimator, check_int, check_nonfinite, check_positive, nonfinite_note
+from dpdist._validation import check_int, check_positive, check_probability
+from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note
 from dpdist.algorithms.baselines._common import triples_to_csr
 from dpdist.algorithms.expmech_pca import leading_eigenvector
 from dpdist.data.validation import as_dask_array
@@ -17,6 +19,7 @@ from dpdist.engine.gram import DEFAULT_TILE, clipped_second_moment, nonfinite_gu
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
 from dpdist.engine.second_moment import chunk_clip_rows
 from dpdist.engine.threshold import threshold_triples
+from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
 from dpdist.privacy.expmech_calibration import (
     analyze_gauss_calibration,
@@ -25,9 +28,10 @@ from dpdist.privacy.expmech_calibration import (
     symmetric_gaussian_operator_bound,
 )
 from dpdist.privacy.noise import FLOAT_NOISE_CAVEAT, NoiseField, resolve_random_state
+from dpdist.privacy.plan import Plan
 from dpdist.privacy.release import Release, warn_if_unsafe
 
-__all__ = ["AnalyzeGauss", "block_row_norm_clip", "row_norm_clip"]
+__all__ = ["AnalyzeGauss", "AnalyzeGaussPlan", "block_row_norm_clip", "resolve_radius", "row_norm_clip"]
 
 MECHANISM = "Analyze Gauss (Dwork-Talwar-Thakurta-Zhang 2014): Gaussian noise on the second moment of norm-clipped rows"
 
@@ -46,19 +50,68 @@ def row_norm_clip(X: da.Array, row_norm: float) -> da.Array:
     return X.map_blocks(block_row_norm_clip, float(row_norm), dtype=np.float64)
 
 
+def resolve_radius(radius, row_norm, *, required: bool = True) -> float | None:
+    """The public bound on the row norms, given as ``radius`` (the canonical name, as in
+    :class:`~dpdist.SecondMoment`) or ``row_norm`` (its alias, fixed API of AnalyzeGauss).
+
+    Either name, or both with the same value; different values under the two names are
+    refused (one concept, one value).
+    """
+    if radius is not None and row_norm is not None:
+        r = check_positive(radius, "radius")
+        if check_positive(row_norm, "row_norm") != r:
+            raise ValidationError(
+                f"radius and row_norm are two names of one bound (the public bound on the row norms); "
+                f"got different values radius={radius!r}, row_norm={row_norm!r}: give one"
+            )
+        return r
+    if radius is None and row_norm is None:
+        if required:
+            raise ValidationError("give radius, the public bound on the row norms (row_norm is an alias of it)")
+        return None
+    return check_positive(radius, "radius") if radius is not None else check_positive(row_norm, "row_norm")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AnalyzeGaussPlan(Plan):
+    """:meth:`AnalyzeGauss.plan`: a :class:`~dpdist.privacy.plan.Plan` whose ``noise_scale``
+    is the Gaussian standard deviation per released entry.
+
+    ``error_bound``: the operator-norm error ``||M - Sigma||_op`` (the noise's
+    ``noise_operator_bound``, plus Lemma 2's sampling error with ``sigma``); with ``sigma``
+    and ``eigengap``, the Davis-Kahan ``sin^2`` bound (scale 1). **Scale** (vacuity) of the
+    operator error: ``radius**2``, the largest ``||Sigma||_op`` rows of norm at most
+    ``radius`` allow.
+    """
+
+    radius: float
+    calibration: dict
+    noise_operator_bound: float
+    sampling_operator_bound: float | None = None
+    operator_error_bound: float | None = None
+    sin2_bound: float | None = None
+
+
 class AnalyzeGauss(Estimator):
     """(epsilon, delta)-DP leading principal component by Analyze Gauss (DTTZ 2014). Dense baseline.
 
     Parameters
     ----------
     epsilon, delta : float
+    radius : float
+        Public L2 bound L: each row is scaled to norm at most L before the second moment (the
+        same name as :class:`~dpdist.SecondMoment`'s bound on the row norms).
     row_norm : float
-        Public L2 bound L: each row is scaled to norm at most L before the second moment.
+        Alias of ``radius`` (the name of earlier releases, kept): give one of the two (or both
+        with the same value).
     random_state : None or int
     beta : float
         Failure probability used by :meth:`plan`.
     scheduler, tile_size, on_nonfinite, timeout
         As for the other estimators (:mod:`dpdist.engine.runtime` for scheduler and timeout).
+    ledger, dataset
+        A privacy-budget ledger charged by ``fit``, and the dataset's identifier (see
+        :class:`~dpdist.SparseCovariance`).
 
     Attributes
     ----------
@@ -84,14 +137,17 @@ class AnalyzeGauss(Estimator):
     noise is calibrated for ``kappa(n)`` times the sensitivity
     (:func:`~dpdist.privacy.calibration.gram_rounding_factor`). Non-finite rows become zero
     rows (``on_nonfinite="zero"``, the default; "raise" reveals one bit). Caveat:
-    floating-point noise (no snapping).
+    floating-point noise (no snapping). Parameters are validated in :meth:`fit`; a failed fit
+    changes nothing (:mod:`dpdist.algorithms._base`).
     """
 
-    def __init__(self, epsilon: float, delta: float, *, row_norm: float, random_state: Any = None,
-                 beta: float = 0.1, scheduler: Any = None, tile_size: int = DEFAULT_TILE,
-                 on_nonfinite: str = "zero", timeout: float | None = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, epsilon: float, delta: float, *, radius: float | None = None, row_norm: float | None = None,
+                 random_state: Any = None, beta: float = 0.1, scheduler: Any = None, tile_size: int = DEFAULT_TILE,
+                 on_nonfinite: str = "zero", timeout: float | None = DEFAULT_TIMEOUT, ledger: Any = None,
+                 dataset: str | None = None) -> None:
         self.epsilon = epsilon
         self.delta = delta
+        self.radius = radius
         self.row_norm = row_norm
         self.random_state = random_state
         self.beta = beta
@@ -99,42 +155,63 @@ class AnalyzeGauss(Estimator):
         self.tile_size = tile_size
         self.on_nonfinite = on_nonfinite
         self.timeout = timeout
+        self.ledger = ledger
+        self.dataset = dataset
 
     def _calibration(self, n: int) -> dict:
         eps = check_epsilon(self.epsilon)
         delta = check_delta(self.delta)
-        check_positive(self.row_norm, "row_norm")
-        return analyze_gauss_calibration(eps, delta, n, self.row_norm)
+        return analyze_gauss_calibration(eps, delta, n, resolve_radius(self.radius, self.row_norm))
 
     def plan(self, n_samples: int, n_features: int, *, sigma: float | None = None,
-             eigengap: float | None = None) -> dict:
+             eigengap: float | None = None) -> AnalyzeGaussPlan:
         """Noise scale and predicted error for a data size; reads no data.
 
         ``noise_operator_bound`` bounds ``||E||_op`` w.p. >= 1 - beta/2. With ``sigma``
-        (sub-Gaussian scale) and ``eigengap`` (absolute), ``sin2_bound`` is Davis-Kahan
-        applied to noise plus Lemma 2's sampling error (s = d), assuming no row is clipped.
+        (sub-Gaussian scale) the error adds Lemma 2's sampling error (s = d), and with
+        ``eigengap`` (absolute) too, ``sin2_bound`` is Davis-Kahan applied to both, assuming no
+        row is clipped (:class:`AnalyzeGaussPlan`).
         """
         n = check_int(n_samples, "n_samples", low=1)
-        d = check_int(n_features, "n_features", low=2)
-        beta = check_positive(self.beta, "beta")
+        d = check_int(n_features, "n_features", low=1)
+        beta = check_probability(self.beta, "beta")
+        sigma = check_positive(sigma, "sigma", allow_none=True)
         cal = self._calibration(n)
         noise_op = symmetric_gaussian_operator_bound(cal["gaussian_sigma"], d, beta / 2)
-        out = {"n_samples": n, "n_features": d, "noise_scale": cal["gaussian_sigma"],
-               "noise_operator_bound": noise_op, "calibration": cal}
+        radius = cal["row_norm"]
+        fields: dict = {"error_bound": noise_op, "error_metric": "||E||_op (the noise alone), w.p. >= 1 - beta/2"}
         if sigma is not None:
             samp = sampling_operator_error(sigma, n, d, d, beta / 2)
-            out["sampling_operator_bound"] = samp
-            out["operator_error_bound"] = noise_op + samp
-            if eigengap is not None:
-                out["sin2_bound"] = davis_kahan_sin2(noise_op + samp, eigengap)
-        return out
+            fields = {"sampling_operator_bound": samp, "operator_error_bound": noise_op + samp,
+                      "error_bound": noise_op + samp, "error_metric": "||M - Sigma||_op, w.p. >= 1 - beta (Lemma 2)"}
+        scale, rule = radius**2, "radius**2 (||Sigma||_op <= radius^2 for rows of norm <= radius)"
+        if sigma is not None and eigengap is not None:
+            fields["sin2_bound"] = fields["error_bound"] = davis_kahan_sin2(noise_op + samp, eigengap)
+            fields["error_metric"] = "sin^2(v_hat, v_1), w.p. >= 1 - beta (Davis-Kahan)"
+            scale, rule = 1.0, "1: sin^2 <= 1 always"
+        return AnalyzeGaussPlan(
+            n_samples=n,
+            n_features=d,
+            privacy=ApproxDP(check_epsilon(self.epsilon), check_delta(self.delta)),
+            noise_scale=cal["gaussian_sigma"],
+            error_scale=scale,
+            error_scale_rule=rule,
+            radius=radius,
+            calibration=cal,
+            noise_operator_bound=noise_op,
+            **fields,
+        )
 
-    def fit(self, X: Any, y: Any = None) -> "AnalyzeGauss":
+    def _fit_release(self, X: Any) -> Release:
         """Release the noisy second moment and its top eigenvector (one PrivacyWarning when seeded)."""
         tile = check_int(self.tile_size, "tile_size")
         check_scheduler(self.scheduler)
         timeout = check_timeout(self.timeout)
         check_nonfinite(self.on_nonfinite)
+        check_epsilon(self.epsilon)
+        check_delta(self.delta)
+        check_probability(self.beta, "beta")
+        resolve_radius(self.radius, self.row_norm)
         seed = resolve_random_state(self.random_state)
         X = as_dask_array(X)
         n, d = (int(s) for s in X.shape)
@@ -150,20 +227,23 @@ class AnalyzeGauss(Estimator):
         notes = [FLOAT_NOISE_CAVEAT, f"Gaussian scale rule: {cal['rule']}",
                  "components are post-processing (top eigenvector of the released noisy matrix)",
                  nonfinite_note(self.on_nonfinite)]
-        rel = warn_if_unsafe(Release(
+        return warn_if_unsafe(Release(
             mechanism=MECHANISM,
             privacy=ApproxDP(check_epsilon(self.epsilon), check_delta(self.delta)),
-            parameters={"n_samples": n, "n_features": d, "row_norm": cal["row_norm"],
+            parameters={"n_samples": n, "n_features": d, "radius": cal["row_norm"],
                         "sensitivity": cal["sensitivity"], "float_factor": cal["float_factor"], "rule": cal["rule"],
                         "on_nonfinite": self.on_nonfinite},
             noise_scales={"gaussian": cal["gaussian_sigma"]},
             values={"components": v[None, :], "covariance": M, "eigenvalue": lam},
             seeding=seed.describe(),
             notes=tuple(notes),
-        ))
-        self.components_ = v[None, :]
-        self.covariance_ = M
-        self.noise_scale_ = cal["gaussian_sigma"]
-        self.privacy_ = rel.privacy
-        self.release_ = rel
-        return self
+        ), stacklevel=4)
+
+    def _fitted_attributes(self, rel: Release) -> dict:
+        return {
+            "components_": rel.values["components"],
+            "covariance_": rel.values["covariance"],
+            "noise_scale_": rel.noise_scales["gaussian"],
+            "privacy_": rel.privacy,
+            "release_": rel,
+        }

@@ -4,11 +4,13 @@ moment, then hard thresholding (Wang and Xu 2021; ALGORITHMS.md section 4)."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
-from dpdist.algorithms._base import Estimator, check_int, check_nonfinite, check_positive, nonfinite_note
+from dpdist._validation import check_int, check_positive, check_probability
+from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note
 from dpdist.algorithms.baselines._common import triples_to_csr
-from dpdist.algorithms.baselines.thresholded import bickel_levina_threshold
+from dpdist.algorithms.baselines.thresholded import ThresholdedCovariancePlan, bickel_levina_threshold
 from dpdist.data.validation import as_dask_array
 from dpdist.engine.gram import DEFAULT_TILE, clipped_second_moment, nonfinite_guard
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
@@ -19,7 +21,7 @@ from dpdist.privacy.calibration import subgaussian_clip, wang_xu_calibration
 from dpdist.privacy.noise import FLOAT_NOISE_CAVEAT, NoiseField, resolve_random_state
 from dpdist.privacy.release import Release, warn_if_unsafe
 
-__all__ = ["GaussianCovariance", "wang_xu_noise_threshold"]
+__all__ = ["GaussianCovariance", "GaussianCovariancePlan", "WangXuCovariance", "wang_xu_noise_threshold"]
 
 MECHANISM = "Wang-Xu Gaussian covariance (symmetric Gaussian noise on the clipped second moment, then thresholding)"
 
@@ -28,6 +30,29 @@ def wang_xu_noise_threshold(noise_sigma: float, n_features: int, beta: float = 0
     """``noise_sigma * sqrt(2 log(d^2 / beta))``: with probability >= 1 - beta no pure-noise
     entry among the d^2 survives thresholding (Gaussian tail and a union bound)."""
     return noise_sigma * math.sqrt(2 * math.log(n_features**2 / beta))
+
+
+@dataclass(frozen=True, kw_only=True)
+class GaussianCovariancePlan(ThresholdedCovariancePlan):
+    """:meth:`GaussianCovariance.plan`: a :class:`~dpdist.privacy.plan.Plan` whose
+    ``noise_scale`` is the Gaussian standard deviation per released entry.
+
+    ``error_bound`` is the largest entry error ``||M - Sigma||_max <= t + lambda_samp +
+    lambda_noise`` (probability >= 1 - 2 beta): every entry of ``Sigma_hat + E - Sigma`` is
+    below ``lambda_samp`` (Fact 1) plus ``lambda_noise`` (:func:`wang_xu_noise_threshold`), and
+    hard thresholding at ``t`` moves an entry by at most ``t`` more. **Scale** (vacuity):
+    ``sigma**2`` (every entry of a sigma-sub-Gaussian covariance is at most sigma^2); with
+    ``clip`` only, ``sigma = clip`` (clipped entries are clip-sub-Gaussian).
+    """
+
+    epsilon: float
+    delta: float
+    clip: float
+    sensitivity: float
+    float_factor: float
+    gaussian_sigma: float
+    rule: str
+    noise_threshold: float
 
 
 class GaussianCovariance(Estimator):
@@ -80,7 +105,7 @@ class GaussianCovariance(Estimator):
     def __init__(self, epsilon: float, delta: float, *, sigma: float | None = None, clip: float | None = None,
                  threshold: float | None = None, random_state: int | None = None, beta: float = 0.1,
                  scheduler: Any = None, tile_size: int = DEFAULT_TILE, on_nonfinite: str = "zero",
-                 timeout: float | None = DEFAULT_TIMEOUT):
+                 timeout: float | None = DEFAULT_TIMEOUT, ledger: Any = None, dataset: str | None = None):
         self.epsilon = epsilon
         self.delta = delta
         self.sigma = sigma
@@ -92,43 +117,71 @@ class GaussianCovariance(Estimator):
         self.tile_size = tile_size
         self.on_nonfinite = on_nonfinite
         self.timeout = timeout
+        self.ledger = ledger
+        self.dataset = dataset
 
-    def _resolve(self, n: int, d: int) -> dict:
+    def _check_params(self) -> tuple:
         eps = check_epsilon(self.epsilon)
         delta = check_delta(self.delta)
-        beta = check_positive(self.beta, "beta")
-        check_positive(self.sigma, "sigma", allow_none=True)
-        check_positive(self.clip, "clip", allow_none=True)
-        check_positive(self.threshold, "threshold", allow_none=True)
-        if self.sigma is None and self.clip is None:
+        beta = check_probability(self.beta, "beta")
+        sigma = check_positive(self.sigma, "sigma", allow_none=True)
+        clip = check_positive(self.clip, "clip", allow_none=True)
+        threshold = check_positive(self.threshold, "threshold", allow_none=True)
+        if sigma is None and clip is None:
             raise ValidationError("give either sigma (the sub-Gaussian scale) or clip (the truncation level R)")
-        R = float(self.clip) if self.clip is not None else subgaussian_clip(self.sigma, n, d, beta)
+        return eps, delta, beta, sigma, clip, threshold
+
+    def _resolve(self, n: int, d: int) -> dict:
+        eps, delta, beta, sigma, clip, threshold = self._check_params()
+        R = clip if clip is not None else subgaussian_clip(sigma, n, d, beta)
         cal = wang_xu_calibration(eps, delta, n, d, R)
-        if self.threshold is not None:
-            lam = float(self.threshold)
+        if threshold is not None:
+            lam = threshold
         else:
             lam = wang_xu_noise_threshold(cal["gaussian_sigma"], d, beta)
-            if self.sigma is not None:
-                lam += bickel_levina_threshold(self.sigma, n, d, beta)
+            if sigma is not None:
+                lam += bickel_levina_threshold(sigma, n, d, beta)
         return {"epsilon": eps, "delta": delta, "clip": R, "threshold": lam, **cal}
 
-    def plan(self, n_samples: int, n_features: int) -> dict:
-        """Clip, Gaussian noise scale and threshold for a data size; reads no data."""
+    def plan(self, n_samples: int, n_features: int) -> GaussianCovariancePlan:
+        """Clip, Gaussian noise scale, threshold and the entrywise error bound for a data
+        size (:class:`GaussianCovariancePlan`); reads no data."""
         n = check_int(n_samples, "n_samples", low=2)
         d = check_int(n_features, "n_features", low=2)
         p = self._resolve(n, d)
-        return {"n_samples": n, "n_features": d, "noise_scale": p["gaussian_sigma"], **p}
+        beta = float(self.beta)
+        sigma = float(self.sigma) if self.sigma is not None else p["clip"]
+        noise = wang_xu_noise_threshold(p["gaussian_sigma"], d, beta)
+        samp = bickel_levina_threshold(sigma, n, d, beta)
+        return GaussianCovariancePlan(
+            n_samples=n,
+            n_features=d,
+            privacy=ApproxDP(p["epsilon"], p["delta"]),
+            noise_scale=p["gaussian_sigma"],
+            error_bound=p["threshold"] + samp + noise,
+            error_metric="||M - Sigma||_max (largest entry error), w.p. >= 1 - 2 beta",
+            error_scale=sigma * sigma,
+            error_scale_rule="sigma**2" if self.sigma is not None else
+            "clip**2: no sigma given, clipped entries are clip-sub-Gaussian",
+            sigma=None if self.sigma is None else float(self.sigma),
+            beta=beta,
+            sampling_threshold=samp,
+            noise_threshold=noise,
+            **p,
+        )
 
-    def fit(self, X: Any, y: Any = None) -> "GaussianCovariance":
-        """Release the private covariance of ``X`` (one PrivacyWarning when seeded)."""
-        rel = warn_if_unsafe(self._release(X))
-        self.covariance_ = rel.values["covariance"]
-        self.noise_scale_ = rel.noise_scales["gaussian"]
-        self.clip_ = rel.parameters["clip"]
-        self.threshold_ = rel.parameters["threshold"]
-        self.privacy_ = rel.privacy
-        self.release_ = rel
-        return self
+    def _fit_release(self, X: Any) -> Release:
+        return warn_if_unsafe(self._release(X))
+
+    def _fitted_attributes(self, rel: Release) -> dict:
+        return {
+            "covariance_": rel.values["covariance"],
+            "noise_scale_": rel.noise_scales["gaussian"],
+            "clip_": rel.parameters["clip"],
+            "threshold_": rel.parameters["threshold"],
+            "privacy_": rel.privacy,
+            "release_": rel,
+        }
 
     def _release(self, X: Any) -> Release:
         """The release of one fit (no warning, no attributes: :class:`GaussianPCA` uses it)."""
@@ -136,8 +189,7 @@ class GaussianCovariance(Estimator):
         check_scheduler(self.scheduler)
         timeout = check_timeout(self.timeout)
         check_nonfinite(self.on_nonfinite)
-        check_epsilon(self.epsilon)
-        check_delta(self.delta)
+        self._check_params()
         seed = resolve_random_state(self.random_state)
         X = as_dask_array(X)
         n, d = X.shape
@@ -158,3 +210,8 @@ class GaussianCovariance(Estimator):
             seeding=seed.describe(),
             notes=tuple(notes),
         )
+
+
+#: The Wang-Xu baseline's canonical name (``--method wang-xu`` on the command line): the same
+#: class as :class:`GaussianCovariance`, whose name is fixed public API.
+WangXuCovariance = GaussianCovariance

@@ -3,20 +3,72 @@ Gaussian covariance (private) and of the hard-thresholded covariance (NOT privat
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from dpdist.algorithms._base import Estimator, check_int, check_positive
-from dpdist.algorithms.baselines.gaussian import GaussianCovariance
-from dpdist.algorithms.baselines.thresholded import ThresholdedCovariance, bickel_levina_threshold
+from dpdist._validation import check_int
+from dpdist.algorithms._base import Estimator
+from dpdist.algorithms.baselines.gaussian import GaussianCovariance, GaussianCovariancePlan
+from dpdist.algorithms.baselines.thresholded import (
+    ThresholdedCovariance,
+    ThresholdedCovariancePlan,
+    thresholded_plan,
+)
 from dpdist.algorithms.expmech_pca import leading_eigenvector
 from dpdist.engine.gram import DEFAULT_TILE
 from dpdist.engine.runtime import DEFAULT_TIMEOUT
 from dpdist.privacy.expmech_calibration import davis_kahan_sin2
 from dpdist.privacy.release import Release, warn_if_unsafe
 
-__all__ = ["GaussianPCA", "ThresholdedPCA"]
+__all__ = ["GaussianPCA", "GaussianPCAPlan", "ThresholdedPCA", "ThresholdedPCAPlan", "WangXuPCA"]
+
+_SIN2 = ("sin^2(v_hat, v_1), w.p. >= 1 - 2 beta (Lemma 3(1) and Davis-Kahan)", 1.0, "1: sin^2 <= 1 always")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GaussianPCAPlan(GaussianCovariancePlan):
+    """:meth:`GaussianPCA.plan`: the Wang-Xu covariance's plan, plus, with ``k`` (row sparsity
+    of Sigma), ``operator_error_bound = 2 k lambda`` (Lemma 3(1)) and, with ``eigengap`` too,
+    ``sin2_bound`` (Davis-Kahan), which is then the plan's ``error_bound`` (scale 1). Without
+    them the error is the covariance's entrywise bound (scale ``sigma**2``)."""
+
+    k: int | None = None
+    eigengap: float | None = None
+    operator_error_bound: float | None = None
+    sin2_bound: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ThresholdedPCAPlan(ThresholdedCovariancePlan):
+    """:meth:`ThresholdedPCA.plan` (NOT PRIVATE): as :class:`GaussianPCAPlan` without noise."""
+
+    k: int | None = None
+    eigengap: float | None = None
+    operator_error_bound: float | None = None
+    sin2_bound: float | None = None
+
+
+def _with_pca_error(plan, k, eigengap, default_threshold: bool):
+    """``plan`` with Lemma 3(1)'s operator bound (with ``k``, and only for the default
+    threshold, which makes every entry error below it) and the Davis-Kahan sin^2 (with
+    ``eigengap``); the sin^2 becomes the plan's error."""
+    fields: dict = {}
+    if k is not None:
+        k = check_int(k, "k", low=1, high=plan.n_features)
+        fields["k"] = k
+        if default_threshold and plan.sigma is not None:
+            fields["operator_error_bound"] = 2 * k * plan.threshold
+    if eigengap is not None:
+        fields["eigengap"] = eigengap
+        if fields.get("operator_error_bound") is not None:
+            sin2 = davis_kahan_sin2(fields["operator_error_bound"], eigengap)
+            metric, scale, rule = _SIN2
+            fields.update(sin2_bound=sin2, error_bound=sin2, error_metric=metric, error_scale=scale,
+                          error_scale_rule=rule)
+    return dataclasses.replace(plan, **fields) if fields else plan
 
 
 def _pca_release(cov_release: Release, components: np.ndarray, eigenvalue: float, what: str) -> Release:
@@ -45,6 +97,9 @@ class GaussianPCA(Estimator):
     ----------
     epsilon, delta, sigma, clip, threshold, random_state, beta, scheduler, tile_size, on_nonfinite, timeout
         Passed to :class:`~dpdist.baselines.GaussianCovariance`.
+    ledger, dataset
+        A privacy-budget ledger charged by ``fit``, and the dataset's identifier (see
+        :class:`~dpdist.SparseCovariance`).
 
     Attributes
     ----------
@@ -52,8 +107,8 @@ class GaussianPCA(Estimator):
     covariance_ : scipy.sparse.csr_array
         The released Wang-Xu estimate.
     noise_scale_, clip_, threshold_, privacy_, release_
-    covariance_release_ : Release
-        The covariance baseline's own release.
+        ``release_`` holds the covariance baseline's release (privacy, parameters, noise
+        scales, the covariance) plus the component.
 
     Notes
     -----
@@ -66,7 +121,7 @@ class GaussianPCA(Estimator):
     def __init__(self, epsilon: float, delta: float, *, sigma: float | None = None, clip: float | None = None,
                  threshold: float | None = None, random_state: Any = None, beta: float = 0.1,
                  scheduler: Any = None, tile_size: int = DEFAULT_TILE, on_nonfinite: str = "zero",
-                 timeout: float | None = DEFAULT_TIMEOUT) -> None:
+                 timeout: float | None = DEFAULT_TIMEOUT, ledger: Any = None, dataset: str | None = None) -> None:
         self.epsilon = epsilon
         self.delta = delta
         self.sigma = sigma
@@ -78,6 +133,8 @@ class GaussianPCA(Estimator):
         self.tile_size = tile_size
         self.on_nonfinite = on_nonfinite
         self.timeout = timeout
+        self.ledger = ledger
+        self.dataset = dataset
 
     def _covariance_estimator(self) -> GaussianCovariance:
         return GaussianCovariance(
@@ -86,7 +143,8 @@ class GaussianPCA(Estimator):
             tile_size=self.tile_size, on_nonfinite=self.on_nonfinite, timeout=self.timeout,
         )
 
-    def plan(self, n_samples: int, n_features: int, *, k: int | None = None, eigengap: float | None = None) -> dict:
+    def plan(self, n_samples: int, n_features: int, *, k: int | None = None,
+             eigengap: float | None = None) -> GaussianPCAPlan:
         """Noise scale, threshold and predicted error for a data size; reads no data.
 
         With the default threshold (noise level plus sampling level, needs ``sigma``) every
@@ -96,29 +154,25 @@ class GaussianPCA(Estimator):
         Davis-Kahan on that. ``lambda``, hence the bound, grows like ``d`` through the noise.
         """
         p = self._covariance_estimator().plan(n_samples, n_features)
-        out = dict(p)
-        if k is not None:
-            k = check_int(k, "k", low=1, high=int(n_features))
-            op = 2 * k * p["threshold"]
-            out["operator_error_bound"] = op if self.sigma is not None and self.threshold is None else None
-            if eigengap is not None and out["operator_error_bound"] is not None:
-                out["sin2_bound"] = davis_kahan_sin2(op, eigengap)
-        return out
+        plan = GaussianPCAPlan(**{f.name: getattr(p, f.name) for f in dataclasses.fields(p) if f.init})
+        return _with_pca_error(plan, k, eigengap, default_threshold=self.threshold is None)
 
-    def fit(self, X: Any, y: Any = None) -> "GaussianPCA":
+    def _fit_release(self, X: Any) -> Release:
         """Fit the Wang-Xu covariance and release its top eigenvector (one PrivacyWarning when seeded)."""
         cov_rel = self._covariance_estimator()._release(X)
         v, lam = leading_eigenvector(cov_rel.values["covariance"])
-        rel = warn_if_unsafe(_pca_release(cov_rel, v[None, :], lam, "post-processing"))
-        self.covariance_release_ = cov_rel
-        self.covariance_ = cov_rel.values["covariance"]
-        self.components_ = v[None, :]
-        self.noise_scale_ = cov_rel.noise_scales["gaussian"]
-        self.clip_ = cov_rel.parameters["clip"]
-        self.threshold_ = cov_rel.parameters["threshold"]
-        self.privacy_ = rel.privacy
-        self.release_ = rel
-        return self
+        return warn_if_unsafe(_pca_release(cov_rel, v[None, :], lam, "post-processing"), stacklevel=4)
+
+    def _fitted_attributes(self, rel: Release) -> dict:
+        return {
+            "covariance_": rel.values["covariance"],
+            "components_": rel.values["components"],
+            "noise_scale_": rel.noise_scales["gaussian"],
+            "clip_": rel.parameters["clip"],
+            "threshold_": rel.parameters["threshold"],
+            "privacy_": rel.privacy,
+            "release_": rel,
+        }
 
 
 class ThresholdedPCA(Estimator):
@@ -146,47 +200,44 @@ class ThresholdedPCA(Estimator):
 
     def __init__(self, *, threshold: float | None = None, sigma: float | None = None, scheduler: Any = None,
                  tile_size: int = DEFAULT_TILE, on_nonfinite: str = "zero",
-                 timeout: float | None = DEFAULT_TIMEOUT) -> None:
+                 timeout: float | None = DEFAULT_TIMEOUT, ledger: Any = None, dataset: str | None = None) -> None:
         self.threshold = threshold
         self.sigma = sigma
         self.scheduler = scheduler
         self.tile_size = tile_size
         self.on_nonfinite = on_nonfinite
         self.timeout = timeout
+        self.ledger = ledger
+        self.dataset = dataset
 
     def plan(self, n_samples: int, n_features: int, *, k: int | None = None, eigengap: float | None = None,
-             beta: float = 0.1) -> dict:
+             beta: float = 0.1) -> ThresholdedPCAPlan:
         """Threshold and predicted error (no noise; NOT private); reads no data.
 
         With ``sigma`` and the default threshold (Fact 1's entrywise sampling level), Lemma
         3(1) gives ``||T(Sigma_hat) - Sigma||_op <= 2 k lambda`` for a k-RCS Sigma; with
         ``eigengap``, ``sin2_bound`` is Davis-Kahan on that.
         """
-        n = check_int(n_samples, "n_samples", low=2)
-        d = check_int(n_features, "n_features", low=2)
-        check_positive(self.threshold, "threshold", allow_none=True)
-        check_positive(self.sigma, "sigma", allow_none=True)
-        out: dict = {"n_samples": n, "n_features": d, "private": False, "noise_scale": 0.0}
-        if self.threshold is not None:
-            out["threshold"] = float(self.threshold)
-        elif self.sigma is not None:
-            out["threshold"] = bickel_levina_threshold(self.sigma, n, d, beta)
-        if k is not None and self.sigma is not None and self.threshold is None:
-            k = check_int(k, "k", low=1, high=d)
-            out["operator_error_bound"] = 2 * k * out["threshold"]
-            if eigengap is not None:
-                out["sin2_bound"] = davis_kahan_sin2(out["operator_error_bound"], eigengap)
-        return out
+        plan = thresholded_plan(ThresholdedPCAPlan, self.threshold, self.sigma, n_samples, n_features, beta)
+        return _with_pca_error(plan, k, eigengap, default_threshold=self.threshold is None)
 
-    def fit(self, X: Any, y: Any = None) -> "ThresholdedPCA":
+    def _fit_release(self, X: Any) -> Release:
         """Top eigenvector of the thresholded second moment (NOT PRIVATE: one PrivacyWarning)."""
         cov_rel = ThresholdedCovariance(threshold=self.threshold, sigma=self.sigma, scheduler=self.scheduler,
                                         tile_size=self.tile_size, on_nonfinite=self.on_nonfinite,
                                         timeout=self.timeout)._release(X)
         v, lam = leading_eigenvector(cov_rel.values["covariance"])
-        rel = warn_if_unsafe(_pca_release(cov_rel, v[None, :], lam, "NOT PRIVATE"))
-        self.covariance_ = cov_rel.values["covariance"]
-        self.components_ = v[None, :]
-        self.threshold_ = cov_rel.parameters["threshold"]
-        self.release_ = rel
-        return self
+        return warn_if_unsafe(_pca_release(cov_rel, v[None, :], lam, "NOT PRIVATE"), stacklevel=4)
+
+    def _fitted_attributes(self, rel: Release) -> dict:
+        return {
+            "covariance_": rel.values["covariance"],
+            "components_": rel.values["components"],
+            "threshold_": rel.parameters["threshold"],
+            "release_": rel,
+        }
+
+
+#: The Wang-Xu PCA baseline's canonical name (``--method wang-xu``): the same class as
+#: :class:`GaussianPCA`, whose name is fixed public API.
+WangXuPCA = GaussianPCA

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from dpdist._validation import check_bool, check_int
 from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, refuse_nonfinite
 from dpdist.algorithms.second_moment import group_partition
 from dpdist.data.validation import as_dask_array
@@ -19,6 +20,7 @@ from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeou
 from dpdist.exceptions import NoPrivateResult, ValidationError
 from dpdist.privacy.budget import check_delta, check_epsilon
 from dpdist.privacy.noise import FLOAT_NOISE_CAVEAT, NoiseSeed, resolve_random_state
+from dpdist.privacy.plan import Plan
 from dpdist.privacy.release import Release, warn_if_unsafe
 from dpdist.privacy.second_moment_calibration import (
     BASELINE_CN,
@@ -37,6 +39,7 @@ from dpdist.privacy.second_moment_noise import gaussian_vector, truncated_laplac
 __all__ = [
     "MECHANISM",
     "NOT_PRIVATE_LABEL",
+    "SubsampleAggregatePlan",
     "SubsampleAggregateSecondMoment",
     "group_agreement",
     "psd_distance_matrix",
@@ -139,6 +142,35 @@ class _Aggregate:
 # ---------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Sizes:
+    """What the data's shape decides, from public values only (checked before any data is read)."""
+
+    n_groups: int
+    eta_b: float
+    privacy_min_samples: float
+    private: bool
+
+
+def _check_sizes(n: int, d: int, m: int, epsilon: float, delta: float, alpha: float, xi: float,
+                 unsafe_no_privacy: bool) -> _Sizes:
+    if m < d:
+        raise ValidationError(f"m must be >= n_features (groups of m < d rows are singular), got m={m}, d={d}")
+    k = n // m
+    if k < 1:
+        raise ValidationError(f"need n >= m for at least one group, got n={n}, m={m}")
+    eta_b = baseline_masking_scale(alpha, d, xi)
+    n_private = baseline_privacy_min_samples(m, d, epsilon, delta, eta_b)
+    private = n >= n_private
+    if not private and not unsafe_no_privacy:
+        raise ValidationError(
+            f"n={n} is below MS25's sample-size condition for the baseline's privacy "
+            f"(n >= {n_private:.4g} at m={m}, d={d}, epsilon={epsilon}, delta={delta}); "
+            f"pass unsafe_no_privacy=True for a NOT PRIVATE experimental run"
+        )
+    return _Sizes(k, eta_b, n_private, private)
+
+
 def subsample_aggregate_second_moment(
     X,
     epsilon: float,
@@ -215,8 +247,7 @@ def subsample_aggregate_second_moment(
     m = check_m(m)
     alpha = check_alpha(alpha)
     xi = check_xi(xi)
-    if not isinstance(unsafe_no_privacy, (bool, np.bool_)):
-        raise ValidationError(f"unsafe_no_privacy must be a bool, got {unsafe_no_privacy!r}")
+    unsafe_no_privacy = check_bool(unsafe_no_privacy, "unsafe_no_privacy")
     scheduler = check_scheduler(scheduler)
     timeout = check_timeout(timeout)
     check_nonfinite(on_nonfinite)
@@ -224,20 +255,8 @@ def subsample_aggregate_second_moment(
     seed = resolve_random_state(random_state)
     X = as_dask_array(X)
     n, d = (int(s) for s in X.shape)
-    if m < d:
-        raise ValidationError(f"m must be >= n_features (groups of m < d rows are singular), got m={m}, d={d}")
-    k = n // m
-    if k < 1:
-        raise ValidationError(f"need n >= m for at least one group, got n={n}, m={m}")
-    eta_b = baseline_masking_scale(alpha, d, xi)
-    n_private = baseline_privacy_min_samples(m, d, epsilon, delta, eta_b)
-    private = n >= n_private
-    if not private and not unsafe_no_privacy:
-        raise ValidationError(
-            f"n={n} is below MS25's sample-size condition for the baseline's privacy "
-            f"(n >= {n_private:.4g} at m={m}, d={d}, epsilon={epsilon}, delta={delta}); "
-            f"pass unsafe_no_privacy=True for a NOT PRIVATE experimental run"
-        )
+    sizes = _check_sizes(n, d, m, epsilon, delta, alpha, xi, unsafe_no_privacy)
+    k, eta_b, n_private, private = sizes.n_groups, sizes.eta_b, sizes.privacy_min_samples, sizes.private
     threshold = baseline_threshold(k, epsilon, delta)
     support = tlap_support(2.0 / k, epsilon, delta)
     partition = group_partition(seed, n, m, purpose=PURPOSE_PARTITION)  # labels per row block, on the workers
@@ -298,6 +317,10 @@ class SubsampleAggregateSecondMoment(Estimator):
     ----------
     epsilon, delta, m, alpha, xi, unsafe_no_privacy, random_state, scheduler, on_nonfinite, timeout
         See :func:`subsample_aggregate_second_moment`.
+    ledger, dataset
+        A privacy-budget ledger charged ``(2 epsilon, 4 e^epsilon delta)`` by ``fit`` (refused
+        with ``unsafe_no_privacy=True``), and the dataset's identifier (see
+        :class:`~dpdist.SparseCovariance`). A rejection (bottom) commits the whole cost.
 
     Attributes
     ----------
@@ -313,7 +336,8 @@ class SubsampleAggregateSecondMoment(Estimator):
     **Guarantee.** (2 epsilon, 4 e^epsilon delta)-DP under replace-one neighbours provided
     MS25's n-condition holds (checked in :meth:`fit` before data are read, from the shape);
     see :func:`subsample_aggregate_second_moment`. When it fails, :meth:`fit` raises unless
-    ``unsafe_no_privacy=True``, and the result is labelled NOT PRIVATE.
+    ``unsafe_no_privacy=True``, and the result is labelled NOT PRIVATE. A failed fit changes
+    nothing (:mod:`dpdist.algorithms._base`).
     """
 
     def __init__(
@@ -329,6 +353,8 @@ class SubsampleAggregateSecondMoment(Estimator):
         scheduler: Any = None,
         on_nonfinite: str = "zero",
         timeout: float | None = DEFAULT_TIMEOUT,
+        ledger: Any = None,
+        dataset: str | None = None,
     ) -> None:
         self.epsilon = epsilon
         self.delta = delta
@@ -340,12 +366,98 @@ class SubsampleAggregateSecondMoment(Estimator):
         self.scheduler = scheduler
         self.on_nonfinite = on_nonfinite
         self.timeout = timeout
+        self.ledger = ledger
+        self.dataset = dataset
 
-    def fit(self, X, y=None) -> "SubsampleAggregateSecondMoment":
+    def _fit_release(self, X) -> Release:
         """Run Algorithm 3; raises :class:`NoPrivateResult` when it returns bottom."""
-        release = subsample_aggregate_second_moment(X, **self.get_params())
-        self.release_ = release
-        self.second_moment_ = release.values["second_moment"]
-        self.privacy_ = release.privacy
-        self.q_tilde_ = float(release.parameters["q_tilde"])
-        return self
+        kwargs = {k: v for k, v in self.get_params().items() if k not in ("ledger", "dataset")}
+        return subsample_aggregate_second_moment(X, **kwargs)
+
+    def _fitted_attributes(self, release: Release) -> dict:
+        return {
+            "release_": release,
+            "second_moment_": release.values["second_moment"],
+            "privacy_": release.privacy,
+            "q_tilde_": float(release.parameters["q_tilde"]),
+        }
+
+    def privacy_cost(self):
+        """``(2 epsilon, 4 e^epsilon delta)`` (MS25 Lemma A.4); None with ``unsafe_no_privacy=True``
+        (the guarantee is then not claimed)."""
+        if check_bool(self.unsafe_no_privacy, "unsafe_no_privacy"):
+            return None
+        return baseline_guarantee(self.epsilon, self.delta)
+
+    def plan(self, n_samples: int, n_features: int) -> "SubsampleAggregatePlan":
+        """Groups, noise scales, MS25's sample-size conditions and the predicted error for a
+        data size; reads no data (:class:`SubsampleAggregatePlan`). Unlike :meth:`fit`, a size
+        below the privacy condition is reported (``privacy_precondition_holds``), not refused."""
+        epsilon, delta = check_epsilon(self.epsilon), check_delta(self.delta)
+        m, alpha, xi = check_m(self.m), check_alpha(self.alpha), check_xi(self.xi)
+        unsafe = check_bool(self.unsafe_no_privacy, "unsafe_no_privacy")
+        n = check_int(n_samples, "n_samples", low=2)
+        d = check_int(n_features, "n_features", low=2)
+        sizes = _check_sizes(n, d, m, epsilon, delta, alpha, xi, True)
+        k = sizes.n_groups
+        utility_n = baseline_utility_min_samples(m, epsilon, delta)
+        threshold = baseline_threshold(k, epsilon, delta)
+        unmet = []
+        if n < utility_n:
+            unmet.append(f"n = {n} is below Lemma A.5's utility condition n >= {utility_n:.4g}")
+        if threshold >= 1.0:
+            unmet.append(f"the agreement threshold {threshold:.3g} >= 1 (k = {k} groups): Algorithm 3 returns "
+                         "bottom unless the TLap noise lands near its support bound")
+        return SubsampleAggregatePlan(
+            n_samples=n,
+            n_features=d,
+            privacy=baseline_guarantee(epsilon, delta) if sizes.private else None,
+            noise_scale=sizes.eta_b,
+            error_bound=2.0 * alpha,
+            error_metric="||Sigma^-1/2 M Sigma^-1/2 - I||_op <= 2 alpha, w.p. >= 1 - xi (MS25 Lemma A.5)",
+            error_scale=1.0,
+            error_scale_rule="1: a relative error of 1 allows M = 0",
+            unmet_conditions=tuple(unmet),
+            m=m,
+            alpha=alpha,
+            xi=xi,
+            n_groups=k,
+            eta_b=sizes.eta_b,
+            threshold=threshold,
+            tlap_scale=2.0 / (k * epsilon),
+            tlap_support=tlap_support(2.0 / k, epsilon, delta),
+            privacy_min_samples=sizes.privacy_min_samples,
+            utility_min_samples=utility_n,
+            privacy_precondition_holds=sizes.private,
+            unsafe_no_privacy=unsafe,
+        )
+
+    def _check_fit(self, n_samples: int, n_features: int) -> None:
+        super()._check_fit(n_samples, n_features)
+        _check_sizes(n_samples, n_features, check_m(self.m), check_epsilon(self.epsilon), check_delta(self.delta),
+                     check_alpha(self.alpha), check_xi(self.xi), check_bool(self.unsafe_no_privacy, "unsafe_no_privacy"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class SubsampleAggregatePlan(Plan):
+    """:meth:`SubsampleAggregateSecondMoment.plan`: a :class:`~dpdist.privacy.plan.Plan` whose
+    ``noise_scale`` is the masking scale eta_b and whose ``error_bound`` is MS25 Lemma A.5's
+    relative error 2 alpha (the guarantee ``dist(Sigma, M) <= 2 alpha``). **Scale** (vacuity):
+    1, a relative error of 1 allows an output of 0. Unmet conditions: n below Lemma A.5's
+    utility condition, and an agreement threshold >= 1 (bottom near-certain). ``privacy`` is
+    None below MS25's privacy condition (a fit then needs ``unsafe_no_privacy=True`` and is
+    NOT PRIVATE).
+    """
+
+    m: int
+    alpha: float
+    xi: float
+    n_groups: int
+    eta_b: float
+    threshold: float
+    tlap_scale: float
+    tlap_support: float
+    privacy_min_samples: float
+    utility_min_samples: float
+    privacy_precondition_holds: bool
+    unsafe_no_privacy: bool

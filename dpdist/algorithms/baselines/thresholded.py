@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from dpdist.algorithms._base import Estimator, check_int, check_nonfinite, check_positive, nonfinite_note
+from dpdist._validation import check_int, check_positive, check_probability
+from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note
 from dpdist.algorithms.baselines._common import triples_to_csr
 from dpdist.data.validation import as_dask_array
 from dpdist.engine.gram import DEFAULT_TILE, clipped_second_moment, nonfinite_guard
@@ -15,11 +17,12 @@ from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeou
 from dpdist.engine.threshold import threshold_triples
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.calibration import SAMPLING_CONSTANT
+from dpdist.privacy.plan import Plan
 from dpdist.privacy.release import Release, warn_if_unsafe
 
 NOT_PRIVATE_REASON = "NOT PRIVATE: non-private reference estimator (no noise)"
 
-__all__ = ["ThresholdedCovariance", "bickel_levina_threshold"]
+__all__ = ["ThresholdedCovariance", "ThresholdedCovariancePlan", "bickel_levina_threshold"]
 
 
 def bickel_levina_threshold(sigma: float, n_samples: int, n_features: int, beta: float = 0.1) -> float:
@@ -27,6 +30,23 @@ def bickel_levina_threshold(sigma: float, n_samples: int, n_features: int, beta:
     entrywise sampling error (C = SAMPLING_CONSTANT), i.e. lambda ~ sigma^2 sqrt(log d / n)."""
     t = math.log(6 * n_features / beta)
     return SAMPLING_CONSTANT * sigma**2 * (math.sqrt(t / n_samples) + t / n_samples)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ThresholdedCovariancePlan(Plan):
+    """:meth:`ThresholdedCovariance.plan` (NOT PRIVATE: ``privacy`` is None, ``noise_scale`` 0).
+
+    With ``sigma``, ``error_bound`` is the largest entry error ``||M - Sigma||_max <= t +
+    lambda_samp`` (probability >= 1 - beta; ``lambda_samp`` is Fact 1's entrywise sampling
+    error, :func:`bickel_levina_threshold`, and hard thresholding at ``t`` moves an entry by at
+    most ``t`` more). **Scale** (vacuity): ``sigma**2`` (every entry of a sigma-sub-Gaussian
+    covariance is at most sigma^2). Without ``sigma`` there is no model, hence no prediction.
+    """
+
+    threshold: float | None
+    sampling_threshold: float | None
+    sigma: float | None
+    beta: float
 
 
 class ThresholdedCovariance(Estimator):
@@ -63,26 +83,31 @@ class ThresholdedCovariance(Estimator):
 
     def __init__(self, *, threshold: float | None = None, sigma: float | None = None,
                  scheduler: Any = None, tile_size: int = DEFAULT_TILE, on_nonfinite: str = "zero",
-                 timeout: float | None = DEFAULT_TIMEOUT):
+                 timeout: float | None = DEFAULT_TIMEOUT, ledger: Any = None, dataset: str | None = None):
         self.threshold = threshold
         self.sigma = sigma
         self.scheduler = scheduler
         self.tile_size = tile_size
         self.on_nonfinite = on_nonfinite
         self.timeout = timeout
+        self.ledger = ledger
+        self.dataset = dataset
 
-    def fit(self, X: Any, y: Any = None) -> "ThresholdedCovariance":
+    def _fit_release(self, X: Any) -> Release:
         """Compute the thresholded second moment (NOT PRIVATE: one PrivacyWarning)."""
-        rel = warn_if_unsafe(self._release(X))
-        self.covariance_ = rel.values["covariance"]
-        self.threshold_ = rel.parameters["threshold"]
-        self.release_ = rel
-        return self
+        return warn_if_unsafe(self._release(X))
+
+    def _fitted_attributes(self, rel: Release) -> dict:
+        return {"covariance_": rel.values["covariance"], "threshold_": rel.parameters["threshold"], "release_": rel}
+
+    def plan(self, n_samples: int, n_features: int, *, beta: float = 0.1) -> ThresholdedCovariancePlan:
+        """Threshold and predicted entrywise error (no noise; NOT private); reads no data."""
+        return thresholded_plan(ThresholdedCovariancePlan, self.threshold, self.sigma, n_samples, n_features, beta)
 
     def _release(self, X: Any) -> Release:
         """The release of one fit (no warning, no attributes: :class:`ThresholdedPCA` uses it)."""
-        check_positive(self.threshold, "threshold", allow_none=True)
-        check_positive(self.sigma, "sigma", allow_none=True)
+        threshold = check_positive(self.threshold, "threshold", allow_none=True)
+        sigma = check_positive(self.sigma, "sigma", allow_none=True)
         tile = check_int(self.tile_size, "tile_size")
         check_scheduler(self.scheduler)
         timeout = check_timeout(self.timeout)
@@ -91,7 +116,7 @@ class ThresholdedCovariance(Estimator):
             raise ValidationError("give either threshold or sigma")
         X = as_dask_array(X)
         n, d = X.shape
-        lam = float(self.threshold) if self.threshold is not None else bickel_levina_threshold(self.sigma, n, d)
+        lam = threshold if threshold is not None else bickel_levina_threshold(sigma, n, d)
         Xg, finite = nonfinite_guard(X, self.on_nonfinite)
         S = clipped_second_moment(Xg, math.inf, tile=tile)  # no clipping: plain (1/n) X^T X
         results = compute(*threshold_triples(S, lam, guard=finite), scheduler=self.scheduler, timeout=timeout,
@@ -114,3 +139,32 @@ class ThresholdedCovariance(Estimator):
             not_private_reasons=(NOT_PRIVATE_REASON,),
         )
 
+
+
+def thresholded_plan(cls: type, threshold, sigma, n_samples: int, n_features: int, beta: float, **extra):
+    """The plan of a thresholded second moment without noise (:class:`ThresholdedCovariancePlan`
+    or a subclass, with ``extra`` fields)."""
+    n = check_int(n_samples, "n_samples", low=2)
+    d = check_int(n_features, "n_features", low=2)
+    threshold = check_positive(threshold, "threshold", allow_none=True)
+    sigma = check_positive(sigma, "sigma", allow_none=True)
+    beta = check_probability(beta, "beta")
+    if threshold is None and sigma is None:
+        raise ValidationError("give either threshold or sigma")
+    samp = None if sigma is None else bickel_levina_threshold(sigma, n, d, beta)
+    t = threshold if threshold is not None else samp
+    return cls(
+        n_samples=n,
+        n_features=d,
+        privacy=None,
+        noise_scale=0.0,
+        error_bound=None if samp is None else t + samp,
+        error_metric="||M - Sigma||_max (largest entry error), w.p. >= 1 - beta",
+        error_scale=None if sigma is None else sigma * sigma,
+        error_scale_rule="sigma**2" if sigma is not None else "",
+        threshold=t,
+        sampling_threshold=samp,
+        sigma=sigma,
+        beta=beta,
+        **extra,
+    )
