@@ -586,7 +586,7 @@ class Accountant:
         return _approx(self.get_epsilon(delta, method, external=external), check_delta(delta))
 
 
-def release_guarantee(events, *, delta: float | None = None, labels=None):
+def release_guarantee(events, *, delta: float | None = None, labels=None, budget=None):
     """The guarantee a release states, computed from its events by our own rules.
 
     Parameters
@@ -598,10 +598,29 @@ def release_guarantee(events, *, delta: float | None = None, labels=None):
         over the rules of :meth:`Accountant.epsilons` with ``external=False``. None: a
         :class:`~dpdist.privacy.zcdp.ZCDP` (every event must have a zCDP bound), whose
         breakdown lists each event's rho under its label (``labels``, one per event).
+    budget : ApproxDP or ZCDP, optional
+        The budget the fit was charged (``Estimator.privacy_cost()``, reserved by a ledger
+        before any data is read, so a function of the parameters alone). Given: the accountant's
+        guarantee of ``events`` (at ``budget.delta`` for an ApproxDP) must lie within it, and
+        ``budget`` is returned, the guarantee the release states (the events, recorded in the
+        release, may certify less: :meth:`~dpdist.privacy.release.Release.accountant`
+        re-accounts them). An accounted guarantee above the budget is an internal error
+        (:class:`~dpdist.exceptions.DpdistError`, exit code 1): the calibration is wrong.
     """
+    from dpdist.exceptions import DpdistError
     from dpdist.privacy.zcdp import ZCDP
 
     events = tuple(events)
+    if budget is not None:
+        if isinstance(budget, ZCDP):
+            got = release_guarantee(events, labels=labels)
+            within = got.rho <= budget.rho * (1 + 1e-12)
+        else:
+            got = release_guarantee(events, delta=budget.delta)
+            within = got.epsilon <= budget.epsilon * (1 + 1e-12)
+        if not within:
+            raise DpdistError(f"internal error: the events {events!r} account to {got}, above the budget {budget}")
+        return budget
     acc = Accountant()
     for e in events:
         acc.compose(e)

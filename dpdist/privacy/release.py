@@ -89,9 +89,10 @@ class Release:
         The UTC date of the release (no time of day: see the module docstring).
     events : tuple of (str, Event)
         What ran, one labelled privacy event per mechanism step
-        (:mod:`dpdist.privacy.accounting`), in order; ``privacy`` is computed from them by
-        :func:`~dpdist.privacy.accounting.release_guarantee`, so a release can be re-accounted
-        or composed across jobs with another accountant (:meth:`accountant`).
+        (:mod:`dpdist.privacy.accounting`), in order. ``privacy`` is the budget the fit was
+        charged, certified by :func:`~dpdist.privacy.accounting.release_guarantee` to cover
+        the events' composition; the events may account to less, and a release can be
+        re-accounted or composed across jobs with another accountant (:meth:`accountant`).
     mechanisms : tuple of dict
         The public description of every mechanism object that drew noise for this release
         (name, lattice, noise laws and scales, purposes, event):

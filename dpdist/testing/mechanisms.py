@@ -561,7 +561,7 @@ def privcov_estimator_case(noise_multiplier: float = 1.0) -> AuditCase:
         default_trials=1_500,
         noise_multiplier=noise_multiplier,
         slow=True,
-        parameters={"calibration": cal.to_dict(), "k": k},
+        parameters={"calibration": cal.to_dict(), "k": k, "mechanism": mech.describe()},
     )
 
 

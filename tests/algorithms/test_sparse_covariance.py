@@ -78,11 +78,15 @@ def test_noise_scale_attribute_is_the_calibrated_scale():
 
 
 def _check_budget(rel, epsilon, delta):
-    """The release's budget is its events' (our accountant) and never exceeds the request."""
+    """The release states the charged budget, and its events account (our accountant) to at
+    most that budget."""
     from dpdist.privacy.accounting import release_guarantee
+    from dpdist.privacy.budget import ApproxDP
 
-    assert rel.privacy == release_guarantee([e for _, e in rel.events], delta=delta)
-    assert rel.privacy.delta == delta and 0 < rel.privacy.epsilon <= epsilon
+    assert rel.privacy == ApproxDP(epsilon, delta)
+    accounted = release_guarantee([e for _, e in rel.events], delta=delta)
+    assert accounted == rel.accountant().approx_dp(delta, external=False)
+    assert accounted.delta == delta and 0 < accounted.epsilon <= epsilon
 
 
 # ---------------------------------------------------------------- accuracy on Model 1

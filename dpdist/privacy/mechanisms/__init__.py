@@ -10,3 +10,7 @@ from dpdist.privacy.mechanisms.base import Mechanism, lattice_law
 from dpdist.privacy.mechanisms.privcov import PrivCovMechanism, privcov_mechanism
 
 __all__ = ["Mechanism", "PrivCovMechanism", "lattice_law", "privcov_mechanism"]
+
+from dpdist.privacy.mechanisms.friendly import FriendlyTestMechanism, PrivNormMechanism, PrivPCAMechanism  # noqa: E402
+
+__all__ += ["FriendlyTestMechanism", "PrivNormMechanism", "PrivPCAMechanism"]

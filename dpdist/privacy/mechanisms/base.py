@@ -37,6 +37,7 @@ added to delta.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar
@@ -157,4 +158,20 @@ class Mechanism:
                 changes[fld.name] = LatticeNoise(value.law, value.lattice, value.scale * f, bound)
         if not changes:  # pragma: no cover - every mechanism holds a law
             raise TypeError(f"{type(self).__name__} holds no lattice law to scale")
-        return replace(self, **changes)
+        return self._as_twin(replace(self, **changes), f)
+
+    def _as_twin(self, copy: "Mechanism", factor: float) -> "Mechanism":
+        """Mark ``copy`` (this mechanism with scaled noise) as a twin keeping this event."""
+        # the claim stays the calibration's even where event() reads the (scaled) laws: an
+        # instance attribute shadows the method (a partial of a module function: picklable)
+        object.__setattr__(copy, "event", functools.partial(_fixed_event, self.event()))
+        object.__setattr__(copy, "noise_multiplier", float(factor))
+        return copy
+
+    #: 1 for every mechanism an algorithm builds; the factor of a :meth:`twin`.
+    noise_multiplier: ClassVar[float] = 1.0
+
+
+def _fixed_event(event: Event) -> Event:
+    """The event a :meth:`Mechanism.twin` keeps (its calibration's)."""
+    return event
