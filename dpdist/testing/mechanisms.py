@@ -790,38 +790,40 @@ FRIENDLY_EPS, FRIENDLY_DELTA, FRIENDLY_M = 3.0, 3e-3, 20
 
 
 def _friendly_test_case(which: str, noise_multiplier: float) -> AuditCase:
-    from dpdist.privacy.noise import bounded_laplace_from_uniform
-    from dpdist.privacy.pca_calibration import bounded_laplace_test, friendly_test_calibration
+    """The test's own mechanism (:class:`~dpdist.privacy.mechanisms.friendly.FriendlyTestMechanism`,
+    its lattice field under its purpose); the twin is its :meth:`~dpdist.privacy.mechanisms.base.
+    Mechanism.twin` (scale and bound halved: the calibration at half the sensitivity). The claim
+    is the mechanism's event for this test."""
+    from dpdist.privacy.mechanisms.friendly import FriendlyTestMechanism
+    from dpdist.privacy.pca_calibration import friendly_test_calibration
 
     cal = friendly_test_calibration(FRIENDLY_EPS, FRIENDLY_DELTA, FRIENDLY_M)
+    real = FriendlyTestMechanism.from_calibration(cal, "norm")
+    run = real if noise_multiplier == 1.0 else real.twin(noise_multiplier)
     sens = cal.count_sensitivity if which == "count" else cal.weight_sensitivity
-    if noise_multiplier == 1.0:
-        scale, bound = (cal.count_scale, cal.count_bound) if which == "count" else (cal.weight_scale, cal.weight_bound)
-    else:  # the calibration evaluated at an underestimated sensitivity
-        scale, bound = bounded_laplace_test(noise_multiplier * sens, FRIENDLY_EPS / 3, FRIENDLY_DELTA / 3)
+    claim = real.event().events[0 if which == "count" else 1]
     stat = 16.0 if which == "count" else 15.0
-    purpose = f"privpca/norm/{which}"
 
     def mech(value: float, n: int, seed: int) -> np.ndarray:
-        u = _seed(seed).uniforms(purpose, 0, 0, n)
-        return value + bounded_laplace_from_uniform(u, scale, bound)
+        return run.field(which, _seed(seed))(np.full(n, float(value)), 0)
 
     label = "|C| (sensitivity 1)" if which == "count" else "Z = sum p_i (sensitivity 7, eq. (12))"
     return AuditCase(
         name=_twin_name(f"privnorm-privpca/{which}-test", noise_multiplier),
         family="privnorm-privpca",
-        component=f"bounded-Laplace test on {label}, release-level: (epsilon/3, delta/3)-DP "
-        "(friendly_test_calibration, Lemma 8)",
+        component=f"bounded-Laplace test on {label} on the lattice, release-level: the event of "
+        "FriendlyTestMechanism (at most (epsilon/3, delta/3), Lemma 8)",
         notion="approx-dp",
-        claimed_epsilon=FRIENDLY_EPS / 3,
-        claimed_delta=FRIENDLY_DELTA / 3,
+        claimed_epsilon=claim.epsilon,
+        claimed_delta=claim.delta,
         claimed_mu=None,
         claimed_rho=None,
         mechanism=mech,
         neighbours=(stat + sens, stat),
         noise_multiplier=noise_multiplier,
-        notes="the same calibration serves PrivNorm and PrivPCA; the noisy statistic itself is released",
-        parameters=cal.to_dict(),
+        notes="the same calibration serves PrivNorm and PrivPCA; the audit observes the noisy statistic "
+        "(the algorithm releases only the bit, post-processing of it)",
+        parameters={**cal.to_dict(), "mechanism": real.describe()},
     )
 
 
@@ -843,29 +845,31 @@ RELEASE_EPS, RELEASE_DELTA = 9.0, 0.3
 def privnorm_release_case(noise_multiplier: float = 1.0) -> AuditCase:
     """PrivNorm's Gaussian release of the norm (Algorithm 3 Line 17), release-level: norms
     differing by the claimed sensitivity 20 k tau (k = 1, tau = 0.05)."""
-    from dpdist.privacy.noise import gaussian_from_uniform
+    from dpdist.privacy.mechanisms.friendly import PrivNormMechanism
     from dpdist.privacy.pca_calibration import privnorm_calibration
 
     cal = privnorm_calibration(RELEASE_EPS, RELEASE_DELTA, 1, 0.05)
+    real = PrivNormMechanism.from_calibration(cal)
+    run = real if noise_multiplier == 1.0 else real.twin(noise_multiplier)
 
     def mech(value: float, n: int, seed: int) -> np.ndarray:
-        u = _seed(seed).uniforms("privpca/norm/release", 0, 0, n)
-        return value + gaussian_from_uniform(u, noise_multiplier * cal.sigma)
+        return run.field("release", _seed(seed))(np.full(n, float(value)), 0)
 
     return AuditCase(
         name=_twin_name("privnorm-privpca/norm-release", noise_multiplier),
         family="privnorm-privpca",
-        component=f"Gaussian release of ||T_5tau(Sigma_bar)||_op at sensitivity 20 k tau (privnorm_calibration, {cal.rule})",
+        component="Gaussian release of ||T_5tau(Sigma_bar)||_op at sensitivity 20 k tau on the lattice "
+        f"(PrivNormMechanism; privnorm_calibration, {cal.rule})",
         notion="gdp",
         claimed_epsilon=RELEASE_EPS / 3,
         claimed_delta=RELEASE_DELTA / 3,
-        claimed_mu=cal.sensitivity / cal.sigma,
+        claimed_mu=1.0 / real.event().noise_multiplier,
         claimed_rho=None,
         mechanism=mech,
         neighbours=(1.0 + cal.sensitivity, 1.0),
         default_trials=10_000,
         noise_multiplier=noise_multiplier,
-        parameters=cal.to_dict(),
+        parameters={**cal.to_dict(), "mechanism": real.describe()},
     )
 
 
@@ -878,13 +882,14 @@ def privpca_release_case(noise_multiplier: float = 1.0) -> AuditCase:
     chosen so that the claimed Frobenius sensitivity (Lemma 10 with deviation 1) equals
     sqrt(2) exactly: the pair reaches the claim. Statistic: released P_00 - P_11.
     """
+    from dpdist.privacy.mechanisms.friendly import PrivPCAMechanism
     from dpdist.privacy.pca_calibration import privpca_calibration, privpca_sensitivity
-    from dpdist.privacy.topk_sampler import top_k2_of_noisy_projector
 
     k, tau, gap, d = 2, 0.05, 0.25, 2
     lam = privpca_sensitivity(k, tau, gap, 1.0) / math.sqrt(2.0)  # Delta(lambda_hat) = sqrt(2)
     cal = privpca_calibration(RELEASE_EPS, RELEASE_DELTA, k, tau, gap, lam)
-    sigma = noise_multiplier * cal.sigma
+    real = PrivPCAMechanism.from_calibration(cal)
+    run = real if noise_multiplier == 1.0 else real.twin(noise_multiplier)
 
     def mech(which: int, n: int, seed: int) -> np.ndarray:
         from dpdist.privacy.noise import NoiseSeed
@@ -893,8 +898,7 @@ def privpca_release_case(noise_multiplier: float = 1.0) -> AuditCase:
         support, u = np.array([which]), np.array([1.0])
         out = np.empty(n)
         for t in range(n):
-            r, c, v = top_k2_of_noisy_projector(support, u, d, k, sigma, NoiseSeed(base * 1_000_003 + t, True),
-                                                "privpca/pca/projector")
+            r, c, v = run.projector(support, u, d, k, NoiseSeed(base * 1_000_003 + t, True))
             P = np.zeros((d, d))
             P[r, c] = v
             out[t] = P[0, 0] - P[1, 1]
@@ -903,17 +907,18 @@ def privpca_release_case(noise_multiplier: float = 1.0) -> AuditCase:
     return AuditCase(
         name=_twin_name("privnorm-privpca/projector-release", noise_multiplier),
         family="privnorm-privpca",
-        component=f"Gaussian release of u u^T at the claimed Frobenius sensitivity (privpca_calibration, {cal.rule})",
+        component="Gaussian release of u u^T at the claimed Frobenius sensitivity (PrivPCAMechanism; "
+        f"privpca_calibration, {cal.rule})",
         notion="gdp",
         claimed_epsilon=RELEASE_EPS / 3,
         claimed_delta=RELEASE_DELTA / 3,
-        claimed_mu=cal.sensitivity / cal.sigma,
+        claimed_mu=1.0 / real.event().noise_multiplier,
         claimed_rho=None,
         mechanism=mech,
         neighbours=(0, 1),
         default_trials=3_000,
         noise_multiplier=noise_multiplier,
-        parameters={**cal.to_dict(), "lambda_hat": lam, "tau": tau, "gap": gap, "k": k},
+        parameters={**cal.to_dict(), "lambda_hat": lam, "tau": tau, "gap": gap, "k": k, "mechanism": real.describe()},
     )
 
 

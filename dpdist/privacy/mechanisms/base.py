@@ -43,7 +43,8 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar
 
 from dpdist.privacy.accounting import Event
-from dpdist.privacy.lattice import EXHAUSTION_DELTA_PER_ENTRY, Lattice, LatticeNoise
+from dpdist.privacy.lattice import EXHAUSTION_DELTA_PER_ENTRY, Lattice, LatticeField, LatticeNoise
+from dpdist.privacy.noise import NoiseSeed
 
 __all__ = ["Mechanism", "lattice_law", "residual_note"]
 
@@ -113,7 +114,8 @@ class Mechanism:
     Subclasses are frozen dataclasses. They define :attr:`NAME`, :meth:`event` (what ran,
     as a typed event), :meth:`laws` (role -> :class:`~dpdist.privacy.lattice.LatticeNoise`),
     :meth:`purposes` (role -> the purpose string that keys the role's noise streams) and
-    their noise callables (methods taking the release's ``NoiseSeed``).
+    their noise callables (methods taking the release's ``NoiseSeed``; :meth:`field` is the
+    lattice field of a role).
 
     ``noise_multiplier`` is 1 for every mechanism an algorithm builds. A test twin
     (:meth:`twin`) multiplies every noise scale by another factor while keeping the event of
@@ -131,6 +133,12 @@ class Mechanism:
 
     def purposes(self) -> dict[str, str]:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def field(self, role: str, seed: NoiseSeed) -> LatticeField:
+        """The noise callable of ``role``: a :class:`~dpdist.privacy.lattice.LatticeField` of
+        the role's law under the role's purpose, keyed from the release's root ``seed`` (what a
+        task calls on a tile; the audits and the support test call the same object)."""
+        return LatticeField(seed, self.purposes()[role], self.laws()[role])
 
     def noise_scales(self) -> dict[str, float]:
         """role -> the real noise scale (Laplace b, Gaussian sigma), lattice units times gamma."""

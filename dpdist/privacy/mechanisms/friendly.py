@@ -72,7 +72,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from dpdist.privacy.accounting import ComposedEvent, EpsilonDeltaEvent, Event, GaussianEvent
-from dpdist.privacy.lattice import LatticeField, LatticeNoise
+from dpdist.privacy.lattice import LatticeNoise
 from dpdist.privacy.mechanisms.base import Mechanism, lattice_law
 from dpdist.privacy.noise import NoiseSeed
 from dpdist.privacy.pca_calibration import FriendlyTestCalibration, GaussianReleaseCalibration
@@ -146,12 +146,6 @@ class FriendlyTestMechanism(Mechanism):
     def purposes(self) -> dict[str, str]:
         return {role: friendly_purpose(self.stage, role) for role in ("count", "weight")}
 
-    def noise_field(self, role: str, seed: NoiseSeed) -> LatticeField:
-        """The noisy statistic of test ``role`` ("count" or "weight"): a lattice field whose
-        scalar call ``field(stat)`` is ``(m + K) gamma`` (vector calls give independent
-        draws at positions 0, 1, ...: what the audits use). It never leaves a worker."""
-        return LatticeField(seed, self.purposes()[role], self.laws()[role])
-
     def threshold_units(self, role: str) -> float:
         """``T = ceil(0.8 m_b / gamma) + A + 1`` (module docstring), in lattice units."""
         noise = self.laws()[role]
@@ -165,7 +159,8 @@ class FriendlyTestMechanism(Mechanism):
 
     def test(self, role: str, statistic: float, seed: NoiseSeed) -> bool:
         """Run test ``role`` on ``statistic``: the bit ``m + K >= T``, nothing else."""
-        return bool(self.passes(role, self.noise_field(role, seed)(np.float64(statistic))))
+        # field(role, seed): the noisy statistic (m + K) gamma, which never leaves the worker
+        return bool(self.passes(role, self.field(role, seed)(np.float64(statistic))))
 
 
 @dataclass(frozen=True)
@@ -202,13 +197,9 @@ class PrivNormMechanism(Mechanism):
     def purposes(self) -> dict[str, str]:
         return {"release": friendly_purpose("norm", "release")}
 
-    def noise_field(self, seed: NoiseSeed) -> LatticeField:
-        """The release as a lattice field (scalar call: the released norm)."""
-        return LatticeField(seed, self.purposes()["release"], self.noise)
-
     def release(self, norm: float, seed: NoiseSeed) -> float:
         """The released norm ``(rint(norm / gamma) + K) gamma``."""
-        return float(self.noise_field(seed)(np.float64(norm)))
+        return float(self.field("release", seed)(np.float64(norm)))
 
 
 @dataclass(frozen=True)

@@ -168,7 +168,7 @@ class PrivCovMechanism(Mechanism):
 
     def release(self, seed: NoiseSeed) -> PrivCovRelease:
         """The release of the selected values and the diagonal (called at each row block's root)."""
-        return PrivCovRelease(LatticeField(seed, PURPOSE_RELEASE, self.noise))
+        return PrivCovRelease(self.field("release", seed))
 
 
 def privcov_mechanism(epsilon: float, delta: float, n_samples: int, n_features: int, k: int,
