@@ -65,7 +65,7 @@ bounded (sets needing a row maximum above ``b (ln d + 37.4)`` are impossible, to
 ``d e^{-37.4}`` per fit, 6e-12 at d = 1e5, far above issue 10's 1e-15), and its law is a grid
 that a data shift does not map to itself. On the lattice the scores are integers, the law is
 the exact rounded Laplace law (unbounded: every set has positive probability under every
-dataset), and the claim above holds verbatim. tests/privacy/test_privcov_mechanism.py checks
+dataset), and the claim above holds verbatim. tests/privacy/test_mechanisms.py and tests/privacy/test_lazy_selection.py check
 that every selection the sampler makes is the exact top-k of integer scores and that the
 released values are lattice points (the support test).
 
