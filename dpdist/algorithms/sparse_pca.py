@@ -76,7 +76,8 @@ MECH_BOTH = "PrivNorm + PrivPCA (COLT 2026, Theorem 3)"
 
 _COMMON_NOTES = (
     "float-safe noise (dpdist.privacy.mechanisms.friendly): the tests and PrivNorm's release draw exact "
-    "rounded laws on public power-of-two lattices; the tests release only their outcome bits",
+    "rounded laws on public power-of-two lattices; the tests release only their outcome bits; the tests' "
+    "bounded samplers exhaust with probability below 2**-1000 + (delta/4)**32 a draw (stated, not added to delta)",
     "Lemma 10 deviation: sigma_priv uses gap (1 - gap/2) lambda_hat in the denominator (Definition 4 "
     "at gap/2 only guarantees that eigengap); the printed (13) omits 1/(1 - gap/2)",
     "Fact 3/Fact 2 deviation: for a per-step epsilon/3 beyond the range the facts are stated for, the "

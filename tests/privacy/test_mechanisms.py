@@ -55,6 +55,8 @@ def test_friendly_tests_claim_at_most_a_third_of_the_stage_budget_each(eps):
         g = law.lattice.gamma
         assert scale <= mech.noise_scales()[role] <= scale * (1 + g / sens) * (1 + 1e-15)
         assert bound <= law.bound * g <= bound * (1 + g / sens) * (1 + 1e-15) + g
+        # the residual the release notes state: the bounded sampler's exhaustion (q <= delta/12)
+        assert law.exhaustion_delta() <= 2.0**-1000 + (delta / 4) ** 32
 
 
 def test_a_passing_test_certifies_the_statistic_whatever_the_noise():
