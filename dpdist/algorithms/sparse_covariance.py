@@ -162,8 +162,10 @@ def private_sparse_covariance(
     Notes
     -----
     **Guarantee.** (epsilon, delta)-DP for replace-one neighbours (same n, one row
-    replaced), for any input; the release's ``privacy`` is computed from its event (d pure
-    per-row steps) and is at most (epsilon, delta). The argument (sensitivity ``2 R^2 / n`` of
+    replaced), for any input. The release records its event (d pure per-row steps,
+    ``release.events``); its ``privacy`` is the charged (epsilon, delta), which the accountant
+    certifies the event to fit in (:func:`~dpdist.privacy.accounting.release_guarantee`; the
+    event may account to less: ``release.accountant()``). The argument (sensitivity ``2 R^2 / n`` of
     the clipped second moment, the per-row coupling, the float factor, the lattice, why the
     selection noise is lattice noise too) is written once in
     :mod:`dpdist.privacy.mechanisms.privcov`; the constants and the k+1 deviation are
