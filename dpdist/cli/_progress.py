@@ -171,6 +171,8 @@ def progress_display(enabled: bool, label: str, client: Any = None, *, stream: T
                 stop.set()
                 if poller is not None:
                     poller.join(timeout=5)
-                    if completed and line.drawn:  # the cluster's last pass ended: show it complete
+                    # the cluster's last pass ended: show it complete (also when the whole run was
+                    # shorter than one polling interval, so the poller never drew it)
+                    if completed:
                         line.draw(1, 1)
                 line.close()
