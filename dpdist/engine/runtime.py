@@ -478,7 +478,13 @@ class Runtime:
         from distributed import wait
 
         grace = _no_workers_timeout()
-        started = False
+        # tasks may start as soon as they are submitted: a worker present now may draw noise
+        # before the first poll (a fast graph, a worker lost within _POLL_SECONDS), so its
+        # presence counts as started (the conservative side: the budget counts as spent)
+        try:
+            started = self._workers() > 0
+        except Exception:  # the scheduler is gone: the loop below reports it
+            started = False
         empty_since = None
         bar = _start_progress_bar(self.client, futures) if _show_progress(progress) else None
         try:
