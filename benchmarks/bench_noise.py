@@ -10,6 +10,13 @@
 - Releases of a d x d tile: today's ``values + NoiseField`` against the float-safe
   ``LatticeField`` release, and the Gram matrix that the tile's noise perturbs (20 d rows).
 - The exponential mechanism: keys/s of today's Gumbel keys and of the exact Gumbel-max.
+- Mechanism objects (issue 10, wave 2): PrivCov's release of d (k + 1) scattered entries by
+  :class:`~dpdist.privacy.mechanisms.privcov.PrivCovMechanism` against the old
+  ``NoiseField.add_at``; and PrivCov end to end (``private_sparse_covariance``, synchronous
+  scheduler) against the clipped second moment (the Gram) of the same data, in a subprocess
+  per tree. With ``DPDIST_BENCH_REFERENCE=PATH`` (a tree holding an older ``dpdist``, e.g.
+  ``git archive main | tar -x -C PATH``) the same end-to-end measurement runs on that tree
+  too, interleaved, and the before/after ratio of (fit / Gram) is reported.
 
 BLAS is limited to one thread so every number is one core's. Sizes: 20e6 samples and d = 2000
 by default, DPDIST_BENCH_SCALE multiplies them; ``--smoke`` runs tiny sizes.
@@ -47,6 +54,41 @@ def race(fns: dict, repeats: int) -> dict:
             fn()
             best[name] = min(best[name], time.perf_counter() - t0)
     return best
+
+
+#: PrivCov end to end on one tree: best-of fit and Gram times (run in a subprocess whose
+#: PYTHONPATH is the tree, so the "before" tree's dpdist is the one imported).
+_E2E = r"""
+import json, sys, time, warnings
+import numpy as np
+from threadpoolctl import threadpool_limits
+import dask.array as da
+import dpdist
+from dpdist.algorithms.sparse_covariance import private_sparse_covariance
+from dpdist.engine.gram import clipped_second_moment
+n, d, k, repeats = (int(a) for a in sys.argv[1:5])
+X = da.from_array(np.random.default_rng(0).standard_normal((n, d)), chunks=(max(1, n // 4), d))
+best = {"fit_s": float("inf"), "gram_s": float("inf")}
+with threadpool_limits(1), warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        clipped_second_moment(X, 2.0).compute(scheduler="synchronous")
+        best["gram_s"] = min(best["gram_s"], time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        private_sparse_covariance(X, k, 1.0, 1e-5, clip=2.0, random_state=1, scheduler="synchronous", progress=False)
+        best["fit_s"] = min(best["fit_s"], time.perf_counter() - t0)
+print(json.dumps({**best, "dpdist": dpdist.__file__}))
+"""
+
+
+def privcov_end_to_end(tree: str, n: int, d: int, k: int, repeats: int) -> dict:
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": tree, "PYTHONDONTWRITEBYTECODE": "1"}
+    out = subprocess.run([sys.executable, "-c", _E2E, str(n), str(d), str(k), str(repeats)], env=env, check=True,
+                         capture_output=True, text=True, timeout=1800)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> int:
@@ -114,6 +156,38 @@ def main() -> int:
             lambda: scores - np.log(-np.log(seed.uniforms(key, 0, 0, scores.size))), repeats)
         res["gumbel_exact_best_per_s"] = scores.size / best_of(lambda: gm.best(scores, 0), repeats)
 
+        # mechanism objects: PrivCov's scattered release (d (k + 1) entries)
+        from dpdist.privacy.mechanisms.privcov import privcov_mechanism
+
+        kk = 10
+        mech = privcov_mechanism(1.0, 1e-5, 20 * d, d, kk, 2.0)
+        rows = np.repeat(np.arange(d), kk + 1)
+        cols = np.random.default_rng(3).integers(0, d, rows.size)
+        raw = np.random.default_rng(4).uniform(-1, 1, rows.size)
+        old_rel = NoiseField(seed, "bench", "laplace", mech.calibration.laplace_scale)
+        new_rel = mech.release(seed)
+        t = race({"old": lambda: old_rel.add_at(rows, cols, raw), "new": lambda: new_rel(rows, cols, raw)}, repeats + 2)
+        res["privcov_release_entries"] = int(rows.size)
+        res["privcov_release_inverse_cdf_per_s"] = rows.size / t["old"]
+        res["privcov_release_mechanism_per_s"] = rows.size / t["new"]
+
+    # PrivCov end to end against the Gram of the same data, per tree (subprocesses)
+    n_e2e, d_e2e = (2000, 40) if args.smoke else (int(20_000 * scale_env), int(400 * scale_env**0.5))
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    trees = {"after": here}
+    if os.environ.get("DPDIST_BENCH_REFERENCE"):
+        trees["before"] = os.environ["DPDIST_BENCH_REFERENCE"]
+    e2e = {name: {"fit_s": float("inf"), "gram_s": float("inf")} for name in trees}
+    for _ in range(1 if args.smoke else 2):  # interleaved: load bursts hit both trees alike
+        for name, tree in trees.items():
+            got = privcov_end_to_end(tree, n_e2e, d_e2e, 3, 1 if args.smoke else 2)
+            e2e[name] = {key: min(e2e[name][key], got[key]) for key in ("fit_s", "gram_s")}
+    res["privcov_e2e"] = {"n": n_e2e, "d": d_e2e, "k": 3, **{name: {**v, "fit_over_gram": v["fit_s"] / v["gram_s"]}
+                                                             for name, v in e2e.items()}}
+    if "before" in e2e:
+        res["privcov_e2e"]["after_over_before_fit_over_gram"] = (
+            res["privcov_e2e"]["after"]["fit_over_gram"] / res["privcov_e2e"]["before"]["fit_over_gram"])
+
     res["lattice_laplace_over_inverse_cdf_time"] = res["inverse_cdf_laplace_per_s"] / res["lattice_laplace_per_s"]
     res["lattice_gaussian_over_inverse_cdf_time"] = res["inverse_cdf_gaussian_per_s"] / res["lattice_gaussian_per_s"]
     res["tile_lattice_over_gram_time"] = res["tile_lattice_s"] / res["gram_20d_by_d_s"]
@@ -132,6 +206,15 @@ def main() -> int:
           f"Gram of {20 * d} rows {res['gram_20d_by_d_s']:.3f}s (lattice = {res['tile_lattice_over_gram_time']:.2f}x Gram)")
     print(f"  Gumbel keys: inverse-CDF {res['gumbel_inverse_cdf_keys_per_s'] / 1e6:.1f} M/s, exact best "
           f"{res['gumbel_exact_best_per_s'] / 1e6:.1f} M/s")
+    print(f"  PrivCov release of {res['privcov_release_entries']} scattered entries: inverse-CDF "
+          f"{res['privcov_release_inverse_cdf_per_s'] / 1e6:.1f} M/s, mechanism (lattice) "
+          f"{res['privcov_release_mechanism_per_s'] / 1e6:.1f} M/s")
+    e = res["privcov_e2e"]
+    for name in trees:
+        print(f"  PrivCov end to end n={e['n']} d={e['d']} ({name}): fit {e[name]['fit_s']:.2f}s, Gram "
+              f"{e[name]['gram_s']:.2f}s, fit/Gram {e[name]['fit_over_gram']:.2f}")
+    if "after_over_before_fit_over_gram" in e:
+        print(f"  PrivCov end to end, after/before (fit/Gram): {e['after_over_before_fit_over_gram']:.3f}")
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, "bench_noise.json"), "w") as f:

@@ -30,8 +30,10 @@ from dpdist.privacy.calibration import (
     subgaussian_clip,
     wang_xu_calibration,
 )
-from dpdist.privacy.lazy_selection import LaplaceMagnitude, LazySelectionNoise, privcov_score_bound
-from dpdist.privacy.noise import FLOAT_NOISE_CAVEAT, NoiseField, resolve_random_state
+from dpdist.privacy.accounting import release_guarantee
+from dpdist.privacy.mechanisms.base import residual_note
+from dpdist.privacy.mechanisms.privcov import PrivCovMechanism
+from dpdist.privacy.noise import resolve_random_state
 from dpdist.privacy.plan import Plan
 from dpdist.privacy.release import Release, warn_if_unsafe
 
@@ -160,38 +162,29 @@ def private_sparse_covariance(
     Notes
     -----
     **Guarantee.** (epsilon, delta)-DP for replace-one neighbours (same n, one row
-    replaced), for any input.
+    replaced), for any input. The release records its event (d pure per-row steps,
+    ``release.events``); its ``privacy`` is the charged (epsilon, delta), which the accountant
+    certifies the event to fit in (:func:`~dpdist.privacy.accounting.release_guarantee`; the
+    event may account to less: ``release.accountant()``). The argument (sensitivity ``2 R^2 / n`` of
+    the clipped second moment, the per-row coupling, the float factor, the lattice, why the
+    selection noise is lattice noise too) is written once in
+    :mod:`dpdist.privacy.mechanisms.privcov`; the constants and the k+1 deviation are
+    :func:`~dpdist.privacy.calibration.privcov_calibration`'s.
 
-    **Sensitivity.** After entrywise truncation to [-R, R], every entry of
-    ``Sigma_hat = (1/n) Y^T Y`` moves by at most ``Delta = 2 R^2 / n`` (proof of Theorem 1).
-
-    **Mechanism.** For each row i, S_i = top-k of ``|Sigma_hat_i + w_i|`` with w_i i.i.d.
-    Laplace(b); the released values are ``Sigma_hat_ij + z_ij`` (fresh Laplace(b)) for j in
-    S_i and j = i. One row is pure eps_row-DP by the coupling argument written out in
-    :func:`dpdist.privacy.calibration.privcov_calibration` (b >= (3k+1) Delta / eps_row; the
-    paper's b, which cites Qiao-Su-Zhang 2021 Theorem 2.2, is kept as a floor and is the
-    larger one for k up to about 10); d rows compose by advanced composition (DR14 Theorem
-    3.20) to (epsilon, delta). See :func:`~dpdist.privacy.calibration.privcov_calibration` for
-    the constants, the k+1 deviation (line 11 releases the diagonal) and the check that the
-    composed epsilon stays below the requested epsilon, also for epsilon > 1.
-
-    **Floating point.** Entries are clipped before the product, so each row's term is at
-    most R^2 as computed, and the noise is calibrated for ``kappa(n) Delta``
-    (:func:`~dpdist.privacy.calibration.gram_rounding_factor`), the sensitivity of the
-    computed second moment.
-
-    **Caveats.** The noise is floating-point (no snapping). With ``on_nonfinite="raise"``
-    the refusal itself reveals that the data contain a non-finite value (one bit); it
-    happens before any value is released. The output is post-processing of the per-row
-    releases (the symmetric AND rule of lines 13-17), computed on the client.
+    **Float-safe noise.** Selected values and the diagonal are released on a public
+    power-of-two lattice with an exactly sampled discrete Laplace law; the selection compares
+    integer scores with noise of the same exact law. ``on_nonfinite="raise"``: the refusal
+    reveals that the data contain a non-finite value (one bit), before anything is released.
+    The output is post-processing of the per-row releases (the symmetric AND rule of lines
+    13-17), computed on the client.
 
     **Selection noise.** S_i is drawn by
-    :class:`~dpdist.privacy.lazy_selection.LazySelectionNoise`: each row's d Laplace(b)
-    noises are defined by a tree of keyed draws and only the draws that can change the top
-    k are made (O(d k) a row instead of d); the selected sets and scores are exactly those of
-    the fully drawn i.i.d. noise (proof in that module), so the guarantee is unchanged. Only
-    the upper-triangle tiles of Sigma_hat are computed, each once, and each serves both its
-    row blocks: memory is O(tile + d k), never a d x d array.
+    :class:`~dpdist.privacy.lazy_selection.LazySelectionNoise`: each row's d noises are
+    defined by a tree of keyed draws and only the draws that can change the top k are made
+    (O(d k) a row instead of d); the selected sets and scores are exactly those of the fully
+    drawn i.i.d. noise (proof in that module). Only the upper-triangle tiles of Sigma_hat are
+    computed, each once, and each serves both its row blocks: memory is O(tile + d k), never
+    a d x d array.
 
     **What leaves the workers.** Only, per row block, S_i and the noised values of S_i and
     of the diagonal. Raw and clipped rows, tiles of Sigma_hat and candidate lists stay in the
@@ -209,15 +202,14 @@ def private_sparse_covariance(
         raise ValidationError(f"k must satisfy k <= d = {d} (the number of features), got k={k}")
     R, clip_rule = _resolve_clip(clip, sigma, n, d, beta)
     cal = privcov_calibration(epsilon, delta, n, d, k, R)
+    mech = PrivCovMechanism.from_calibration(cal)
+    # the stated guarantee is the charged budget, certified by the accountant from the event
+    privacy = release_guarantee([mech.event()], budget=ApproxDP(epsilon, delta))
 
     Xg, all_finite = nonfinite_guard(X, on_nonfinite)
     S = clipped_second_moment(Xg, R, tile=tile_size)
-    # selection noise drawn lazily: exactly the law of d i.i.d. Laplace(b) per row, O(d k) draws
-    select = LazySelectionNoise(
-        seed, "privcov/select", LaplaceMagnitude(cal.laplace_scale), d, score_bound=privcov_score_bound(R, n)
-    )
-    release = NoiseField(seed, "privcov/release", "laplace", cal.laplace_scale)
-    parts = row_topk_release(S, k, select, release.add_at, guard=all_finite, symmetric=True)
+    # selection noise drawn lazily: exactly the law of d i.i.d. lattice Laplace per row, O(d k) draws
+    parts = row_topk_release(S, k, mech.selection(seed), mech.release(seed), guard=all_finite, symmetric=True)
     results = compute(*parts, scheduler=scheduler, progress=progress, timeout=timeout)
     if any(r is None for r in results):
         raise ValidationError(
@@ -230,11 +222,11 @@ def private_sparse_covariance(
     diag = np.concatenate([r.diag for r in results])
     M = assemble_privcov(cols, values, diag)
 
-    notes = [K_PLUS_ONE_NOTE, FLOAT_NOISE_CAVEAT, f"Laplace scale: {cal.laplace_rule}"]
+    notes = [K_PLUS_ONE_NOTE, f"Laplace scale: {cal.laplace_rule}", residual_note(d * (2 * k + 1), mech.noise)]
     notes.append(nonfinite_note(on_nonfinite))
     return warn_if_unsafe(Release(
         mechanism=MECHANISM,
-        privacy=ApproxDP(epsilon, delta),
+        privacy=privacy,
         parameters={
             "n_samples": n,
             "n_features": d,
@@ -247,10 +239,12 @@ def private_sparse_covariance(
             "tile_size": tile_size,
             "calibration": cal.to_dict(),
         },
-        noise_scales={"laplace_select": cal.laplace_scale, "laplace_release": cal.laplace_scale},
+        noise_scales={f"laplace_{role}": scale for role, scale in mech.noise_scales().items()},
         values={"covariance": M, "selected": cols, "selected_values": values, "diagonal": diag},
         seeding=seed.describe(),
         notes=tuple(notes),
+        events=(("PrivCov rows", mech.event()),),
+        mechanisms=(mech.describe(),),
     ))
 
 

@@ -41,14 +41,10 @@ from dpdist.engine.friendly import (
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout
 from dpdist.exceptions import NoPrivateResult, ValidationError
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
-from dpdist.privacy.noise import (
-    FLOAT_NOISE_CAVEAT,
-    NoiseSeed,
-    bounded_laplace_from_uniform,
-    check_random_state,
-    gaussian_from_uniform,
-    resolve_random_state,
-)
+from dpdist.privacy.accounting import release_guarantee
+from dpdist.privacy.mechanisms.base import residual_note
+from dpdist.privacy.mechanisms.friendly import FriendlyTestMechanism, PrivNormMechanism, PrivPCAMechanism
+from dpdist.privacy.noise import FLOAT_NOISE_CAVEAT, NoiseSeed, check_random_state, resolve_random_state
 from dpdist.privacy.pca_calibration import (
     DEFAULT_BETA,
     TAU_CONSTANT,
@@ -71,7 +67,6 @@ from dpdist.privacy.pca_calibration import (
 )
 from dpdist.privacy.plan import Plan
 from dpdist.privacy.release import Release, warn_if_unsafe
-from dpdist.privacy.topk_sampler import top_k2_of_noisy_projector
 
 __all__ = ["SparsePCA", "SparsePCAPlan", "SpectralNorm", "SpectralNormPlan", "private_norm", "private_pca", "sparse_pca"]
 
@@ -80,7 +75,9 @@ MECH_PCA = "PrivPCA (COLT 2026, Algorithm 2)"
 MECH_BOTH = "PrivNorm + PrivPCA (COLT 2026, Theorem 3)"
 
 _COMMON_NOTES = (
-    FLOAT_NOISE_CAVEAT,
+    "float-safe noise (dpdist.privacy.mechanisms.friendly): the tests and PrivNorm's release draw exact "
+    "rounded laws on public power-of-two lattices; the tests release only their outcome bits; the tests' "
+    "bounded samplers exhaust with probability below 2**-1000 + (delta/4)**32 a draw (stated, not added to delta)",
     "Lemma 10 deviation: sigma_priv uses gap (1 - gap/2) lambda_hat in the denominator (Definition 4 "
     "at gap/2 only guarantees that eigengap); the printed (13) omits 1/(1 - gap/2)",
     "Fact 3/Fact 2 deviation: for a per-step epsilon/3 beyond the range the facts are stated for, the "
@@ -116,28 +113,27 @@ def _friendly_tests(
     stats: FriendlyStats,
     gap: float,
     lambda_hat: float | None,
-    cal: FriendlyTestCalibration,
+    mech: FriendlyTestMechanism,
     seed: NoiseSeed,
-    purpose: str,
 ) -> dict:
-    """Lines 2-15: the noisy tests on |C| and Z. Returns only their outcomes, as bits (the
-    algorithm needs nothing more; the noisy statistics stay where they were computed)."""
+    """Lines 2-15: the noisy tests on |C| and Z (:class:`FriendlyTestMechanism`). Returns only
+    their outcomes, as bits (the algorithm needs nothing more; the noisy statistics stay where
+    they were computed). The thresholds are the calibration's (public)."""
+    cal = mech.calibration
     count = int(_good_set(stats, gap, lambda_hat).sum())
-    l_noise = float(bounded_laplace_from_uniform(seed.uniforms(purpose + "/count", 0, 0, 1), cal.count_scale, cal.count_bound)[0])
-    out = {"count_passed": bool(count + l_noise >= cal.count_threshold), "count_threshold": cal.count_threshold}
+    out = {"count_passed": mech.test("count", count, seed), "count_threshold": cal.count_threshold}
     if not out["count_passed"]:
         return out
-    xi = float(bounded_laplace_from_uniform(seed.uniforms(purpose + "/weight", 0, 0, 1), cal.weight_scale, cal.weight_bound)[0])
     out["weight_threshold"] = cal.weight_threshold
-    out["weight_passed"] = bool(stats.weight_sum + xi >= cal.weight_threshold)
+    out["weight_passed"] = mech.test("weight", stats.weight_sum, seed)
     return out
 
 
-def _release_norm(entries: tuple, n_features: int, sigma: float, seed: NoiseSeed, purpose: str) -> float:
-    """Algorithm 3 Lines 17-19: ``||T_5tau(Sigma_bar)||_op + N(0, sigma^2)``."""
+def _release_norm(entries: tuple, n_features: int, mech: PrivNormMechanism, seed: NoiseSeed) -> float:
+    """Algorithm 3 Lines 17-19: ``||T_5tau(Sigma_bar)||_op`` plus the rounded Gaussian on the
+    lattice (:class:`PrivNormMechanism`)."""
     r, c, v = entries
-    norm = sparse_spectrum(r, c, v, n_features).operator_norm()
-    return float(norm + gaussian_from_uniform(seed.uniforms(purpose + "/release", 0, 0, 1), sigma)[0])
+    return mech.release(sparse_spectrum(r, c, v, n_features).operator_norm(), seed)
 
 
 def _top_eigenvector_of_symmetrised(rows, cols, vals, n_features: int) -> tuple[np.ndarray, np.ndarray]:
@@ -164,13 +160,14 @@ def _top_eigenvector_of_symmetrised(rows, cols, vals, n_features: int) -> tuple[
     return active[keep], vec[keep]
 
 
-def _release_pca(entries: tuple, n_features: int, k: int, sigma: float, seed: NoiseSeed, purpose: str) -> dict:
+def _release_pca(entries: tuple, n_features: int, k: int, mech: PrivPCAMechanism, seed: NoiseSeed) -> dict:
     """Algorithm 2 Lines 17-22 on ``T_5tau(Sigma_bar)``: u from the component carrying the top
-    eigenvalue, the exact top-k^2 of ``u u^T + G``, then the top eigenvector."""
+    eigenvalue, the exact top-k^2 of ``u u^T + G`` (:class:`PrivPCAMechanism`), then the top
+    eigenvector."""
     r, c, v = entries
     spec = sparse_spectrum(r, c, v, n_features, vectors=True)
     support, u = spec.top_vector()
-    pr, pc, pv = top_k2_of_noisy_projector(support, u, n_features, k, sigma, seed, purpose + "/projector")
+    pr, pc, pv = mech.projector(support, u, n_features, k, seed)
     vs, vv = _top_eigenvector_of_symmetrised(pr, pc, pv, n_features)
     return {"support": vs, "values": vv, "p_rows": pr, "p_cols": pc, "p_values": pv}
 
@@ -282,13 +279,16 @@ def _run(
         # materialises n labels on the client
         perm = np.argsort(seed.uniforms("privpca/shuffle", 0, 0, n), kind="stable")
         labels = batch_labels(n, setup.sizes, perm)
-    tests_cal = {name: friendly_test_calibration(e, dl, setup.n_batches) for name, e, dl in stages}
+    tests_mech = {name: FriendlyTestMechanism.from_calibration(friendly_test_calibration(e, dl, setup.n_batches), name)
+                  for name, e, dl in stages}
     noise_scales: dict[str, Any] = {}
-    for name, cal in tests_cal.items():
-        noise_scales[f"{name}/count_test_scale"] = cal.count_scale
-        noise_scales[f"{name}/count_test_bound"] = cal.count_bound
-        noise_scales[f"{name}/weight_test_scale"] = cal.weight_scale
-        noise_scales[f"{name}/weight_test_bound"] = cal.weight_bound
+    for name, tm in tests_mech.items():
+        for role in ("count", "weight"):
+            law = tm.laws()[role]
+            noise_scales[f"{name}/{role}_test_scale"] = law.scale * law.lattice.gamma
+            noise_scales[f"{name}/{role}_test_bound"] = law.bound * law.lattice.gamma
+    events: list = []  # (label, Event) of every mechanism run, in order
+    mechanisms: list = []
     parameters = {
         "n_samples": n,
         "n_features": d,
@@ -318,13 +318,15 @@ def _run(
     def reject(stage: str, why: str):
         rel = Release(
             mechanism=mechanism,
-            privacy=spent,
+            privacy=release_guarantee([e for _, e in events], budget=spent) if events else spent,
             parameters={**parameters, "rejected_stage": stage},
             noise_scales=noise_scales,
             values=values,
             seeding=seed.describe(),
             notes=tuple(notes + [f"rejected at {stage}: {why}; the budget of the stages run counts as spent"]),
             status="rejected",
+            events=tuple(events),
+            mechanisms=tuple(mechanisms),
         )
         warn_if_unsafe(rel, stacklevel=4)
         raise NoPrivateResult(f"{mechanism} returned bottom at stage {stage!r}: {why}", stage=stage, release=rel)
@@ -348,16 +350,16 @@ def _run(
                 reject("privpca/lambda_hat", f"the released lambda_hat = {lam_hat} is not > 0, PrivPCA was not run")
             stage_budget = ApproxDP(e, dl)
             spent = stage_budget if spent is None else spent + stage_budget
-            purpose = f"privpca/{name}"
+            events.append((f"{name}/tests", tests_mech[name].event()))
+            mechanisms.append(tests_mech[name].describe())
             outcome = session.fetch(
                 session.apply(
                     _friendly_tests,
                     stats,
                     setup.gap,
                     None if name == "norm" else float(lam_hat),
-                    tests_cal[name],
+                    tests_mech[name],
                     seed,
-                    purpose,
                 )
             )
             values["tests"][name] = outcome
@@ -373,18 +375,27 @@ def _run(
                 kept = None  # the batch tiles kept by pass 1 are released once Sigma_bar is formed
             if name == "norm":
                 cal = privnorm_calibration(e, dl, setup.k, setup.tau, setup.float_bounds)
-                noise_scales["norm/sigma"] = cal.sigma
+                mech = PrivNormMechanism.from_calibration(cal)
+                noise_scales["norm/sigma"] = mech.noise_scales()["release"]
                 noise_scales["norm/sensitivity"] = cal.sensitivity
                 noise_scales["norm/rule"] = cal.rule
-                lam_hat = session.fetch(session.apply(_release_norm, sigma_bar, d, cal.sigma, seed, purpose))
+                events.append(("norm/release", mech.event()))
+                mechanisms.append(mech.describe())
+                notes.append(residual_note(1, mech.noise))
+                lam_hat = session.fetch(session.apply(_release_norm, sigma_bar, d, mech, seed))
                 values["norm"] = lam_hat
             else:
                 cal = privpca_calibration(e, dl, setup.k, setup.tau, setup.gap, float(lam_hat), setup.float_bounds)
-                noise_scales["pca/sigma_priv"] = cal.sigma
+                mech = PrivPCAMechanism.from_calibration(cal)
+                noise_scales["pca/sigma_priv"] = mech.sigma
                 noise_scales["pca/sensitivity"] = cal.sensitivity
                 noise_scales["pca/rule"] = cal.rule
+                events.append(("pca/release", mech.event()))
+                mechanisms.append(mech.describe())
+                notes.append("PrivPCA's projector noise: " + FLOAT_NOISE_CAVEAT + " (the order-statistics sampler is "
+                             "not float-safe yet; the tests and PrivNorm are)")
                 out = session.fetch(
-                    session.apply(_release_pca, sigma_bar, d, setup.k, cal.sigma, seed, purpose)
+                    session.apply(_release_pca, sigma_bar, d, setup.k, mech, seed)
                 )
                 comp = np.zeros((1, d))
                 comp[0, out["support"]] = out["values"]
@@ -393,13 +404,15 @@ def _run(
                 values["lambda_hat"] = float(lam_hat)
     return warn_if_unsafe(Release(
         mechanism=mechanism,
-        privacy=spent,
+        privacy=release_guarantee([e for _, e in events], budget=spent),
         parameters=parameters,
         noise_scales=noise_scales,
         values=values,
         seeding=seed.describe(),
         notes=tuple(notes),
         status="released",
+        events=tuple(events),
+        mechanisms=tuple(mechanisms),
     ), stacklevel=4)
 
 

@@ -85,8 +85,9 @@ class RowRelease:
 
 
 def _select(cols: np.ndarray, scores: np.ndarray, raw: np.ndarray, k: int):
-    """Keep the k best of each row by (score desc, column asc)."""
-    if cols.shape[1] > k:
+    """Keep the k best of each row by (score desc, column asc), in that order (a canonical
+    order: with lattice noise, ties in the score have positive probability)."""
+    if cols.shape[1] >= k:
         # lexsort: last key is primary. Empty slots have score -inf and column -1 -> sort last
         order = np.lexsort((np.where(cols < 0, np.iinfo(np.int64).max, cols), -scores), axis=1)[:, :k]
         cols = np.take_along_axis(cols, order, axis=1)

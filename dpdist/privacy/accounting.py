@@ -21,12 +21,32 @@ Rules (all under replace-one neighbours; each is a theorem, cited)
 - Basic composition: epsilons and deltas add (DR14 Thm 3.16). Advanced composition of ``k``
   (epsilon_0, delta_0)-DP steps with slack ``delta'``: ``sqrt(2k ln(1/delta')) epsilon_0 +
   k epsilon_0 (e^epsilon_0 - 1)``, ``k delta_0 + delta'`` (DR14 Thm 3.20).
+- Gaussian differential privacy (Dong, Roth & Su 2019): a Gaussian mechanism with noise
+  multiplier ``m`` is exactly ``mu = 1/m``-GDP; the adaptive composition of ``mu_i``-GDP steps
+  is ``sqrt(sum mu_i^2)``-GDP (DRS19 Corollary 3.3, exact: no loss); ``mu``-GDP is
+  ``(epsilon, delta(epsilon))``-DP for every epsilon with ``delta(epsilon) = Phi(-epsilon/mu +
+  mu/2) - e^epsilon Phi(-epsilon/mu - mu/2)`` (DRS19 Corollary 2.13; Balle-Wang 2018 Theorem 8),
+  which is the exact privacy profile of the Gaussian mechanism (:func:`gaussian_epsilon`).
+- Mixed composition (:func:`mixed_composition`): the pure and (epsilon, delta) parts compose
+  by basic composition with the Gaussian parts taken together as one GDP mechanism (or with
+  the Gaussian and zCDP parts together as one zCDP mechanism), converted at the delta left
+  over by the (epsilon, delta) parts (DR14 Thm 3.16 applied to the three groups).
 - Privacy loss distributions (PLD) and Renyi DP (RDP) of Laplace, Gaussian and zCDP parts:
-  ``dp_accounting`` (Google's maintained library; imported lazily, it takes ~1 s to import).
+  ``dp_accounting`` (Google's maintained library; imported lazily, it takes 1 to 10 s to
+  import).
 
 The :class:`Accountant` composes events and reports ``(epsilon, delta)`` by the tightest
 method that applies (each method gives a valid guarantee, so their minimum is one too), and
 rho when every part is zCDP.
+
+Which rules a release uses (:func:`release_guarantee`): our own (pure, zCDP, GDP, basic,
+mixed), never dp_accounting. For the parts dpdist's mechanisms produce they are exact or
+tighter than dp_accounting's: a composition of Gaussian mechanisms is exactly a Gaussian
+mechanism (GDP), whose profile PLD only approximates from above; a zCDP part is a zCDP
+bound, which the CKS20 conversion turns into epsilon more tightly than RDP's conversion;
+and importing dp_accounting would cost every fit (every CLI process) 1 to 10 s.
+dp_accounting stays available through :class:`Accountant` (``external=True``) to re-account
+releases, for example Laplace-heavy compositions across jobs, where its PLD is tighter.
 """
 
 from __future__ import annotations
@@ -57,12 +77,16 @@ __all__ = [
     "advanced_composition",
     "basic_composition",
     "event_from_dict",
+    "gaussian_epsilon",
+    "gdp_mu",
+    "mixed_composition",
     "pure_epsilon",
+    "release_guarantee",
     "to_dp_accounting",
     "zcdp_rho",
 ]
 
-METHODS = ("auto", "pure", "zcdp-cks20", "zcdp-bun-steinke", "basic", "pld", "rdp")
+METHODS = ("auto", "pure", "zcdp-cks20", "zcdp-bun-steinke", "gdp", "basic", "mixed", "pld", "rdp")
 
 
 class UnsupportedEventError(ValidationError):
@@ -341,6 +365,95 @@ def advanced_composition(event: SelfComposedEvent, delta_slack: float) -> Approx
     return _approx(eps, k * inner.delta + delta_slack)
 
 
+def gdp_mu(event: Event) -> float | None:
+    """mu of the composition when every part is a Gaussian mechanism (or a no-op), else None.
+
+    A Gaussian mechanism with noise multiplier m is exactly ``1/m``-GDP, and the adaptive
+    composition of ``mu_i``-GDP steps is ``sqrt(sum mu_i^2)``-GDP (DRS19 Corollary 3.3).
+    """
+    total = []
+    for leaf, k in _leaves(event):
+        if isinstance(leaf, NoOpEvent):
+            continue
+        if not isinstance(leaf, GaussianEvent):
+            return None
+        total.append(k / leaf.noise_multiplier**2)
+    return math.sqrt(math.fsum(total))
+
+
+def _gdp_delta(mu: float, epsilon: float) -> float:
+    """delta(epsilon) of mu-GDP: Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) (DRS19 Cor. 2.13)."""
+    from scipy import special
+
+    a = -epsilon / mu + mu / 2.0
+    b = -epsilon / mu - mu / 2.0
+    return float(special.ndtr(a) - math.exp(epsilon + special.log_ndtr(b)))
+
+
+def gaussian_epsilon(mu: float, delta: float) -> float:
+    """Smallest epsilon at which a mu-GDP mechanism is (epsilon, delta)-DP (exact profile).
+
+    ``delta(epsilon)`` decreases in epsilon; the root is bracketed by the Bun-Steinke conversion
+    of ``rho = mu^2 / 2`` (a valid, looser epsilon) and nudged up by one part in 1e12 so that
+    rounding never reports less than the exact value.
+    """
+    from scipy import optimize
+
+    delta = check_delta(delta)
+    mu = float(mu)
+    if not (math.isfinite(mu) and mu >= 0):
+        raise ValidationError(f"mu must be finite and >= 0, got {mu!r}")
+    if mu == 0.0 or _gdp_delta(mu, 0.0) <= delta:
+        return 0.0
+    hi = bun_steinke_epsilon(mu * mu / 2.0, delta)
+    while _gdp_delta(mu, hi) > delta:  # pragma: no cover - BS is an upper bound
+        hi *= 2.0
+    eps = optimize.brentq(lambda e: _gdp_delta(mu, e) - delta, 0.0, hi, xtol=1e-15, rtol=1e-14, maxiter=500)
+    return min(hi, eps * (1.0 + 1e-12))
+
+
+def mixed_composition(event: Event, delta: float) -> ApproxDP | None:
+    """(epsilon, delta)-DP of a mixed composition by basic composition of three groups.
+
+    The pure parts and the (epsilon_i, delta_i) parts add (DR14 Thm 3.16); the Gaussian parts
+    form one GDP mechanism (:func:`gdp_mu`) and the zCDP parts (with the Gaussian parts, when
+    there are zCDP parts) one zCDP mechanism; that group is converted at the delta left,
+    ``delta - sum delta_i`` (:func:`gaussian_epsilon` or the CKS20 conversion, the smaller).
+    Returns None when some part is covered by no rule or no delta is left for the group.
+    """
+    delta = check_delta(delta)
+    eps, dlt, gauss, zparts = [], [], [], []
+    for leaf, k in _leaves(event):
+        if isinstance(leaf, NoOpEvent):
+            continue
+        if isinstance(leaf, EpsilonDeltaEvent):
+            eps.append(k * leaf.epsilon)
+            dlt.append(k * leaf.delta)
+        elif isinstance(leaf, GaussianEvent):
+            gauss.append(k / leaf.noise_multiplier**2)
+        elif isinstance(leaf, (ZCDPEvent, DiscreteGaussianEvent)):
+            zparts.append(k * zcdp_rho(leaf))
+        else:
+            e = pure_epsilon(leaf)
+            if e is None:
+                return None
+            eps.append(k * e)
+    used = math.fsum(dlt)
+    if gauss or zparts:
+        rest = delta - used
+        if not rest > 0:
+            return None
+        options = []
+        if not zparts:
+            options.append(gaussian_epsilon(math.sqrt(math.fsum(gauss)), rest))
+        rho = math.fsum(zparts) + math.fsum(gauss) / 2.0
+        options.append(cks20_epsilon(rho, rest) if rho > 0 else 0.0)
+        eps.append(min(options))
+    elif used > delta:
+        return None
+    return _approx(math.fsum(eps), delta)
+
+
 # --------------------------------------------------------------------------------------
 # dp_accounting (PLD, RDP)
 # --------------------------------------------------------------------------------------
@@ -419,8 +532,10 @@ class Accountant:
     def _non_private(self) -> bool:
         return any(isinstance(leaf, NonPrivateEvent) for leaf, _ in _leaves(self.event))
 
-    def epsilons(self, delta: float) -> dict[str, float]:
-        """epsilon at ``delta`` by every method that applies (method -> epsilon)."""
+    def epsilons(self, delta: float, *, external: bool = True) -> dict[str, float]:
+        """epsilon at ``delta`` by every method that applies (method -> epsilon).
+
+        ``external=False`` leaves out dp_accounting's PLD and RDP (see the module docstring)."""
         delta = check_delta(delta)
         ev = self.event
         if self._non_private():
@@ -433,24 +548,30 @@ class Accountant:
         if rho is not None:
             out["zcdp-bun-steinke"] = bun_steinke_epsilon(rho, delta)
             out["zcdp-cks20"] = cks20_epsilon(rho, delta) if rho > 0 else 0.0
+        mu = gdp_mu(ev)
+        if mu is not None:
+            out["gdp"] = gaussian_epsilon(mu, delta)
+        mixed = mixed_composition(ev, delta)
+        if mixed is not None:
+            out["mixed"] = mixed.epsilon
         try:
             basic = basic_composition(ev)
             if basic.delta <= delta:
                 out["basic"] = basic.epsilon
         except UnsupportedEventError:
             pass
-        for kind in ("pld", "rdp"):
+        for kind in ("pld", "rdp") if external else ():
             try:
                 out[kind] = _dpa_epsilon(ev, delta, kind)
             except UnsupportedEventError:
                 pass
         return out
 
-    def get_epsilon(self, delta: float, method: str = "auto") -> float:
+    def get_epsilon(self, delta: float, method: str = "auto", *, external: bool = True) -> float:
         """epsilon at ``delta``: the smallest over applicable methods (``auto``) or one method."""
         if method not in METHODS:
             raise ValidationError(f"method must be one of {METHODS}, got {method!r}")
-        found = self.epsilons(delta)
+        found = self.epsilons(delta, external=external or method in ("pld", "rdp"))
         if "non-private" in found:
             return math.inf
         if method == "auto":
@@ -461,5 +582,54 @@ class Accountant:
             raise UnsupportedEventError(f"method {method!r} does not apply to {self.event!r}")
         return found[method]
 
-    def approx_dp(self, delta: float, method: str = "auto") -> ApproxDP:
-        return _approx(self.get_epsilon(delta, method), check_delta(delta))
+    def approx_dp(self, delta: float, method: str = "auto", *, external: bool = True) -> ApproxDP:
+        return _approx(self.get_epsilon(delta, method, external=external), check_delta(delta))
+
+
+def release_guarantee(events, *, delta: float | None = None, labels=None, budget=None):
+    """The guarantee a release states, computed from its events by our own rules.
+
+    Parameters
+    ----------
+    events : sequence of Event
+        What ran (in order).
+    delta : float, optional
+        Given: an :class:`~dpdist.privacy.budget.ApproxDP` at this delta, epsilon the smallest
+        over the rules of :meth:`Accountant.epsilons` with ``external=False``. None: a
+        :class:`~dpdist.privacy.zcdp.ZCDP` (every event must have a zCDP bound), whose
+        breakdown lists each event's rho under its label (``labels``, one per event).
+    budget : ApproxDP or ZCDP, optional
+        The budget the fit was charged (``Estimator.privacy_cost()``, reserved by a ledger
+        before any data is read, so a function of the parameters alone). Given: the accountant's
+        guarantee of ``events`` (at ``budget.delta`` for an ApproxDP) must lie within it, and
+        ``budget`` is returned, the guarantee the release states (the events, recorded in the
+        release, may certify less: :meth:`~dpdist.privacy.release.Release.accountant`
+        re-accounts them). An accounted guarantee above the budget is an internal error
+        (:class:`~dpdist.exceptions.DpdistError`, exit code 1): the calibration is wrong.
+    """
+    from dpdist.exceptions import DpdistError
+    from dpdist.privacy.zcdp import ZCDP
+
+    events = tuple(events)
+    if budget is not None:
+        if isinstance(budget, ZCDP):
+            got = release_guarantee(events, labels=labels)
+            within = got.rho <= budget.rho * (1 + 1e-12)
+        else:
+            got = release_guarantee(events, delta=budget.delta)
+            within = got.epsilon <= budget.epsilon * (1 + 1e-12)
+        if not within:
+            raise DpdistError(f"internal error: the events {events!r} account to {got}, above the budget {budget}")
+        return budget
+    acc = Accountant()
+    for e in events:
+        acc.compose(e)
+    if delta is not None:
+        return acc.approx_dp(delta, external=False)
+    parts = []
+    for i, e in enumerate(events):
+        r = zcdp_rho(e)
+        if r is None:
+            raise UnsupportedEventError(f"{e!r} has no zCDP bound: the release cannot state rho")
+        parts.append((str(labels[i]) if labels is not None else f"step {i}", r))
+    return ZCDP(math.fsum(r for _, r in parts), breakdown=tuple(parts))

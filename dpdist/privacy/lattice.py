@@ -171,7 +171,7 @@ from typing import Callable, Iterator
 import numpy as np
 from scipy import special
 
-from dpdist.privacy.noise import NoiseSeed
+from dpdist.privacy.noise import NoiseSeed, chacha20_words
 
 __all__ = [
     "EXHAUSTION_DELTA_PER_ENTRY",
@@ -653,23 +653,12 @@ class LatticeField:
 
     # -- addresses -> words --------------------------------------------------------------
     def _units_at(self, index: np.ndarray, position: np.ndarray) -> np.ndarray:
-        """Noise units at flat addresses (sorted by index internally)."""
+        """Noise units at flat addresses: the main words by the vectorised ChaCha20 of
+        :func:`~dpdist.privacy.noise.chacha20_words` (equal to ``NoiseSeed.raw``; each block
+        computed once), so scattered entries cost one word each, not a stream span."""
         index = np.asarray(index, dtype=np.int64).ravel()
         position = np.asarray(position, dtype=np.int64).ravel()
-        words = np.empty(index.shape, dtype=np.uint64)
-        order = np.argsort(index, kind="stable")
-        cuts = np.flatnonzero(np.diff(index[order])) + 1
-        for group in np.split(order, cuts):
-            if not group.size:
-                continue
-            i = int(index[group[0]])
-            pos = position[group]
-            lo, hi = int(pos.min()), int(pos.max())
-            if hi - lo < (1 << 16):
-                words[group] = self.seed.raw(self._key, i, lo, hi - lo + 1)[pos - lo]
-            else:
-                for g, p in zip(group.tolist(), pos.tolist()):
-                    words[g] = self.seed.raw(self._key, i, int(p), 1)[0]
+        words = chacha20_words(self.seed, self._key, index.astype(np.uint64), position.astype(np.uint64))
         fb = lambda e: _fallback_words(self.seed, self._fkey, int(index[e]), int(position[e]))  # noqa: E731
         return sample_units(self.noise, words, fb)
 
@@ -679,12 +668,28 @@ class LatticeField:
         cols = np.asarray(cols, dtype=np.int64)
         if rows.size == 0 or cols.size == 0:
             return np.zeros((rows.size, cols.size))
-        if self.symmetric:
-            r, c = np.meshgrid(rows, cols, indexing="ij")
-            return self._units_at(np.minimum(r, c), np.maximum(r, c)).reshape(r.shape)
-        r0, c0, nc = int(rows[0]), int(cols[0]), cols.size  # one stream span per row
-        words = np.stack([self.seed.raw(self._key, r0 + a, c0, nc) for a in range(rows.size)])
-        fb = lambda e: _fallback_words(self.seed, self._fkey, r0 + e // nc, c0 + e % nc)  # noqa: E731
+        r0, c0, nr, nc = int(rows[0]), int(cols[0]), rows.size, cols.size
+        if not self.symmetric:  # one stream span per row
+            words = np.stack([self.seed.raw(self._key, r0 + a, c0, nc) for a in range(nr)])
+            fb = lambda e: _fallback_words(self.seed, self._fkey, r0 + e // nc, c0 + e % nc)  # noqa: E731
+            return sample_units(self.noise, words, fb)
+        # symmetric: entry (i, j) is address (min, max): stream spans for the entries on and
+        # above the diagonal (per row) and below it (per column)
+        words = np.empty((nr, nc), dtype=np.uint64)
+        r1, c1 = r0 + nr, c0 + nc
+        for a in range(nr):
+            start = max(c0, r0 + a)
+            if start < c1:
+                words[a, start - c0 :] = self.seed.raw(self._key, r0 + a, start, c1 - start)
+        for b in range(nc):
+            start = max(r0, c0 + b + 1)
+            if start < r1:
+                words[start - r0 :, b] = self.seed.raw(self._key, c0 + b, start, r1 - start)
+
+        def fb(e: int):
+            i, j = r0 + e // nc, c0 + e % nc
+            return _fallback_words(self.seed, self._fkey, min(i, j), max(i, j))
+
         return sample_units(self.noise, words, fb)
 
     def vector_units(self, start: int, count: int) -> np.ndarray:

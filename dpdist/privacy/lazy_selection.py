@@ -11,8 +11,8 @@ The noise tree (what is drawn)
 The d noises of row i are *defined* by a tree over the column positions, not by one draw per
 position. Write each noise as ``w_j = sigma_j |w_j|`` with an independent sign and
 ``|w_j| = isf(V_j)``, where ``V_j`` is a uniform "survival probability" in (0, 1) and ``isf``
-the inverse survival function of the magnitude law (:class:`LaplaceMagnitude`:
-``isf(q) = -b log q``). Positions are grouped in a fixed tree with fan-out F (default 64): a
+the (generalised) inverse survival function of the magnitude law (here the rounded Laplace
+law of the lattice, ``isf(q) = floor(-s ln q + 1/2)``, see below). Positions are grouped in a fixed tree with fan-out F (default 64): a
 node of level l covers the aligned range ``[beta F^l, (beta + 1) F^l)`` cut at d; the root
 covers ``[0, d)``; leaves are positions. Every node v carries ``q_v = min_{j in v} V_j`` (so
 ``M_v = isf(q_v) = max_{j in v} |w_j|``) and ``p_v``, the position where the minimum sits:
@@ -22,7 +22,7 @@ covers ``[0, d)``; leaves are positions. Every node v carries ``q_v = min_{j in 
 * a child c (size N_c) of node v: the child holding ``p_v`` inherits ``(q_v, p_v)``; every
   other child draws ``q_c = 1 - (1 - q_v) U^(1/N_c)`` (the minimum of N_c uniforms
   conditioned to exceed q_v) and a fresh ``p_c`` uniform in its range;
-* a leaf j is a node of size 1; its sign is bit 0 of its word, independent of the 53 bits
+* a leaf j is a node of size 1; its sign is bit 0 of its word, independent of the 63 bits
   that make its uniform.
 
 Each value is a function of its own word of the keyed ChaCha20 stream of row i (stream
@@ -33,7 +33,7 @@ p in further slots of the level's range. So the noise vector of row i is a pure 
 
 **Lemma (the tree draws i.i.d. noise).** The leaf values ``V_1..V_d`` of the tree are i.i.d.
 uniform on (0, 1) and independent of the signs; hence the tree's noise vector is i.i.d. with
-the magnitude law's symmetric law (Laplace(b) for :class:`LaplaceMagnitude`).
+the magnitude law's symmetric law (the rounded Laplace law here).
 *Proof.* For N i.i.d. uniforms, (a) the minimum m has ``P(m > y) = (1 - y)^N`` (the root
 formula inverts it); (b) its position is uniform and independent of m (exchangeability,
 continuity); (c) given (m, position), the other N - 1 values are i.i.d. uniform on (m, 1).
@@ -53,18 +53,18 @@ For a tile ``S[rows, c0:c1]`` the search computes, per row, the tile's top-k ent
 tree's noise vector by branch and bound, visiting only nodes that can hold an entry of the
 row's top k:
 
-* the *bound* of node v within the tile is ``fl(smax_v + M_v)`` with
-  ``smax_v = max |S_ij|`` over the tile's positions j in v. Every entry j of v has score
-  ``|fl(S_ij + w_j)| <= fl(smax_v + M_v)`` in floating point: ``|S_ij + w_j| <= |S_ij| +
-  |w_j| <= smax_v + M_v`` and rounding to nearest is monotone and symmetric;
+* the *bound* of node v within the tile is ``smax_v + M_v`` with ``smax_v = max |m_ij|``
+  over the tile's positions j in v (``m = rint(S / gamma)``, integers): every entry j of v
+  has score ``|m_ij + w_j| <= |m_ij| + |w_j| <= smax_v + M_v``;
 * a *floor* tau_i is any number such that at least k entries of row i have score >= tau_i,
   so that an entry with score < tau_i is not selected (at least k entries beat it). Two
   floors are used: exact scores of entries revealed in the tile (the k-th largest), and the
   data-free floor of :meth:`LazySelectionNoise.prepare_rows`: for k disjoint nodes v, the
-  leaf p_v has ``|w| = M_v`` and so a score ``>= fl(M_v - C)``, where C is a public bound on
-  ``|S_ij|`` (for PrivCov the clipped second moment satisfies ``|S_ij| <= R^2`` up to the
-  float error bounded in :func:`privcov_score_bound`); its k-th largest ``fl(M - C)`` is a
-  floor for the whole row, so tiles far from the row's winners stop at the root;
+  leaf p_v has ``|w| = M_v`` and so a score ``>= M_v - C``, where C is a public bound on
+  ``|m_ij|`` (for PrivCov the clipped second moment satisfies ``|S_ij| <= R^2`` up to the
+  float error bounded in :func:`privcov_score_bound`; C is that bound in lattice units,
+  rounded up); its k-th largest ``M - C`` is a floor for the whole row, so tiles far from the
+  row's winners stop at the root;
 * the stopping rule: a node is expanded only if its bound is >= the row's floor (ties kept:
   an entry whose score equals the floor may still win on the column tie-break); leaves of
   expanded level-1 nodes are revealed (exact scores) in rounds, best bound first, and the
@@ -81,51 +81,79 @@ so it lies in no pruned node (bound >= score >= floor), is revealed in its tile,
 that tile's top k (it is in the row's). The merge keeps the top k of the union. []
 
 Together: the selected sets and their noisy scores have exactly the law of the naive
-selection with d i.i.d. noises per row (the idealised, real-number mechanism: the float
-caveat of :data:`~dpdist.privacy.noise.FLOAT_NOISE_CAVEAT` applies as to every sampler
-here), so the privacy statement of PrivCov is unchanged. The release noise z is drawn as
-before (:class:`~dpdist.privacy.noise.NoiseField`, purpose ``privcov/release``).
+selection with d i.i.d. noises per row, so the privacy statement of PrivCov is unchanged.
+
+The law: the rounded Laplace law on the PrivCov lattice, decided exactly
+-----------------------------------------------------------------------
+PrivCov's selection only releases index sets, but which set wins is decided by comparisons of
+noisy scores, and with floating-point noise those comparisons fail the coupling argument of
+:func:`dpdist.privacy.calibration.privcov_calibration` in two ways: the 53-bit uniforms bound
+every noise magnitude (a row's largest noise is at most ``b (ln d + 37.4)``, so sets needing
+more are impossible: mass ``5.7e-17`` a row, ``6e-12`` at d = 1e5, far above the 1e-15 issue 10
+allows), and the law is quantised on a grid that a shift of the data does not map to itself.
+So the selection noise is on the release's lattice (:mod:`dpdist.privacy.mechanisms.privcov`
+states the argument): every score is ``|m_ij + K_ij|`` with ``m_ij = rint(S_ij / gamma)`` an
+integer and ``K_ij`` the rounded Laplace law of :mod:`dpdist.privacy.lattice` (``|K| =
+floor(s E + 1/2)``, ``E ~ Exp(1)``, scale ``s`` in lattice units, an independent fair sign),
+and the sampler draws that law *exactly*:
+
+* the tree is the tree above on real uniforms: magnitude ``|K_j| = floor(-s ln V_j + 1/2)``,
+  a non-increasing function of ``V_j``, so the node maximum of the integer magnitudes is the
+  magnitude of the node's minimum ``q_v`` and the lemma carries over verbatim;
+* each ``q`` is known as a *certified interval* ``[q_lo, q_hi]``: the word's uniform lies in
+  its 53-bit cell ``[(W >> 11), (W >> 11) + 1) 2**-53`` (leaves: bit 0 is the sign, the
+  uniform is ``W >> 1`` on 63 bits), the child formula ``q_c = 1 - (1 - q_v) U^(1/N)`` is
+  monotone in both arguments and is evaluated at the ends of their intervals, with a
+  rigorous float error (``2**-44 (q + |a| e^a)``, ``a = ln(U)/N``, assuming as
+  :mod:`dpdist.privacy.lattice` does ``2**-46`` relative accuracy of ``log``, ``exp`` and
+  ``expm1``); the magnitude interval ``[M_lo, M_hi]`` follows from ``x = -s ln q``;
+* the search uses only valid bounds: ``smax_v + M_hi`` above every score of a node, ``M_lo -
+  C`` below the score of the node's maximum leaf (the data-free floor); scores are integers
+  below 2**53, so the sums and comparisons are exact;
+* a revealed leaf whose interval holds one integer has its exact magnitude; otherwise (about
+  ``s 2**-43`` of revealed leaves, and only those whose best possible score reaches the row's
+  floor) the magnitude is *decided exactly*: the uniforms of every node whose word the leaf's
+  value depends on (the root and each non-inheriting node on its path) are refined 64 bits at
+  a time from their own fallback words (stream = row, position ``((level << 50) + beta)
+  FALLBACK_WORDS + r`` under ``purpose + FALLBACK_SUFFIX``) and the composition is evaluated
+  in mpmath interval arithmetic until ``floor(-s ln q + 1/2)`` is one integer. Exhaustion
+  (still undecided after ``FALLBACK_WORDS`` refinements) has probability below ``2**-1000`` a
+  leaf (each refinement narrows every cell by ``2**-64``) and then gives a fixed function of
+  the words: a residual of the law, never an impossible output.
+
+So the noise of a row is the exact rounded Laplace law, a pure function of ``(root, purpose,
+row)``, and it is unbounded: every index set has positive probability under every dataset.
 
 Ties, signs and the stopping rule
 ---------------------------------
-Scores are ``|S_ij + sigma_j |w_j||``: the sign matters for the score, so every revealed
-entry is scored exactly with its own sign; the bound ``smax + M`` holds for either sign.
-Ties in the score are broken by the smaller column, as in the dense engine, and the
-stopping rule is non-strict (a node whose bound equals the floor is expanded), so ties are
-resolved exactly as in the full evaluation.
-
-Swapping the law (discrete noise)
----------------------------------
-The tree is built on the uniforms V_j; the law enters only through ``isf`` (and ``sf`` for
-documentation and tests). A discrete magnitude law (a lattice Laplace or Gaussian) plugs in
-through its generalised inverse ``isf(q) = min{x : sf(x) <= q}``: the lemma above holds
-unchanged, ties in |w| then have positive probability and are resolved by the column rule,
-and the floor and bounds stay valid because isf is monotone and the clamp keeps every
-magnitude below its parent's. What the discrete sampler must still provide is an ``isf``
-that is exact on the lattice for the 53-bit uniforms used here (or a finer uniform): that is
-where an exact discrete sampler differs from an inverse CDF in floating point.
+Scores are ``|m_ij + sigma_j |K_j||`` (integers): ties have positive probability. Ties are
+broken by the smaller column, as in the dense engine; the stopping rule is non-strict (a node
+whose bound equals the floor is expanded), so ties are resolved exactly as in the full
+evaluation. A zero magnitude has no sign (``m + 0``).
 
 Cost and side channel
 ---------------------
 Per row the work is O(k F log_F d) draws in the regime where the noise dominates the data
 (small n; PrivCov at d = 100,000 and n = 2,000 draws about 30 words a row per tile), and
-O(F) draws per tile-row plus O(k F) per revealed node when the data dominate. The number of
-draws depends on the data; like every task's run time it is not released (no timings leave
-the mechanism).
+O(F) draws per tile-row plus O(k F) per revealed node when the data dominate; the exact
+decisions are rare (module docstring above). The number of draws depends on the data; like
+every task's run time it is not released (no timings leave the mechanism).
 """
 
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from dpdist.privacy.lattice import FALLBACK_SUFFIX, FALLBACK_WORDS, LatticeNoise
 from dpdist.privacy.noise import NoiseSeed, chacha20_words
 
 __all__ = [
     "DEFAULT_FANOUT",
-    "LaplaceMagnitude",
+    "EXHAUSTION_DELTA_PER_LEAF",
     "LazySelectionNoise",
     "RowFrontier",
     "privcov_score_bound",
@@ -138,40 +166,23 @@ _LEVEL_SPAN = 1 << 56
 #: Slots of a level: slot 0 holds the (q, p) words of the nodes, slots 1.. the retries of p.
 _SLOT_SPAN = 1 << 51
 _MAX_RETRIES = 31
+#: Probability bound of the exhaustion residual of one exactly decided leaf (module docstring).
+EXHAUSTION_DELTA_PER_LEAF = 2.0**-1000
+#: Relative error bound of the float evaluation of one tree step (module docstring).
+_REL_STEP = 2.0**-44
+#: Relative error bound of x = -s ln q in float64 (log: 2**-46, product: 2**-53).
+_REL_X = 2.0**-45
+_TWO53 = 2.0**-53
+_LOCAL = threading.local()
 
 
-def _uniform(words: np.ndarray) -> np.ndarray:
-    """Top 53 bits of a word as a uniform in the open interval (0, 1) (as NoiseSeed.uniforms)."""
-    return ((words >> np.uint64(11)).astype(np.float64) + 0.5) * (2.0**-53)
+def _iv():
+    ctx = getattr(_LOCAL, "iv", None)
+    if ctx is None:
+        from mpmath.ctx_iv import MPIntervalContext
 
-
-# ---------------------------------------------------------------------------------------
-# magnitude laws
-# ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LaplaceMagnitude:
-    """|w| for w ~ Laplace(0, ``scale``): Exponential(scale); ``sf(x) = exp(-x / scale)``.
-
-    A magnitude law is any object with ``isf(q)`` (inverse survival function, monotone
-    non-increasing, ``isf(1) = 0``), ``sf(x)`` and ``scale``; see the module docstring for a
-    discrete law.
-    """
-
-    scale: float
-
-    def __post_init__(self) -> None:
-        if not (self.scale > 0 and math.isfinite(self.scale)):
-            raise ValueError(f"noise scale must be finite and > 0, got {self.scale!r}")
-
-    def isf(self, q: np.ndarray) -> np.ndarray:
-        """``x`` with ``P(|w| > x) = q``, for q in (0, 1]."""
-        return -self.scale * np.log(q)
-
-    def sf(self, x: np.ndarray) -> np.ndarray:
-        """``P(|w| > x)``."""
-        return np.exp(-np.asarray(x, dtype=np.float64) / self.scale)
+        ctx = _LOCAL.iv = MPIntervalContext()
+    return ctx
 
 
 def privcov_score_bound(clip: float, n_samples: int) -> float:
@@ -186,6 +197,61 @@ def privcov_score_bound(clip: float, n_samples: int) -> float:
     r2 = float(clip) * float(clip)
     u = 2.0**-53
     return math.nextafter(r2 * (1.0 + 4.0 * (int(n_samples) + 8) * u), math.inf)
+
+
+# ---------------------------------------------------------------------------------------
+# certified float evaluation of the tree's values
+# ---------------------------------------------------------------------------------------
+
+
+def _cell(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Float bounds ``[lo, hi]`` of the real uniform of a word: its 53-bit cell (the uniform of
+    an internal node is the word's 64 bits, that of a leaf its top 63 bits: both lie in the
+    cell of the top 53 bits)."""
+    top = (words >> np.uint64(11)).astype(np.float64)  # exact: below 2**53
+    return top * _TWO53, (top + 1.0) * _TWO53
+
+
+def _step(u: np.ndarray, q: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """``1 - (1 - q) u^(1/size)`` in float64 (not yet widened by its error bound)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = np.log(u) / size
+        g = -np.expm1(a) + q * np.exp(a)
+        err = _REL_STEP * (np.abs(g) + np.where(np.isfinite(a), np.abs(a) * np.exp(a), 0.0)) + 2.0**-1060
+    return g, err
+
+
+def _q_interval(words: np.ndarray, size: np.ndarray, q_lo: np.ndarray, q_hi: np.ndarray):
+    """Certified ``[q_lo, q_hi]`` of ``1 - (1 - q_v) U^(1/size)`` for U in the words' cells and
+    q_v in ``[q_lo, q_hi]`` (increasing in q_v, decreasing in U)."""
+    u_lo, u_hi = _cell(words)
+    lo, e_lo = _step(u_hi, q_lo, size)
+    hi, e_hi = _step(u_lo, q_hi, size)
+    lo = np.maximum(lo - e_lo, q_lo)  # q_c >= q_v exactly
+    hi = np.minimum(hi + e_hi, 1.0)
+    return lo, hi
+
+
+def _magnitude_interval(q_lo: np.ndarray, q_hi: np.ndarray, scale: float):
+    """``[M_lo, M_hi]`` holding ``floor(-s ln q + 1/2)`` for every q in ``[q_lo, q_hi]``."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x_lo = -scale * np.log(q_hi)
+        x_hi = -scale * np.log(np.maximum(q_lo, 0.0))
+    x_lo = np.maximum(x_lo * (1.0 - _REL_X) - 2.0**-40, 0.0)
+    x_hi = np.where(q_lo > 0, x_hi * (1.0 + _REL_X) + 2.0**-40, np.inf)
+    return np.floor(x_lo + 0.5), np.floor(x_hi + 0.5)
+
+
+def _floor_half(t) -> int | None:
+    """``floor(v + 1/2)`` of an mpmath mpf tuple ``(sign, man, exp, bc)``, exactly (None: not finite)."""
+    sign, man, exp, bc = t
+    if man == 0:
+        return 0 if bc == 0 else None  # zero, or a special value (inf, nan)
+    num = -int(man) if sign else int(man)
+    if exp >= 0:
+        return num << exp
+    den = 1 << (-exp)
+    return (2 * num + den) // (2 * den)
 
 
 # ---------------------------------------------------------------------------------------
@@ -217,6 +283,21 @@ class _Tree:
         return np.minimum((beta + 1) * w, self.d) - beta * w
 
 
+@dataclass
+class _Nodes:
+    """Values of a set of nodes (flat arrays): certified q and magnitude intervals, and p
+    (the minimum's position; -1 while not drawn; at the leaves, the sign +-1)."""
+
+    q_lo: np.ndarray
+    q_hi: np.ndarray
+    p: np.ndarray
+    M_lo: np.ndarray
+    M_hi: np.ndarray
+
+    def take(self, idx) -> "_Nodes":
+        return _Nodes(self.q_lo[idx], self.q_hi[idx], self.p[idx], self.M_lo[idx], self.M_hi[idx])
+
+
 @dataclass(frozen=True)
 class LazySelectionNoise:
     """Selection noise of PrivCov as a lazily evaluated tree (see the module docstring).
@@ -226,14 +307,16 @@ class LazySelectionNoise:
     seed : NoiseSeed
         Root of the noise streams.
     purpose : str
-        Noise purpose (PrivCov: ``"privcov/select"``); keys the ChaCha streams.
-    law : magnitude law
-        :class:`LaplaceMagnitude` (or any object with ``isf``/``sf``/``scale``).
+        Noise purpose (PrivCov: :data:`dpdist.privacy.mechanisms.privcov.PURPOSE_SELECT`);
+        keys the ChaCha streams (its fallback words live under ``purpose + FALLBACK_SUFFIX``).
+    noise : LatticeNoise
+        The law: ``"laplace"`` (rounded Laplace) on the release's lattice, scale ``s`` units.
     n_features : int
         d, the number of columns of every row (the tree covers ``[0, d)``).
     score_bound : float or None
-        Public C >= |S_ij| for every entry (:func:`privcov_score_bound`). ``None`` disables
-        the data-free floor (the search is then exact but slower when noise dominates).
+        Public C >= |S_ij| for every entry, in the data's units (:func:`privcov_score_bound`);
+        ``None`` disables the data-free floor (the search is then exact but slower when noise
+        dominates).
     fanout : int
         Tree fan-out F >= 2.
 
@@ -242,16 +325,19 @@ class LazySelectionNoise:
     Instances are small, immutable and picklable: they travel to workers inside the graph.
     The engine calls :meth:`prepare_rows` once per row block and :meth:`tile_candidates` per
     tile (``dpdist.engine.topk``); :meth:`full_noise` evaluates the whole tree (tests).
+    Scores are in lattice units (integers); the raw values returned with them are the tile's.
     """
 
     seed: NoiseSeed
     purpose: str
-    law: object
+    noise: LatticeNoise
     n_features: int
     score_bound: float | None = None
     fanout: int = DEFAULT_FANOUT
     _key: int = field(init=False, repr=False, compare=False)
+    _fkey: int = field(init=False, repr=False, compare=False)
     _tree: _Tree = field(init=False, repr=False, compare=False)
+    _bound_units: float | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         d, f = int(self.n_features), int(self.fanout)
@@ -259,15 +345,24 @@ class LazySelectionNoise:
             raise ValueError(f"n_features must lie in [1, 2^50], got {d}")
         if f < 2:
             raise ValueError(f"fanout must be >= 2, got {f}")
-        if self.score_bound is not None and not (self.score_bound >= 0):
-            raise ValueError(f"score_bound must be >= 0 or None, got {self.score_bound!r}")
+        if not isinstance(self.noise, LatticeNoise) or self.noise.law != "laplace":
+            raise ValueError(f"the selection law must be a 'laplace' LatticeNoise, got {self.noise!r}")
+        bound = None
+        if self.score_bound is not None:
+            if not (self.score_bound >= 0 and math.isfinite(self.score_bound)):
+                raise ValueError(f"score_bound must be finite and >= 0, or None, got {self.score_bound!r}")
+            bound = float(math.ceil(self.noise.lattice.units(self.score_bound)))
+            if not bound < 2.0**51:
+                raise ValueError("score_bound is too large for the lattice: scores must stay below 2**53 units")
         object.__setattr__(self, "_key", self.seed.key(self.purpose))
+        object.__setattr__(self, "_fkey", self.seed.key(self.purpose + FALLBACK_SUFFIX))
         object.__setattr__(self, "_tree", _Tree.build(d, f))
+        object.__setattr__(self, "_bound_units", bound)
 
     @property
     def scale(self) -> float:
-        """Scale of the magnitude law (the Laplace b)."""
-        return float(self.law.scale)
+        """Scale of the law in lattice units."""
+        return self.noise.scale
 
     # -- words ---------------------------------------------------------------------------
 
@@ -276,7 +371,7 @@ class LazySelectionNoise:
 
     @staticmethod
     def _node_position(level: int, beta: np.ndarray, slot: int = 0) -> np.ndarray:
-        return np.uint64(level * _LEVEL_SPAN + slot * _SLOT_SPAN) + 2 * beta.astype(np.uint64)
+        return np.uint64(level * _LEVEL_SPAN + slot * _SLOT_SPAN) + 2 * np.asarray(beta).astype(np.uint64)
 
     def _draw_p(self, rows: np.ndarray, level: int, beta: np.ndarray) -> np.ndarray:
         """Uniform position in node (level, beta): exact integer rejection on 64-bit words."""
@@ -305,30 +400,29 @@ class LazySelectionNoise:
         p[missing] = self._draw_p(rows[missing], level, beta[missing])
         return p
 
-    def _child_q(self, words: np.ndarray, size: np.ndarray, q_parent: np.ndarray) -> np.ndarray:
-        """Minimum of ``size`` uniforms conditioned to exceed ``q_parent`` (root: q_parent = 0)."""
-        a = np.log(_uniform(words)) / size
-        q = -np.expm1(a) + q_parent * np.exp(a)
-        return np.minimum(np.maximum(q, q_parent), 1.0)
+    def _drawn(self, words: np.ndarray, size: np.ndarray, q_lo: np.ndarray, q_hi: np.ndarray):
+        """Certified values of drawn nodes: ``(q_lo, q_hi, M_lo, M_hi)``."""
+        lo, hi = _q_interval(words, size.astype(np.float64), q_lo, q_hi)
+        m_lo, m_hi = _magnitude_interval(lo, hi, self.noise.scale)
+        return lo, hi, m_lo, m_hi
 
-    def _root(self, rows: np.ndarray):
+    def _root(self, rows: np.ndarray) -> _Nodes:
         t = self._tree
         beta = np.zeros(rows.size, dtype=np.int64)
         w = self._words(rows, self._node_position(t.height, beta))
-        q = self._child_q(w, np.full(rows.size, float(t.d)), np.zeros(rows.size))
-        p = self._draw_p(rows, t.height, beta)
-        return q, p, self.law.isf(q)
+        zero = np.zeros(rows.size)
+        q_lo, q_hi, m_lo, m_hi = self._drawn(w, np.full(rows.size, t.d), zero, zero)
+        return _Nodes(q_lo, q_hi, self._draw_p(rows, t.height, beta), m_lo, m_hi)
 
-    def _children(self, rows, level, beta, q, p, M, lo_beta=None, hi_beta=None):
+    def _children(self, rows, level, beta, nodes: _Nodes, lo_beta=None, hi_beta=None):
         """Children (level - 1) of nodes (level, beta), optionally restricted to
-        ``lo_beta <= child < hi_beta`` (per parent). Returns flat arrays
-        ``(parent_index, child_beta, q, p, M)``, in parent order then child order; ``p`` is
-        -1 where not drawn yet (drawn when the node is expanded); at level 0 (leaves) the
-        fourth array is the leaves' signs (+-1) instead of p."""
+        ``lo_beta <= child < hi_beta`` (per parent). Returns ``(parent_index, child_beta,
+        nodes)``, in parent order then child order; ``p`` is -1 where not drawn yet (drawn
+        when the node is expanded); at level 0 (leaves) ``p`` holds the leaves' signs (+-1)."""
         t = self._tree
         f = t.fanout
         cl = level - 1
-        p = self._ensure_p(rows, level, beta, p)
+        p = self._ensure_p(rows, level, beta, nodes.p)
         child = beta[:, None] * f + np.arange(f)[None, :]
         valid = child < t.n_nodes(cl)
         if lo_beta is not None:
@@ -338,72 +432,139 @@ class LazySelectionNoise:
         crow = rows[par]
         width = t.width(cl)
         inherit = (p[par] >= cb * width) & (p[par] < (cb + 1) * width)
-        cq = q[par].copy()
-        cM = M[par].copy()
-        cp = np.where(inherit, p[par], -1)
+        out = _Nodes(nodes.q_lo[par], nodes.q_hi[par], np.where(inherit, p[par], -1), nodes.M_lo[par], nodes.M_hi[par])
         draw = np.flatnonzero(~inherit)
         leaf_words = None
         if cl == 0:  # a leaf's word gives its uniform and its sign: fetch it for every leaf
             leaf_words = self._words(crow, cb.astype(np.uint64))
         if draw.size:
-            if cl == 0:
-                w = leaf_words[draw]
-            else:
-                w = self._words(crow[draw], self._node_position(cl, cb[draw]))
-            size = t.size(cl, cb[draw]).astype(np.float64)
-            qd = self._child_q(w, size, q[par][draw])
-            cq[draw] = qd
-            cM[draw] = np.minimum(self.law.isf(qd), M[par][draw])
+            w = leaf_words[draw] if cl == 0 else self._words(crow[draw], self._node_position(cl, cb[draw]))
+            q_lo, q_hi, m_lo, m_hi = self._drawn(w, t.size(cl, cb[draw]), out.q_lo[draw], out.q_hi[draw])
+            out.q_lo[draw], out.q_hi[draw] = q_lo, q_hi
+            out.M_lo[draw] = np.minimum(m_lo, out.M_lo[draw])  # true M_c <= true M_v
+            out.M_hi[draw] = np.minimum(m_hi, out.M_hi[draw])
         if cl == 0:
-            return par, cb, cq, _signs(leaf_words), cM
-        return par, cb, cq, cp, cM
+            out.p = _signs(leaf_words)
+        return par, cb, out
+
+    # -- exact decision of a leaf's magnitude (rare) --------------------------------------
+
+    def _fallback_position(self, level: int, beta: int, used: int) -> int:
+        return ((int(level) << 50) + int(beta)) * FALLBACK_WORDS + int(used)
+
+    def exact_magnitudes(self, rows: np.ndarray, leaves: np.ndarray) -> np.ndarray:
+        """The exact integer magnitudes ``|K|`` of leaves ``(rows[i], leaves[i])`` (module
+        docstring): the tree path of each leaf is walked again (only its words and exact
+        positions), and the uniforms it depends on are refined until the magnitude is decided."""
+        rows = np.asarray(rows, dtype=np.int64).ravel()
+        leaves = np.asarray(leaves, dtype=np.int64).ravel()
+        t = self._tree
+        m = rows.size
+        if m == 0:
+            return np.zeros(0)
+        beta = np.zeros(m, dtype=np.int64)
+        w = self._words(rows, self._node_position(t.height, beta))
+        chains = [[(int(w[i]), t.d, t.height, 0)] for i in range(m)]
+        p = self._draw_p(rows, t.height, beta)
+        for level in range(t.height, 0, -1):
+            cl = level - 1
+            width = t.width(cl)
+            cb = leaves // width
+            draw = np.flatnonzero(~((p >= cb * width) & (p < (cb + 1) * width)))
+            if draw.size:
+                pos = cb[draw].astype(np.uint64) if cl == 0 else self._node_position(cl, cb[draw])
+                wd = self._words(rows[draw], pos)
+                sizes = t.size(cl, cb[draw])
+                for i, word, size in zip(draw.tolist(), wd.tolist(), sizes.tolist()):
+                    chains[i].append((int(word), int(size), cl, int(cb[i])))
+                if cl > 0:
+                    p = p.copy()
+                    p[draw] = self._draw_p(rows[draw], cl, cb[draw])
+        return np.array([self._decide(int(r), chain) for r, chain in zip(rows.tolist(), chains)], dtype=np.float64)
+
+    def _decide(self, row: int, chain: list) -> int:
+        """``floor(-s ln q + 1/2)`` for the q that the chain of drawn nodes composes, exactly."""
+        ctx = _iv()
+        s = self.noise.scale
+        cells = []
+        for word, size, level, beta in chain:
+            num, bits = (word >> 1, 63) if level == 0 else (word, 64)
+            cells.append([num, bits, 0, size, level, beta])
+        z_lo = 0
+        for _ in range(FALLBACK_WORDS + 1):
+            ctx.prec = max(c[1] for c in cells) + 96
+            q = ctx.mpf(0)
+            for num, bits, _, size, _, _ in cells:
+                hi = ctx.ldexp(ctx.mpf(num + 1), -bits)
+                if num == 0:
+                    root = ctx.mpf([0, ctx.exp(ctx.log(hi) / size).b])
+                else:
+                    root = ctx.exp(ctx.log(ctx.mpf([ctx.ldexp(ctx.mpf(num), -bits).a, hi.b])) / size)
+                q = 1 - (1 - q) * root
+            if q.a > 0:
+                x = -s * ctx.log(q)
+                lo, hi_ = _floor_half(x._mpi_[0]), _floor_half(x._mpi_[1])
+                if lo is not None:
+                    z_lo = max(lo, 0)
+                    if lo == hi_:
+                        return max(lo, 0)
+            for c in cells:  # refine every cell by one fallback word
+                word = int(self.seed.raw(self._fkey, row, self._fallback_position(c[4], c[5], c[2]), 1)[0])
+                c[0], c[1], c[2] = (c[0] << 64) | word, c[1] + 64, c[2] + 1
+        return z_lo  # exhaustion residual (EXHAUSTION_DELTA_PER_LEAF): a fixed function of the words
 
     # -- public --------------------------------------------------------------------------
 
     def full_noise(self, rows: np.ndarray) -> np.ndarray:
-        """The whole noise matrix ``w[rows, 0:d]`` (every node evaluated; for tests, O(d) a row)."""
+        """The whole noise matrix ``K[rows, 0:d]`` in lattice units (every node evaluated,
+        every magnitude decided exactly; for tests, O(d) a row)."""
         rows = np.asarray(rows, dtype=np.int64).ravel()
         t = self._tree
-        q, p, M = self._root(rows)
+        nodes = self._root(rows)
         r, beta = rows, np.zeros(rows.size, dtype=np.int64)
         for level in range(t.height, 0, -1):
-            par, beta, q, p, M = self._children(r, level, beta, q, p, M)
+            par, beta, nodes = self._children(r, level, beta, nodes)
             r = r[par]
+        mag = nodes.M_lo.copy()
+        und = np.flatnonzero(nodes.M_lo != nodes.M_hi)
+        if und.size:
+            mag[und] = self.exact_magnitudes(r[und], beta[und])
         out = np.empty((rows.size, t.d))
         row_pos = np.repeat(np.arange(rows.size), t.d)
-        out[row_pos, beta] = M * p  # at the leaves p holds the signs
+        out[row_pos, beta] = (mag * nodes.p) + 0.0  # at the leaves p holds the signs
         return out
 
     def prepare_rows(self, rows: np.ndarray, k: int) -> "RowFrontier":
         """Data-free work shared by every tile of a row block: the tree's top levels and the floor.
 
         Expands each row's tree from the root down to the first level with at least 2k nodes
-        (or the leaves) and returns those nodes' values and the floor ``fl(M_(k) - C)``:
-        every node v of that level has its leaf p_v with ``|w| = M_v``, so at least k entries
-        of the row score >= ``fl(M_(k) - C)`` (module docstring); ``-inf`` when
-        ``score_bound`` is None.
+        (or the leaves) and returns those nodes' values and the floor ``M_lo(k) - C``: every
+        node v of that level has its leaf p_v with ``|K| = M_v >= M_lo_v``, so at least k
+        entries of the row score >= the k-th largest ``M_lo - C`` (module docstring); ``-inf``
+        when ``score_bound`` is None.
         """
         rows = np.asarray(rows, dtype=np.int64).ravel()
         k = int(k)
         t = self._tree
-        q, p, M = self._root(rows)
+        nodes = self._root(rows)
         r, beta, level = rows, np.zeros(rows.size, dtype=np.int64), t.height
         while level > 1 and t.n_nodes(level) < 2 * k:
-            par, beta, q, p, M = self._children(r, level, beta, q, p, M)
+            par, beta, nodes = self._children(r, level, beta, nodes)
             r, level = r[par], level - 1
         n = t.n_nodes(level)
         shape = (rows.size, n)
-        q, p, M = q.reshape(shape), p.reshape(shape), M.reshape(shape)  # row order, then beta order
-        if self.score_bound is None or k < 1 or n < k:
+        vals = [a.reshape(shape) for a in (nodes.q_lo, nodes.q_hi, nodes.p, nodes.M_lo, nodes.M_hi)]
+        if self._bound_units is None or k < 1 or n < k:
             floor = np.full(rows.size, -np.inf)
         else:
-            floor = -np.partition(-M, k - 1, axis=1)[:, k - 1] - float(self.score_bound)
-        return RowFrontier(int(rows[0]) if rows.size else 0, level, q, p, M, floor)
+            floor = -np.partition(-vals[3], k - 1, axis=1)[:, k - 1] - self._bound_units
+        return RowFrontier(int(rows[0]) if rows.size else 0, level, *vals, floor)
 
     def tile_candidates(
         self, tile: np.ndarray, row_start: int, col_start: int, k: int, frontier: "RowFrontier | None" = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The top-k entries of each row of a tile by ``|tile + w|`` (ties: smaller column).
+        """The top-k entries of each row of a tile by ``|rint(tile / gamma) + K|`` (ties:
+        smaller column).
 
         Parameters
         ----------
@@ -417,9 +578,10 @@ class LazySelectionNoise:
         Returns
         -------
         cols, scores, raw : (r, k) arrays
-            Global column, noisy score and raw value of each candidate; empty slots have
-            column -1 and score -inf. Every entry whose score reaches the row's floor and
-            that is among the tile's k best is present (others cannot be selected).
+            Global column, noisy score (lattice units, an integer) and raw value of each
+            candidate; empty slots have column -1 and score -inf. Every entry whose score
+            reaches the row's floor and that is among the tile's k best is present (others
+            cannot be selected).
         """
         tile = np.asarray(tile, dtype=np.float64)
         r, c = tile.shape
@@ -434,6 +596,7 @@ class LazySelectionNoise:
             return out_cols, out_scores, out_raw
         if frontier is None:
             frontier = self.prepare_rows(rows, k)
+        units = np.where(np.isnan(tile), np.nan, self.noise.lattice.to_units(tile))  # NaN is never selected
         off = int(row_start) - frontier.row_start
         tau = frontier.floor[off : off + r].copy()
         # the frontier's nodes that meet the tile, as flat arrays (ri = row within the tile)
@@ -443,19 +606,18 @@ class LazySelectionNoise:
         nb = b_hi - b_lo
         ri = np.repeat(np.arange(r), nb)
         beta = np.tile(np.arange(b_lo, b_hi, dtype=np.int64), r)
-        q = frontier.q[off : off + r, b_lo:b_hi].ravel()
-        p = frontier.p[off : off + r, b_lo:b_hi].ravel()
-        M = frontier.M[off : off + r, b_lo:b_hi].ravel()
-        if self.score_bound is not None:
+        nodes = _Nodes(*(a[off : off + r, b_lo:b_hi].ravel() for a in
+                         (frontier.q_lo, frontier.q_hi, frontier.p, frontier.M_lo, frontier.M_hi)))
+        if self._bound_units is not None:
             # data-free prune first: smax <= C, so M + C < floor excludes the node
-            keep = M + float(self.score_bound) >= tau[ri]
-            ri, beta, q, p, M = ri[keep], beta[keep], q[keep], p[keep], M[keep]
+            keep = nodes.M_hi + self._bound_units >= tau[ri]
+            ri, beta, nodes = ri[keep], beta[keep], nodes.take(keep)
             if ri.size == 0:
                 return out_cols, out_scores, out_raw
         # smax pyramid (levels 1..level) of the rows that still have a node, from the data
         need = np.unique(ri)
-        absval = np.abs(tile[need])
-        if self.score_bound is not None and np.any(absval.max(axis=1) > self.score_bound):
+        absval = np.abs(units[need])
+        if self._bound_units is not None and np.any(absval.max(axis=1) > self._bound_units):
             # NaN compares False: non-finite input is the caller's guard's business
             raise RuntimeError(
                 "internal error: an entry of the scored matrix exceeds the declared public bound "
@@ -466,32 +628,46 @@ class LazySelectionNoise:
         smax = _pyramid(absval, c0, c1, level, t.fanout)
         while True:
             lo_b, sm = smax[level]
-            bound = sm[slot[ri], beta - lo_b] + M
+            bound = sm[slot[ri], beta - lo_b] + nodes.M_hi
             keep = bound >= tau[ri]
-            ri, beta, q, p, M, bound = ri[keep], beta[keep], q[keep], p[keep], M[keep], bound[keep]
+            ri, beta, nodes, bound = ri[keep], beta[keep], nodes.take(keep), bound[keep]
             if ri.size == 0 or level == 1:
                 break
             clo, csm = smax[level - 1]
             lo = np.full(ri.size, clo)
-            par, beta, q, p, M = self._children(rows[ri], level, beta, q, p, M, lo, lo + csm.shape[1])
+            par, beta, nodes = self._children(rows[ri], level, beta, nodes, lo, lo + csm.shape[1])
             ri, level = ri[par], level - 1
         # level-1 nodes: reveal their leaves in rounds, best bound first; the floor rises
         while ri.size:
             alive = bound >= tau[ri]
-            ri, beta, q, p, M, bound = ri[alive], beta[alive], q[alive], p[alive], M[alive], bound[alive]
+            ri, beta, nodes, bound = ri[alive], beta[alive], nodes.take(alive), bound[alive]
             if ri.size == 0:
                 break
             order = np.lexsort((-bound, ri))
-            ri, beta, q, p, M, bound = ri[order], beta[order], q[order], p[order], M[order], bound[order]
+            ri, beta, nodes, bound = ri[order], beta[order], nodes.take(order), bound[order]
             first = np.searchsorted(ri, ri, side="left")
             now = (np.arange(ri.size) - first) < k
             m = int(now.sum())
-            par, leaf, _, sign, lM = self._children(
-                rows[ri[now]], 1, beta[now], q[now], p[now], M[now], np.full(m, c0), np.full(m, c1)
+            par, leaf, lv = self._children(
+                rows[ri[now]], 1, beta[now], nodes.take(now), np.full(m, c0), np.full(m, c1)
             )
             lri = ri[now][par]
             raw = tile[lri, leaf - c0]
-            score = np.abs(raw + sign * lM)
+            mu = units[lri, leaf - c0]
+            sign = lv.p
+            score = np.abs(mu + sign * lv.M_lo)
+            undecided = lv.M_lo != lv.M_hi
+            if undecided.any():
+                # the best score an undecided leaf can have; below the floor it is never selected
+                with np.errstate(invalid="ignore"):
+                    best = np.maximum(score, np.abs(mu + sign * lv.M_hi))
+                must = np.flatnonzero(undecided & (best >= tau[lri]))
+                if must.size:
+                    exact = self.exact_magnitudes(rows[lri[must]], leaf[must])
+                    score[must] = np.abs(mu[must] + sign[must] * exact)
+                drop = undecided.copy()
+                drop[must] = False
+                score[drop] = -np.inf
             # per node, only entries at or above its own k-th score can enter the top k
             keep = _node_top(par, score, m, t.fanout, k)
             lri, leaf, score, raw = lri[keep], leaf[keep], score[keep], raw[keep]
@@ -499,7 +675,7 @@ class LazySelectionNoise:
             full = out_cols[:, k - 1] >= 0
             tau = np.where(full, np.maximum(tau, out_scores[:, k - 1]), tau)
             keep = ~now
-            ri, beta, q, p, M, bound = ri[keep], beta[keep], q[keep], p[keep], M[keep], bound[keep]
+            ri, beta, nodes, bound = ri[keep], beta[keep], nodes.take(keep), bound[keep]
         return out_cols, out_scores, out_raw
 
 
@@ -507,15 +683,18 @@ class LazySelectionNoise:
 class RowFrontier:
     """Data-free values shared by the tiles of a row block (:meth:`LazySelectionNoise.prepare_rows`).
 
-    ``q``, ``p``, ``M`` have shape (rows, nodes of ``level``): each row's tree values at that
-    level; ``floor`` (rows,) is the data-free floor. Holds no data.
+    ``q_lo``, ``q_hi``, ``p``, ``M_lo``, ``M_hi`` have shape (rows, nodes of ``level``): each
+    row's certified tree values at that level; ``floor`` (rows,) is the data-free floor. Holds
+    no data.
     """
 
     row_start: int
     level: int
-    q: np.ndarray
+    q_lo: np.ndarray
+    q_hi: np.ndarray
     p: np.ndarray
-    M: np.ndarray
+    M_lo: np.ndarray
+    M_hi: np.ndarray
     floor: np.ndarray
 
 
@@ -537,7 +716,7 @@ def _pyramid(absval: np.ndarray, c0: int, c1: int, top: int, fanout: int) -> dic
 
 def _node_top(par: np.ndarray, score: np.ndarray, n_nodes: int, fanout: int, k: int) -> np.ndarray:
     """Mask of the leaves whose score is >= the k-th largest score of their node (ties kept,
-    so the column tie-break of the merge still sees every candidate); NaN never kept."""
+    so the column tie-break of the merge still sees every candidate); NaN and -inf never kept."""
     if n_nodes == 0:
         return np.zeros(0, dtype=bool)
     first = np.searchsorted(par, np.arange(n_nodes))  # leaves come grouped by node
@@ -546,7 +725,7 @@ def _node_top(par: np.ndarray, score: np.ndarray, n_nodes: int, fanout: int, k: 
     padded[par, pos] = np.where(np.isnan(score), -np.inf, score)
     kk = min(k, fanout)
     kth = np.partition(padded, fanout - kk, axis=1)[:, fanout - kk]
-    return score >= kth[par]
+    return (score >= kth[par]) & (score > -np.inf)
 
 
 def _signs(words: np.ndarray) -> np.ndarray:
@@ -557,9 +736,9 @@ def _signs(words: np.ndarray) -> np.ndarray:
 def _merge_topk(cols, scores, raw, ri, new_cols, new_scores, new_raw, k):
     """Merge scattered new entries (row ``ri``) into per-row top-k buffers (score desc, col asc).
 
-    NaN scores never enter (they compare false): a NaN row is the non-finite guard's business.
+    NaN and -inf scores never enter: a NaN row is the non-finite guard's business.
     """
-    ok = ~np.isnan(new_scores)
+    ok = ~np.isnan(new_scores) & (new_scores > -np.inf)
     ri, new_cols, new_scores, new_raw = ri[ok], new_cols[ok], new_scores[ok], new_raw[ok]
     if ri.size == 0:
         return cols, scores, raw

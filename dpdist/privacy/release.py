@@ -26,6 +26,7 @@ import numpy as np
 
 from dpdist._version import __version__
 from dpdist.exceptions import PrivacyWarning
+from dpdist.privacy.accounting import Accountant, Event
 
 __all__ = ["Release", "SEEDED_REASON", "to_jsonable", "warn_if_unsafe"]
 
@@ -86,6 +87,16 @@ class Release:
         Why ``private`` is False (empty for a private release).
     created : str
         The UTC date of the release (no time of day: see the module docstring).
+    events : tuple of (str, Event)
+        What ran, one labelled privacy event per mechanism step
+        (:mod:`dpdist.privacy.accounting`), in order. ``privacy`` is the budget the fit was
+        charged, certified by :func:`~dpdist.privacy.accounting.release_guarantee` to cover
+        the events' composition; the events may account to less, and a release can be
+        re-accounted or composed across jobs with another accountant (:meth:`accountant`).
+    mechanisms : tuple of dict
+        The public description of every mechanism object that drew noise for this release
+        (name, lattice, noise laws and scales, purposes, event):
+        :meth:`dpdist.privacy.mechanisms.Mechanism.describe`.
     """
 
     mechanism: str
@@ -99,6 +110,8 @@ class Release:
     private: bool = True
     not_private_reasons: tuple = ()
     version: str = __version__
+    events: tuple = ()
+    mechanisms: tuple = ()
     created: str = field(
         default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).date().isoformat(),
         compare=False,
@@ -112,6 +125,19 @@ class Release:
             reasons = ("NOT PRIVATE: no differential-privacy guarantee",)
         object.__setattr__(self, "not_private_reasons", reasons)
         object.__setattr__(self, "private", bool(self.private) and not reasons)
+        events = tuple(self.events)
+        for item in events:
+            if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], Event)):
+                raise TypeError(f"Release.events holds (label, Event) pairs, got {item!r}")
+        object.__setattr__(self, "events", events)
+        object.__setattr__(self, "mechanisms", tuple(self.mechanisms))
+
+    def accountant(self) -> Accountant:
+        """An :class:`~dpdist.privacy.accounting.Accountant` holding this release's events."""
+        acc = Accountant()
+        for _, event in self.events:
+            acc.compose(event)
+        return acc
 
     def metadata(self) -> dict:
         """JSON-compatible description of the release (everything but ``values``)."""
@@ -125,6 +151,8 @@ class Release:
                 "noise_scales": self.noise_scales,
                 "seeding": self.seeding,
                 "notes": list(self.notes),
+                "events": [{"step": label, **event.to_dict()} for label, event in self.events],
+                "mechanisms": list(self.mechanisms),
                 "status": self.status,
                 "library": "dpdist",
                 "version": self.version,

@@ -47,7 +47,8 @@ FriendlyCore statistics container :class:`dpdist.engine.friendly.FriendlyStats` 
 :func:`dpdist.engine.friendly.friendly_weights`, and PrivPCA's internal steps
 ``_setup``, ``_friendly_tests``, ``_release_norm`` and ``_release_pca`` of
 :mod:`dpdist.algorithms.sparse_pca` (the functions that take the exact statistics and apply
-the mechanism). They are called unchanged, so the simulation applies the very same mechanism.
+the mechanism objects of :mod:`dpdist.privacy.mechanisms.friendly`). They are called
+unchanged, so the simulation applies the very same mechanism.
 """
 
 from __future__ import annotations
@@ -423,6 +424,7 @@ def simulate_privpca(model: BlockModel, n: float, epsilon: float, delta: float, 
     Returns sin^2 of the released component, 1.0 when a test returned bottom.
     """
     from dpdist.algorithms.sparse_pca import _friendly_tests, _release_norm, _release_pca, _setup
+    from dpdist.privacy.mechanisms.friendly import FriendlyTestMechanism, PrivNormMechanism, PrivPCAMechanism
     from dpdist.engine.friendly import FriendlyStats, friendly_weights
     from dpdist.privacy.noise import NoiseSeed
     from dpdist.privacy.pca_calibration import (
@@ -502,21 +504,22 @@ def simulate_privpca(model: BlockModel, n: float, epsilon: float, delta: float, 
     entries = (np.concatenate([r0[keep], bulk_idx[bk]]), np.concatenate([c0[keep], bulk_idx[bk]]),
                np.concatenate([bv[keep], bulk_bar[bk]]))
     # --- the estimator's own tests and releases ---------------------------------------
-    cal_tn = friendly_test_calibration(en, dn, m)
-    out = _friendly_tests(stats, gap, None, cal_tn, seed, "privpca/norm")
+    tests = FriendlyTestMechanism.from_calibration(friendly_test_calibration(en, dn, m), "norm")
+    out = _friendly_tests(stats, gap, None, tests, seed)
     info["tests"] = {"norm": out}
     if not (out["count_passed"] and out.get("weight_passed", False)):
         return SimResult(1.0, False, info)
-    lam_hat = _release_norm(entries, d, privnorm_calibration(en, dn, k, t).sigma, seed, "privpca/norm")
+    lam_hat = _release_norm(entries, d, PrivNormMechanism.from_calibration(privnorm_calibration(en, dn, k, t)), seed)
     info["lambda_hat"] = lam_hat
     if not lam_hat > 0:
         return SimResult(1.0, False, info)
-    out = _friendly_tests(stats, gap, float(lam_hat), friendly_test_calibration(ep, dp, m), seed, "privpca/pca")
+    tests = FriendlyTestMechanism.from_calibration(friendly_test_calibration(ep, dp, m), "pca")
+    out = _friendly_tests(stats, gap, float(lam_hat), tests, seed)
     info["tests"]["pca"] = out
     if not (out["count_passed"] and out.get("weight_passed", False)):
         return SimResult(1.0, False, info)
     cal = privpca_calibration(ep, dp, k, t, gap, float(lam_hat))
-    rel = _release_pca(entries, d, k, cal.sigma, seed, "privpca/pca")
+    rel = _release_pca(entries, d, k, PrivPCAMechanism.from_calibration(cal), seed)
     info["sigma_priv"] = cal.sigma
     vec = np.asarray(rel["values"], dtype=np.float64)
     cos = float(vec @ model.v1[rel["support"]]) / max(float(np.linalg.norm(vec)), 1e-300)

@@ -325,27 +325,44 @@ def _privcov_cal(k: int, component_epsilon: float):
     return privcov_calibration(eps, PRIVCOV_DELTA, PRIVCOV_N, PRIVCOV_D, k, PRIVCOV_CLIP)
 
 
-def _privcov_row0(S: np.ndarray, k: int, b: float, n_trials: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """``n_trials`` independent runs of row 0 of Algorithm 1 through the engine kernels.
+def _privcov_mech(k: int, noise_multiplier: float = 1.0):
+    """(the mechanism at the audited point, the mechanism the trials run: its twin when
+    ``noise_multiplier != 1``)."""
+    from dpdist.privacy.mechanisms.privcov import PrivCovMechanism
 
-    The trials are the rows of one tile (each a copy of row 0 of the exact second moment):
-    :class:`NoiseField` gives row r its own stream, so trial t draws independent selection
-    and release noise, exactly as row 0 of one run would. The tile's columns are split in
-    two column tiles merged by :func:`combine_row_topk` (the engine's tree step).
-    Returns (selected columns (T, k), released values (T, k)).
+    mech = PrivCovMechanism.from_calibration(_privcov_cal(k, 1.0))
+    return mech, (mech if noise_multiplier == 1.0 else mech.twin(noise_multiplier))
+
+
+def _privcov_row0(S: np.ndarray, mech, n_trials: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n_trials`` independent runs of row 0 of Algorithm 1 through the mechanism's own noise
+    callables and the engine kernels PrivCov runs.
+
+    The trials are the rows of one tile (each a copy of row 0 of the exact second moment): the
+    mechanism's selection sampler and release field give row r its own streams, so trial t
+    draws independent selection and release noise, exactly as row 0 of one run would. The
+    tile's columns are split in two column tiles (per-row-block ``prepare_rows``, then
+    :func:`chunk_row_topk` per tile) merged by :func:`combine_row_topk` (the engine's tree
+    step) and released by :func:`finalize_row_topk`. Returns (selected columns (T, k),
+    released values (T, k)).
     """
     from dpdist.engine.topk import chunk_row_topk, combine_row_topk, finalize_row_topk
-    from dpdist.privacy.noise import NoiseField
 
     ns = _seed(seed)
-    select = NoiseField(ns, "privcov/select", "laplace", b)
-    release = NoiseField(ns, "privcov/release", "laplace", b)
+    select, release = mech.selection(ns), mech.release(ns)
     d = S.shape[1]
-    tile = np.broadcast_to(S[0], (n_trials, d))
+    tile = np.ascontiguousarray(np.broadcast_to(S[0], (n_trials, d)))
+    k = mech.calibration.k
+    state = select.prepare_rows(np.arange(n_trials), k)
     h = d // 2
-    parts = [chunk_row_topk(tile[:, :h], 0, 0, k, select), chunk_row_topk(tile[:, h:], 0, h, k, select)]
-    rel = finalize_row_topk(combine_row_topk(parts, k), release.add_at)
+    parts = [chunk_row_topk(tile[:, :h], 0, 0, k, select, state), chunk_row_topk(tile[:, h:], 0, h, k, select, state)]
+    rel = finalize_row_topk(combine_row_topk(parts, k), release)
     return rel.cols, rel.values
+
+
+def _entry_epsilon(mech) -> float:
+    """The pure epsilon of one released entry on the lattice: ``Delta_Z / s``."""
+    return mech.sensitivity_units / mech.noise.scale
 
 
 def privcov_release_case(noise_multiplier: float = 1.0) -> AuditCase:
@@ -354,13 +371,12 @@ def privcov_release_case(noise_multiplier: float = 1.0) -> AuditCase:
     Pair: background rows (1, 1, 0, 0) x 10; the replaced row is (1, 1, 0, 0) in D and
     (1, -1, 0, 0) in D'. Sigma_hat_01 moves by exactly 2 R^2 / n = Delta; with k = d every
     entry of row 0 is released. Statistic: the released value of entry (0, 1). Claim: the
-    Laplace release of one entry is Delta/b-DP, with Delta and b from privcov_calibration
-    (the package's per-row claim is far above this: Delta/b = eps_row / (2 sqrt(k' log(d /
-    delta_row)))).
+    lattice Laplace release of one entry is ``Delta_Z / s``-DP (the mechanism's
+    :class:`~dpdist.privacy.mechanisms.privcov.PrivCovMechanism`; the package's per-row claim
+    is far above this).
     """
     k = PRIVCOV_D
-    cal = _privcov_cal(k, 1.0)
-    b = noise_multiplier * cal.laplace_scale
+    mech, run = _privcov_mech(k, noise_multiplier)
     base = np.zeros((PRIVCOV_N, PRIVCOV_D))
     base[1:11, :2] = 1.0
     D, Dp = base.copy(), base.copy()
@@ -368,26 +384,26 @@ def privcov_release_case(noise_multiplier: float = 1.0) -> AuditCase:
     Dp[0, :2] = (1.0, -1.0)
     S = {0: _exact_second_moment(D, PRIVCOV_CLIP), 1: _exact_second_moment(Dp, PRIVCOV_CLIP)}
 
-    def mech(which: int, n: int, seed: int) -> np.ndarray:
-        cols, vals = _privcov_row0(S[which], k, b, n, seed)
+    def mech_fn(which: int, n: int, seed: int) -> np.ndarray:
+        cols, vals = _privcov_row0(S[which], run, n, seed)
         hit = cols == 1
         return np.where(hit.any(axis=1), (vals * hit).sum(axis=1), -1e6)
 
     return AuditCase(
         name=_twin_name("privcov/value-release", noise_multiplier),
         family="privcov",
-        component="Laplace value release of one entry of row i (Algorithm 1 line 8): Delta/b-DP, "
-        "Delta = 2R^2/n and b from privcov_calibration",
+        component="lattice Laplace value release of one entry of row i (Algorithm 1 line 8): Delta_Z/s-DP "
+        "(PrivCovMechanism)",
         notion="approx-dp",
-        claimed_epsilon=cal.sensitivity / cal.laplace_scale,
+        claimed_epsilon=_entry_epsilon(mech),
         claimed_delta=0.0,
         claimed_mu=None,
         claimed_rho=None,
-        mechanism=mech,
+        mechanism=mech_fn,
         neighbours=(0, 1),
         default_trials=8_000,
         noise_multiplier=noise_multiplier,
-        parameters={"calibration": cal.to_dict(), "k": k},
+        parameters={"calibration": mech.calibration.to_dict(), "k": k, "mechanism": mech.describe()},
     )
 
 
@@ -403,60 +419,59 @@ def _privcov_selection_moments() -> dict:
 
 
 def privcov_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
-    """PrivCov's noisy top-k selection of one entry, data-level.
+    """PrivCov's noisy top-k selection of one entry, data-level, drawn by the mechanism's lazy
+    selection sampler (:mod:`dpdist.privacy.lazy_selection`) through the engine kernels.
 
     Pair (k = 1, d = 4, R = 1): background rows (1, 1, 0, 0) x 20 and (1, 0, 0, 0) x 2; the
     replaced row is (1, 1, 0, 0) in D and (1, -1, 0, 0) in D'. In row 0 only entry (0, 1)
-    moves: Sigma_hat_01 = 21/n in D and 19/n in D', so its score |Sigma_hat_01 + w| moves by
-    exactly Delta = 2/n while staying far from 0 (a score near 0 would blunt the shift through
-    the absolute value); the diagonal, 23/n in both, stays one Delta above it in D, so that
-    choosing entry 1 is a tail event of the noise, where the Laplace likelihood ratio is
-    largest. Statistic: 1 if S_0 = {1}. For a pair that moves a single score of row i, the
-    selection S_i is Delta/b-DP (shifting that score's Laplace noise by Delta maps one run to
-    the other), which is the component claim audited here.
+    moves: Sigma_hat_01 = 21/n in D and 19/n in D', so its score moves by exactly Delta = 2/n
+    while staying far from 0 (a score near 0 would blunt the shift through the absolute
+    value); the diagonal, 23/n in both, stays one Delta above it in D, so that choosing entry 1
+    is a tail event of the noise, where the Laplace likelihood ratio is largest. Statistic: 1
+    if S_0 = {1}. For a pair that moves a single score of row i, the selection S_i is
+    ``Delta_Z / s``-DP (shifting that score's noise by Delta_Z maps one run to the other), the
+    component claim audited here.
     """
     k = 1
-    cal = _privcov_cal(k, 1.0)
-    b = noise_multiplier * cal.laplace_scale
+    mech, run = _privcov_mech(k, noise_multiplier)
     S = _privcov_selection_moments()
 
-    def mech(which: int, n: int, seed: int) -> np.ndarray:
-        cols, _ = _privcov_row0(S[which], k, b, n, seed)
+    def mech_fn(which: int, n: int, seed: int) -> np.ndarray:
+        cols, _ = _privcov_row0(S[which], run, n, seed)
         return (cols[:, 0] == 1).astype(np.float64)
 
     return AuditCase(
         name=_twin_name("privcov/selection", noise_multiplier),
         family="privcov",
-        component="noisy top-k selection S_i (Algorithm 1 line 6) under a pair moving one score of "
-        "row i by Delta: Delta/b-DP, Delta and b from privcov_calibration",
+        component="noisy top-k selection S_i (Algorithm 1 line 6, the lazy lattice sampler) under a pair moving "
+        "one score of row i by Delta: Delta_Z/s-DP (PrivCovMechanism)",
         notion="approx-dp",
-        claimed_epsilon=cal.sensitivity / cal.laplace_scale,
+        claimed_epsilon=_entry_epsilon(mech),
         claimed_delta=0.0,
         claimed_mu=None,
         claimed_rho=None,
-        mechanism=mech,
+        mechanism=mech_fn,
         neighbours=(0, 1),
         default_trials=10_000,
         noise_multiplier=noise_multiplier,
-        parameters={"calibration": cal.to_dict(), "k": k},
+        parameters={"calibration": mech.calibration.to_dict(), "k": k, "mechanism": mech.describe()},
     )
 
 
 def privcov_row_case(noise_multiplier: float = 1.0) -> AuditCase:
-    """PrivCov's whole row i (selection and release), held to the per-row pure eps_row.
+    """PrivCov's whole row i (selection and release), held to the per-row pure epsilon.
 
     Pair (k = d = 4): background rows (1, 1, 1, 1) x 10; the replaced row is (1, 1, 1, 1) in
     D and (1, -1, -1, -1) in D': all d - 1 off-diagonal entries of row 0 move by Delta.
     Statistic: the sum of the released off-diagonal values of row 0 (the Laplace likelihood
-    ratio is monotone in each). The per-row claim is the pure (eps_row, 0)-DP of the coupling
-    argument in privcov_calibration (issue 9; b >= c(k, d) Delta / eps_row, and the paper's
-    b = 2 Delta sqrt(k' log(d/delta_row)) / eps_row is the larger term here), which carries a
-    factor of about 2 sqrt(k' log(d/delta_row)) / (d - 1) over the (d - 1) Delta/b any row
-    change can reach, so a factor-2 twin still meets it: ``catches_twin`` is False.
+    ratio is monotone in each). The per-row claim is the mechanism's pure ``c Delta_Z / s``
+    (:attr:`~dpdist.privacy.mechanisms.privcov.PrivCovMechanism.row_epsilon`; b is the
+    paper's term here), which carries a factor of about ``2 sqrt(k' log(d/delta_row)) / (d -
+    1)`` over the ``(d - 1) Delta / b`` any row change can reach, so a factor-2 twin still meets
+    it: ``catches_twin`` is False.
     """
     k = PRIVCOV_D
-    cal = _privcov_cal(k, 1.0)
-    b = noise_multiplier * cal.laplace_scale
+    mech, run = _privcov_mech(k, noise_multiplier)
     base = np.zeros((PRIVCOV_N, PRIVCOV_D))
     base[1:11, :] = 1.0
     D, Dp = base.copy(), base.copy()
@@ -464,27 +479,27 @@ def privcov_row_case(noise_multiplier: float = 1.0) -> AuditCase:
     Dp[0] = (1.0, -1.0, -1.0, -1.0)
     S = {0: _exact_second_moment(D, PRIVCOV_CLIP), 1: _exact_second_moment(Dp, PRIVCOV_CLIP)}
 
-    def mech(which: int, n: int, seed: int) -> np.ndarray:
-        cols, vals = _privcov_row0(S[which], k, b, n, seed)
+    def mech_fn(which: int, n: int, seed: int) -> np.ndarray:
+        cols, vals = _privcov_row0(S[which], run, n, seed)
         return np.where(cols > 0, vals, 0.0).sum(axis=1)
 
     return AuditCase(
         name=_twin_name("privcov/row", noise_multiplier),
         family="privcov",
         component="one row of Algorithm 1 (top-k selection and k+1 value releases): "
-        "pure eps_row-DP (the coupling argument of privcov_calibration)",
+        "pure c Delta_Z / s-DP (PrivCovMechanism.row_epsilon)",
         notion="approx-dp",
-        claimed_epsilon=cal.epsilon_row,
+        claimed_epsilon=mech.row_epsilon,
         claimed_delta=0.0,
         claimed_mu=None,
         claimed_rho=None,
-        mechanism=mech,
+        mechanism=mech_fn,
         neighbours=(0, 1),
         default_trials=4_000,
         noise_multiplier=noise_multiplier,
         catches_twin=False,
         notes="per-row claim has slack about 2 sqrt(k' log(d/delta_row)) / (d - 1) >= 2 over the best row change",
-        parameters={"calibration": cal.to_dict(), "k": k},
+        parameters={"calibration": mech.calibration.to_dict(), "k": k, "mechanism": mech.describe()},
     )
 
 
@@ -493,18 +508,20 @@ def privcov_estimator_case(noise_multiplier: float = 1.0) -> AuditCase:
     run once per trial (dask, synchronous scheduler, 2 x 2 tiles of the second moment) on the
     pair of :func:`privcov_release_case`; statistic: the released value of entry (0, 1).
 
-    The twin patches the name ``privcov_calibration`` inside
-    :mod:`dpdist.algorithms.sparse_covariance` (for the duration of the call) with a wrapper
-    that halves ``laplace_scale``: the estimator itself is not edited.
+    The twin wraps the mechanism: the name ``PrivCovMechanism`` inside
+    :mod:`dpdist.algorithms.sparse_covariance` is replaced (for the duration of the call) by
+    one whose ``from_calibration`` returns the real mechanism's
+    :meth:`~dpdist.privacy.mechanisms.base.Mechanism.twin` (noise halved): the estimator itself
+    is not edited.
     """
-    import dataclasses
     from unittest import mock
 
     import dpdist.algorithms.sparse_covariance as module
-    from dpdist.privacy.calibration import privcov_calibration
+    from dpdist.privacy.mechanisms.privcov import PrivCovMechanism
 
     k = PRIVCOV_D
-    cal = _privcov_cal(k, 1.0)
+    mech, _ = _privcov_mech(k)
+    cal = mech.calibration
     base = np.zeros((PRIVCOV_N, PRIVCOV_D))
     base[1:11, :2] = 1.0
     D, Dp = base.copy(), base.copy()
@@ -512,13 +529,15 @@ def privcov_estimator_case(noise_multiplier: float = 1.0) -> AuditCase:
     Dp[0, :2] = (1.0, -1.0)
     data = {0: D, 1: Dp}
 
-    def patched(*args: Any, **kwargs: Any):
-        real = privcov_calibration(*args, **kwargs)
-        return dataclasses.replace(real, laplace_scale=noise_multiplier * real.laplace_scale)
+    class _Twin:
+        @staticmethod
+        def from_calibration(c):
+            real = PrivCovMechanism.from_calibration(c)
+            return real if noise_multiplier == 1.0 else real.twin(noise_multiplier)
 
-    def mech(which: int, n: int, seed: int) -> np.ndarray:
+    def mech_fn(which: int, n: int, seed: int) -> np.ndarray:
         out = np.empty(n)
-        with mock.patch.object(module, "privcov_calibration", patched), _seeded_fits_are_expected():
+        with mock.patch.object(module, "PrivCovMechanism", _Twin), _seeded_fits_are_expected():
             for t in range(n):
                 rel = module.private_sparse_covariance(
                     data[which], k, cal.epsilon, cal.delta, clip=PRIVCOV_CLIP, random_state=int(seed) * 1_000_003 + t,
@@ -531,19 +550,18 @@ def privcov_estimator_case(noise_multiplier: float = 1.0) -> AuditCase:
     return AuditCase(
         name=_twin_name("privcov/estimator", noise_multiplier),
         family="privcov",
-        component="private_sparse_covariance end to end, released entry (0, 1): Delta/b-DP "
-        "(Delta = 2R^2/n, b from privcov_calibration)",
+        component="private_sparse_covariance end to end, released entry (0, 1): Delta_Z/s-DP (PrivCovMechanism)",
         notion="approx-dp",
-        claimed_epsilon=cal.sensitivity / cal.laplace_scale,
+        claimed_epsilon=_entry_epsilon(mech),
         claimed_delta=0.0,
         claimed_mu=None,
         claimed_rho=None,
-        mechanism=mech,
+        mechanism=mech_fn,
         neighbours=(0, 1),
         default_trials=1_500,
         noise_multiplier=noise_multiplier,
         slow=True,
-        parameters={"calibration": cal.to_dict(), "k": k},
+        parameters={"calibration": cal.to_dict(), "k": k, "mechanism": mech.describe()},
     )
 
 
@@ -772,38 +790,40 @@ FRIENDLY_EPS, FRIENDLY_DELTA, FRIENDLY_M = 3.0, 3e-3, 20
 
 
 def _friendly_test_case(which: str, noise_multiplier: float) -> AuditCase:
-    from dpdist.privacy.noise import bounded_laplace_from_uniform
-    from dpdist.privacy.pca_calibration import bounded_laplace_test, friendly_test_calibration
+    """The test's own mechanism (:class:`~dpdist.privacy.mechanisms.friendly.FriendlyTestMechanism`,
+    its lattice field under its purpose); the twin is its :meth:`~dpdist.privacy.mechanisms.base.
+    Mechanism.twin` (scale and bound halved: the calibration at half the sensitivity). The claim
+    is the mechanism's event for this test."""
+    from dpdist.privacy.mechanisms.friendly import FriendlyTestMechanism
+    from dpdist.privacy.pca_calibration import friendly_test_calibration
 
     cal = friendly_test_calibration(FRIENDLY_EPS, FRIENDLY_DELTA, FRIENDLY_M)
+    real = FriendlyTestMechanism.from_calibration(cal, "norm")
+    run = real if noise_multiplier == 1.0 else real.twin(noise_multiplier)
     sens = cal.count_sensitivity if which == "count" else cal.weight_sensitivity
-    if noise_multiplier == 1.0:
-        scale, bound = (cal.count_scale, cal.count_bound) if which == "count" else (cal.weight_scale, cal.weight_bound)
-    else:  # the calibration evaluated at an underestimated sensitivity
-        scale, bound = bounded_laplace_test(noise_multiplier * sens, FRIENDLY_EPS / 3, FRIENDLY_DELTA / 3)
+    claim = real.event().events[0 if which == "count" else 1]
     stat = 16.0 if which == "count" else 15.0
-    purpose = f"privpca/norm/{which}"
 
     def mech(value: float, n: int, seed: int) -> np.ndarray:
-        u = _seed(seed).uniforms(purpose, 0, 0, n)
-        return value + bounded_laplace_from_uniform(u, scale, bound)
+        return run.field(which, _seed(seed))(np.full(n, float(value)), 0)
 
     label = "|C| (sensitivity 1)" if which == "count" else "Z = sum p_i (sensitivity 7, eq. (12))"
     return AuditCase(
         name=_twin_name(f"privnorm-privpca/{which}-test", noise_multiplier),
         family="privnorm-privpca",
-        component=f"bounded-Laplace test on {label}, release-level: (epsilon/3, delta/3)-DP "
-        "(friendly_test_calibration, Lemma 8)",
+        component=f"bounded-Laplace test on {label} on the lattice, release-level: the event of "
+        "FriendlyTestMechanism (at most (epsilon/3, delta/3), Lemma 8)",
         notion="approx-dp",
-        claimed_epsilon=FRIENDLY_EPS / 3,
-        claimed_delta=FRIENDLY_DELTA / 3,
+        claimed_epsilon=claim.epsilon,
+        claimed_delta=claim.delta,
         claimed_mu=None,
         claimed_rho=None,
         mechanism=mech,
         neighbours=(stat + sens, stat),
         noise_multiplier=noise_multiplier,
-        notes="the same calibration serves PrivNorm and PrivPCA; the noisy statistic itself is released",
-        parameters=cal.to_dict(),
+        notes="the same calibration serves PrivNorm and PrivPCA; the audit observes the noisy statistic "
+        "(the algorithm releases only the bit, post-processing of it)",
+        parameters={**cal.to_dict(), "mechanism": real.describe()},
     )
 
 
@@ -825,29 +845,31 @@ RELEASE_EPS, RELEASE_DELTA = 9.0, 0.3
 def privnorm_release_case(noise_multiplier: float = 1.0) -> AuditCase:
     """PrivNorm's Gaussian release of the norm (Algorithm 3 Line 17), release-level: norms
     differing by the claimed sensitivity 20 k tau (k = 1, tau = 0.05)."""
-    from dpdist.privacy.noise import gaussian_from_uniform
+    from dpdist.privacy.mechanisms.friendly import PrivNormMechanism
     from dpdist.privacy.pca_calibration import privnorm_calibration
 
     cal = privnorm_calibration(RELEASE_EPS, RELEASE_DELTA, 1, 0.05)
+    real = PrivNormMechanism.from_calibration(cal)
+    run = real if noise_multiplier == 1.0 else real.twin(noise_multiplier)
 
     def mech(value: float, n: int, seed: int) -> np.ndarray:
-        u = _seed(seed).uniforms("privpca/norm/release", 0, 0, n)
-        return value + gaussian_from_uniform(u, noise_multiplier * cal.sigma)
+        return run.field("release", _seed(seed))(np.full(n, float(value)), 0)
 
     return AuditCase(
         name=_twin_name("privnorm-privpca/norm-release", noise_multiplier),
         family="privnorm-privpca",
-        component=f"Gaussian release of ||T_5tau(Sigma_bar)||_op at sensitivity 20 k tau (privnorm_calibration, {cal.rule})",
+        component="Gaussian release of ||T_5tau(Sigma_bar)||_op at sensitivity 20 k tau on the lattice "
+        f"(PrivNormMechanism; privnorm_calibration, {cal.rule})",
         notion="gdp",
         claimed_epsilon=RELEASE_EPS / 3,
         claimed_delta=RELEASE_DELTA / 3,
-        claimed_mu=cal.sensitivity / cal.sigma,
+        claimed_mu=1.0 / real.event().noise_multiplier,
         claimed_rho=None,
         mechanism=mech,
         neighbours=(1.0 + cal.sensitivity, 1.0),
         default_trials=10_000,
         noise_multiplier=noise_multiplier,
-        parameters=cal.to_dict(),
+        parameters={**cal.to_dict(), "mechanism": real.describe()},
     )
 
 
@@ -860,13 +882,14 @@ def privpca_release_case(noise_multiplier: float = 1.0) -> AuditCase:
     chosen so that the claimed Frobenius sensitivity (Lemma 10 with deviation 1) equals
     sqrt(2) exactly: the pair reaches the claim. Statistic: released P_00 - P_11.
     """
+    from dpdist.privacy.mechanisms.friendly import PrivPCAMechanism
     from dpdist.privacy.pca_calibration import privpca_calibration, privpca_sensitivity
-    from dpdist.privacy.topk_sampler import top_k2_of_noisy_projector
 
     k, tau, gap, d = 2, 0.05, 0.25, 2
     lam = privpca_sensitivity(k, tau, gap, 1.0) / math.sqrt(2.0)  # Delta(lambda_hat) = sqrt(2)
     cal = privpca_calibration(RELEASE_EPS, RELEASE_DELTA, k, tau, gap, lam)
-    sigma = noise_multiplier * cal.sigma
+    real = PrivPCAMechanism.from_calibration(cal)
+    run = real if noise_multiplier == 1.0 else real.twin(noise_multiplier)
 
     def mech(which: int, n: int, seed: int) -> np.ndarray:
         from dpdist.privacy.noise import NoiseSeed
@@ -875,8 +898,7 @@ def privpca_release_case(noise_multiplier: float = 1.0) -> AuditCase:
         support, u = np.array([which]), np.array([1.0])
         out = np.empty(n)
         for t in range(n):
-            r, c, v = top_k2_of_noisy_projector(support, u, d, k, sigma, NoiseSeed(base * 1_000_003 + t, True),
-                                                "privpca/pca/projector")
+            r, c, v = run.projector(support, u, d, k, NoiseSeed(base * 1_000_003 + t, True))
             P = np.zeros((d, d))
             P[r, c] = v
             out[t] = P[0, 0] - P[1, 1]
@@ -885,17 +907,18 @@ def privpca_release_case(noise_multiplier: float = 1.0) -> AuditCase:
     return AuditCase(
         name=_twin_name("privnorm-privpca/projector-release", noise_multiplier),
         family="privnorm-privpca",
-        component=f"Gaussian release of u u^T at the claimed Frobenius sensitivity (privpca_calibration, {cal.rule})",
+        component="Gaussian release of u u^T at the claimed Frobenius sensitivity (PrivPCAMechanism; "
+        f"privpca_calibration, {cal.rule})",
         notion="gdp",
         claimed_epsilon=RELEASE_EPS / 3,
         claimed_delta=RELEASE_DELTA / 3,
-        claimed_mu=cal.sensitivity / cal.sigma,
+        claimed_mu=1.0 / real.event().noise_multiplier,
         claimed_rho=None,
         mechanism=mech,
         neighbours=(0, 1),
         default_trials=3_000,
         noise_multiplier=noise_multiplier,
-        parameters={**cal.to_dict(), "lambda_hat": lam, "tau": tau, "gap": gap, "k": k},
+        parameters={**cal.to_dict(), "lambda_hat": lam, "tau": tau, "gap": gap, "k": k, "mechanism": real.describe()},
     )
 
 
@@ -1227,9 +1250,6 @@ CASES: dict[str, Callable[..., AuditCase]] = {
 from dpdist.testing.estimator_audits import E2E_CASES  # noqa: E402
 
 CASES.update(E2E_CASES)
-from dpdist.testing.lazy_selection import privcov_lazy_selection_case  # noqa: E402  (uses this module)
-
-CASES["privcov/selection-lazy"] = privcov_lazy_selection_case
 
 #: Cases whose trials run a whole estimator (see :attr:`AuditCase.slow`).
 SLOW_CASES = ("privcov/estimator", "analyze-gauss/estimator", *E2E_CASES)

@@ -15,7 +15,9 @@ and optionally ``tail(outputs, value) -> bool ndarray`` marking outputs in the d
 tail (impossible under the neighbour by design, paid for by the mechanism's delta).
 
 Samplers provided: :class:`LatticeSampler` (the float-safe primitives of
-:mod:`dpdist.privacy.lattice`) and :class:`InverseCdfSampler` (today's twins
+:mod:`dpdist.privacy.lattice`), :class:`MechanismSampler` (a released quantity of a mechanism
+object of :mod:`dpdist.privacy.mechanisms`, drawn by the mechanism's own noise callable under
+its own purpose) and :class:`InverseCdfSampler` (the pre-issue-10 twins
 ``laplace_from_uniform``, ``gaussian_from_uniform``, ``bounded_laplace_from_uniform`` applied
 as ``value + noise`` in float64; attainability by an exact binary search over the 2**53
 uniforms those samplers can consume).
@@ -36,7 +38,8 @@ from dpdist.privacy.noise import (
     laplace_from_uniform,
 )
 
-__all__ = ["InverseCdfSampler", "LatticeSampler", "SupportResult", "log_ratios_at_points", "support_test"]
+__all__ = ["InverseCdfSampler", "LatticeSampler", "MechanismSampler", "SupportResult", "log_ratios_at_points",
+           "support_test"]
 
 _PURPOSE = "testing/support"
 
@@ -105,6 +108,26 @@ class LatticeSampler:
         on = lat.contains(out)
         z = np.ldexp(np.where(on, out, 0.0), -lat.exponent)
         return on & (np.abs(z - lat.to_units(value)) > self.noise.bound)
+
+
+@dataclass(frozen=True)
+class MechanismSampler(LatticeSampler):
+    """Role ``role`` of a mechanism object: outputs drawn by ``mechanism.field(role, seed)``
+    (the callable the algorithm's tasks call), attainability on the role's law and lattice.
+
+    Build it with :meth:`of`; ``n`` draws are positions 0 .. n-1 of the role's stream 0
+    (independent entries of the same law as the algorithm's released entries)."""
+
+    mechanism: object = None
+    role: str = ""
+
+    @classmethod
+    def of(cls, mechanism, role: str) -> "MechanismSampler":
+        return cls(mechanism.laws()[role], mechanism, role)
+
+    def draw(self, value: float, n: int, random_state: int) -> np.ndarray:
+        field = self.mechanism.field(self.role, NoiseSeed(random_state, seeded=True))
+        return field(np.full(n, value), (0,))
 
 
 @dataclass(frozen=True)

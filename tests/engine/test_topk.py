@@ -80,10 +80,15 @@ def test_guard_false_releases_nothing():
 
 
 def lazy_sampler(d, scale=0.5, bound=4.0):
-    from dpdist.privacy.lazy_selection import LaplaceMagnitude, LazySelectionNoise
+    """A lazy sampler on the lattice 2**-10 (the test's data are multiples of 2**-10, so the
+    dense path's ``|S + noise|`` is the lazy path's integer score times 2**-10)."""
+    from dpdist.privacy.lattice import Lattice, LatticeNoise
+    from dpdist.privacy.lazy_selection import LazySelectionNoise
     from dpdist.privacy.noise import NoiseSeed
 
-    return LazySelectionNoise(NoiseSeed(21, True), "t", LaplaceMagnitude(scale), d, score_bound=bound, fanout=4)
+    lat = Lattice(-10)
+    return LazySelectionNoise(NoiseSeed(21, True), "t", LatticeNoise("laplace", lat, lat.units(scale)), d,
+                              score_bound=bound, fanout=4)
 
 
 def release_all(S, k, noise, chunks, symmetric):
@@ -97,9 +102,9 @@ def release_all(S, k, noise, chunks, symmetric):
 def test_lazy_sampler_equals_the_dense_path_with_its_full_noise_for_every_tiling(rng, scale):
     d, k = 45, 4
     A = rng.standard_normal((45, d))
-    S = np.clip(A.T @ A / 45, -4, 4)  # symmetric, |S| <= the bound
+    S = np.rint(np.clip(A.T @ A / 45, -4, 4) * 1024) / 1024  # symmetric, |S| <= the bound, on the lattice
     lz = lazy_sampler(d, scale)
-    full = lz.full_noise(np.arange(d))
+    full = lz.full_noise(np.arange(d)) / 1024  # lattice units -> data units (exact)
 
     def dense(rows, cols):
         return full[np.ix_(rows, cols)]

@@ -23,7 +23,9 @@ from dpdist.privacy.accounting import (
     advanced_composition,
     basic_composition,
     event_from_dict,
+    gaussian_epsilon,
     pure_epsilon,
+    release_guarantee,
     zcdp_rho,
 )
 from dpdist.privacy.calibration import analytic_gaussian_sigma, privcov_calibration
@@ -124,10 +126,30 @@ def test_accountant_picks_the_tightest_valid_rule_and_refuses_what_no_rule_cover
     assert acc.get_epsilon(1e-6) == min(found.values())
     assert found["zcdp-cks20"] < found["zcdp-bun-steinke"]
     assert Accountant().compose(NonPrivateEvent()).get_epsilon(1e-6) == math.inf
+    # a Gaussian and an (epsilon, delta) part: mixed composition (basic over the two groups,
+    # the Gaussian converted at the delta left); an (epsilon, delta) part whose delta exceeds
+    # the target is covered by no rule
     mixed = Accountant().compose(GaussianEvent(1.0)).compose(EpsilonDeltaEvent(0.1, 1e-7))
+    assert mixed.get_epsilon(1e-6, external=False) == pytest.approx(0.1 + gaussian_epsilon(1.0, 1e-6 - 1e-7), rel=1e-12)
     with pytest.raises(UnsupportedEventError):
-        mixed.get_epsilon(1e-6)
+        Accountant().compose(GaussianEvent(1.0)).compose(EpsilonDeltaEvent(0.1, 1e-5)).get_epsilon(1e-6)
     with pytest.raises(ValidationError, match="method"):
         acc.get_epsilon(1e-6, method="magic")
     pure = Accountant().compose(LaplaceEvent(4.0)).compose(EpsilonDeltaEvent(0.25))
     assert pure.approx_dp(1e-6).epsilon == 0.5
+
+
+def test_release_guarantee_states_the_charged_budget_only_when_the_events_fit_in_it():
+    """A release states the budget charged before the data were read; the accountant must
+    certify its events within it (Laplace(4) + (0.25, 0): pure 0.5)."""
+    from dpdist.exceptions import DpdistError
+    from dpdist.privacy.budget import ApproxDP
+
+    events = [LaplaceEvent(4.0), EpsilonDeltaEvent(0.25)]
+    assert release_guarantee(events, delta=1e-6).epsilon == 0.5
+    assert release_guarantee(events, budget=ApproxDP(0.5, 1e-6)) == ApproxDP(0.5, 1e-6)
+    with pytest.raises(DpdistError, match="above the budget"):
+        release_guarantee(events, budget=ApproxDP(0.49, 1e-6))
+    assert release_guarantee([GaussianEvent(1.0)], budget=ZCDP(0.5)) == ZCDP(0.5)
+    with pytest.raises(DpdistError, match="above the budget"):
+        release_guarantee([GaussianEvent(1.0)], budget=ZCDP(0.49))

@@ -1,17 +1,18 @@
-"""The lazy selection sampler: exact against its fully evaluated noise tree, and equal in law
-to the naive draw of d i.i.d. Laplace noises per row (two-sample tests with fixed seeds)."""
+"""The lazy selection sampler: exact against its fully evaluated noise tree, equal in law to the
+naive draw of d i.i.d. lattice Laplace noises per row (two-sample tests with fixed seeds), and
+exact on the lattice (integer scores, magnitudes decided exactly)."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import pytest
 from scipy import stats
 
-from dpdist.privacy.lazy_selection import LaplaceMagnitude, LazySelectionNoise, privcov_score_bound
-from dpdist.privacy.noise import NoiseField, NoiseSeed, chacha20_words
+from dpdist.privacy.lattice import Lattice, LatticeField, LatticeNoise
+from dpdist.privacy.lazy_selection import LazySelectionNoise, privcov_score_bound
+from dpdist.privacy.noise import NoiseSeed, chacha20_words
 from tests.conftest import LONG
 
 # Each statistical check is a test at level ALPHA = 1e-3 with a fixed seed, so the outcome is
@@ -54,6 +55,14 @@ def test_vectorised_chacha_gives_the_words_of_noise_seed():
     np.testing.assert_array_equal(chacha20_words(seed, key, 5, np.arange(100, 140)), seed.raw(key, 5, 100, 40))
 
 
+def laplace(scale: float, exponent: int | None = None) -> LatticeNoise:
+    """The rounded Laplace law of scale ``scale`` (data units) on its lattice, or on 2**exponent."""
+    if exponent is None:
+        return LatticeNoise.for_scale("laplace", scale)
+    lat = Lattice(exponent)
+    return LatticeNoise("laplace", lat, lat.units(scale))
+
+
 @pytest.mark.parametrize(
     "d,fanout,scale,bound",
     [(37, 4, 2.0, 3.0), (300, 4, 2.0, 3.0), (1000, 64, 2.0, 3.0), (5, 64, 2.0, 3.0), (300, 4, 0.01, 3.0),
@@ -61,11 +70,13 @@ def test_vectorised_chacha_gives_the_words_of_noise_seed():
 )
 def test_lazy_top_k_equals_the_fully_evaluated_tree_for_every_tiling(d, fanout, scale, bound):
     # noise-dominated (scale >> bound), data-dominated (scale << bound) and no public bound
-    lz = LazySelectionNoise(NoiseSeed(7, True), "t", LaplaceMagnitude(scale), d, score_bound=bound, fanout=fanout)
+    noise = laplace(scale)
+    lz = LazySelectionNoise(NoiseSeed(7, True), "t", noise, d, score_bound=bound, fanout=fanout)
     rows = 24
     S = np.clip(np.random.default_rng(d).standard_normal((rows, d)) * 2, -3, 3)
     k = 3
-    scores = np.abs(S + lz.full_noise(np.arange(rows)))
+    scores = np.abs(noise.lattice.to_units(S) + lz.full_noise(np.arange(rows)))
+    assert np.array_equal(scores, np.rint(scores))  # integers: exact comparisons
     ref = top_k(scores, k)
     for bounds in ([], list(range(0, d, 7)), list(range(0, d, 64)), [1, d // 2], list(range(0, d, 1000))):
         cols, sc = lazy_select(lz, S, k, bounds)
@@ -73,23 +84,12 @@ def test_lazy_top_k_equals_the_fully_evaluated_tree_for_every_tiling(d, fanout, 
         np.testing.assert_array_equal(sc, np.take_along_axis(scores, ref, 1))  # bit for bit
 
 
-@dataclass(frozen=True)
-class LatticeMagnitude:
-    """A discrete magnitude law (|w| on the lattice 0, 1, 2, ...; geometric): ties are common."""
-
-    scale: float = 1.0
-
-    def isf(self, q):  # smallest x on the lattice with P(|w| > x) = exp(-(x + 1)) <= q
-        return np.maximum(np.ceil(-np.log(q) - 1.0), 0.0)
-
-    def sf(self, x):
-        return np.exp(-(np.floor(x) + 1.0))
-
-
-def test_a_discrete_law_plugs_in_and_ties_follow_the_column_rule():
+def test_ties_follow_the_column_rule():
+    """Lattice 1 and a scale of 1 unit on integer data: ties at the k-th score are common."""
     d, rows, k = 200, 40, 4
-    lz = LazySelectionNoise(NoiseSeed(3, True), "lattice", LatticeMagnitude(), d, score_bound=1.0, fanout=4)
-    S = np.random.default_rng(1).integers(-1, 2, (rows, d)).astype(float)  # integer data: many ties
+    noise = laplace(1.0, exponent=0)
+    lz = LazySelectionNoise(NoiseSeed(3, True), "lattice", noise, d, score_bound=1.0, fanout=4)
+    S = np.random.default_rng(1).integers(-1, 2, (rows, d)).astype(float)
     scores = np.abs(S + lz.full_noise(np.arange(rows)))
     ref = top_k(scores, k)
     assert np.mean(scores == np.take_along_axis(scores, ref[:, -1:], 1)) > 0.02  # ties at the k-th score
@@ -98,39 +98,66 @@ def test_a_discrete_law_plugs_in_and_ties_follow_the_column_rule():
         np.testing.assert_array_equal(cols, ref)
 
 
-def test_tree_noise_is_iid_laplace():
-    b, d, fanout = 1.7, 300, 4  # a 5-level tree
-    lz = LazySelectionNoise(NoiseSeed(11, True), "law", LaplaceMagnitude(b), d, fanout=fanout)
+def test_undecided_magnitudes_are_decided_exactly():
+    """Every magnitude the float intervals leave undecided is decided by the exact path, and
+    the exact path agrees with every magnitude the fast path certified."""
+    noise = laplace(1.0)  # 2**28 units: about 1e-4 of the leaves are undecided
+    lz = LazySelectionNoise(NoiseSeed(5, True), "exact", noise, 3000, fanout=8)
+    rows = np.arange(40)
+    nodes = lz._root(rows)
+    r, beta = rows, np.zeros(rows.size, dtype=np.int64)
+    for level in range(lz._tree.height, 0, -1):
+        par, beta, nodes = lz._children(r, level, beta, nodes)
+        r = r[par]
+    undecided = np.flatnonzero(nodes.M_lo != nodes.M_hi)
+    assert undecided.size > 0 and undecided.size < 1e-3 * r.size
+    exact = lz.exact_magnitudes(r[undecided], beta[undecided])
+    assert np.all((nodes.M_lo[undecided] <= exact) & (exact <= nodes.M_hi[undecided]))
+    sample = np.flatnonzero(nodes.M_lo == nodes.M_hi)[:: max(1, r.size // 150)]
+    np.testing.assert_array_equal(lz.exact_magnitudes(r[sample], beta[sample]), nodes.M_lo[sample])
+    full = lz.full_noise(rows)
+    np.testing.assert_array_equal(np.abs(full[r[undecided], beta[undecided]]), exact)
+
+
+def test_tree_noise_is_iid_rounded_laplace():
+    d, fanout = 300, 4  # a 5-level tree
     reps = 400 if not LONG else 2000
-    W = lz.full_noise(np.arange(reps))
-    # marginal law: Laplace(0, b) (KS over all values; rows are independent streams)
-    assert stats.kstest(W.ravel(), stats.laplace(scale=b).cdf).pvalue > ALPHA
-    # the row maximum of |w| is the max of d i.i.d. Exp(b): P(max <= x) = (1 - e^{-x/b})^d
+    # small scale (1.7 units): the exact pmf of K, chi-square over its values
+    small = laplace(1.7, exponent=0)
+    W = LazySelectionNoise(NoiseSeed(11, True), "law", small, d, fanout=fanout).full_noise(np.arange(reps))
+    vals = np.arange(-8, 9)
+    obs = np.array([np.sum(W == v) for v in vals] + [np.sum(np.abs(W) > 8)])
+    pmf = small.pmf(vals)
+    exp = np.append(pmf, 1 - pmf.sum()) * W.size
+    assert stats.chisquare(obs, exp).pvalue > ALPHA
+    # large scale (2**20 units, ties negligible): the row maximum, the argmax, independence
+    big = laplace(2.0**20, exponent=0)
+    b = big.scale
+    W = LazySelectionNoise(NoiseSeed(12, True), "law", big, d, fanout=fanout).full_noise(np.arange(reps))
+    assert stats.kstest(W.ravel(), stats.laplace(scale=b).cdf).pvalue > ALPHA  # rounding: 1e-6 of b
+    # the row maximum of |K| is the max of d i.i.d. rounded Exp(b): P(max <= x) = (1 - e^{-(x+1/2)/b})^d
     mx = np.abs(W).max(axis=1)
-    assert stats.kstest(mx, lambda x: (-np.expm1(-x / b)) ** d).pvalue > ALPHA
-    # the argmax position is uniform over the d positions, and sits in each half equally
+    assert stats.kstest(mx, lambda x: (-np.expm1(-(np.floor(x) + 0.5) / b)) ** d).pvalue > ALPHA
     arg = np.abs(W).argmax(axis=1)
     assert stats.kstest((arg + 0.5) / d, "uniform").pvalue > ALPHA
-    # no dependence between neighbours inside a node: rank correlation of adjacent |w| ~ 0
     rho = stats.spearmanr(np.abs(W[:, :-1]).ravel(), np.abs(W[:, 1:]).ravel()).statistic
     assert abs(rho) < 4 / math.sqrt(W[:, 1:].size)  # 4 standard errors
-    # signs: fair and independent of magnitudes
-    assert stats.binomtest(int((W > 0).sum()), W.size).pvalue > ALPHA
+    assert stats.binomtest(int((W > 0).sum()), int((W != 0).sum())).pvalue > ALPHA
     assert stats.ks_2samp(np.abs(W[W > 0]), np.abs(W[W < 0])).pvalue > ALPHA
 
 
 def naive_select(S_row: np.ndarray, k: int, b: float, n_trials: int, seed: int):
-    """The naive mechanism: d i.i.d. Laplace(b) per trial (NoiseField rows are independent)."""
-    noise = NoiseField(NoiseSeed(seed, True), "naive", "laplace", b)
+    """The naive mechanism: d i.i.d. lattice Laplace(b) per trial (LatticeField rows are independent)."""
+    noise = laplace(b)
+    field = LatticeField(NoiseSeed(seed, True), "naive", noise)
     d = S_row.size
-    scores = np.abs(S_row[None, :] + noise(np.arange(n_trials), np.arange(d)))
+    scores = np.abs(noise.lattice.to_units(S_row)[None, :] + field.units(np.arange(n_trials), np.arange(d)))
     cols = top_k(scores, k)
     return cols, np.take_along_axis(scores, cols, 1)
 
 
 def lazy_trials(S_row: np.ndarray, k: int, b: float, n_trials: int, seed: int, bound, fanout, bounds):
-    lz = LazySelectionNoise(NoiseSeed(seed, True), "lazy", LaplaceMagnitude(b), S_row.size, score_bound=bound,
-                            fanout=fanout)
+    lz = LazySelectionNoise(NoiseSeed(seed, True), "lazy", laplace(b), S_row.size, score_bound=bound, fanout=fanout)
     S = np.broadcast_to(S_row, (n_trials, S_row.size))  # trial t is row t: its own stream
     return lazy_select(lz, np.ascontiguousarray(S), k, bounds)
 
@@ -174,7 +201,7 @@ def test_lazy_selection_matches_the_naive_draw_in_distribution(case):
 
 
 def test_a_bound_that_does_not_hold_is_an_internal_error():
-    lz = LazySelectionNoise(NoiseSeed(1, True), "t", LaplaceMagnitude(1e3), 50, score_bound=1.0)
+    lz = LazySelectionNoise(NoiseSeed(1, True), "t", laplace(1e3), 50, score_bound=1.0)
     S = np.zeros((3, 50))
     S[1, 7] = 2.0  # |S| > C: the floor would not be valid
     with pytest.raises(RuntimeError, match="exceeds the declared public bound"):
@@ -182,7 +209,7 @@ def test_a_bound_that_does_not_hold_is_an_internal_error():
 
 
 def test_nan_entries_are_never_selected_and_do_not_break_the_search():
-    lz = LazySelectionNoise(NoiseSeed(1, True), "t", LaplaceMagnitude(0.1), 30, score_bound=1.0, fanout=4)
+    lz = LazySelectionNoise(NoiseSeed(1, True), "t", laplace(0.1), 30, score_bound=1.0, fanout=4)
     S = np.full((2, 30), 0.5)
     S[0, 3] = np.nan
     cols, scores = lazy_select(lz, S, 4, [10])

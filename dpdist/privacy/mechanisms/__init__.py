@@ -1,0 +1,16 @@
+"""One frozen object per mechanism: calibration, float-safe noise, purpose keys and events.
+
+Each module holds one mechanism and writes its privacy argument once (guarantee, sensitivity,
+lemma, deviations, float factor, lattice); the algorithms wire the engine to these objects,
+releases record their events and descriptions, and the audits of :mod:`dpdist.testing` call
+them. :mod:`~dpdist.privacy.mechanisms.base` holds what they share.
+"""
+
+from dpdist.privacy.mechanisms.base import Mechanism, lattice_law
+from dpdist.privacy.mechanisms.privcov import PrivCovMechanism, privcov_mechanism
+
+__all__ = ["Mechanism", "PrivCovMechanism", "lattice_law", "privcov_mechanism"]
+
+from dpdist.privacy.mechanisms.friendly import FriendlyTestMechanism, PrivNormMechanism, PrivPCAMechanism  # noqa: E402
+
+__all__ += ["FriendlyTestMechanism", "PrivNormMechanism", "PrivPCAMechanism"]
