@@ -21,7 +21,7 @@ from dpdist.engine.gram import DEFAULT_TILE, clipped_second_moment, nonfinite_gu
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
 from dpdist.engine.topk import row_topk_release
 from dpdist.exceptions import ValidationError
-from dpdist.privacy.budget import check_delta, check_epsilon
+from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
 from dpdist.privacy.calibration import (
     PrivCovCalibration,
     privcov_calibration,

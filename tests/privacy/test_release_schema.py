@@ -34,7 +34,7 @@ from dpdist.exceptions import NoPrivateResult
 from tests.estimator_zoo import FITS, release_of
 
 TOP = {"mechanism", "private", "not_private_reasons", "privacy", "parameters", "noise_scales", "seeding", "notes",
-       "status", "library", "version", "created"}
+       "status", "library", "version", "created", "events", "mechanisms"}
 
 #: Metadata that are released (noised) values or post-processing of them: they may differ
 #: between neighbours. Everything else must be identical. SecondMoment with a private radius
