@@ -432,7 +432,7 @@ def second_moment(
             except NoPrivateResult as exc:
                 rel = Release(
                     mechanism=MECHANISM,
-                    privacy=_privacy(events),
+                    privacy=_privacy(events, split["radius"] + split["lambda_min"]),
                     parameters={**params, "radius": r_hat, "rejected_stage": "init-lambda"},
                     noise_scales=noise_scales,
                     values={},
@@ -477,10 +477,7 @@ def second_moment(
     )
     noise_scales["level_sigmas"] = list(schedule.sigmas)
     noise_scales["level_sigmas_units"] = "normalised (rows / sqrt((1-alpha) lambda_min)), per level"
-    noise_scales["level_sigmas_added"] = [m.noise_scales()["gaussian"] for m in levels]
-    privacy = _privacy(events)
-    if privacy.rho > cfg.rho * (1 + 1e-12):  # pragma: no cover - the calibration keeps every part at its share
-        raise ValidationError(f"internal error: the accounted rho {privacy.rho} exceeds rho={cfg.rho}")
+    privacy = _privacy(events, cfg.rho)
     return warn_if_unsafe(Release(
         mechanism=MECHANISM,
         privacy=privacy,
@@ -494,9 +491,17 @@ def second_moment(
     ))
 
 
-def _privacy(events) -> ZCDP:
-    """The zCDP guarantee composed from the labelled events (BS16 Lemma 2.3)."""
-    return release_guarantee([e for _, e in events], labels=[label for label, _ in events])
+def _privacy(events, rho: float | None = None) -> ZCDP:
+    """The zCDP composition of the labelled events (BS16 Lemma 2.3), stated as ``rho`` (the
+    budget the fit was asked to spend) when given: the events' total is at most ``rho`` (each
+    lattice scale is rounded up, so the accounted total is a few ulp below), which is checked,
+    and the breakdown lists each event's accounted share."""
+    acc = release_guarantee([e for _, e in events], labels=[label for label, _ in events])
+    if rho is None:
+        return acc
+    if acc.rho > rho * (1 + 1e-12):  # pragma: no cover - every lattice scale is at least its calibration's
+        raise ValidationError(f"internal error: the accounted rho {acc.rho!r} exceeds the requested rho={rho!r}")
+    return ZCDP(rho, breakdown=acc.breakdown)
 
 
 def _log_time(stage: str, level: int | None, seconds: float) -> None:
@@ -582,7 +587,7 @@ def one_shot_second_moment(
     events = [("one-shot", mech.event())]
     return warn_if_unsafe(Release(
         mechanism="Gaussian mechanism on the clipped second moment (one shot)",
-        privacy=_privacy(events),
+        privacy=_privacy(events, rho),
         parameters={"n_samples": n, "n_features": d, "rho": rho, "radius": radius, "sensitivity": sensitivity,
                     "on_nonfinite": on_nonfinite},
         noise_scales={"sigma": sigma},

@@ -734,12 +734,15 @@ def analyze_gauss_estimator_case(noise_multiplier: float = 1.0) -> AuditCase:
     """The full :class:`~dpdist.algorithms.baselines.analyze_gauss.AnalyzeGauss` estimator,
     one fit per trial (dask, synchronous, 2 x 2 tiles), on the pair of
     :func:`analyze_gauss_data_case`; statistic: released (0,0) minus released (1,1). The twin
-    patches the name ``analyze_gauss_calibration`` inside the estimator's module (for the
-    duration of the call) with a wrapper that halves ``gaussian_sigma``."""
+    patches the name ``analyze_gauss_mechanism`` inside the estimator's module (for the
+    duration of the call) with a wrapper returning the mechanism's
+    :meth:`~dpdist.privacy.mechanisms.base.Mechanism.twin` (noise scale times the factor, the
+    calibration's event kept)."""
     from unittest import mock
 
     import dpdist.algorithms.baselines.analyze_gauss as module
     from dpdist.privacy.expmech_calibration import analyze_gauss_calibration
+    from dpdist.privacy.mechanisms.gaussian import analyze_gauss_mechanism
 
     cal = analyze_gauss_calibration(GAUSS_EPS, GAUSS_DELTA, GAUSS_N, 1.0)
     D = np.zeros((GAUSS_N, GAUSS_D))
@@ -748,13 +751,13 @@ def analyze_gauss_estimator_case(noise_multiplier: float = 1.0) -> AuditCase:
     Dp[0, 1] = 3.0
     data = {0: D, 1: Dp}
 
-    def patched(*args: Any, **kwargs: Any) -> dict:
-        real = analyze_gauss_calibration(*args, **kwargs)
-        return {**real, "gaussian_sigma": noise_multiplier * real["gaussian_sigma"]}
+    def patched(*args: Any, **kwargs: Any):
+        real = analyze_gauss_mechanism(*args, **kwargs)
+        return real if noise_multiplier == 1.0 else real.twin(noise_multiplier)
 
     def mech(which: int, n: int, seed: int) -> np.ndarray:
         out = np.empty(n)
-        with mock.patch.object(module, "analyze_gauss_calibration", patched), _seeded_fits_are_expected():
+        with mock.patch.object(module, "analyze_gauss_mechanism", patched), _seeded_fits_are_expected():
             for t in range(n):
                 est = module.AnalyzeGauss(GAUSS_EPS, GAUSS_DELTA, row_norm=1.0, random_state=int(seed) * 1_000_003 + t,
                                           scheduler="synchronous", tile_size=2).fit(data[which])
@@ -776,7 +779,7 @@ def analyze_gauss_estimator_case(noise_multiplier: float = 1.0) -> AuditCase:
         default_trials=2_000,
         noise_multiplier=noise_multiplier,
         slow=True,
-        parameters=dict(cal),
+        parameters={**cal, "mechanism": analyze_gauss_mechanism(cal, GAUSS_D).describe()},
     )
 
 

@@ -10,10 +10,12 @@ Guarantee
 ---------
 Replace-one neighbours (same n, one row replaced). If the *computed* statistics of two
 neighbours differ by at most ``Delta`` in L2 over the ``T = d (d + 1) / 2`` coordinates of
-the upper triangle, the release is ``GaussianEvent(s / Delta_Z)``: the Gaussian mechanism
-with noise multiplier ``s / Delta_Z >= sigma / Delta`` (below), i.e. ``Delta_Z^2 / (2 s^2)
-<= Delta^2 / (2 sigma^2)``-zCDP (Bun-Steinke 2016, Prop. 1.6) and exactly the (epsilon,
-delta) profile of that mechanism (Balle-Wang 2018; :func:`~dpdist.privacy.accounting.gaussian_epsilon`).
+the upper triangle, the release is the Gaussian mechanism with noise multiplier ``s /
+Delta_Z >= sigma / Delta`` (below), i.e. ``Delta_Z^2 / (2 s^2) <= Delta^2 / (2 sigma^2)``-zCDP
+(Bun-Steinke 2016, Prop. 1.6), with at most the (epsilon, delta) profile of the Gaussian
+mechanism with multiplier ``sigma / Delta`` (Balle-Wang 2018;
+:func:`~dpdist.privacy.accounting.gaussian_epsilon`). The mechanism's event is the
+calibration's, ``GaussianEvent(sigma / Delta)``: an upper bound on what ran.
 The calibrations (``sigma``) are the algorithms': the classic (DR14 Thm A.1) or analytic
 (Balle-Wang 2018) Gaussian mechanism at the requested (epsilon, delta) for the baselines,
 ``Delta / sqrt(2 rho)`` for the zCDP second moments; the accounted event is never worse than
@@ -63,7 +65,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpdist.privacy.accounting import Event, GaussianEvent
+from dpdist.privacy.accounting import Event, GaussianEvent, release_guarantee
+from dpdist.privacy.budget import ApproxDP
 from dpdist.privacy.lattice import LatticeField, LatticeNoise
 from dpdist.privacy.mechanisms.base import Mechanism, lattice_law
 from dpdist.privacy.noise import NoiseSeed
@@ -74,6 +77,7 @@ __all__ = [
     "SymmetricGaussianMechanism",
     "TileRelease",
     "analyze_gauss_mechanism",
+    "stated_approx_dp",
     "wang_xu_mechanism",
 ]
 
@@ -134,15 +138,21 @@ class SymmetricGaussianMechanism(Mechanism):
         d = int(n_features)
         noise, dz = lattice_law("gaussian", sensitivity, float(sigma) / float(sensitivity), norm="l2",
                                 coordinates=d * (d + 1) // 2)
-        return cls(str(purpose), d, float(sensitivity), float(sigma), noise, dz, str(name))
+        mech = cls(str(purpose), d, float(sensitivity), float(sigma), noise, dz, str(name))
+        if not mech.lattice_multiplier >= mech.sigma / mech.sensitivity:  # pragma: no cover - lattice_law rounds up
+            raise ValueError("internal error: the lattice noise is below its calibration")
+        return mech
 
     @property
-    def noise_multiplier(self) -> float:
-        """``s / Delta_Z`` (at least the calibration's ``sigma / Delta``)."""
+    def lattice_multiplier(self) -> float:
+        """``s / Delta_Z``: the noise multiplier of the Gaussian mechanism that runs on the
+        lattice, at least the calibration's ``sigma / Delta`` (checked when calibrated)."""
         return self.noise.scale / self.sensitivity_units
 
     def event(self) -> Event:
-        return GaussianEvent(self.noise_multiplier)
+        """The calibration's event ``GaussianEvent(sigma / Delta)``: what ran on the lattice
+        (``s / Delta_Z``, at least as large) is at least as private. A :meth:`twin` keeps it."""
+        return GaussianEvent(self.sigma / self.sensitivity)
 
     def laws(self) -> dict[str, LatticeNoise]:
         return {"gaussian": self.noise}
@@ -153,13 +163,14 @@ class SymmetricGaussianMechanism(Mechanism):
     def describe(self) -> dict:
         return {**super().describe(), "mechanism": self.name}
 
-    def field(self, seed: NoiseSeed) -> LatticeField:
-        """The keyed symmetric noise field (entry (i, j) and (j, i) share address (min, max))."""
-        return LatticeField(seed, self.purpose, self.noise, symmetric=True)
+    def field(self, role: str, seed: NoiseSeed) -> LatticeField:
+        """The keyed noise field of ``role`` ("gaussian"): symmetric, entries (i, j) and (j, i)
+        share the address (min, max)."""
+        return LatticeField(seed, self.purposes()[role], self.laws()[role], symmetric=True)
 
     def release(self, seed: NoiseSeed) -> TileRelease:
         """``(tile, (row0, col0)) -> released tile`` (the whole matrix is the tile at (0, 0))."""
-        return TileRelease(self.field(seed))
+        return TileRelease(self.field("gaussian", seed))
 
 
 def wang_xu_mechanism(calibration: dict, n_features: int) -> SymmetricGaussianMechanism:
@@ -176,3 +187,16 @@ def analyze_gauss_mechanism(calibration: dict, n_features: int) -> SymmetricGaus
     return SymmetricGaussianMechanism.calibrate(
         PURPOSE_ANALYZE_GAUSS, n_features, sens, calibration["gaussian_sigma"],
         name="Analyze Gauss (DTTZ 2014): Gaussian noise on the second moment of norm-clipped rows")
+
+
+def stated_approx_dp(events, epsilon: float, delta: float) -> ApproxDP:
+    """``ApproxDP(epsilon, delta)``, the budget a fit was asked to spend, after checking that the
+    accountant's guarantee of ``events`` at ``delta`` is within it.
+
+    The accounted epsilon is usually smaller (the exact Gaussian profile beats the classic
+    calibration); the release states the requested budget, what a ledger reserved, and records
+    the events so that it can be re-accounted."""
+    acc = release_guarantee(list(events), delta=delta)
+    if acc.epsilon > epsilon * (1 + 1e-12):  # pragma: no cover - the lattice scale is at least the calibration's
+        raise ValueError(f"internal error: the accounted epsilon {acc.epsilon!r} exceeds epsilon={epsilon!r}")
+    return ApproxDP(epsilon, delta)

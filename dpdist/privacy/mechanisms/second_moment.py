@@ -12,8 +12,8 @@ Guarantee
 rho-zCDP under replace-one neighbours (same n, public; one row replaced), for any input. The
 release records one event per step and its ``privacy`` is their zCDP composition (BS16 Lemma
 2.3, :func:`~dpdist.privacy.accounting.release_guarantee`): every step below is a Gaussian
-mechanism whose event's rho is at most its share of the calibration, so the total is at most
-the requested rho (equal up to the rounding of the lattice scale, a few ulp below).
+mechanism on the lattice at least as noisy as its calibration, and records the calibration's
+event, whose rho is its share; the shares sum to the requested rho (checked to 1e-12).
 
 The steps and their sensitivities
 ---------------------------------
@@ -51,8 +51,9 @@ Gaussian):
 * a level / the one-shot matrix is the :class:`~dpdist.privacy.mechanisms.gaussian.SymmetricGaussianMechanism`
   on its ``T = d (d + 1) / 2`` upper-triangle coordinates: ``gamma = 2**(floor(log2
   sigma_k) - 28)``, ``Delta_Z = Delta_k / gamma + sqrt(T)`` (rounding covered), ``s =
-  (sigma_k / Delta_k) Delta_Z`` units; the event ``GaussianEvent(s / Delta_Z)`` has rho at
-  most ``Delta_k^2 / (2 sigma_k^2) = rho_main / L``;
+  (sigma_k / Delta_k) Delta_Z`` units: rho ``Delta_Z^2 / (2 s^2)`` at most ``Delta_k^2 / (2
+  sigma_k^2) = rho_main / L``, the calibration's ``GaussianEvent(sigma_k / Delta_k)`` that
+  the mechanism records;
 * a histogram is the same law on its bins (``T`` = the number of bins that can change, 2):
   integer counts are lattice points already (``gamma < 1``), the ``sqrt(2)`` extra units are
   kept as a harmless over-estimate.
@@ -149,7 +150,7 @@ def moment_mechanism(purpose: str, n_features: int, sensitivity: float, sigma: f
 
 def moment_release(mech: SymmetricGaussianMechanism, seed: NoiseSeed, n_samples: int) -> MomentRelease:
     """The callable the engine applies to the reduced Gram matrix of a level."""
-    return MomentRelease(mech.field(seed), int(n_samples))
+    return MomentRelease(mech.field("gaussian", seed), int(n_samples))
 
 
 def level_mechanisms(schedule: LevelSchedule) -> tuple[SymmetricGaussianMechanism, ...]:
@@ -199,10 +200,14 @@ class GaussianHistogramMechanism(Mechanism):
         sigma = histogram_sigma(rho)
         noise, dz = lattice_law("gaussian", HISTOGRAM_SENSITIVITY, sigma / HISTOGRAM_SENSITIVITY, norm="l2",
                                 coordinates=2)
+        if not noise.scale / dz >= sigma / HISTOGRAM_SENSITIVITY:  # pragma: no cover - lattice_law rounds up
+            raise ValueError("internal error: the lattice noise is below its calibration")
         return cls(str(purpose), float(rho), sigma, noise, dz)
 
     def event(self) -> Event:
-        return GaussianEvent(self.noise.scale / self.sensitivity_units)
+        """The calibration's ``GaussianEvent(sigma / sqrt(2))`` (the lattice's ``s / Delta_Z`` is
+        at least as large; a :meth:`twin` keeps it)."""
+        return GaussianEvent(self.sigma / HISTOGRAM_SENSITIVITY)
 
     def laws(self) -> dict[str, LatticeNoise]:
         return {"gaussian": self.noise}
