@@ -58,8 +58,10 @@ representation of the exponential mechanism, e.g. Durfee-Rogers 2019). With the 
 
 Residuals, quantified
 ---------------------
-- **Score lattice**: ``+ 2**-29`` to epsilon (absolute) at ``SCORE_BITS = 30``. A wave-2
-  mechanism calibrates ``weight = (epsilon - 2**-29) / (2 Delta)`` to keep epsilon exact.
+- **Score lattice**: ``+ 2**-29`` to epsilon (absolute) at ``SCORE_BITS = 30``.
+  :class:`~dpdist.privacy.mechanisms.expmech.ExpMechMechanism` calibrates ``weight =
+  (epsilon - 2**-29) / (2 (Delta + 2**-52 S_max))`` (the lattice and the rounding of
+  ``weight * score`` for scores bounded by ``S_max``) to keep epsilon exact.
 - **Exhaustion**: a comparison still undecided after ``FALLBACK_WORDS`` refinements of each
   cell (each refinement leaves two distinct real keys undecided with probability below
   ``2**-40`` once the cells are narrow) falls back to the smaller rank: probability below

@@ -936,9 +936,10 @@ def expmech_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
     :func:`~dpdist.engine.subsets.chunk_gumbel_max` reads them from the diagonal): D has
     ``q = (Delta_q, 0, ..., 0)``, D' has ``q' = (0, Delta_q, ..., Delta_q)``, with the score
     sensitivity Delta_q = 2 k tau^2 / n of expmech_calibration; ``||q - q'||_inf = Delta_q``.
-    Statistic: the indicator that support {0} is chosen. Gumbel keys use the mechanism's own
-    :class:`~dpdist.algorithms.expmech_pca.GumbelKeys` with the calibrated weight (the twin
-    doubles the weight, i.e. halves the Gumbel scale). Claim: epsilon/2-DP.
+    Statistic: the indicator that support {0} is chosen, drawn by the mechanism's own exact
+    sampler (:meth:`~dpdist.privacy.mechanisms.expmech.ExpMechMechanism.selection`, through the
+    engine's :func:`~dpdist.engine.gumbel_max.chunk_exact_gumbel_max`) at the mechanism's
+    weight (the twin doubles the weight, i.e. halves the Gumbel scale). Claim: epsilon/2-DP.
 
     A real row change moves each score by at most k tau^2 / n, half of Delta_q (a score is the
     top eigenvalue of a PSD block, and replacing a row swaps one PSD rank-one term of norm
@@ -946,12 +947,13 @@ def expmech_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
     selection's claim, and a factor-2 twin would stay within it: the claim audited is the
     exponential mechanism's own, on score vectors that reach its stated sensitivity.
     """
-    from dpdist.algorithms.expmech_pca import SELECT_PURPOSE, GumbelKeys
-    from dpdist.engine.subsets import chunk_gumbel_max
+    from dpdist.engine.gumbel_max import chunk_exact_gumbel_max
     from dpdist.privacy.expmech_calibration import expmech_calibration
+    from dpdist.privacy.gumbel import GumbelMax
+    from dpdist.privacy.mechanisms.expmech import SELECT_PURPOSE, ExpMechMechanism
 
     cal = expmech_calibration(EXPMECH_EPS, EXPMECH_DELTA, EXPMECH_N, EXPMECH_D, 1, 1.0)
-    weight = cal.gumbel_weight / noise_multiplier
+    weight = ExpMechMechanism.from_calibration(cal).weight / noise_multiplier
     q = cal.score_sensitivity
     M = {0: np.diag([q] + [0.0] * (EXPMECH_D - 1)), 1: np.diag([0.0] + [q] * (EXPMECH_D - 1))}
 
@@ -962,8 +964,7 @@ def expmech_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
         out = np.empty(n)
         for t in range(n):
             ns = NoiseSeed(base * 1_000_003 + t, True)
-            _, rank = chunk_gumbel_max(M[which], 1, 0, EXPMECH_D, GumbelKeys(ns, ns.key(SELECT_PURPOSE), weight))
-            out[t] = rank == 0
+            out[t] = chunk_exact_gumbel_max(M[which], 1, 0, EXPMECH_D, GumbelMax(ns, SELECT_PURPOSE, weight)).rank == 0
         return out
 
     return AuditCase(
@@ -991,21 +992,22 @@ BLOCK_EPS, BLOCK_DELTA = 6.0, 0.3
 
 def expmech_block_case(noise_multiplier: float = 1.0) -> AuditCase:
     """ExpMechPCA's Gaussian release of the chosen block (Algorithm 4 line 11-12), release-level:
-    blocks differing by the claimed Frobenius sensitivity 2 k tau^2 / n in one entry, noise
-    from the mechanism's own :class:`~dpdist.algorithms.expmech_pca.BlockGaussian`."""
-    from dpdist.algorithms.expmech_pca import BLOCK_PURPOSE, BlockGaussian
+    blocks differing by the claimed Frobenius sensitivity 2 k tau^2 / n in one entry, released by
+    the mechanism's own :meth:`~dpdist.privacy.mechanisms.expmech.ExpMechMechanism.release`
+    (the twin: its :meth:`~dpdist.privacy.mechanisms.base.Mechanism.twin`)."""
     from dpdist.privacy.expmech_calibration import expmech_calibration
+    from dpdist.privacy.mechanisms.expmech import ExpMechMechanism
 
     cal = expmech_calibration(BLOCK_EPS, BLOCK_DELTA, EXPMECH_N, EXPMECH_D, 1, 1.0)
     sens = cal.block_sensitivity
-    sigma = noise_multiplier * cal.gaussian_sigma
+    real = ExpMechMechanism.from_calibration(cal)
+    mech_obj = real if noise_multiplier == 1.0 else real.twin(noise_multiplier)
 
     def mech(value: float, n: int, seed: int) -> np.ndarray:
-        ns = _seed(seed)
-        noise = BlockGaussian(ns, ns.key(BLOCK_PURPOSE), sigma)
-        block = np.array([[value]])
-        # trial t releases the 1 x 1 block of support {t}: entry (t, t) of the d x d noise G
-        return np.array([noise(np.array([t]), block)[0, 0] for t in range(n)])
+        # trial t releases the 1 x 1 block of support {t}: entry (t, t), all trials in one call
+        # of the release's own field (BlockRelease releases the block's entries through .at)
+        t = np.arange(n)
+        return mech_obj.release(_seed(seed)).field.at(t, t, np.full(n, float(value)))
 
     return AuditCase(
         name=_twin_name("expmech/block-release", noise_multiplier),

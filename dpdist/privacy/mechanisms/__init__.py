@@ -11,8 +11,10 @@ from dpdist.privacy.mechanisms.privcov import PrivCovMechanism, privcov_mechanis
 from dpdist.privacy.mechanisms.gaussian import SymmetricGaussianMechanism, analyze_gauss_mechanism, wang_xu_mechanism
 from dpdist.privacy.mechanisms.second_moment import GaussianHistogramMechanism, histogram_mechanism, level_mechanisms
 from dpdist.privacy.mechanisms.subsample import SubsampleAggregateMechanism, subsample_aggregate_mechanism
+from dpdist.privacy.mechanisms.expmech import ExpMechMechanism
 
 __all__ = ["Mechanism", "PrivCovMechanism", "lattice_law", "privcov_mechanism"]
 __all__ += ["SymmetricGaussianMechanism", "analyze_gauss_mechanism", "wang_xu_mechanism"]
 __all__ += ["GaussianHistogramMechanism", "histogram_mechanism", "level_mechanisms"]
 __all__ += ["SubsampleAggregateMechanism", "subsample_aggregate_mechanism"]
+__all__ += ["ExpMechMechanism"]
