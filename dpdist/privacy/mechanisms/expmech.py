@@ -40,9 +40,9 @@ i.e. ``1 - 2**-29 / epsilon_sel - 2**-53 n (1 + 1e-6) / kappa(n)``: negligible u
 epsilon < 1e-7 or n > 1e12).
 
 Assessment of the old sampler (issue 10, item 4): ``weight * score - log(-log(u))`` with a
-53-bit ``u`` compared as floats. Its Gumbel noise is bounded (``u`` in ``[2**-54, 1 - 2**-53]``
-gives keys within ``[-3.61, 36.8]`` of the weighted score; ``u`` rounding to 1 gives ``+inf``),
-so a subset whose weighted score trails the best by more than 40.4 can never win under one
+53-bit ``u`` compared as floats. Its Gumbel noise is bounded (the grid of ``u`` gives finite
+keys within ``[-3.62, 36.04]`` of the weighted score; ``u`` rounding to 1 gives ``+inf``), so
+a subset whose weighted score trails the best by more than 39.7 can never win under one
 dataset while it can under its neighbour (scores move by up to epsilon_sel / 2): impossible
 outputs of total mass up to ``C(d, k) e^-40`` (about 4e-9 at C(d, k) = 1e9), far above issue
 10's 1e-15; and near-ties are decided by float rounding (quantised probabilities). Details in
