@@ -19,9 +19,8 @@ from dpdist.algorithms.second_moment import (
 from dpdist.data.second_moment_generators import anisotropic_gaussian, ellipsoid, lambda_circ_v, lambda_v, outlier_mixture
 from dpdist.privacy.noise import resolve_random_state
 from dpdist.privacy.second_moment_calibration import gue_norm_bound, plan_second_moment
-from dpdist.privacy.mechanisms.second_moment import level_mechanisms, moment_release
+from dpdist.privacy.mechanisms.second_moment import level_mechanisms, moment_mechanism, moment_release
 from dpdist.privacy.second_moment_calibration import level_schedule
-from dpdist.privacy.second_moment_noise import gue_matrix
 from dpdist.privacy.zcdp import ZCDP
 from dpdist.testing import second_moment_diagnostics
 from tests.conftest import LONG
@@ -119,9 +118,13 @@ def test_level_schedule_is_identical_for_neighbouring_datasets(ill):
 
 
 def test_gue_noise_is_symmetric_with_variance_sigma_squared_on_and_off_the_diagonal():
-    seed = resolve_random_state(5)
+    """The level mechanism's release (MS25's GUE(sigma^2): diagonal variance sigma^2, not the
+    GOE's 2 sigma^2), on a zero statistic, over independent root seeds."""
     d, sigma, draws = 4, 0.7, 3000
-    mats = np.stack([gue_matrix(seed, "test/gue", i, d, sigma) for i in range(draws)])
+    mech = moment_mechanism("test/gue", d, 0.1, sigma)
+    zero = np.zeros((d, d))
+    mats = np.stack([moment_release(mech, resolve_random_state(i), 100)(zero) for i in range(draws)])
+    assert mech.noise.lattice.contains(mats).all()
     np.testing.assert_array_equal(mats, np.transpose(mats, (0, 2, 1)))
     diag = mats[:, np.arange(d), np.arange(d)].ravel()
     off = mats[:, np.triu_indices(d, 1)[0], np.triu_indices(d, 1)[1]].ravel()
@@ -162,8 +165,9 @@ def test_multi_level_output_unwinds_the_last_noisy_level_exactly(ill, fitted):
     L = p["n_levels"]
     sched = level_schedule(p["n_samples"], 4, p["rho"], m=p["m"], alpha=p["alpha"],
                            radius=p["radius"] / math.sqrt(p["lambda_min"]), sensitivity=p["sensitivity"])
-    mech = level_mechanisms(sched)[-1]
-    noise = moment_release(mech, resolve_random_state(4), p["n_samples"])(np.zeros((4, 4)))
+    levels = level_mechanisms(sched)
+    assert len(levels) == L
+    noise = moment_release(levels[-1], resolve_random_state(4), p["n_samples"])(np.zeros((4, 4)))
     last = diag["level_second_moments"][-1] + noise  # within a lattice step of the release
     for pi in reversed(list(rel.values["projections"])):
         pinv = np.linalg.inv(pi)
