@@ -15,8 +15,8 @@ from dpdist._validation import check_int, check_positive, check_probability
 from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note
 from dpdist.data.validation import as_dask_array
 from dpdist.engine.gram import clipped_second_moment, nonfinite_guard
-from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
 from dpdist.engine.gumbel_max import exact_gumbel_max_subset
+from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
 from dpdist.engine.subsets import DEFAULT_CHUNK_SIZE, block_release
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon

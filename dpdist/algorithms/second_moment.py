@@ -24,6 +24,15 @@ from dpdist.data.validation import as_dask_array
 from dpdist.engine import second_moment as engine
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute, open_runtime
 from dpdist.exceptions import NoPrivateResult, ValidationError
+from dpdist.privacy.accounting import NoOpEvent, release_guarantee
+from dpdist.privacy.calibration import float_sensitivity
+from dpdist.privacy.mechanisms.base import residual_note
+from dpdist.privacy.mechanisms.second_moment import (
+    histogram_mechanism,
+    level_mechanisms,
+    moment_release,
+    one_shot_mechanism,
+)
 from dpdist.privacy.noise import NoiseSeed, resolve_random_state
 from dpdist.privacy.partition import GroupPartition
 from dpdist.privacy.release import Release, warn_if_unsafe
@@ -42,15 +51,6 @@ from dpdist.privacy.second_moment_calibration import (
     plan_second_moment,
     sensitivity_coefficient,
     split_budget,
-)
-from dpdist.privacy.accounting import NoOpEvent, release_guarantee
-from dpdist.privacy.calibration import float_sensitivity
-from dpdist.privacy.mechanisms.base import residual_note
-from dpdist.privacy.mechanisms.second_moment import (
-    histogram_mechanism,
-    level_mechanisms,
-    moment_release,
-    one_shot_mechanism,
 )
 from dpdist.privacy.zcdp import ZCDP, check_rho
 

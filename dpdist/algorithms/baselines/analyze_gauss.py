@@ -27,10 +27,10 @@ from dpdist.privacy.expmech_calibration import (
     sampling_operator_error,
     symmetric_gaussian_operator_bound,
 )
-from dpdist.privacy.noise import resolve_random_state
-from dpdist.privacy.plan import Plan
 from dpdist.privacy.mechanisms.base import residual_note
 from dpdist.privacy.mechanisms.gaussian import analyze_gauss_mechanism, stated_approx_dp
+from dpdist.privacy.noise import resolve_random_state
+from dpdist.privacy.plan import Plan
 from dpdist.privacy.release import Release, warn_if_unsafe
 
 __all__ = ["AnalyzeGauss", "AnalyzeGaussPlan", "block_row_norm_clip", "resolve_radius", "row_norm_clip"]

@@ -18,9 +18,9 @@ from dpdist.engine.threshold import threshold_triples
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
 from dpdist.privacy.calibration import subgaussian_clip, wang_xu_calibration
-from dpdist.privacy.noise import resolve_random_state
 from dpdist.privacy.mechanisms.base import residual_note
 from dpdist.privacy.mechanisms.gaussian import stated_approx_dp, wang_xu_mechanism
+from dpdist.privacy.noise import resolve_random_state
 from dpdist.privacy.release import Release, warn_if_unsafe
 
 __all__ = ["GaussianCovariance", "GaussianCovariancePlan", "WangXuCovariance", "wang_xu_noise_threshold"]
