@@ -23,7 +23,7 @@ from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, 
 from dpdist.data.validation import as_dask_array
 from dpdist.engine import second_moment as engine
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute, open_runtime
-from dpdist.exceptions import NoPrivateResult, ValidationError
+from dpdist.exceptions import DpdistError, NoPrivateResult, ValidationError
 from dpdist.privacy.accounting import NoOpEvent, release_guarantee
 from dpdist.privacy.calibration import float_sensitivity
 from dpdist.privacy.mechanisms.base import residual_note
@@ -500,7 +500,7 @@ def _privacy(events, rho: float | None = None) -> ZCDP:
     if rho is None:
         return acc
     if acc.rho > rho * (1 + 1e-12):  # pragma: no cover - every lattice scale is at least its calibration's
-        raise ValidationError(f"internal error: the accounted rho {acc.rho!r} exceeds the requested rho={rho!r}")
+        raise DpdistError(f"internal error: the accounted rho {acc.rho!r} exceeds the requested rho={rho!r}")
     return ZCDP(rho, breakdown=acc.breakdown)
 
 

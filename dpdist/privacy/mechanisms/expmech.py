@@ -79,6 +79,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dpdist.exceptions import DpdistError, ValidationError
 from dpdist.privacy.accounting import ComposedEvent, EpsilonDeltaEvent, Event, GaussianEvent
 from dpdist.privacy.expmech_calibration import ExpMechCalibration
 from dpdist.privacy.gumbel import SCORE_BITS, GumbelMax
@@ -102,7 +103,9 @@ def safe_gumbel_weight(selection_epsilon: float, score_sensitivity: float, score
     lattice = 2.0 ** -(SCORE_BITS - 1)
     eps = float(selection_epsilon)
     if not eps > 2.0 * lattice:
-        raise ValueError(f"the selection epsilon {eps!r} is below the score lattice's 2**-{SCORE_BITS - 1}")
+        raise ValidationError(
+            f"epsilon is too small for ExpMechPCA: the selection's epsilon/2 = {eps!r} must exceed twice the score "
+            f"lattice's 2**-{SCORE_BITS - 1} (about 3.7e-9)")
     return (eps - lattice) / (2.0 * (float(score_sensitivity) + 2.0**-52 * float(score_bound)))
 
 
@@ -150,7 +153,7 @@ class ExpMechMechanism(Mechanism):
         sens = cal.block_sensitivity * cal.float_factor
         noise, dz = lattice_law("gaussian", sens, cal.gaussian_sigma / sens, norm="l2", coordinates=cal.k * cal.k)
         if not noise.scale / dz >= cal.gaussian_sigma / sens:  # pragma: no cover - lattice_law rounds up
-            raise ValueError("internal error: the lattice noise is below its calibration")
+            raise DpdistError("internal error: the lattice noise is below its calibration")
         return cls(cal, weight, bound, noise, dz)
 
     @property

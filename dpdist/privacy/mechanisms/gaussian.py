@@ -65,6 +65,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dpdist.exceptions import DpdistError
 from dpdist.privacy.accounting import Event, GaussianEvent, release_guarantee
 from dpdist.privacy.budget import ApproxDP
 from dpdist.privacy.lattice import LatticeField, LatticeNoise
@@ -140,7 +141,7 @@ class SymmetricGaussianMechanism(Mechanism):
                                 coordinates=d * (d + 1) // 2)
         mech = cls(str(purpose), d, float(sensitivity), float(sigma), noise, dz, str(name))
         if not mech.lattice_multiplier >= mech.sigma / mech.sensitivity:  # pragma: no cover - lattice_law rounds up
-            raise ValueError("internal error: the lattice noise is below its calibration")
+            raise DpdistError("internal error: the lattice noise is below its calibration")
         return mech
 
     @property
@@ -198,5 +199,5 @@ def stated_approx_dp(events, epsilon: float, delta: float) -> ApproxDP:
     the events so that it can be re-accounted."""
     acc = release_guarantee(list(events), delta=delta)
     if acc.epsilon > epsilon * (1 + 1e-12):  # pragma: no cover - the lattice scale is at least the calibration's
-        raise ValueError(f"internal error: the accounted epsilon {acc.epsilon!r} exceeds epsilon={epsilon!r}")
+        raise DpdistError(f"internal error: the accounted epsilon {acc.epsilon!r} exceeds epsilon={epsilon!r}")
     return ApproxDP(epsilon, delta)

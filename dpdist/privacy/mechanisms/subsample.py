@@ -59,6 +59,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dpdist.exceptions import DpdistError
 from dpdist.privacy.accounting import EpsilonDeltaEvent, Event
 from dpdist.privacy.lattice import Lattice, LatticeField, LatticeNoise
 from dpdist.privacy.mechanisms.base import Mechanism, lattice_law
@@ -168,5 +169,5 @@ def subsample_aggregate_mechanism(epsilon: float, delta: float, n_groups: int, s
     tlap, dz = lattice_law("bounded-laplace", sens, 1.0 / eps, bound_ratio=ratio)
     mask = LatticeNoise("gaussian", Lattice(MASK_LATTICE_EXPONENT), math.ldexp(1.0, -MASK_LATTICE_EXPONENT))
     if not dz / tlap.scale <= eps:  # pragma: no cover - lattice_law rounds the scale up
-        raise ValueError("internal error: the lattice test is below its calibration")
+        raise DpdistError("internal error: the lattice test is below its calibration")
     return SubsampleAggregateMechanism(eps, delta, k, sens, float(support), tlap, dz, mask)
