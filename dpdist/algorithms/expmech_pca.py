@@ -15,8 +15,9 @@ from dpdist._validation import check_int, check_positive, check_probability
 from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, reports_empirical
 from dpdist.data.validation import as_dask_array
 from dpdist.engine.gram import clipped_second_moment, nonfinite_guard
+from dpdist.engine.gumbel_max import exact_gumbel_max_subset
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
-from dpdist.engine.subsets import DEFAULT_CHUNK_SIZE, block_release, gumbel_max_subset
+from dpdist.engine.subsets import DEFAULT_CHUNK_SIZE, block_release
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
 from dpdist.privacy.expmech_calibration import (
@@ -26,11 +27,15 @@ from dpdist.privacy.expmech_calibration import (
     expmech_error_bound,
     expmech_min_samples,
 )
-from dpdist.privacy.noise import FLOAT_NOISE_CAVEAT, NoiseSeed, gaussian_from_uniform, resolve_random_state
+from dpdist.privacy.mechanisms.base import residual_note
+from dpdist.privacy.mechanisms.expmech import BLOCK_PURPOSE, SELECT_PURPOSE, ExpMechMechanism
+from dpdist.privacy.mechanisms.gaussian import stated_approx_dp
+from dpdist.privacy.noise import NoiseSeed, gaussian_from_uniform, resolve_random_state
 from dpdist.privacy.plan import Plan
 from dpdist.privacy.release import Release, warn_if_unsafe
 
-__all__ = ["DEFAULT_MAX_SUBSETS", "ExpMechPlan", "ExpMechSparsePCA", "expmech_pca", "leading_eigenvector"]
+__all__ = ["BLOCK_PURPOSE", "DEFAULT_MAX_SUBSETS", "ExpMechPlan", "ExpMechSparsePCA", "SELECT_PURPOSE", "expmech_pca",
+           "leading_eigenvector"]
 
 #: Default refusal limit on C(d, k): about a minute per core at k = 3 (15 M subsets/s/core
 #: measured on the project's 2-core machine; benchmarks/bench_expmech.py).
@@ -39,14 +44,14 @@ DEFAULT_MAX_SUBSETS = 10**9
 DEFAULT_BETA = 0.1
 
 MECHANISM = "ExpMechPCA (COLT 2026, Algorithm 4)"
-SELECT_PURPOSE = "expmech/select"
-BLOCK_PURPOSE = "expmech/block"
 
 
 @dataclass(frozen=True)
 class GumbelKeys:
-    """``weight * score + Gumbel(0, 1)``, the Gumbel noise of rank ``r`` at position ``r``
-    of stream 0 of the selection key: noise is a function of the subset, not of the chunking."""
+    """The old float Gumbel keys ``weight * score - log(-log(u))`` (53-bit ``u``), rank ``r`` at
+    position ``r`` of stream 0 of the selection key. Not used to release: kept as the twin that
+    the support test catches (bounded noise: :mod:`dpdist.privacy.mechanisms.expmech`) and as
+    the benchmarks' reference cost."""
 
     seed: NoiseSeed
     key: int
@@ -59,8 +64,9 @@ class GumbelKeys:
 
 @dataclass(frozen=True)
 class BlockGaussian:
-    """``block + G_S`` with ``G`` the d x d matrix of i.i.d. N(0, sigma^2) entries of Algorithm 4
-    (line 12): entry ``G[i, j]`` is position ``j`` of stream ``i`` of the block key."""
+    """The old float block noise ``block + G_S`` (inverse-CDF Gaussian, entry ``G[i, j]`` at
+    position ``j`` of stream ``i`` of the block key). Not used to release: the twin of
+    :class:`~dpdist.privacy.mechanisms.expmech.BlockRelease`."""
 
     seed: NoiseSeed
     key: int
@@ -205,9 +211,12 @@ def expmech_pca(
     Cost: ``C(d, k)`` score evaluations, and every enumeration task holds the dense
     ``d x d`` clipped second moment (``8 d^2`` bytes; ``plan()`` reports it).
 
-    Caveats: the guarantee is for the idealised real-valued mechanism (floating-point
-    scores, Gumbel and Gaussian noise by inverse CDF of 53-bit uniforms, no snapping). Only
-    the winning support and the noisy block leave the workers; the noisy maximum and the
+    Float-safe (issue 10): the selection is the exact exponential mechanism on lattice scores
+    (exact Gumbel-max, certified comparisons; every support has positive probability under
+    every dataset) and the block is released on a lattice with an exactly sampled rounded
+    Gaussian; the argument and its residuals are written once in
+    :mod:`dpdist.privacy.mechanisms.expmech`. Only the winning support and the noisy block
+    leave the workers; the noisy maximum and the
     scores do not. ``on_nonfinite="raise"`` refuses data with NaN/inf: the check runs in the
     same pass and the release task outputs nothing when it fails (the refusal itself reveals
     one bit). Floating point: the Gumbel weight and the block noise use the sensitivities of
@@ -229,11 +238,13 @@ def expmech_pca(
     _check_range(cal, int(max_subsets))
     seed = resolve_random_state(random_state)
 
+    mech = ExpMechMechanism.from_calibration(cal)
+    privacy = stated_approx_dp([mech.event()], cal.epsilon, cal.delta)
+
     Xg, all_finite = nonfinite_guard(Xd, on_nonfinite)
     M = clipped_second_moment(Xg, tau)
-    perturb = GumbelKeys(seed, seed.key(SELECT_PURPOSE), cal.gumbel_weight)
-    release_fn = BlockGaussian(seed, seed.key(BLOCK_PURPOSE), cal.gaussian_sigma)
-    rank = gumbel_max_subset(M, k, perturb, chunk_size=chunk_size)
+    release_fn = mech.release(seed)
+    rank = exact_gumbel_max_subset(M, k, mech.selection(seed), chunk_size=chunk_size)
     # as a Delayed on the unoptimised graph the finiteness check shares the data's keys with
     # the second moment (each chunk is read once); the release task checks it on the worker
     guard = None if all_finite is None else all_finite.to_delayed(optimize_graph=False).ravel()[0]
@@ -268,18 +279,19 @@ def expmech_pca(
         "calibration": cal.to_dict(),
     }
     notes = (
-        FLOAT_NOISE_CAVEAT,
-        "support drawn exactly by Gumbel-max over all C(d, k) supports (Lemma 28 at epsilon/2); "
-        "Gumbel noise of subset rank r is a function of (seed, r) only",
+        "support drawn by the exact exponential mechanism over all C(d, k) supports (Lemma 28 at epsilon/2): "
+        "weighted scores on the lattice 2**-30, exact Gumbel-max with certified comparisons (the lattice and "
+        "the product's rounding paid inside epsilon/2); Gumbel noise of subset rank r is a function of (seed, r) only",
+        residual_note(k * k, mech.block_noise),
         f"block noise scale: {cal.gaussian_rule}",
         "components are post-processing of the noisy block (symmetrised, top eigenvector)",
         nonfinite_note(on_nonfinite),
     )
     return warn_if_unsafe(Release(
         mechanism=MECHANISM,
-        privacy=ApproxDP(cal.epsilon, cal.delta),
+        privacy=privacy,
         parameters=parameters,
-        noise_scales={"selection_gumbel_scale": cal.gumbel_scale, "block_gaussian_sigma": cal.gaussian_sigma},
+        noise_scales={"selection_gumbel_scale": mech.gumbel_scale, "block_gaussian_sigma": cal.gaussian_sigma},
         values={
             "components": components,
             "support": subset,
@@ -288,6 +300,8 @@ def expmech_pca(
         },
         seeding=seed.describe(),
         notes=notes,
+        events=(("ExpMechPCA selection and block", mech.event()),),
+        mechanisms=(mech.describe(),),
     ))
 
 

@@ -23,8 +23,17 @@ from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, 
 from dpdist.data.validation import as_dask_array
 from dpdist.engine import second_moment as engine
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute, open_runtime
-from dpdist.exceptions import NoPrivateResult, ValidationError
-from dpdist.privacy.noise import FLOAT_NOISE_CAVEAT, NoiseSeed, resolve_random_state
+from dpdist.exceptions import DpdistError, NoPrivateResult, ValidationError
+from dpdist.privacy.accounting import NoOpEvent, release_guarantee
+from dpdist.privacy.calibration import float_sensitivity
+from dpdist.privacy.mechanisms.base import residual_note
+from dpdist.privacy.mechanisms.second_moment import (
+    histogram_mechanism,
+    level_mechanisms,
+    moment_release,
+    one_shot_mechanism,
+)
+from dpdist.privacy.noise import NoiseSeed, resolve_random_state
 from dpdist.privacy.partition import GroupPartition
 from dpdist.privacy.release import Release, warn_if_unsafe
 from dpdist.privacy.second_moment_calibration import (
@@ -36,20 +45,12 @@ from dpdist.privacy.second_moment_calibration import (
     check_alpha,
     check_m,
     check_xi,
-    histogram_sigma,
     level_schedule,
     min_samples,
     one_shot_sigma,
     plan_second_moment,
+    sensitivity_coefficient,
     split_budget,
-)
-from dpdist.privacy.second_moment_noise import (
-    PURPOSE_LAMBDA,
-    PURPOSE_LEVEL,
-    PURPOSE_ONE_SHOT,
-    PURPOSE_RADIUS,
-    GaussianHistogramNoise,
-    GUEMeanNoise,
 )
 from dpdist.privacy.zcdp import ZCDP, check_rho
 
@@ -85,7 +86,9 @@ _NOTES = (
     "data-independent, not exactly uniform: dpdist.privacy.partition)",
     "floating point: rows are scaled to the level radius before any product and every sigma is "
     "calibrated for kappa(n) times the sensitivity (the computed level matrix; float_factor)",
-    FLOAT_NOISE_CAVEAT,
+    "float-safe noise: every released matrix and histogram lies on a public power-of-two lattice with "
+    "an exactly sampled rounded Gaussian (dpdist.privacy.mechanisms.second_moment); the unwinding of the "
+    "levels is post-processing",
 )
 
 
@@ -324,19 +327,13 @@ def second_moment(
     Notes
     -----
     **Guarantee.** rho-zCDP under replace-one neighbours (same n, one row replaced; n is
-    public). Sensitivity comes from public values only: at level k every row has norm at most
-    R_k (public; ensured by the clip of section 3.0 at level 0 and by the shrink S after),
-    so the released upper triangle of (1/n) sum x x^T moves by at most sqrt(2) R_k^2 / n
-    <= 4 R_k^2 / n in L2. Level k adds GUE(sigma_k^2) noise with
-    sigma_k = Delta_k sqrt(L) / sqrt(2 rho_main), which is rho_main / L-zCDP (Gaussian
-    mechanism in zCDP, Bun-Steinke 2016 Prop. 1.6). The next level's map
-    x -> S(sqrt(8/7) Pi_k x) is post-processing of released noise and acts on each row
-    alone, so neighbours stay neighbours (MS25, proof of Theorem 3.3; privacy holds for any
-    norm-bounded input, subsamplable or not). The number of levels L = K* + 1 depends on
-    (R_hat / sqrt(lambda_hat), alpha, m) only. The private radius (Gaussian histogram of row
-    norms, L2 sensitivity sqrt(2), N(0, 1/rho_R) per bin) and the private lambda_min
-    (Gaussian histogram of group eigenvalues, sensitivity sqrt(2), N(0, 1/rho_lambda)) are
-    rho_R- and rho_lambda-zCDP; everything composes to rho (BS16 Lemma 2.3).
+    public), for any input. The argument (level sensitivities ``kappa(n) a R_k^2 / n`` from
+    public radii, the per-level share rho_main / L, post-processing of the projections, the
+    initialisation histograms with sensitivity sqrt(2), the float factor, the lattice) is
+    written once in :mod:`dpdist.privacy.mechanisms.second_moment`. The release records one
+    event per step (``events``; public steps as no-ops) and ``privacy`` is their zCDP
+    composition (BS16 Lemma 2.3), at most rho. The number of levels L = K* + 1 depends on
+    (R_hat / sqrt(lambda_hat), alpha, m) only.
 
     **Floating point** (issue 9; a deviation that only adds noise). The kernel scales every
     row to R_k *before* forming its outer product (never "plain Gram minus the shrunk rows'
@@ -346,7 +343,9 @@ def second_moment(
     ``kappa(n) Delta_k`` (:func:`~dpdist.privacy.calibration.gram_rounding_factor`), the
     sensitivity of the computed level matrix. The histograms' counts are exact per row.
 
-    Caveats: floating-point Gaussian sampling (Mironov 2012) is out of scope; the utility
+    **Float-safe noise.** Every released level matrix and histogram lies on a public
+    power-of-two lattice, with an exactly sampled rounded Gaussian (issue 10): no output is
+    impossible under a neighbour. The utility
     guarantee (Theorem 3.3: (1-gamma) Sigma_eff <= output <= (1+gamma) Sigma w.p. >= 1-2 xi)
     needs (m, alpha, beta)-subsamplability and enough samples, see :meth:`SecondMoment.plan`;
     privacy does not.
@@ -381,6 +380,9 @@ def second_moment(
         "psd": cfg.psd, "on_nonfinite": cfg.on_nonfinite,
     }
     notes = list(_NOTES) + [nonfinite_note(cfg.on_nonfinite)]
+    events: list = []  # (label, Event), in the order the steps ran
+    mechanisms: list = []  # their public descriptions
+    n_bins = 0  # released histogram entries (for the exhaustion residual)
     with open_runtime(cfg.scheduler, timeout=cfg.timeout) as sched:
         if cfg.on_nonfinite == "raise":
             refuse_nonfinite(X, sched)
@@ -388,50 +390,57 @@ def second_moment(
         # --- radius (section 3.2): Gaussian histogram of row norms, then a tail rule ----------
         if cfg.radius is None:
             edges = radius_grid(cfg.radius_range)
-            sigma_r = histogram_sigma(split["radius"])
+            mech_r = histogram_mechanism("radius", split["radius"])
+            sigma_r = mech_r.sigma
             t0 = time.perf_counter()
-            noisy = _compute_one(
-                engine.noised(engine.norm_counts(X, edges), GaussianHistogramNoise(seed, PURPOSE_RADIUS, 0, sigma_r)),
-                sched,
-            )
+            noisy = _compute_one(engine.noised(engine.norm_counts(X, edges), mech_r.release(seed)), sched)
             _log_time("radius", None, time.perf_counter() - t0)
             r_hat, capped = select_radius(noisy, edges, sigma_r, cfg.xi)
             if capped:
                 notes.append("radius: no grid edge passed the tail rule; the top of radius_range was used")
             noise_scales["radius_histogram_sigma"] = sigma_r
+            n_bins += len(noisy)
+            events.append(("init radius", mech_r.event()))
+            mechanisms.append(mech_r.describe())
             params["radius_grid"] = [float(edges[0]), float(edges[-1]), len(edges)]
             params["radius_source"] = "private (Gaussian norm histogram, section 3.2)"
         else:
             r_hat = cfg.radius
             params["radius_source"] = "public"
+            events.append(("init radius (public)", NoOpEvent()))
 
         # --- lambda_min (section 3.2): Algorithm 4 with a Gaussian bucket histogram ------------
         if cfg.lambda_min is None:
             partition = group_partition(seed, n, cfg.m)
             k = partition.n_groups
             edges_l = lambda_buckets(r_hat, cfg.alpha, cfg.lambda_floor)
-            sigma_l = histogram_sigma(split["lambda_min"])
+            mech_l = histogram_mechanism("lambda_min", split["lambda_min"])
+            sigma_l = mech_l.sigma
             grams = engine.group_grams(X, partition, k, steps=((1.0, r_hat),))
             counts = engine.on_worker(
                 engine.combine_bucket_counts, engine.on_worker(engine.combine_group_min_eigenvalues, grams, cfg.m), edges_l
             )
             t0 = time.perf_counter()
-            noisy_l = _compute_one(engine.noised(counts, GaussianHistogramNoise(seed, PURPOSE_LAMBDA, 0, sigma_l)), sched)
+            noisy_l = _compute_one(engine.noised(counts, mech_l.release(seed)), sched)
             _log_time("lambda", None, time.perf_counter() - t0)
             noise_scales["lambda_histogram_sigma"] = sigma_l
+            n_bins += len(noisy_l)
+            events.append(("init lambda_min", mech_l.event()))
+            mechanisms.append(mech_l.describe())
             try:
                 low, lam_hat = select_lambda(noisy_l, edges_l, cfg.alpha)
             except NoPrivateResult as exc:
-                spent = split["radius"] + split["lambda_min"]
                 rel = Release(
                     mechanism=MECHANISM,
-                    privacy=ZCDP(spent, breakdown=(("init radius", split["radius"]), ("init lambda_min", split["lambda_min"]))),
+                    privacy=_privacy(events, split["radius"] + split["lambda_min"]),
                     parameters={**params, "radius": r_hat, "rejected_stage": "init-lambda"},
                     noise_scales=noise_scales,
                     values={},
                     seeding=seed.describe(),
                     notes=tuple(notes + [f"rejected at init-lambda: {exc}; the rho of the steps run counts as spent"]),
                     status="rejected",
+                    events=tuple(events),
+                    mechanisms=tuple(mechanisms),
                 )
                 warn_if_unsafe(rel)
                 raise NoPrivateResult(str(exc), stage="init-lambda", release=rel) from None
@@ -444,11 +453,17 @@ def second_moment(
         else:
             lam_hat = cfg.lambda_min
             params["lambda_source"] = "public"
+            events.append(("init lambda_min (public)", NoOpEvent()))
 
         # --- recursion (Algorithms 1-2) ---------------------------------------------------
         schedule = level_schedule(n, d, split["main"], m=cfg.m, alpha=cfg.alpha,
                                   radius=r_hat / math.sqrt(lam_hat), sensitivity=cfg.sensitivity)
-        sigma_tilde, projections, dims, level_matrices = _recursion(X, schedule, lam_hat, seed, sched)
+        levels = level_mechanisms(schedule)
+        sigma_tilde, projections, dims, level_matrices = _recursion(X, schedule, levels, lam_hat, seed, sched)
+    events.extend((f"level {k}", mech.event()) for k, mech in enumerate(levels))
+    mechanisms.extend(mech.describe() for mech in levels)
+    d_tri = d * (d + 1) // 2
+    notes.append(residual_note(d_tri * len(levels) + n_bins, levels[-1].noise))
 
     out = (1.0 - cfg.alpha) * lam_hat * sigma_tilde
     out = (out + out.T) / 2.0
@@ -462,14 +477,7 @@ def second_moment(
     )
     noise_scales["level_sigmas"] = list(schedule.sigmas)
     noise_scales["level_sigmas_units"] = "normalised (rows / sqrt((1-alpha) lambda_min)), per level"
-    label_r = "init radius" + ("" if cfg.radius is None else " (public)")
-    label_l = "init lambda_min" + ("" if cfg.lambda_min is None else " (public)")
-    composed = (
-        ZCDP(split["radius"], breakdown=((label_r, split["radius"]),))
-        + ZCDP(split["lambda_min"], breakdown=((label_l, split["lambda_min"]),))
-        + schedule.privacy
-    )
-    privacy = ZCDP(cfg.rho, breakdown=composed.breakdown)  # the parts sum to rho (checked to 1e-12)
+    privacy = _privacy(events, cfg.rho)
     return warn_if_unsafe(Release(
         mechanism=MECHANISM,
         privacy=privacy,
@@ -478,7 +486,22 @@ def second_moment(
         values={"second_moment": out, "projections": projections, "level_matrices": level_matrices},
         seeding=seed.describe(),
         notes=tuple(notes),
+        events=tuple(events),
+        mechanisms=tuple(mechanisms),
     ))
+
+
+def _privacy(events, rho: float | None = None) -> ZCDP:
+    """The zCDP composition of the labelled events (BS16 Lemma 2.3), stated as ``rho`` (the
+    budget the fit was asked to spend) when given: the events' total is at most ``rho`` (each
+    lattice scale is rounded up, so the accounted total is a few ulp below), which is checked,
+    and the breakdown lists each event's accounted share."""
+    acc = release_guarantee([e for _, e in events], labels=[label for label, _ in events])
+    if rho is None:
+        return acc
+    if acc.rho > rho * (1 + 1e-12):  # pragma: no cover - every lattice scale is at least its calibration's
+        raise DpdistError(f"internal error: the accounted rho {acc.rho!r} exceeds the requested rho={rho!r}")
+    return ZCDP(rho, breakdown=acc.breakdown)
 
 
 def _log_time(stage: str, level: int | None, seconds: float) -> None:
@@ -488,7 +511,7 @@ def _log_time(stage: str, level: int | None, seconds: float) -> None:
                  extra={"dpdist_timing": {"stage": stage, "level": level, "seconds": seconds}})
 
 
-def _recursion(X, schedule: LevelSchedule, lam_hat: float, seed: NoiseSeed, scheduler) -> tuple:
+def _recursion(X, schedule: LevelSchedule, levels, lam_hat: float, seed: NoiseSeed, scheduler) -> tuple:
     """Run the L levels; return (unwound Sigma_tilde at level-0 scale, Pi's, dim V's, the L
     noisy level matrices).
 
@@ -505,7 +528,7 @@ def _recursion(X, schedule: LevelSchedule, lam_hat: float, seed: NoiseSeed, sche
     for k in range(L):
         if k > 0:
             M = (math.sqrt(GROWTH) * projections[-1]) @ M
-        noise = GUEMeanNoise(seed, PURPOSE_LEVEL, k, schedule.sigmas[k], schedule.n_samples)
+        noise = moment_release(levels[k], seed, schedule.n_samples)
         t0 = time.perf_counter()
         t_next, gram = engine.level_step(X, t, M, schedule.radii[k])
         t, noisy = engine.persist_and_release(t_next, engine.noised(gram, noise), scheduler)
@@ -539,8 +562,9 @@ def one_shot_second_moment(
     **Guarantee.** rho-zCDP under replace-one neighbours: rows clipped to the public
     ``radius`` R, L2 sensitivity of the upper triangle <= sqrt(2) R^2/n <= 4 R^2/n, sigma =
     Delta / sqrt(2 rho) (BS16 Prop. 1.6), with the float factor kappa(n) (rows scaled before
-    the product). ``on_nonfinite`` as in :func:`second_moment`. Floating-point sampling
-    caveat as above.
+    the product). ``on_nonfinite`` as in :func:`second_moment`. Float-safe noise: the
+    release is :func:`~dpdist.privacy.mechanisms.second_moment.one_shot_mechanism`'s (the
+    argument is written in that module).
     """
     rho = check_rho(rho)
     radius = _check_positive(radius, "radius")
@@ -551,22 +575,27 @@ def one_shot_second_moment(
     X = as_dask_array(X)
     n, d = (int(s) for s in X.shape)
     sigma = one_shot_sigma(n, rho, radius, sensitivity)
+    sens, _ = float_sensitivity(sensitivity_coefficient(sensitivity) * radius**2 / n, n)  # one_shot_sigma's Delta
+    mech = one_shot_mechanism(d, sens, sigma)
     with open_runtime(scheduler, timeout=timeout) as rt:
         if on_nonfinite == "raise":
             refuse_nonfinite(X, rt)
         noisy = compute(
-            engine.noised(engine.level_gram(X, ((1.0, radius),)), GUEMeanNoise(seed, PURPOSE_ONE_SHOT, 0, sigma, n)),
+            engine.noised(engine.level_gram(X, ((1.0, radius),)), moment_release(mech, seed, n)),
             scheduler=rt, progress=False,
         )[0]
+    events = [("one-shot", mech.event())]
     return warn_if_unsafe(Release(
         mechanism="Gaussian mechanism on the clipped second moment (one shot)",
-        privacy=ZCDP(rho, breakdown=(("one-shot", rho),)),
+        privacy=_privacy(events, rho),
         parameters={"n_samples": n, "n_features": d, "rho": rho, "radius": radius, "sensitivity": sensitivity,
                     "on_nonfinite": on_nonfinite},
         noise_scales={"sigma": sigma},
         values={"second_moment": noisy},
         seeding=seed.describe(),
-        notes=(FLOAT_NOISE_CAVEAT, nonfinite_note(on_nonfinite)),
+        notes=(residual_note(d * (d + 1) // 2, mech.noise), nonfinite_note(on_nonfinite)),
+        events=tuple(events),
+        mechanisms=(mech.describe(),),
     ))
 
 

@@ -7,13 +7,13 @@ Keys are ``weight * score - log(-log(u))`` with ``u = ((w >> 11) + 0.5) 2**-53``
 float64. Failures (Ilvento, "Implementing the exponential mechanism with base-2 differential
 privacy", CCS 2020, shows the same class of failures for the inverse-CDF form):
 
-1. **Bounded noise, hence impossible outputs.** ``u`` lies in ``[2**-54, 1 - 1.5 2**-53]``
-   or is exactly 1.0 (the top grid point ``(2**53 - 1/2) 2**-53`` rounds to 1; its key is
+1. **Bounded noise, hence impossible outputs.** ``u`` lies in ``[2**-54, 1 - 2**-52]``
+   or is exactly 1.0 (the top grid points ``(2**53 - 1/2) 2**-53`` round to 1; its key is
    ``+inf``, a data-independent winner with probability ``2**-53`` per candidate), so the
-   finite Gumbel noise lies in ``[-3.61, 36.8]``: a candidate whose weighted score trails the
-   best by more than 40.4 can never win. Exactly, it wins with probability about
-   ``exp(-40)``. Between neighbours the weighted scores move by up to ``epsilon / 2``, so
-   candidates whose gap crosses 40.4 are possible under one dataset and impossible under the
+   finite Gumbel noise lies in ``[-3.62, 36.04]``: a candidate whose weighted score trails the
+   best by more than 39.7 can never win (tests/privacy/test_mechanism_support.py computes
+   these). Exactly, it wins with probability about ``exp(-40)``. Between neighbours the weighted scores move by up to ``epsilon / 2``, so
+   candidates whose gap crosses 39.7 are possible under one dataset and impossible under the
    other. Each such output has probability below ``exp(-40)`` ~ 4e-18, but there can be up to ``C(d, k)`` ~ 1e9
    of them: a support failure of total mass up to ~ 4e-9, far above the 1e-15 issue 10
    allows.
@@ -58,8 +58,10 @@ representation of the exponential mechanism, e.g. Durfee-Rogers 2019). With the 
 
 Residuals, quantified
 ---------------------
-- **Score lattice**: ``+ 2**-29`` to epsilon (absolute) at ``SCORE_BITS = 30``. A wave-2
-  mechanism calibrates ``weight = (epsilon - 2**-29) / (2 Delta)`` to keep epsilon exact.
+- **Score lattice**: ``+ 2**-29`` to epsilon (absolute) at ``SCORE_BITS = 30``.
+  :class:`~dpdist.privacy.mechanisms.expmech.ExpMechMechanism` calibrates ``weight =
+  (epsilon - 2**-29) / (2 (Delta + 2**-52 S_max))`` (the lattice and the rounding of
+  ``weight * score`` for scores bounded by ``S_max``) to keep epsilon exact.
 - **Exhaustion**: a comparison still undecided after ``FALLBACK_WORDS`` refinements of each
   cell (each refinement leaves two distinct real keys undecided with probability below
   ``2**-40`` once the cells are narrow) falls back to the smaller rank: probability below

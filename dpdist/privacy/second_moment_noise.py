@@ -1,10 +1,15 @@
-"""Noise functions of the second-moment mechanisms, run inside the graph on a worker.
+"""The old floating-point noise of the second-moment mechanisms: kept as twins, not used to release.
 
-Each is a small frozen, picklable callable: the engine reduces an exact statistic on a worker
-and calls one of these on it in the same graph, so only the noised value reaches the client.
-Draws come from :class:`~dpdist.privacy.noise.NoiseSeed` streams keyed by a purpose and an
-index (the level, the histogram), so the noise never depends on chunking or workers and a
-recomputed task reproduces the same noise (the same release, no extra privacy cost).
+The estimators release through the float-safe mechanism objects of
+:mod:`dpdist.privacy.mechanisms.second_moment` (lattice noise, exactly sampled). The callables
+here draw Gaussian and truncated-Laplace noise by inverse CDF of 53-bit uniforms and add it to
+floats: Mironov (2012)'s setting, where outputs drawn under one dataset can be impossible under
+its neighbour. issue 10 (item 5) keeps them so that the support test can show that they fail
+it (tests/privacy/test_mechanism_support.py); the zCDP audits of :mod:`dpdist.testing` that
+still call them check the calibration (the scale), which the two paths share.
+
+Each is a small frozen, picklable callable keyed by a purpose and an index, like the
+mechanism objects' noise.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dpdist.privacy.mechanisms.second_moment import PURPOSE_LAMBDA, PURPOSE_LEVEL, PURPOSE_ONE_SHOT, PURPOSE_RADIUS
 from dpdist.privacy.noise import NoiseSeed, bounded_laplace_from_uniform, gaussian_from_uniform
 
 __all__ = [
@@ -27,10 +33,6 @@ __all__ = [
     "truncated_laplace",
 ]
 
-PURPOSE_LEVEL = "second-moment/level"
-PURPOSE_ONE_SHOT = "second-moment/one-shot"
-PURPOSE_RADIUS = "second-moment/init-radius"
-PURPOSE_LAMBDA = "second-moment/init-lambda"
 
 
 def gue_matrix(seed: NoiseSeed, purpose: str, index: int, n_features: int, sigma: float) -> np.ndarray:

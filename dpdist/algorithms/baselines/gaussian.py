@@ -18,7 +18,9 @@ from dpdist.engine.threshold import threshold_triples
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
 from dpdist.privacy.calibration import subgaussian_clip, wang_xu_calibration
-from dpdist.privacy.noise import FLOAT_NOISE_CAVEAT, NoiseField, resolve_random_state
+from dpdist.privacy.mechanisms.base import residual_note
+from dpdist.privacy.mechanisms.gaussian import stated_approx_dp, wang_xu_mechanism
+from dpdist.privacy.noise import resolve_random_state
 from dpdist.privacy.release import Release, warn_if_unsafe
 
 __all__ = ["GaussianCovariance", "GaussianCovariancePlan", "WangXuCovariance", "wang_xu_noise_threshold"]
@@ -99,6 +101,9 @@ class GaussianCovariance(Estimator):
     matrix. The noise grows linearly with d: this is the baseline PrivCov is
     compared against (better below d of roughly 64 (k+1) log(d / delta_row)).
     Noise is added tile by tile on the workers; only entries surviving the threshold leave.
+    **Float-safe noise.** Released entries are lattice points with an exactly sampled rounded
+    Gaussian (:mod:`dpdist.privacy.mechanisms.gaussian`, where the argument is written); the
+    release records the mechanism's event and states the requested (epsilon, delta).
     The dense d x d second moment is formed tile by tile, never whole.
     """
 
@@ -197,19 +202,22 @@ class GaussianCovariance(Estimator):
         p = self._resolve(n, d)
         Xg, finite = nonfinite_guard(X, self.on_nonfinite)
         S = clipped_second_moment(Xg, p["clip"], tile=tile)
-        noise = NoiseField(seed, "wang-xu/gaussian", "gaussian", p["gaussian_sigma"], symmetric=True)
-        results = compute(*threshold_triples(S, p["threshold"], noise, guard=finite), scheduler=self.scheduler,
-                          timeout=timeout)
+        mech = wang_xu_mechanism(p, d)
+        results = compute(*threshold_triples(S, p["threshold"], guard=finite, release=mech.release(seed)),
+                          scheduler=self.scheduler, timeout=timeout)
         M = triples_to_csr(list(results), d)
-        notes = [FLOAT_NOISE_CAVEAT, f"Gaussian scale rule: {p['rule']}", nonfinite_note(self.on_nonfinite)]
+        notes = [residual_note(d * (d + 1) // 2, mech.noise), f"Gaussian scale rule: {p['rule']}",
+                 nonfinite_note(self.on_nonfinite)]
         return Release(
             mechanism=MECHANISM,
-            privacy=ApproxDP(p["epsilon"], p["delta"]),
+            privacy=stated_approx_dp([mech.event()], p["epsilon"], p["delta"]),
             parameters={"n_samples": n, "n_features": d, "sigma": self.sigma, "on_nonfinite": self.on_nonfinite, **p},
             noise_scales={"gaussian": p["gaussian_sigma"]},
             values={"covariance": M},
             seeding=seed.describe(),
             notes=tuple(notes),
+            events=(("gaussian", mech.event()),),
+            mechanisms=(mech.describe(),),
         )
 
 

@@ -18,8 +18,15 @@ from dpdist.data.validation import as_dask_array
 from dpdist.engine import second_moment as engine
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute, open_runtime
 from dpdist.exceptions import NoPrivateResult, ValidationError
+from dpdist.privacy.accounting import NonPrivateEvent
 from dpdist.privacy.budget import check_delta, check_epsilon
-from dpdist.privacy.noise import FLOAT_NOISE_CAVEAT, NoiseSeed, resolve_random_state
+from dpdist.privacy.mechanisms.subsample import (
+    PURPOSE_MASK,
+    PURPOSE_TLAP,
+    SubsampleAggregateMechanism,
+    subsample_aggregate_mechanism,
+)
+from dpdist.privacy.noise import NoiseSeed, resolve_random_state
 from dpdist.privacy.plan import Plan
 from dpdist.privacy.release import Release, warn_if_unsafe
 from dpdist.privacy.second_moment_calibration import (
@@ -34,11 +41,12 @@ from dpdist.privacy.second_moment_calibration import (
     check_xi,
     tlap_support,
 )
-from dpdist.privacy.second_moment_noise import gaussian_vector, truncated_laplace
 
 __all__ = [
     "MECHANISM",
     "NOT_PRIVATE_LABEL",
+    "PURPOSE_MASK",
+    "PURPOSE_TLAP",
     "SubsampleAggregatePlan",
     "SubsampleAggregateSecondMoment",
     "group_agreement",
@@ -49,8 +57,6 @@ __all__ = [
 MECHANISM = "Subsample-and-aggregate second moment (MS25 Appendix A, Algorithm 3)"
 NOT_PRIVATE_LABEL = "NOT PRIVATE"
 PURPOSE_PARTITION = "second-moment-baseline/partition"
-PURPOSE_TLAP = "second-moment-baseline/tlap"
-PURPOSE_MASK = "second-moment-baseline/mask"
 
 
 # ---------------------------------------------------------------------------------------
@@ -95,8 +101,13 @@ def psd_distance_matrix(mats: np.ndarray) -> np.ndarray:
 def group_agreement(group_moments: np.ndarray, alpha: float) -> np.ndarray:
     """q_t = (1/k) |{t' : dist(Sigma_t, Sigma_t') <= 2 alpha / (1 - alpha)}| (Algorithm 3 line 3;
     t' = t counts when Sigma_t has full rank)."""
+    return _agreement_counts(group_moments, alpha) / len(group_moments)
+
+
+def _agreement_counts(group_moments: np.ndarray, alpha: float) -> np.ndarray:
+    """k q_t: the integer number of groups agreeing with group t."""
     dist = psd_distance_matrix(group_moments)
-    return (dist <= 2.0 * alpha / (1.0 - alpha)).sum(axis=1) / dist.shape[0]
+    return (dist <= 2.0 * alpha / (1.0 - alpha)).sum(axis=1)
 
 
 @dataclass(frozen=True)
@@ -108,20 +119,19 @@ class _Aggregate:
     """
 
     seed: NoiseSeed
-    epsilon: float
-    delta: float
+    mechanism: SubsampleAggregateMechanism
     alpha: float
     group_size: int
-    n_groups: int
     eta_b: float
     threshold: float
-    support: float
 
     def __call__(self, grams: np.ndarray) -> dict:
         mats = np.asarray(grams, dtype=np.float64) / self.group_size
-        q = group_agreement(mats, self.alpha)
-        z = truncated_laplace(self.seed, PURPOSE_TLAP, 0, 2.0 / self.n_groups, self.epsilon, self.support)
-        q_tilde = float(q.mean() + z)
+        counts = _agreement_counts(mats, self.alpha)
+        k = len(counts)
+        q = counts / k
+        # Q exactly as an integer count divided once by k^2 (the mechanism's sensitivity covers it)
+        q_tilde = self.mechanism.test(self.seed)(float(int(counts.sum())) / float(k * k))
         if q_tilde < self.threshold:
             return {"q_tilde": q_tilde, "second_moment": None}
         wts = np.minimum(1.0, 10.0 * np.maximum(0.0, q - 0.6))
@@ -131,7 +141,7 @@ class _Aggregate:
         w, v = np.linalg.eigh(sigma_hat)
         root = (v * np.sqrt(np.maximum(w, 0.0))) @ v.T
         d = mats.shape[1]
-        noise = gaussian_vector(self.seed, PURPOSE_MASK, 0, d * d, 1.0).reshape(d, d)
+        noise = self.mechanism.mask(self.seed, d)
         b = np.eye(d) + self.eta_b * noise
         out = root @ b @ b.T @ root
         return {"q_tilde": q_tilde, "second_moment": (out + out.T) / 2.0}
@@ -260,7 +270,8 @@ def subsample_aggregate_second_moment(
     threshold = baseline_threshold(k, epsilon, delta)
     support = tlap_support(2.0 / k, epsilon, delta)
     partition = group_partition(seed, n, m, purpose=PURPOSE_PARTITION)  # labels per row block, on the workers
-    agg = _Aggregate(seed, epsilon, delta, alpha, m, k, eta_b, threshold, support)
+    mech = subsample_aggregate_mechanism(epsilon, delta, k, support)
+    agg = _Aggregate(seed, mech, alpha, m, eta_b, threshold)
     with open_runtime(scheduler, timeout=timeout) as rt:
         if on_nonfinite == "raise":
             refuse_nonfinite(X, rt)
@@ -278,7 +289,9 @@ def subsample_aggregate_second_moment(
         "data-independent, not exactly uniform: dpdist.privacy.partition)",
         "GAP 12: C_N = 2, masking scale uses ln(4/xi); Ashtiani-Liaw Lemma 3.6 conditions not checked",
         "GAP 13: TLap = Laplace conditioned on |z| <= A (Geng et al. 2020)",
-        FLOAT_NOISE_CAVEAT,
+        "float-safe agreement test: q_tilde is a lattice point with an exact bounded rounded Laplace "
+        f"(lattice 2**{mech.tlap.lattice.exponent}); the masked output is a floating-point function of the data "
+        "and of N (N exact on the lattice 2**-28): no support guarantee (dpdist.privacy.mechanisms.subsample)",
         nonfinite_note(on_nonfinite),
     ]
     reasons: tuple = ()
@@ -292,6 +305,8 @@ def subsample_aggregate_second_moment(
         privacy=guarantee if private else None,
         parameters=params,
         noise_scales={"tlap_scale": 2.0 / (k * epsilon), "tlap_support": support, "masking_eta_b": eta_b},
+        events=(("subsample-and-aggregate", mech.event() if private else NonPrivateEvent()),),
+        mechanisms=(mech.describe(),),
         values={} if out["second_moment"] is None else {"second_moment": out["second_moment"]},
         seeding=seed.describe(),
         notes=tuple(notes),

@@ -7,10 +7,16 @@ them. :mod:`~dpdist.privacy.mechanisms.base` holds what they share.
 """
 
 from dpdist.privacy.mechanisms.base import Mechanism, lattice_law
+from dpdist.privacy.mechanisms.expmech import ExpMechMechanism
+from dpdist.privacy.mechanisms.friendly import FriendlyTestMechanism, PrivNormMechanism, PrivPCAMechanism
+from dpdist.privacy.mechanisms.gaussian import SymmetricGaussianMechanism, analyze_gauss_mechanism, wang_xu_mechanism
 from dpdist.privacy.mechanisms.privcov import PrivCovMechanism, privcov_mechanism
+from dpdist.privacy.mechanisms.second_moment import GaussianHistogramMechanism, histogram_mechanism, level_mechanisms
+from dpdist.privacy.mechanisms.subsample import SubsampleAggregateMechanism, subsample_aggregate_mechanism
 
-__all__ = ["Mechanism", "PrivCovMechanism", "lattice_law", "privcov_mechanism"]
-
-from dpdist.privacy.mechanisms.friendly import FriendlyTestMechanism, PrivNormMechanism, PrivPCAMechanism  # noqa: E402
-
-__all__ += ["FriendlyTestMechanism", "PrivNormMechanism", "PrivPCAMechanism"]
+__all__ = [
+    "ExpMechMechanism", "FriendlyTestMechanism", "GaussianHistogramMechanism", "Mechanism", "PrivCovMechanism",
+    "PrivNormMechanism", "PrivPCAMechanism", "SubsampleAggregateMechanism", "SymmetricGaussianMechanism",
+    "analyze_gauss_mechanism", "histogram_mechanism", "lattice_law", "level_mechanisms", "privcov_mechanism",
+    "subsample_aggregate_mechanism", "wang_xu_mechanism",
+]

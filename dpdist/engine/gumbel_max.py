@@ -1,0 +1,92 @@
+"""Exact chunked Gumbel-max over all k-subsets: the enumeration of :mod:`dpdist.engine.subsets`
+with a caller-supplied *exact* sampler instead of float keys.
+
+A float key comparison (``perturb(scores, start)`` then ``argmax``, as in
+:func:`~dpdist.engine.subsets.chunk_gumbel_max`) decides near-ties by rounding and gives the
+noise a bounded range. This wiring lets the sampler decide every comparison itself:
+
+- ``sampler.best(scores, start)`` returns the exact best candidate of ranks ``start ..``
+  (an object with a ``rank`` attribute; a negative rank means none);
+- ``sampler.combine(a, b)`` returns the exact larger of two candidates.
+
+Chunks of the enumeration are tasks (each returns its best candidate), a tree of ``combine``
+merges them, and a last task keeps only the winning rank: the noisy keys never leave the
+workers. The result is the same for any chunking when ``best`` and ``combine`` are exact (the
+caller keys its noise by rank). The engine chooses no noise scale (the sampler holds it).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import dask
+import numpy as np
+
+from dpdist.engine.subsets import (
+    DEFAULT_BATCH,
+    DEFAULT_CHUNK_SIZE,
+    as_single_block,
+    enumeration_chunks,
+    n_subsets,
+    range_top_eigenvalue,
+)
+
+__all__ = ["chunk_exact_gumbel_max", "combine_exact_gumbel_max", "exact_gumbel_max_subset"]
+
+
+def _better(sampler: Any, a: Any, b: Any) -> Any:
+    if a is None or a.rank < 0:
+        return b
+    if b is None or b.rank < 0:
+        return a
+    return sampler.combine(a, b)
+
+
+def chunk_exact_gumbel_max(
+    M: np.ndarray, k: int, start: int, stop: int, sampler: Any, *, batch: int = DEFAULT_BATCH
+) -> Any:
+    """The exact best candidate over the subsets of ranks ``[start, stop)`` (None when empty)."""
+    M = np.ascontiguousarray(M, dtype=np.float64)
+    best = None
+    for s in range(int(start), int(stop), int(batch)):
+        e = min(int(stop), s + int(batch))
+        best = _better(sampler, best, sampler.best(range_top_eigenvalue(M, k, s, e), s))
+    return best
+
+
+def combine_exact_gumbel_max(parts: Sequence[Any], sampler: Any) -> Any:
+    """The exact best of the chunks' candidates (the merge of the reduction tree)."""
+    best = None
+    for part in parts:
+        best = _better(sampler, best, part)
+    return best
+
+
+def _winning_rank(best: Any) -> int:
+    """Keep the rank, drop the candidate's key bounds (data-dependent, not released)."""
+    return -1 if best is None else int(best.rank)
+
+
+def exact_gumbel_max_subset(
+    M,
+    k: int,
+    sampler: Any,
+    *,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    split_every: int = 8,
+    batch: int = DEFAULT_BATCH,
+):
+    """Lazy exact arg max over all size-``k`` subsets of ``sampler``'s keys (a delayed int).
+
+    ``M`` as in :func:`~dpdist.engine.subsets.gumbel_max_subset`; ``sampler`` must be
+    picklable (it travels to the workers)."""
+    d = int(M.shape[0])
+    Md = as_single_block(M)
+    total = n_subsets(d, k)
+    chunk_fn = dask.delayed(chunk_exact_gumbel_max, pure=False)
+    parts = [chunk_fn(Md, k, s, e, sampler, batch=batch) for s, e in enumeration_chunks(total, chunk_size)]
+    combine = dask.delayed(combine_exact_gumbel_max, pure=False)
+    split_every = max(2, int(split_every))
+    while len(parts) > 1:
+        parts = [combine(parts[i : i + split_every], sampler) for i in range(0, len(parts), split_every)]
+    return dask.delayed(_winning_rank, pure=False)(parts[0])
