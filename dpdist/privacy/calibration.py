@@ -260,8 +260,10 @@ def privcov_calibration(
     w is needed and the row is ``k' Delta / b``-DP. Hence ``b >= c(k, d) Delta / eps_row``
     makes every row (eps_row, 0)-DP (a fortiori (eps_row, delta_row)-DP). The same holds for
     the computed second moment with ``Delta_fl`` (its entries move by at most ``Delta_fl``,
-    :func:`gram_rounding_factor`), and for continuous noise; floating-point sampling is
-    outside the proof (Mironov 2012, see the release notes). We know no tighter valid
+    :func:`gram_rounding_factor`), and for continuous noise; the noise actually drawn is
+    the lattice version of :class:`dpdist.privacy.mechanisms.PrivCovMechanism`, whose
+    sensitivity in lattice units covers the rounding (floating-point sampling would be outside
+    the proof: Mironov 2012). We know no tighter valid
     bound for the magnitude selection with released values: the 2 Delta shift is needed
     because the unselected scores may each rise by Delta while a selected one falls by Delta.
 

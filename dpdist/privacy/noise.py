@@ -32,9 +32,13 @@ Each uniform consumes exactly one 64-bit word (``(w >> 11) + 0.5) * 2**-53``, wh
 the open interval (0, 1)), and every sampler below is an inverse-CDF transform of one
 uniform, so positions count draws exactly.
 
-Caveat (recorded in every release): the samplers use floating-point inverse CDFs. Textbook
-floating-point Laplace sampling is known to leak through the low-order bits of its output
-(Mironov, CCS 2012); dpdist does not implement snapping. Releases round nothing.
+Caveat: the samplers of this module use floating-point inverse CDFs. Textbook floating-point
+Laplace sampling leaks through the low-order bits of its output (Mironov, CCS 2012). Released
+values no longer come from them: every mechanism draws float-safe noise on a public lattice
+(:mod:`dpdist.privacy.lattice`, :mod:`dpdist.privacy.mechanisms`) from the same keyed streams.
+What still uses these samplers: PrivPCA's projector (its release states
+:data:`FLOAT_NOISE_CAVEAT` in its notes) and the inverse-CDF twins that the support tests of
+:mod:`dpdist.testing.support` must catch.
 """
 
 from __future__ import annotations
