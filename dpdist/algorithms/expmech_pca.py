@@ -19,6 +19,7 @@ from dpdist.engine.gumbel_max import exact_gumbel_max_subset
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
 from dpdist.engine.subsets import DEFAULT_CHUNK_SIZE, block_release
 from dpdist.exceptions import ValidationError
+from dpdist.privacy.accounting import release_guarantee
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
 from dpdist.privacy.expmech_calibration import (
     ExpMechCalibration,
@@ -29,7 +30,6 @@ from dpdist.privacy.expmech_calibration import (
 )
 from dpdist.privacy.mechanisms.base import residual_note
 from dpdist.privacy.mechanisms.expmech import BLOCK_PURPOSE, SELECT_PURPOSE, ExpMechMechanism
-from dpdist.privacy.mechanisms.gaussian import stated_approx_dp
 from dpdist.privacy.noise import NoiseSeed, gaussian_from_uniform, resolve_random_state
 from dpdist.privacy.plan import Plan
 from dpdist.privacy.release import Release, warn_if_unsafe
@@ -239,7 +239,7 @@ def expmech_pca(
     seed = resolve_random_state(random_state)
 
     mech = ExpMechMechanism.from_calibration(cal)
-    privacy = stated_approx_dp([mech.event()], cal.epsilon, cal.delta)
+    privacy = release_guarantee([mech.event()], budget=ApproxDP(cal.epsilon, cal.delta))
 
     Xg, all_finite = nonfinite_guard(Xd, on_nonfinite)
     M = clipped_second_moment(Xg, tau)

@@ -275,7 +275,7 @@ def chunk_row_scales(x: np.ndarray, steps: Sequence[Step]) -> tuple[np.ndarray, 
     x = np.asarray(x, dtype=np.float64)
     Mk = compose_steps(steps, x.shape[1])[2]
     t = None
-    M = np.eye(d)
+    M = np.eye(x.shape[1])
     for a, r in steps:
         M = float(a) * M if np.ndim(a) == 0 else np.asarray(a, dtype=np.float64) @ M
         _, t = map_and_clip(x, np.ascontiguousarray(M.T), float(r), t)

@@ -624,7 +624,6 @@ def chunk_gumbel_max(
     smallest rank among ties). An empty range returns ``(-inf, -1)``.
     """
     M = np.ascontiguousarray(M, dtype=np.float64)
-    d = M.shape[0]
     best_key, best_rank = -math.inf, -1
     for s in range(int(start), int(stop), int(batch)):
         e = min(int(stop), s + int(batch))

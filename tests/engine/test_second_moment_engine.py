@@ -277,3 +277,22 @@ def test_level_kernel_in_blocks_equals_batch_by_batch_bitwise(rng, monkeypatch):
         x32 = x.astype(np.float32)  # 1e200 becomes inf; converted block by block as if first
     np.testing.assert_array_equal(eng.chunk_level_step(x32, prev, M=M, radius=3.0)[1],
                                   eng.chunk_level_step(x32.astype(np.float64), prev, M=M, radius=3.0)[1])
+
+
+def test_chunk_row_scales_gives_the_rows_of_the_step_by_step_definition():
+    """y_k = t_i M_k x_i equals applying the steps one by one (chunk_apply_steps), clipped rows
+    and non-finite rows (t = 0) included; with no step, t is 1 on finite rows."""
+    from dpdist.engine.second_moment import chunk_apply_steps, chunk_row_scales
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((200, 4)) * rng.uniform(0.1, 5.0, size=(200, 1))
+    x[7, 2] = np.nan
+    a = rng.standard_normal((4, 4))
+    steps = [(0.5, 3.0), (a, 2.0)]
+    t, mk = chunk_row_scales(x, steps)
+    expected = chunk_apply_steps(x, steps)
+    got = t[:, None] * (np.nan_to_num(x, nan=0.0) @ mk.T)
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+    assert t[7] == 0.0 and 0.0 < t.min(initial=1.0, where=np.arange(200) != 7) < 1.0
+    t0, _ = chunk_row_scales(x, [])
+    assert t0[7] == 0.0 and np.all(np.delete(t0, 7) == 1.0)

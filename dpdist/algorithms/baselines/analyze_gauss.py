@@ -20,6 +20,7 @@ from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeou
 from dpdist.engine.second_moment import chunk_clip_rows
 from dpdist.engine.threshold import threshold_triples
 from dpdist.exceptions import ValidationError
+from dpdist.privacy.accounting import release_guarantee
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
 from dpdist.privacy.expmech_calibration import (
     analyze_gauss_calibration,
@@ -28,7 +29,7 @@ from dpdist.privacy.expmech_calibration import (
     symmetric_gaussian_operator_bound,
 )
 from dpdist.privacy.mechanisms.base import residual_note
-from dpdist.privacy.mechanisms.gaussian import analyze_gauss_mechanism, stated_approx_dp
+from dpdist.privacy.mechanisms.gaussian import analyze_gauss_mechanism
 from dpdist.privacy.noise import resolve_random_state
 from dpdist.privacy.plan import Plan
 from dpdist.privacy.release import Release, warn_if_unsafe
@@ -232,7 +233,9 @@ class AnalyzeGauss(Estimator):
                  nonfinite_note(self.on_nonfinite)]
         return warn_if_unsafe(Release(
             mechanism=MECHANISM,
-            privacy=stated_approx_dp([mech.event()], check_epsilon(self.epsilon), check_delta(self.delta)),
+            privacy=release_guarantee(
+                [mech.event()], budget=ApproxDP(check_epsilon(self.epsilon), check_delta(self.delta))
+            ),
             parameters={"n_samples": n, "n_features": d, "radius": cal["row_norm"],
                         "sensitivity": cal["sensitivity"], "float_factor": cal["float_factor"], "rule": cal["rule"],
                         "on_nonfinite": self.on_nonfinite},

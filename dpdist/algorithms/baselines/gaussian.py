@@ -16,10 +16,11 @@ from dpdist.engine.gram import DEFAULT_TILE, clipped_second_moment, nonfinite_gu
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
 from dpdist.engine.threshold import threshold_triples
 from dpdist.exceptions import ValidationError
+from dpdist.privacy.accounting import release_guarantee
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
 from dpdist.privacy.calibration import subgaussian_clip, wang_xu_calibration
 from dpdist.privacy.mechanisms.base import residual_note
-from dpdist.privacy.mechanisms.gaussian import stated_approx_dp, wang_xu_mechanism
+from dpdist.privacy.mechanisms.gaussian import wang_xu_mechanism
 from dpdist.privacy.noise import resolve_random_state
 from dpdist.privacy.release import Release, warn_if_unsafe
 
@@ -210,7 +211,7 @@ class GaussianCovariance(Estimator):
                  nonfinite_note(self.on_nonfinite)]
         return Release(
             mechanism=MECHANISM,
-            privacy=stated_approx_dp([mech.event()], p["epsilon"], p["delta"]),
+            privacy=release_guarantee([mech.event()], budget=ApproxDP(p["epsilon"], p["delta"])),
             parameters={"n_samples": n, "n_features": d, "sigma": self.sigma, "on_nonfinite": self.on_nonfinite, **p},
             noise_scales={"gaussian": p["gaussian_sigma"]},
             values={"covariance": M},

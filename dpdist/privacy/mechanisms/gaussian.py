@@ -66,8 +66,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpdist.exceptions import DpdistError
-from dpdist.privacy.accounting import Event, GaussianEvent, release_guarantee
-from dpdist.privacy.budget import ApproxDP
+from dpdist.privacy.accounting import Event, GaussianEvent
 from dpdist.privacy.lattice import LatticeField, LatticeNoise
 from dpdist.privacy.mechanisms.base import Mechanism, lattice_law
 from dpdist.privacy.noise import NoiseSeed
@@ -78,7 +77,6 @@ __all__ = [
     "SymmetricGaussianMechanism",
     "TileRelease",
     "analyze_gauss_mechanism",
-    "stated_approx_dp",
     "wang_xu_mechanism",
 ]
 
@@ -188,16 +186,3 @@ def analyze_gauss_mechanism(calibration: dict, n_features: int) -> SymmetricGaus
     return SymmetricGaussianMechanism.calibrate(
         PURPOSE_ANALYZE_GAUSS, n_features, sens, calibration["gaussian_sigma"],
         name="Analyze Gauss (DTTZ 2014): Gaussian noise on the second moment of norm-clipped rows")
-
-
-def stated_approx_dp(events, epsilon: float, delta: float) -> ApproxDP:
-    """``ApproxDP(epsilon, delta)``, the budget a fit was asked to spend, after checking that the
-    accountant's guarantee of ``events`` at ``delta`` is within it.
-
-    The accounted epsilon is usually smaller (the exact Gaussian profile beats the classic
-    calibration); the release states the requested budget, what a ledger reserved, and records
-    the events so that it can be re-accounted."""
-    acc = release_guarantee(list(events), delta=delta)
-    if acc.epsilon > epsilon * (1 + 1e-12):  # pragma: no cover - the lattice scale is at least the calibration's
-        raise DpdistError(f"internal error: the accounted epsilon {acc.epsilon!r} exceeds epsilon={epsilon!r}")
-    return ApproxDP(epsilon, delta)
