@@ -19,15 +19,12 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-import dask
 import numpy as np
 
 from dpdist.engine.subsets import (
     DEFAULT_BATCH,
     DEFAULT_CHUNK_SIZE,
-    as_single_block,
-    enumeration_chunks,
-    n_subsets,
+    enumeration_max,
     range_top_eigenvalue,
 )
 
@@ -80,13 +77,5 @@ def exact_gumbel_max_subset(
 
     ``M`` as in :func:`~dpdist.engine.subsets.gumbel_max_subset`; ``sampler`` must be
     picklable (it travels to the workers)."""
-    d = int(M.shape[0])
-    Md = as_single_block(M)
-    total = n_subsets(d, k)
-    chunk_fn = dask.delayed(chunk_exact_gumbel_max, pure=False)
-    parts = [chunk_fn(Md, k, s, e, sampler, batch=batch) for s, e in enumeration_chunks(total, chunk_size)]
-    combine = dask.delayed(combine_exact_gumbel_max, pure=False)
-    split_every = max(2, int(split_every))
-    while len(parts) > 1:
-        parts = [combine(parts[i : i + split_every], sampler) for i in range(0, len(parts), split_every)]
-    return dask.delayed(_winning_rank, pure=False)(parts[0])
+    return enumeration_max(M, k, chunk_exact_gumbel_max, (sampler,), combine_exact_gumbel_max, (sampler,),
+                           _winning_rank, chunk_size=chunk_size, split_every=split_every, batch=batch)

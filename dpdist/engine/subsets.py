@@ -53,6 +53,7 @@ __all__ = [
     "chunk_gumbel_max",
     "combine_gumbel_max",
     "enumeration_chunks",
+    "enumeration_max",
     "gumbel_max_subset",
     "n_subsets",
     "subset_rank",
@@ -704,16 +705,25 @@ def gumbel_max_subset(
         The lexicographic rank of the winning subset (the key itself is dropped inside the
         graph).
     """
-    d = int(M.shape[0])
+    return enumeration_max(M, k, chunk_gumbel_max, (perturb,), combine_gumbel_max, (), _winning_rank,
+                           chunk_size=chunk_size, split_every=split_every, batch=batch)
+
+
+def enumeration_max(M, k: int, chunk_task: Callable, chunk_args: tuple, combine_task: Callable,
+                    combine_args: tuple, winner: Callable, *, chunk_size: int, split_every: int, batch: int):
+    """The graph of a max over all size-``k`` subsets: ``chunk_task(M, k, start, stop,
+    *chunk_args, batch=batch)`` per chunk of the enumeration, a reduction tree of
+    ``combine_task(parts, *combine_args)`` with fan-in ``split_every``, then ``winner(best)``
+    (which keeps the rank and drops the data-dependent key inside the graph)."""
     Md = as_single_block(M)
-    total = n_subsets(d, k)
-    chunk_fn = dask.delayed(chunk_gumbel_max, pure=False)
-    parts = [chunk_fn(Md, k, s, e, perturb, batch=batch) for s, e in enumeration_chunks(total, chunk_size)]
-    combine = dask.delayed(combine_gumbel_max, pure=False)
+    chunk_fn = dask.delayed(chunk_task, pure=False)
+    parts = [chunk_fn(Md, k, s, e, *chunk_args, batch=batch)
+             for s, e in enumeration_chunks(n_subsets(int(M.shape[0]), k), chunk_size)]
+    combine = dask.delayed(combine_task, pure=False)
     split_every = max(2, int(split_every))
     while len(parts) > 1:
-        parts = [combine(parts[i : i + split_every]) for i in range(0, len(parts), split_every)]
-    return dask.delayed(_winning_rank, pure=False)(parts[0])
+        parts = [combine(parts[i : i + split_every], *combine_args) for i in range(0, len(parts), split_every)]
+    return dask.delayed(winner, pure=False)(parts[0])
 
 
 def _block_release_task(M: np.ndarray, rank: int, k: int, release: Callable, guard=None) -> tuple[np.ndarray, object]:
