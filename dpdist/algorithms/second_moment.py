@@ -218,6 +218,7 @@ def _validate(
     lambda_floor = check_probability(lambda_floor, "lambda_floor")
     psd = check_bool(psd, "psd")
     scheduler = check_scheduler(scheduler)
+    engine.scales_in_memory_bytes()  # the dask config a fit reads between levels
     return _Config(rho, m, alpha, radius, lambda_min, float(init_fraction), sensitivity, xi, (lo, hi),
                    lambda_floor, bool(psd), scheduler, check_timeout(timeout), check_nonfinite(on_nonfinite))
 
@@ -531,7 +532,7 @@ def _recursion(X, schedule: LevelSchedule, levels, lam_hat: float, seed: NoiseSe
         noise = moment_release(levels[k], seed, schedule.n_samples)
         t0 = time.perf_counter()
         t_next, gram = engine.level_step(X, t, M, schedule.radii[k])
-        t, noisy = engine.persist_and_release(t_next, engine.noised(gram, noise), scheduler)
+        t, noisy = engine.persist_and_release(t_next, engine.noised(gram, noise), scheduler, n_rows=X.shape[0])
         _log_time("level", k, time.perf_counter() - t0)
         noisy_levels.append(noisy)
         if k == L - 1:

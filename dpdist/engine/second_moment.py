@@ -63,6 +63,7 @@ __all__ = [
     "persist_and_release",
     "tree_sum",
     "chunk_row_scales",
+    "scales_in_memory_bytes",
     "compose_steps",
     "chunk_norm_counts",
     "chunk_sanitize",
@@ -542,7 +543,26 @@ def level_step(X: da.Array, prev: Sequence[Any] | None, M: np.ndarray, radius: f
     return parts, tree_sum(grams)
 
 
-def persist_and_release(keep: list, release: Any, scheduler: Any) -> tuple[list, Any]:
+#: Per-row scales of at most this many bytes in all (8 per row) stay in memory between levels
+#: on a local scheduler; larger ones are spilled to the fit's scratch directory (dask config
+#: ``dpdist.scales-in-memory-bytes``). A constant, so memory stays flat in n.
+SCALES_IN_MEMORY_BYTES = 64 << 20
+
+
+def scales_in_memory_bytes() -> int:
+    """The dask config ``dpdist.scales-in-memory-bytes`` (default :data:`SCALES_IN_MEMORY_BYTES`),
+    checked (a fit checks it before reading data)."""
+    from dpdist.exceptions import ValidationError
+
+    value = dask.config.get("dpdist.scales-in-memory-bytes", SCALES_IN_MEMORY_BYTES)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ValidationError(
+            f"dask config dpdist.scales-in-memory-bytes must be a number of bytes >= 0, got {value!r}"
+        )
+    return int(value)
+
+
+def persist_and_release(keep: list, release: Any, scheduler: Any, n_rows: int | None = None) -> tuple[list, Any]:
     """Compute ``release`` (a noised statistic) and keep ``keep`` (delayed per-block state) in
     one pass over the data.
 
@@ -556,12 +576,17 @@ def persist_and_release(keep: list, release: Any, scheduler: Any) -> tuple[list,
     call to own the files) the kept blocks are NumPy arrays held as inputs of the next level.
     ``release`` is computed exactly once and its value returned. ``scheduler`` is any value
     accepted by :func:`dpdist.engine.runtime.open_runtime`; pass the fit's runtime so that
-    every level shares its deadline and its scratch directory.
+    every level shares its deadline and its scratch directory. ``n_rows``, when given, is
+    the number of rows the kept states cover: scales of at most
+    ``dpdist.scales-in-memory-bytes`` (default :data:`SCALES_IN_MEMORY_BYTES`, 8 bytes a
+    row) are held in memory instead of spilled (writing and reading the files costs about a
+    tenth of a level at a few million rows); None spills whenever a runtime is given.
     """
     from dpdist.engine.runtime import Runtime, open_runtime
 
+    small = n_rows is not None and 8 * int(n_rows) <= scales_in_memory_bytes()
     with open_runtime(scheduler) as rt:
-        if rt.client is None and isinstance(scheduler, Runtime):
+        if rt.client is None and isinstance(scheduler, Runtime) and not small:
             stem = os.path.join(rt.scratch_dir(), f"scales-{uuid.uuid4().hex}")
             spill = dask.delayed(_spill_scales, pure=False)
             keep = [spill(part, f"{stem}-{i}.npy") for i, part in enumerate(keep)]

@@ -11,6 +11,7 @@ import pytest
 
 from dpdist.engine import second_moment as eng
 from dpdist.engine.runtime import compute
+from dpdist.exceptions import ValidationError
 from dpdist.privacy.second_moment_calibration import GROWTH, level_schedule
 
 
@@ -225,15 +226,26 @@ def test_scales_spilled_by_the_fit_runtime_equal_held_scales_and_leave_no_file(r
             with open_runtime("threads") as rt:
                 levels(rt, fail_at=1)
         assert not os.listdir(tmp_path)
-        # the estimator's default path spills (files written) and leaves nothing behind
+        # the estimator's default path spills (files written) once the scales exceed
+        # dpdist.scales-in-memory-bytes, and leaves nothing behind; below it, nothing is written
         from dpdist import SecondMoment
 
         calls = []
         real = eng._spill_scales
         monkeypatch.setattr(eng, "_spill_scales", lambda state, path: calls.append(path) or real(state, path))
-        SecondMoment(1.0, m=5, radius=60.0, lambda_min=0.5, random_state=0).fit(X)
+        est = SecondMoment(1.0, m=5, radius=60.0, lambda_min=0.5, random_state=0)
+        with dask.config.set({"dpdist.scales-in-memory-bytes": 8 * 2000 - 1}):  # one byte short
+            spilled_fit = est.fit(X).second_moment_
         assert calls and all(p.startswith(str(tmp_path)) for p in calls)
         assert not os.listdir(tmp_path)
+        calls.clear()
+        with dask.config.set({"dpdist.scales-in-memory-bytes": 8 * 2000}):  # fits exactly: held
+            held_fit = est.fit(X).second_moment_
+        assert calls == [] and not os.listdir(tmp_path)
+        np.testing.assert_array_equal(held_fit, spilled_fit)  # same seed: the same release either way
+        with dask.config.set({"dpdist.scales-in-memory-bytes": -1}):
+            with pytest.raises(ValidationError, match="scales-in-memory-bytes"):
+                est.fit(X)
 
 
 def test_group_labels_computed_per_block_match_the_materialised_labels(rng):
