@@ -168,13 +168,12 @@ def print_plan(args, plan, extra: dict | None = None, *, width: int = 22) -> int
     mapping = {**plan.to_dict(), **(extra or {})}
     if not args.json:  # one readable line per measurement instead of a dict
         found = mapping.pop("empirical", ())
-        mapping["empirical"] = "never measured at this n_features" if not found else None
+        if not found:
+            mapping["empirical"] = "never measured at this n_features"
         for e in found:
             mapping[f"empirical n* ({e['mode']})"] = (
                 f"{e['n_star']:.3g} for {e['target']} on {e['instance_family']} at (epsilon={e['epsilon']:g}, "
                 f"delta={e['delta']:g}), {1 - e['beta']:g} of runs [{e['source']}, {e['date']}]")
-        if found:
-            del mapping["empirical"]
     print_mapping(mapping, args.json, skip=("calibration", "schedule"), width=width)
     if plan.vacuous:
         banner(args, [f"VACUOUS plan: {plan.vacuous_reason}"])
