@@ -44,7 +44,7 @@ from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
 from dpdist.privacy.accounting import release_guarantee
 from dpdist.privacy.mechanisms.base import residual_note
 from dpdist.privacy.mechanisms.friendly import FriendlyTestMechanism, PrivNormMechanism, PrivPCAMechanism
-from dpdist.privacy.noise import FLOAT_NOISE_CAVEAT, NoiseSeed, check_random_state, resolve_random_state
+from dpdist.privacy.noise import NoiseSeed, check_random_state, resolve_random_state
 from dpdist.privacy.pca_calibration import (
     DEFAULT_BETA,
     TAU_CONSTANT,
@@ -75,8 +75,8 @@ MECH_PCA = "PrivPCA (COLT 2026, Algorithm 2)"
 MECH_BOTH = "PrivNorm + PrivPCA (COLT 2026, Theorem 3)"
 
 _COMMON_NOTES = (
-    "float-safe noise (dpdist.privacy.mechanisms.friendly): the tests and PrivNorm's release draw exact "
-    "rounded laws on public power-of-two lattices; the tests release only their outcome bits; the tests' "
+    "float-safe noise (dpdist.privacy.mechanisms.friendly): the tests, PrivNorm's release and PrivPCA's "
+    "projector draw exact rounded laws on public power-of-two lattices; the tests release only their outcome bits; the tests' "
     "bounded samplers exhaust with probability below 2**-1000 + (delta/4)**32 a draw (stated, not added to delta)",
     "Lemma 10 deviation: sigma_priv uses gap (1 - gap/2) lambda_hat in the denominator (Definition 4 "
     "at gap/2 only guarantees that eigengap); the printed (13) omits 1/(1 - gap/2)",
@@ -386,14 +386,14 @@ def _run(
                 values["norm"] = lam_hat
             else:
                 cal = privpca_calibration(e, dl, setup.k, setup.tau, setup.gap, float(lam_hat), setup.float_bounds)
-                mech = PrivPCAMechanism.from_calibration(cal)
-                noise_scales["pca/sigma_priv"] = mech.sigma
+                mech = PrivPCAMechanism.from_calibration(cal, d)
+                noise_scales["pca/sigma_priv"] = mech.noise_scales()["projector"]
                 noise_scales["pca/sensitivity"] = cal.sensitivity
                 noise_scales["pca/rule"] = cal.rule
                 events.append(("pca/release", mech.event()))
                 mechanisms.append(mech.describe())
-                notes.append("PrivPCA's projector noise: " + FLOAT_NOISE_CAVEAT + " (the order-statistics sampler is "
-                             "not float-safe yet; the tests and PrivNorm are)")
+                notes.append(residual_note(d * d, mech.noise) + "; PrivPCA's projector: its order-statistics "
+                             "sampler's refinement residual is stated in dpdist.privacy.topk_sampler")
                 out = session.fetch(
                     session.apply(_release_pca, sigma_bar, d, setup.k, mech, seed)
                 )
@@ -491,8 +491,8 @@ def private_norm(
     :mod:`dpdist.privacy.pca_calibration`): input entries are clipped to a public level c from
     sigma, ``Sigma_bar`` is thresholded at ``5 tau + eta`` (eta a public bound on its
     rounding) and the sensitivity adds the proven float error, so the guarantee holds for the
-    computed statistic whatever the data's magnitude. Caveats: floating-point noise (no
-    snapping); for epsilon/3 above the range of Facts 2-3 the noise is enlarged (see
+    computed statistic whatever the data's magnitude. Noise is float-safe (exact rounded laws
+    on public lattices, :mod:`dpdist.privacy.mechanisms.friendly`). Caveats: for epsilon/3 above the range of Facts 2-3 the noise is enlarged (see
     :mod:`dpdist.privacy.pca_calibration`); a rejection spends the budget.
 
     References
@@ -545,8 +545,10 @@ def private_pca(
     ``Delta = 80 sqrt(2) k tau / (gap (1 - gap/2) lambda_hat)`` (the factor ``1/(1 -
     gap/2)`` corrects the printed (13): goodness at gap/2 guarantees only that eigengap), and
     ``u u^T + G`` with ``G_ij ~ N(0, sigma_priv^2)``, ``sigma_priv = Delta (6/eps)
-    sqrt(log(6/delta))``, is (epsilon/3, delta/3)-DP (Fact 2). ``top_{k^2}`` (sampled exactly
-    by :mod:`dpdist.privacy.topk_sampler`), symmetrisation and the top eigenvector are
+    sqrt(log(6/delta))``, is (epsilon/3, delta/3)-DP (Fact 2); on the lattice the sensitivity
+    adds the rounding of the d^2 entries (:class:`~dpdist.privacy.mechanisms.friendly.
+    PrivPCAMechanism`). ``top_{k^2}`` (sampled exactly, float-safe, by
+    :func:`~dpdist.privacy.topk_sampler.lattice_top_k2`), symmetrisation and the top eigenvector are
     post-processing. Caveats as in :func:`private_norm`; ``lambda_hat`` must not depend on
     the data except through a DP release whose cost is accounted separately.
     """

@@ -130,20 +130,15 @@ A mechanism with sensitivity ``Delta`` (in the norm its law needs) and ideal noi
    coordinate group, ``GaussianEvent(s / Delta_Z)``; the exhaustion residual as an
    ``EpsilonDeltaEvent(0, n_entries * noise.exhaustion_delta())`` when it is not negligible.
 
-Order statistics (``privacy/topk_sampler.py``): assessment
------------------------------------------------------------
-PrivPCA releases the top-k^2 entries of ``u u^T + G`` (``values["projector_top_k2"]``) and
-their top eigenvector, so released values depend on that sampler. Float-safe form: the
-signal block is ``LatticeField`` with the Gaussian law on ``rint(u_a u_b / gamma)``; the
-pure-noise cells must land on the same lattice, or their low bits would tell noise cells from
-signal cells (which reveals supp(u)). Rounding is monotone, so the top-K of N i.i.d. rounded
-half-normals is the rounding of the continuous top-K (Renyi's representation as today); the
-rounding of each order statistic is certified like the fast path here (an error radius
-through the cumulative sum of exponential spacings) and an undecided one is resolved by
-refining the uniforms of its spacings in interval arithmetic. Not built in this wave: the
-sampler belongs to issue 13's lazy selection rework, and the certification radius grows with
-the rank (relative j 2**-52 after j spacings), so K ~ 1e4 needs the spacings summed exactly
-(integer fixed point) to keep exact resolutions rare.
+Order statistics (``privacy/topk_sampler.py``)
+-----------------------------------------------
+PrivPCA releases the top-k^2 entries of ``u u^T + G`` and their top eigenvector. Its sampler,
+:func:`~dpdist.privacy.topk_sampler.lattice_top_k2`, releases lattice values only: the
+signal cells through :meth:`LatticeField.at` with the Gaussian law, the pure-noise cells as
+the exact roundings of their order statistics (Renyi's representation enclosed with a
+certified radius, undecided ranks resolved in mpmath over refined uniforms, as here), and
+ties of magnitude broken by independent uniform keys compared exactly. Its module proves that
+the result has exactly the law of rounding and noising all d^2 cells.
 
 References
 ----------

@@ -1,38 +1,94 @@
 """Exact sampling of ``top_{k^2}(u u^T + G)`` without drawing d^2 Gaussians (Algorithm 2, Line 21).
 
-``G`` is a d x d matrix of i.i.d. N(0, sigma^2) entries. Entries of ``u u^T`` outside
-``S x S`` (S = supp(u), s = |S|) are zero, so outside the signal block ``P_hat + G`` is pure
-noise. The K = min(k^2, d^2 - s^2) largest magnitudes among those N = d^2 - s^2 i.i.d.
-half-normal values are drawn directly as order statistics:
+Two samplers: :func:`lattice_top_k2`, float-safe, the one PrivPCA releases (issue 10), and
+:func:`top_k2_of_noisy_projector`, the earlier floating-point one, kept as the twin that the
+support test must catch (its values are ``u_a u_b + sigma ndtri(U)`` in float64: the Mironov
+(2012) exposure).
 
-* Renyi's representation of exponential order statistics: with ``E_1, E_2, ...`` i.i.d.
-  Exp(1), the j smallest of N i.i.d. Exp(1) values are ``Y_(j) = sum_{i <= j} E_i / (N - i + 1)``;
-* the j-th smallest of N uniforms (a *survival* probability) is ``q_j = 1 - exp(-Y_(j))``,
-  computed as ``-expm1(-Y_(j))`` (log space: exact for q down to 1e-300);
-* the j-th largest half-normal magnitude is ``sigma * Phi^{-1}(1 - q_j / 2) =
-  -sigma * ndtri(q_j / 2)``.
+The float-safe release (:func:`lattice_top_k2`)
+-----------------------------------------------
+The mechanism it implements exactly (``M``): on the public lattice ``gamma Z`` of its
+:class:`~dpdist.privacy.lattice.LatticeNoise` (scale ``s`` lattice units), form the integer
+matrix ``m = rint(fl(u_a u_b) / gamma)`` (zero off ``S x S``, S = supp(u), s_S = |S|), add an
+independent rounded Gaussian ``K_ab = round(s N_ab)`` to *every* one of the d^2 cells (the
+law ``"gaussian"`` of :mod:`dpdist.privacy.lattice`), give every cell an independent uniform
+tie key ``xi_ab``, and release the K = k^2 cells largest by ``(|m_ab + K_ab|, xi_ab)``
+(lexicographic) with their values ``(m_ab + K_ab) gamma``.
 
-By exchangeability, the K largest magnitudes sit at K distinct uniformly random positions of
-the N noise cells (drawn with exact integer rejection sampling on 64-bit words: no modulo
-bias), in random order, each with an independent uniform sign. The signal block's s^2 values
-``u_a u_b + G_ab`` are drawn explicitly (in slices, keeping a running top-k^2). The top k^2
-by magnitude of the union is then distributed exactly as ``top_{k^2}(u u^T + G)``: the
-largest k^2 of all d^2 entries are among the signal block and the K largest noise entries.
+Privacy: ``m + K`` is the rounded Gaussian mechanism on the integer matrix m (post-processing
+of the Gaussian mechanism, :mod:`dpdist.privacy.lattice`), with L2 sensitivity ``Delta_Z =
+Delta' / gamma + d`` (:meth:`~dpdist.privacy.lattice.Lattice.sensitivity_units` over d^2
+coordinates: each rounding moves an entry by at most 1/2, and ``||e||_2 <= |S| / 2 <= d / 2``
+for either neighbour's rounding error e; ``Delta' = Delta + 2**-51`` covers the float product
+``fl(u_a u_b)``, off by at most ``2**-53 |u_a u_b|``, so by ``2**-53`` in Frobenius norm for a
+unit u). The selection and the tie keys are post-processing (the keys are independent of the
+data). Every release is a set of positions and lattice values, each reachable from any
+neighbour (the Gaussian has full support on the integers): there is no impossible output.
 
-Cost: ``O(s^2 + k^2 log k)``. All randomness comes from one :class:`NoiseSeed` purpose, so
-the output is a pure function of ``(seed, purpose, u, sigma, k)``.
+Why the sampler equals ``M`` in distribution (not approximately):
 
-Caveat: floating-point inverse CDFs (see :data:`dpdist.privacy.noise.FLOAT_NOISE_CAVEAT`).
+* Signal cells (S x S): drawn as ``M`` draws them: :meth:`LatticeField.at` on the cell's
+  address (row, col) under ``purpose/signal``, and the tie key's 512 bits from
+  ``purpose/tie`` at (row, ``col * TIE_WORDS`` ...).
+* Noise cells (the N = d^2 - s_S^2 others, m = 0): map each to ``T = |K| + xi``. The pairs
+  (|K|, xi) are i.i.d. and ordering cells by ``(|K|, xi)`` is ordering them by T, whose law is
+  continuous (``P(T > z + f) = P(|K| > z) + P(|K| = z)(1 - f)``). So the top ``K_n = min(K,
+  N)`` noise cells by T are the top order statistics of N i.i.d. continuous values, at
+  uniformly random distinct cells in uniformly random order (exchangeability; exact integer
+  rejection sampling, :func:`sample_distinct_cells`), each with an independent sign. By
+  Renyi's representation the j-th largest has survival probability ``q_j = 1 - exp(-Y_j)``,
+  ``Y_j = sum_{i <= j} E_i / (N - i + 1)``, ``E_i = -ln U_i`` with i.i.d. uniforms; inverting
+  T's survival function, ``|K|_j = z`` iff ``S(z + 1) < q_j <= S(z)`` with ``S(z) = P(|K| >=
+  z) = erfc((z - 1/2) / (s sqrt 2))`` (z >= 1, ``S(0) = 1``), i.e. ``|K|_j = floor(x_j + 1/2)``
+  for ``x_j = s Phi^{-1}(1 - q_j / 2)``, and its tie key is ``xi_j = (S(z) - q_j) / (S(z) -
+  S(z + 1))``. The largest K cells of M are among the signal cells and these K_n: the
+  sampler merges the two by ``(|value|, key)``.
+
+Exactness in floating point. Each ``U_i`` is a real number ``(W_i + V_i) 2**-64`` whose first
+64 bits W_i are one ChaCha20 word and whose further bits are read, only when needed, from the
+fallback stream (``purpose/order`` + ``FALLBACK_SUFFIX``, ``FALLBACK_WORDS`` words per i, as
+in :mod:`dpdist.privacy.lattice`). The fast path computes every x_j in float64 (long-double
+cumulative sum) with a rigorous radius: the cell half-width ``2**-65 / U``, the conversion of
+W, ``numpy.log`` / ``scipy.special.ndtri`` / ``expm1`` trusted to ``2**-46`` relative (the
+lattice module's assumption, checked there against mpmath), the division, ``(j + 2)`` units of
+the summation's epsilon, propagated through ``|dq/dY| <= 1`` and ``dx/dq = s sqrt(2 pi) /
+(2 phi(x / s))`` and doubled. If no half-integer lies within the radius the magnitude is
+exact; otherwise (about ``s 2**-44`` of order statistics, and those with W_i < 2**40 or
+U_i > 1 - 2**-40) ``Y_j`` is enclosed at 128 bits in mpmath (lower and upper sums over the
+cells, a margin of ``(j + 16) 2**(4 - prec)`` relative) and compared with ``T(z) = -ln(1 -
+S(z))`` (``q <= S(z)`` iff ``Y <= T(z)``), refining every cell by one more word and doubling the
+precision until decided. Ties of magnitude between a signal and a noise cell at the boundary
+compare ``xi_j`` (from the same enclosures) with the signal key's dyadic interval, refining
+both until decided; two signal keys compare as 512-bit integers; noise cells are ordered by j.
+
+Residuals (stated, far below issue 10's 1e-15): an order statistic still undecided after
+``FALLBACK_WORDS`` refinements (each refinement narrows the enclosure by ``2**-64``), or two
+signal keys equal in all 512 bits (probability ``2**-512`` a pair), is decided by the float
+estimate / the cell index: a change of law of that probability, never an output off the
+lattice. The signal cells' own residual is the lattice sampler's exhaustion (below
+``2**-1000`` an entry).
+
+Cost: ``O(s_S^2 + K log K)`` float work; mpmath only for the rare undecided entries (one pass
+of ``O(j)`` high-precision terms, cached per precision).
+
+The floating-point twin (:func:`top_k2_of_noisy_projector`)
+-----------------------------------------------------------
+Pure-noise cells by the same representation computed in float64 (``q_j = -expm1(-Y_j)``,
+magnitude ``-sigma ndtri(q_j / 2)``), the signal block ``u_a u_b + sigma ndtri(U)``: its values
+carry low bits that identify the input (see :data:`dpdist.privacy.noise.FLOAT_NOISE_CAVEAT`).
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy import special
 
-from dpdist.privacy.noise import NoiseSeed
+from dpdist.privacy.lattice import FALLBACK_SUFFIX, FALLBACK_WORDS, LatticeField, LatticeNoise, _mp
+from dpdist.privacy.noise import NoiseSeed, chacha20_words
 
-__all__ = ["noise_top_magnitudes", "sample_distinct_cells", "top_k2_of_noisy_projector"]
+__all__ = ["TIE_WORDS", "lattice_top_k2", "noise_top_magnitudes", "sample_distinct_cells", "top_k2_of_noisy_projector"]
 
 #: Signal-block entries drawn per slice.
 SIGNAL_SLICE = 1 << 22
@@ -160,3 +216,313 @@ def top_k2_of_noisy_projector(
         keep = np.argpartition(-np.abs(best_v), kk - 1)[:kk]
         best_r, best_c, best_v = best_r[keep], best_c[keep], best_v[keep]
     return best_r, best_c, best_v
+
+
+# --------------------------------------------------------------------------------------
+# the float-safe sampler (module docstring)
+# --------------------------------------------------------------------------------------
+
+#: 64-bit words of a signal cell's tie key.
+TIE_WORDS = 8
+#: Trusted relative accuracy of numpy.log, expm1 and scipy.special.ndtri (as in privacy/lattice).
+_REL = 2.0**-46
+#: Order-statistic words below this, or above 2**64 minus it, take the exact path.
+_W_EDGE = float(1 << 40)
+_SUM_EPS = float(np.finfo(np.longdouble).eps)
+_SQRT2PI = math.sqrt(2.0 * math.pi)
+_START_PREC = 128
+
+
+def _order_fast(n_cells: int, scale: float, words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Magnitudes (lattice units) of the ``len(words)`` largest of ``n_cells`` rounded
+    half-normals of scale ``scale``, and the mask of those the radius leaves undecided."""
+    j = np.arange(words.size, dtype=np.float64)
+    den = float(n_cells) - j  # exact: n_cells < 2**53
+    wf = words.astype(np.float64)
+    u = (wf + 0.5) * 2.0**-64
+    edge = (wf < _W_EDGE) | (wf > 2.0**64 - _W_EDGE)
+    u = np.where(edge, 0.5, u)
+    e = -np.log(u)
+    t = e / den
+    # |dE| <= (2**-65 + 2**-53 u) / u (half cell, conversion of W); log, division; doubled
+    rad_t = 2.0 * ((2.0**-65 / u + 2.0**-53) / den + t * (_REL + 2.0**-52))
+    y_ld = np.cumsum(t.astype(np.longdouble))
+    y = y_ld.astype(np.float64)
+    rad_y = np.cumsum(rad_t) * (1.0 + 2.0**-40) + y * ((j + 2.0) * _SUM_EPS * 2.0 + 2.0**-52)
+    q = -np.expm1(-y)
+    rad_q = q * (rad_y / y + 2.0**-51 + _REL)  # |dq/dY| Y / q <= 1
+    n = -special.ndtri(q / 2.0)
+    x = scale * n
+    with np.errstate(over="ignore"):
+        radius = 2.0 * (0.5 * _SQRT2PI * scale * np.exp(0.5 * n * n) * rad_q + (x + scale) * _REL)
+    r = x + 0.5
+    mag = np.floor(r)
+    r -= mag
+    r -= 0.5
+    np.abs(r, out=r)
+    r += radius
+    pending = ~(r < 0.5) | np.maximum.accumulate(edge)  # an edge word makes every later Y inexact
+    return mag, pending
+
+
+class _OrderExact:
+    """Exact decisions on the noise order statistics (module docstring): enclosures of Y_j
+    over the uniforms' dyadic cells, refined with fallback words."""
+
+    def __init__(self, n_cells: int, scale: float, words: np.ndarray, seed: NoiseSeed, fkey: int):
+        self.n, self.s = int(n_cells), float(scale)
+        self.first = [int(w) for w in words.tolist()]
+        self.seed, self.fkey = seed, fkey
+        self.level, self.extra = 0, {}
+        self.exhausted = False
+        self._reset()
+
+    def _reset(self) -> None:
+        self.prec = _START_PREC << self.level
+        self.lo, self.hi = [], []  # prefix sums at this precision
+
+    def _cell(self, i: int) -> tuple[int, int]:
+        num = self.first[i]
+        if self.level:
+            ext = self.extra.get(i)
+            if ext is None or len(ext) < self.level:
+                ext = [int(w) for w in self.seed.raw(self.fkey, 0, i * FALLBACK_WORDS, self.level).tolist()]
+                self.extra[i] = ext
+            for w in ext[: self.level]:
+                num = (num << 64) | w
+        return num, 64 * (self.level + 1)
+
+    def escalate(self) -> bool:
+        """One more word for every cell and twice the precision; False once exhausted."""
+        if self.level + 1 >= FALLBACK_WORDS:
+            self.exhausted = True
+            return False
+        self.level += 1
+        self._reset()
+        return True
+
+    def interval(self, j: int):
+        """``[lo, hi]`` enclosing ``Y_j`` (mpf; hi may be +inf while a cell touches 0)."""
+        ctx = _mp()
+        ctx.prec = self.prec
+        while len(self.lo) <= j:
+            i = len(self.lo)
+            num, bits = self._cell(i)
+            den = ctx.mpf(self.n - i)
+            e_lo = -ctx.log(ctx.ldexp(ctx.mpf(num + 1), -bits))
+            e_hi = ctx.inf if num == 0 else -ctx.log(ctx.ldexp(ctx.mpf(num), -bits))
+            plo, phi = (self.lo[-1], self.hi[-1]) if self.lo else (ctx.zero, ctx.zero)
+            self.lo.append(plo + e_lo / den)
+            self.hi.append(phi + e_hi / den)
+        margin = ctx.ldexp(ctx.mpf(j + 16), 4 - self.prec)
+        return self.lo[j] * (1 - margin), self.hi[j] * (1 + margin)
+
+    def _t(self, z: int, ctx):
+        """``T(z) = -ln(1 - S(z))`` with its relative error margin (T decreasing in z)."""
+        if z <= 0:
+            return ctx.inf
+        return -ctx.log1p(-self._s(z, ctx))
+
+    def _s(self, z: int, ctx):
+        """``S(z) = P(|K| >= z)`` (relative accuracy: mpmath's erfc at the precision)."""
+        if z <= 0:
+            return ctx.one
+        return ctx.erfc((ctx.mpf(z) - 0.5) / (ctx.mpf(self.s) * ctx.sqrt(2)))
+
+    def magnitude(self, j: int, guess: int) -> int:
+        """``|K|_j`` exactly (the guess if the cells are exhausted: the stated residual)."""
+        while True:
+            lo, hi = self.interval(j)
+            if hi < _mp().inf:  # start from the enclosure's own float estimate
+                y = float((lo + hi) / 2)
+                guess = math.floor(-self.s * float(special.ndtri(-math.expm1(-y) / 2.0)) + 0.5) if y > 0 else guess
+            z = self._locate(lo, hi, max(0, int(guess)))
+            if z is not None:
+                return z
+            if not self.escalate():
+                return max(0, int(guess))
+
+    def _locate(self, lo, hi, z: int):
+        ctx = _mp()
+        m = ctx.ldexp(ctx.one, 24 - self.prec)
+        while True:
+            tz = self._t(z, ctx)
+            if lo > tz * (1 + m):  # Y > T(z): magnitude below z
+                z -= 1
+                continue
+            if not hi < tz * (1 - m):
+                return None
+            tz1 = self._t(z + 1, ctx)
+            if hi < tz1 * (1 - m):  # Y < T(z + 1): magnitude above z
+                z += 1
+                continue
+            if not lo > tz1 * (1 + m):
+                return None
+            return z
+
+    def key_above(self, j: int, z: int, key: int, key_bits: int) -> bool | None:
+        """Whether ``xi_j`` exceeds every point of ``[key, key + 1] 2**-key_bits`` (True), lies
+        below them all (False), or is undecided at the current precision (None)."""
+        lo, hi = self.interval(j)
+        ctx = _mp()
+        m = ctx.ldexp(ctx.one, 24 - self.prec)
+        sz, sz1 = self._s(z, ctx), self._s(z + 1, ctx)
+        err = ctx.ldexp(sz, 8 - self.prec)  # absolute error of Q below (S(z) >= Q >= S(z + 1))
+
+        def q_at(b):  # xi_j > b iff q_j < Q(b) = S(z) - b (S(z) - S(z + 1)) iff Y < -ln(1 - Q(b))
+            return sz - ctx.ldexp(ctx.mpf(b), -key_bits) * (sz - sz1)
+
+        q_hi, q_lo = q_at(key + 1) - err, q_at(key) + err
+        if q_hi > 0 and hi < -ctx.log1p(-q_hi) * (1 - m):
+            return True
+        if q_lo < 1 and lo > -ctx.log1p(-q_lo) * (1 + m):
+            return False
+        return None
+
+
+def _tie_keys(seed: NoiseSeed, tkey: int, rows: np.ndarray, cols: np.ndarray) -> list[int]:
+    """The full 512-bit tie keys of signal cells (only those tied at the boundary)."""
+    out = []
+    for r, c in zip(rows.tolist(), cols.tolist()):
+        words = seed.raw(tkey, int(r), int(c) * TIE_WORDS, TIE_WORDS).tolist()
+        out.append(sum(int(w) << (64 * (TIE_WORDS - 1 - i)) for i, w in enumerate(words)))
+    return out
+
+
+def _noise_above_signal(order: _OrderExact, j: int, z: int, key: int) -> bool:
+    """Exact ``xi_j > xi_signal`` for a signal key of ``64 * TIE_WORDS`` bits."""
+    total = 64 * TIE_WORDS
+    for words in range(1, TIE_WORDS + 1):
+        prefix = key >> (total - 64 * words)
+        for _ in range(2):
+            got = order.key_above(j, z, prefix, 64 * words)
+            if got is not None:
+                return got
+            if not order.escalate():
+                break
+    # residual: undecided after every bit of the key and every fallback word
+    return False
+
+
+def lattice_top_k2(
+    support: np.ndarray,
+    u_support: np.ndarray,
+    n_features: int,
+    k: int,
+    noise: LatticeNoise,
+    seed: NoiseSeed,
+    purpose: str,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Float-safe ``top_{k^2}(u u^T + G)`` (module docstring) as ``(rows, cols, values)``.
+
+    Parameters
+    ----------
+    support : array of int
+        S = supp(u), distinct indices in [0, d).
+    u_support : array of float
+        The entries of u on ``support``.
+    n_features : int
+        d (at most 9.4e7, so that every cell count is an exact float).
+    k : int
+        Keeps the k^2 largest cells.
+    noise : LatticeNoise
+        The ``"gaussian"`` law and its lattice (the mechanism's).
+    seed, purpose
+        The noise streams: ``purpose/signal``, ``/tie``, ``/order``, ``/cells``, ``/signs``.
+
+    Returns
+    -------
+    rows, cols : ndarray of int
+    values : ndarray of float
+        Lattice points ``z gamma`` (never -0.0), in no particular order.
+    """
+    if noise.law != "gaussian":
+        raise ValueError(f"the projector's law is 'gaussian', got {noise.law!r}")
+    support = np.asarray(support, dtype=np.int64)
+    u_support = np.asarray(u_support, dtype=np.float64)
+    d = int(n_features)
+    if not 1 <= d or d * d >= 1 << 53:
+        raise ValueError(f"n_features must lie in [1, 9.4e7], got {n_features!r}")
+    lat = noise.lattice
+    kk = min(int(k) ** 2, d * d)
+    s_sig = support.size
+    field = LatticeField(seed, f"{purpose}/signal", noise)
+    tkey = seed.key(f"{purpose}/tie")
+    # signal block, in slices, keeping every cell that can still be among the top kk by
+    # (|z|, first tie word): a superset of the signal cells of the final selection
+    keep_r = np.empty(0, np.int64)
+    keep_c = np.empty(0, np.int64)
+    keep_z = np.empty(0)
+    keep_w = np.empty(0, np.uint64)
+    n_sig = s_sig * s_sig
+    for start in range(0, n_sig, SIGNAL_SLICE):
+        cnt = min(SIGNAL_SLICE, n_sig - start)
+        a, b = np.divmod(np.arange(start, start + cnt), s_sig)
+        rows, cols = support[a], support[b]
+        z = lat.to_units(field.at(rows, cols, u_support[a] * u_support[b]))
+        w = chacha20_words(seed, tkey, rows.astype(np.uint64), (cols * TIE_WORDS).astype(np.uint64))
+        keep_r = np.concatenate([keep_r, rows])
+        keep_c = np.concatenate([keep_c, cols])
+        keep_z = np.concatenate([keep_z, z])
+        keep_w = np.concatenate([keep_w, w])
+        if keep_z.size > kk:
+            order = np.lexsort((keep_w, np.abs(keep_z)))[::-1]  # descending by (|z|, w)
+            cut = order[kk - 1]
+            az, wc = abs(keep_z[cut]), keep_w[cut]
+            sel = (np.abs(keep_z) > az) | ((np.abs(keep_z) == az) & (keep_w >= wc))
+            keep_r, keep_c, keep_z, keep_w = keep_r[sel], keep_c[sel], keep_z[sel], keep_w[sel]
+    # the K_n largest noise cells: exact magnitudes, uniform distinct cells, uniform signs
+    n_noise = d * d - n_sig
+    kn = min(kk, n_noise)
+    order_exact = None
+    if kn > 0:
+        okey = seed.key(f"{purpose}/order")
+        words = seed.raw(okey, 0, 0, kn)
+        mags, pending = _order_fast(n_noise, noise.scale, words)
+        if pending.any():
+            order_exact = _OrderExact(n_noise, noise.scale, words, seed, seed.key(f"{purpose}/order" + FALLBACK_SUFFIX))
+            for j in np.flatnonzero(pending).tolist():
+                mags[j] = order_exact.magnitude(j, int(mags[j]) if np.isfinite(mags[j]) else 0)
+        cells = sample_distinct_cells(seed, seed.key(f"{purpose}/cells"), 0, kn, d, support)
+        negative = (seed.raw(seed.key(f"{purpose}/signs"), 0, 0, kn) >> np.uint64(63)).astype(bool)
+        noise_r, noise_c = np.divmod(cells, d)
+        noise_z = np.where(negative, -mags, mags)
+    else:
+        mags = noise_z = np.empty(0)
+        noise_r = noise_c = np.empty(0, np.int64)
+    # merge by (|value|, key): cells above the boundary level are in, below are out; the
+    # boundary level is ordered exactly (noise by rank, signal by key, mixed by _OrderExact)
+    all_abs = np.concatenate([np.abs(keep_z), mags])
+    n_keep = keep_z.size
+    chosen = np.ones(all_abs.size, dtype=bool)
+    if all_abs.size > kk:
+        level = -np.partition(-all_abs, kk - 1)[kk - 1]
+        chosen = all_abs > level
+        room = kk - int(chosen.sum())
+        tied = np.flatnonzero(all_abs == level)
+        if tied.size == room:
+            chosen[tied] = True
+        else:
+            sig = tied[tied < n_keep]
+            noi = tied[tied >= n_keep]  # ascending rank: descending key
+            keys = _tie_keys(seed, tkey, keep_r[sig], keep_c[sig])
+            sig = [x for _, x in sorted(zip(keys, sig.tolist()), key=lambda p: (p[0], -p[1]), reverse=True)]
+            keymap = dict(zip(tied[tied < n_keep].tolist(), keys))
+            if noi.size and sig and order_exact is None:
+                order_exact = _OrderExact(n_noise, noise.scale, words, seed,
+                                          seed.key(f"{purpose}/order" + FALLBACK_SUFFIX))
+            a = b = 0
+            z_level = int(level)
+            for _ in range(room):
+                take_noise = b >= len(sig) or (
+                    a < noi.size and _noise_above_signal(order_exact, int(noi[a]) - n_keep, z_level, keymap[sig[b]]))
+                if take_noise:
+                    chosen[noi[a]] = True
+                    a += 1
+                else:
+                    chosen[sig[b]] = True
+                    b += 1
+    rows = np.concatenate([keep_r, noise_r])[chosen]
+    cols = np.concatenate([keep_c, noise_c])[chosen]
+    values = lat.from_units(np.concatenate([keep_z, noise_z])[chosen])
+    return rows, cols, values

@@ -519,7 +519,7 @@ def simulate_privpca(model: BlockModel, n: float, epsilon: float, delta: float, 
     if not (out["count_passed"] and out.get("weight_passed", False)):
         return SimResult(1.0, False, info)
     cal = privpca_calibration(ep, dp, k, t, gap, float(lam_hat))
-    rel = _release_pca(entries, d, k, PrivPCAMechanism.from_calibration(cal), seed)
+    rel = _release_pca(entries, d, k, PrivPCAMechanism.from_calibration(cal, d), seed)
     info["sigma_priv"] = cal.sigma
     vec = np.asarray(rel["values"], dtype=np.float64)
     cos = float(vec @ model.v1[rel["support"]]) / max(float(np.linalg.norm(vec)), 1e-300)

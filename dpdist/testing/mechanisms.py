@@ -896,7 +896,7 @@ def privpca_release_case(noise_multiplier: float = 1.0) -> AuditCase:
     k, tau, gap, d = 2, 0.05, 0.25, 2
     lam = privpca_sensitivity(k, tau, gap, 1.0) / math.sqrt(2.0)  # Delta(lambda_hat) = sqrt(2)
     cal = privpca_calibration(RELEASE_EPS, RELEASE_DELTA, k, tau, gap, lam)
-    real = PrivPCAMechanism.from_calibration(cal)
+    real = PrivPCAMechanism.from_calibration(cal, d)
     run = real if noise_multiplier == 1.0 else real.twin(noise_multiplier)
 
     def mech(which: int, n: int, seed: int) -> np.ndarray:

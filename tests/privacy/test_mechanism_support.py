@@ -1,5 +1,5 @@
 """The support test (issue 10, item 5) on the released quantities of the second-moment, Gaussian
-baseline, subsample-and-aggregate and ExpMech mechanisms: draws go through each mechanism's own
+baseline, subsample-and-aggregate, ExpMech and PrivPCA-projector mechanisms: draws go through each mechanism's own
 release callable (the object the algorithm calls inside the graph), with statistics of
 neighbouring inputs that differ by the mechanism's sensitivity, and every output drawn under D
 is checked exactly for attainability under D'. Outside a law's designed tail the count must be
@@ -19,10 +19,12 @@ from dpdist.privacy.calibration import wang_xu_calibration
 from dpdist.privacy.expmech_calibration import analyze_gauss_calibration, expmech_calibration
 from dpdist.privacy.gumbel import GumbelMax
 from dpdist.privacy.mechanisms.expmech import ExpMechMechanism
+from dpdist.privacy.mechanisms.friendly import PrivPCAMechanism
 from dpdist.privacy.mechanisms.gaussian import analyze_gauss_mechanism, wang_xu_mechanism
 from dpdist.privacy.mechanisms.second_moment import histogram_mechanism, level_mechanisms, moment_release
 from dpdist.privacy.mechanisms.subsample import agreement_sensitivity, subsample_aggregate_mechanism
 from dpdist.privacy.noise import NoiseSeed
+from dpdist.privacy.pca_calibration import privpca_calibration
 from dpdist.privacy.second_moment_calibration import level_schedule, tlap_support
 from dpdist.testing.support import InverseCdfSampler, LatticeSampler, support_test
 from tests.conftest import LONG
@@ -104,7 +106,22 @@ def _block_draws():
     return _Draws(draw, mech.block_noise), cal.block_sensitivity * cal.float_factor, mech
 
 
+def _projector_draws():
+    """PrivPCA's projector release (lattice_top_k2 through PrivPCAMechanism.projector): a
+    side x side signal block with k = side, so every one of its cells is released."""
+    cal = privpca_calibration(1.0, 1e-6, 2, 0.05, 0.25, 3.0)
+    side = int(math.ceil(math.sqrt(N)))
+    mech = PrivPCAMechanism.from_calibration(cal, side)
+
+    def draw(value, count, seed):
+        u = np.full(side, math.sqrt(value))  # u_a u_b = value (to one rounding)
+        return mech.projector(np.arange(side), u, side, side, seed)[2]
+
+    return _Draws(draw, mech.noise), cal.sensitivity, mech
+
+
 CASES = {
+    "privpca/projector": _projector_draws,
     "second-moment/level": _level_draws,
     "second-moment/init-histogram": _histogram_draws,
     "wang-xu": lambda: _gaussian_baseline_draws("wang-xu"),

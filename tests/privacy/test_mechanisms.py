@@ -128,20 +128,39 @@ def test_twins_halve_every_law_and_keep_the_claim(make):
     assert desc["purposes"] == mech.purposes() and set(desc["noise"]) == set(mech.laws())
 
 
-def test_privpca_mechanism_states_it_is_not_float_safe_and_twins_its_sigma():
+def test_privpca_mechanism_is_on_a_lattice_that_pays_the_rounding_of_d_squared_entries():
     cal = privpca_calibration(1.0, 1e-6, 2, 0.05, 0.25, 3.0)
-    mech = PrivPCAMechanism.from_calibration(cal)
-    assert mech.event() == GaussianEvent(cal.sigma / cal.sensitivity)
-    assert "not float-safe" in mech.describe()["noise"]["projector"]["law"]
+    d = 4
+    mech = PrivPCAMechanism.from_calibration(cal, d)
+    noise, gamma = mech.noise, mech.noise.lattice.gamma
+    # Delta_Z = (Delta + 2**-51) / gamma + sqrt(d^2), rounded up by at most two ulps
+    want = (cal.sensitivity + 2.0**-51) / gamma + d
+    assert want <= mech.sensitivity_units <= want * (1 + 1e-15)
+    # the calibration's noise multiplier is kept, so the event is the calibration's
+    assert mech.event().noise_multiplier == pytest.approx(cal.sigma / cal.sensitivity, rel=1e-15)
+    assert mech.event().noise_multiplier >= cal.sigma / cal.sensitivity
+    assert noise.law == "gaussian" and 2.0**28 <= noise.scale <= 2.0**40
     twin = mech.twin(0.5)
-    assert twin.sigma == 0.5 * cal.sigma and twin.event() == mech.event()
-    r, c, v = mech.projector(np.array([0]), np.array([1.0]), 4, 2, NoiseSeed(3, True))
-    assert len(v) == 4
+    assert twin.noise.scale == 0.5 * noise.scale and twin.event() == mech.event()
+    r, c, v = mech.projector(np.array([0]), np.array([1.0]), d, 2, NoiseSeed(3, True))
+    assert len(v) == 4 and np.all(noise.lattice.contains(v))
+    with pytest.raises(ValueError, match="calibrated for d = 4"):
+        mech.projector(np.array([0]), np.array([1.0]), 5, 2, NoiseSeed(3, True))
+
+
+def test_privpca_lattice_gets_finer_with_d_so_rounding_stays_below_its_share():
+    cal = privpca_calibration(1.0, 1e-6, 2, 0.05, 0.25, 3.0)
+    for d in (10, 10_000, 1_000_000):
+        mech = PrivPCAMechanism.from_calibration(cal, d)
+        gamma = mech.noise.lattice.gamma
+        # the rounding term d gamma costs at most 2**-10 of the sensitivity, or s hits 2**39
+        assert d * gamma <= 2.0**-10 * cal.sensitivity or mech.noise.scale >= 2.0**38
+        assert mech.noise.scale <= 2.0**40
 
 
 def test_purposes_are_distinct_across_mechanisms():
     keys = [p for m in (_privcov(), _tests(), _norm()) for p in m.purposes().values()]
-    keys += list(PrivPCAMechanism.from_calibration(privpca_calibration(1.0, 1e-6, 2, 0.05, 0.25, 3.0)).purposes().values())
+    keys += list(PrivPCAMechanism.from_calibration(privpca_calibration(1.0, 1e-6, 2, 0.05, 0.25, 3.0), 8).purposes().values())
     keys += [p for p in FriendlyTestMechanism.from_calibration(friendly_test_calibration(1.0, 1e-6, 100), "pca")
              .purposes().values()]
     # PrivCov's release and selection share one law but not one purpose; 2 + 2 + 1 + 1 + 2 roles

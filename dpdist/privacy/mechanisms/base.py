@@ -58,6 +58,7 @@ def lattice_law(
     coordinates: int = 1,
     bound_ratio: float | None = None,
     min_exponent: int | None = None,
+    max_exponent: int | None = None,
 ) -> tuple[LatticeNoise, float]:
     """The float-safe law of a release (module docstring) and its sensitivity in lattice units.
 
@@ -75,6 +76,8 @@ def lattice_law(
         relative to the scale than calibrated.
     min_exponent : int, optional
         The lattice exponent is at least this (a coarser lattice).
+    max_exponent : int, optional
+        The lattice exponent is at most this (a finer lattice; ``min_exponent`` wins).
 
     Returns
     -------
@@ -85,6 +88,8 @@ def lattice_law(
     if not (math.isfinite(sensitivity) and sensitivity > 0 and math.isfinite(multiplier) and multiplier > 0):
         raise ValueError(f"need a finite sensitivity > 0 and multiplier > 0, got {sensitivity!r}, {multiplier!r}")
     lat = Lattice.for_scale(multiplier * sensitivity)
+    if max_exponent is not None and lat.exponent > int(max_exponent):
+        lat = Lattice(int(max_exponent))
     if min_exponent is not None and lat.exponent < int(min_exponent):
         lat = Lattice(int(min_exponent))
     dz = lat.sensitivity_units(sensitivity, norm=norm, coordinates=coordinates)

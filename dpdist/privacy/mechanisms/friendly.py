@@ -2,7 +2,7 @@
 
 The mechanisms of :mod:`dpdist.algorithms.sparse_pca` (``SpectralNorm``, ``SparsePCA``). The
 calibrations (scales, bounds, sensitivities, the float factors of deviation 4) are those of
-:mod:`dpdist.privacy.pca_calibration`; this module makes the tests and PrivNorm's release
+:mod:`dpdist.privacy.pca_calibration`; this module makes the tests and both releases
 float-safe and states the guarantee for the values actually computed.
 
 Guarantee
@@ -45,29 +45,36 @@ gamma) + 1``): post-processing of the Gaussian mechanism on the integer m with n
 Gaussian mechanism, :class:`~dpdist.privacy.accounting.GaussianEvent`, whose exact profile
 (Balle-Wang 2018) is within ``(epsilon/3, delta/3)``).
 
-PrivPCA's release (:class:`PrivPCAMechanism`): NOT yet float-safe
------------------------------------------------------------------
-``top_{k^2}(u u^T + G)`` is drawn by the order-statistics sampler of
-:mod:`dpdist.privacy.topk_sampler` (pure-noise cells by Renyi's representation, in floating
-point). Putting it on a lattice needs the certified rounding of order statistics that
-:mod:`dpdist.privacy.lattice` ("Order statistics") describes and that is not built: the
-signal cells alone cannot move to the lattice (their low bits would tell them from the
-noise cells, revealing supp(u)). This mechanism object holds its calibration, its purpose and
-its event (a Gaussian mechanism with multiplier ``sigma / Delta_F``, Lemma 10 with deviations
-1 and 4), and its release states the floating-point caveat. Residual: the Mironov (2012)
-exposure of the projector's values.
+PrivPCA's release (:class:`PrivPCAMechanism`): the rounded Gaussian projector on the lattice
+------------------------------------------------------------------------------------------
+``top_{k^2}(u u^T + G)`` is released by :func:`~dpdist.privacy.topk_sampler.lattice_top_k2`:
+exactly the mechanism that rounds ``fl(u_a u_b)`` to the lattice, adds the rounded Gaussian of
+scale ``s`` units to every one of the d^2 cells, and keeps the k^2 largest by magnitude (ties
+by independent uniform keys); the proof that the order-statistics sampler has exactly that
+law is in its module. Sensitivity: Lemma 10's Frobenius bound ``Delta`` (with deviations 1 and
+4, :func:`~dpdist.privacy.pca_calibration.privpca_calibration`) plus ``2**-51`` for the float
+product, on the lattice ``Delta_Z = (Delta + 2**-51) / gamma + d`` (the rounding of up to d^2
+entries, :meth:`~dpdist.privacy.lattice.Lattice.sensitivity_units`). The lattice is
+``Lattice.for_scale(sigma)``, made finer where ``d gamma`` would exceed ``2**-10 Delta`` (the
+rounding term then costs at most 0.1% more noise; never finer than ``s <= 2**39`` units, never
+coarser than ``2**-50``, so that every value is an exact float integer). The scale ``s =
+(sigma / Delta) Delta_Z`` keeps the calibration's noise multiplier, so its event is the
+Gaussian mechanism with multiplier ``sigma / Delta`` (Fact 2: ``(epsilon/3, delta/3)``).
+Residuals: the signal cells' lattice exhaustion and the order-statistics sampler's refinement
+exhaustion (:mod:`dpdist.privacy.topk_sampler`), each far below 1e-15.
 
 Deviations (only more noise): the lattice factors ``Delta_Z gamma / Delta`` on every scale and
 the raised thresholds above; the calibrations' own deviations
 (:mod:`dpdist.privacy.pca_calibration`). Residuals: the lattice sampler's exhaustion (stated by
 :func:`~dpdist.privacy.mechanisms.base.residual_note`, below ``2**-1000`` an entry for the
-unbounded law and ``q**32`` for the bounded one), and PrivPCA's floating-point projector.
+unbounded law and ``q**32`` for the bounded one), and the projector sampler's refinement
+exhaustion.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -202,51 +209,60 @@ class PrivNormMechanism(Mechanism):
         return float(self.field("release", seed)(np.float64(norm)))
 
 
+#: Frobenius bound of ``fl(u u^T) - u u^T`` for a unit u, per neighbour, doubled (module docstring).
+PRODUCT_ERROR = 2.0**-51
+#: The rounding of the d^2 projector entries costs at most this fraction of the sensitivity.
+ROUNDING_SHARE = 2.0**-10
+
+
 @dataclass(frozen=True)
 class PrivPCAMechanism(Mechanism):
-    """PrivPCA's release of ``top_{k^2}(u u^T + G)`` (Algorithm 2, Lines 19-21).
-
-    Floating-point noise (module docstring): the order-statistics sampler of
-    :mod:`dpdist.privacy.topk_sampler`, at ``sigma`` (the calibration's).
+    """PrivPCA's release of ``top_{k^2}(u u^T + G)`` (Algorithm 2, Lines 19-21) on the lattice.
 
     Attributes
     ----------
     calibration : GaussianReleaseCalibration
         :func:`~dpdist.privacy.pca_calibration.privpca_calibration`'s.
-    sigma : float
-        The Gaussian standard deviation of G (a twin scales it).
+    n_features : int
+        d (the rounding term of the sensitivity counts d^2 entries).
+    noise : LatticeNoise
+        The rounded Gaussian law of every cell.
+    sensitivity_units : float
+        ``Delta_Z``.
     """
 
     NAME = "PrivPCA Gaussian projector release (COLT 2026, Algorithm 2, Lemma 10)"
-    FLOAT_SAFE = False
 
     calibration: GaussianReleaseCalibration
-    sigma: float
+    n_features: int
+    noise: LatticeNoise
+    sensitivity_units: float
 
     @classmethod
-    def from_calibration(cls, cal: GaussianReleaseCalibration) -> "PrivPCAMechanism":
-        return cls(cal, float(cal.sigma))
+    def from_calibration(cls, cal: GaussianReleaseCalibration, n_features: int) -> "PrivPCAMechanism":
+        d = int(n_features)
+        if d < 1 or d != n_features:
+            raise ValueError(f"n_features must be a positive int, got {n_features!r}")
+        sens = cal.sensitivity + PRODUCT_ERROR
+        finest = math.frexp(cal.sigma)[1] - 1 - 38  # s <= 2**39 units
+        fine_enough = math.frexp(ROUNDING_SHARE * sens / d)[1] - 1  # d gamma <= 2**-10 sens
+        noise, dz = lattice_law("gaussian", sens, cal.sigma / cal.sensitivity, norm="l2", coordinates=d * d,
+                                max_exponent=max(finest, fine_enough), min_exponent=-50)
+        return cls(cal, d, noise, dz)
 
     def event(self) -> Event:
-        return GaussianEvent(self.sigma / self.calibration.sensitivity)
+        return GaussianEvent(self.noise.scale / self.sensitivity_units)
+
+    def laws(self) -> dict[str, LatticeNoise]:
+        return {"projector": self.noise}
 
     def purposes(self) -> dict[str, str]:
         return {"projector": friendly_purpose("pca", "projector")}
 
-    def noise_scales(self) -> dict[str, float]:
-        return {"projector": self.sigma}
-
-    def describe(self) -> dict:
-        out = super().describe()
-        out["noise"] = {"projector": {"law": "gaussian (floating point, not float-safe)", "scale": self.sigma}}
-        return out
-
-    def twin(self, noise_multiplier: float) -> "PrivPCAMechanism":
-        return self._as_twin(replace(self, sigma=self.sigma * float(noise_multiplier)), noise_multiplier)
-
     def projector(self, support, u_support, n_features: int, k: int, seed: NoiseSeed):
-        """``top_{k^2}(u u^T + G)`` as ``(rows, cols, values)``."""
-        from dpdist.privacy.topk_sampler import top_k2_of_noisy_projector
+        """``top_{k^2}(u u^T + G)`` as ``(rows, cols, values)``, values on the lattice."""
+        from dpdist.privacy.topk_sampler import lattice_top_k2
 
-        return top_k2_of_noisy_projector(support, u_support, n_features, k, self.sigma, seed,
-                                         self.purposes()["projector"])
+        if int(n_features) != self.n_features:
+            raise ValueError(f"this mechanism is calibrated for d = {self.n_features}, got {n_features!r}")
+        return lattice_top_k2(support, u_support, n_features, k, self.noise, seed, self.purposes()["projector"])
