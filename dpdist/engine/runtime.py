@@ -803,12 +803,10 @@ def single_threaded_blas(active: bool = True) -> Iterator[None]:
     if not active:
         yield
         return
-    from threadpoolctl import threadpool_limits
-
     with _BLAS_LOCK:
         global _BLAS_USERS, _BLAS_LIMITS
         if _BLAS_USERS == 0:
-            _BLAS_LIMITS = threadpool_limits(limits=1, user_api="blas")
+            _BLAS_LIMITS = _blas_controller().limit(limits=1, user_api="blas")
         _BLAS_USERS += 1
     try:
         yield
@@ -823,6 +821,23 @@ def single_threaded_blas(active: bool = True) -> Iterator[None]:
 _BLAS_LOCK = threading.Lock()
 _BLAS_USERS = 0
 _BLAS_LIMITS: Any = None
+_BLAS_CONTROLLER: Any = None
+_BLAS_CONTROLLER_MODULES = -1
+
+
+def _blas_controller() -> Any:
+    """One ``threadpoolctl.ThreadpoolController`` for the process, built on first use (call
+    with ``_BLAS_LOCK`` held). Building one scans the loaded shared libraries (about 2.5 ms,
+    paid by every ``threadpool_limits`` call: twice per pass of a fit before); it is rebuilt
+    only when Python modules were imported since (an extension module may have loaded
+    another BLAS, such as SciPy's own OpenBLAS)."""
+    global _BLAS_CONTROLLER, _BLAS_CONTROLLER_MODULES
+    if _BLAS_CONTROLLER is None or len(sys.modules) != _BLAS_CONTROLLER_MODULES:
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS_CONTROLLER_MODULES = len(sys.modules)
+        _BLAS_CONTROLLER = ThreadpoolController()
+    return _BLAS_CONTROLLER
 
 
 def _show_progress(progress: bool | None) -> bool:
