@@ -308,3 +308,53 @@ def test_chunk_row_scales_gives_the_rows_of_the_step_by_step_definition():
     assert t[7] == 0.0 and 0.0 < t.min(initial=1.0, where=np.arange(200) != 7) < 1.0
     t0, _ = chunk_row_scales(x, [])
     assert t0[7] == 0.0 and np.all(np.delete(t0, 7) == 1.0)
+
+
+def _level_step_op_by_op(x, prev, M, radius):
+    """The level kernel written out one operation at a time, as main computed it before the
+    in-place kernel (fresh arrays everywhere): per BLAS batch of gram_batch_rows rows, the map
+    (a^T x^T), the squared norms, t = min(prev, 1, r / sqrt(sq)), the rescaled path for the
+    rows outside [2^-960, 2^960], the scaling, and the Gram of the batch."""
+    from dpdist.engine.gram import GramAccumulator
+
+    d = x.shape[1]
+    MT = np.ascontiguousarray(M.T)
+    r = eng.shrink_radius(radius, d)
+    batch = eng.gram_batch_rows(d)
+    acc, ts = GramAccumulator(), []
+    for lo in range(0, x.shape[0], batch):
+        xb = np.asarray(x[lo : lo + batch], dtype=np.float64)
+        with np.errstate(all="ignore"):
+            zT = MT.T @ xb.T
+            sq = np.einsum("ji,ji->i", zT, zT)
+            t = np.minimum(np.minimum(r / np.sqrt(sq), 1.0), 1.0 if prev is None else prev[lo : lo + batch])
+        slow = np.flatnonzero(~((sq >= 2.0**-960) & (sq <= 2.0**960)))
+        t[slow] = 0.0
+        with np.errstate(all="ignore"):
+            y = (zT * t).T
+        if slow.size:
+            y[slow], t[slow] = eng._map_and_clip_scaled(xb[slow], MT, r, None if prev is None else prev[lo + slow])
+        acc.add(y)
+        ts.append(t)
+    g = acc.total((d, d))
+    return np.concatenate(ts), (g + g.T) / 2.0
+
+
+@pytest.mark.parametrize("n", [1, 4095, 4096, 40_000])
+def test_in_place_level_kernel_equals_the_op_by_op_kernel_bitwise(rng, n):
+    # the kernel computes into reused buffers, in place; every value must be the same
+    # operation on the same operands as the op-by-op definition (same seed, same release)
+    d = 8
+    x = rng.standard_normal((n, d)) * np.logspace(0, 3, d)
+    for i, v in zip((3, 17, 2000, 30_001, 39_999), (1e200, np.nan, 5e-310, np.inf, 0.0)):
+        if i < n:
+            x[i, 1 if np.isnan(v) or np.isinf(v) else slice(None)] = v
+    M = math.sqrt(GROWTH) * _random_projection(rng, d, 3) * 0.01
+    with np.errstate(over="ignore"):
+        x32 = x.astype(np.float32)  # 1e200 becomes inf
+    for prev in (None, rng.uniform(0.2, 1.0, n)):
+        for xx in (x, x32):
+            got = eng.chunk_level_step(xx, prev, M=M, radius=3.0)
+            want = _level_step_op_by_op(xx, prev, M, 3.0)
+            np.testing.assert_array_equal(got[0], want[0])
+            np.testing.assert_array_equal(got[1], want[1])
