@@ -526,12 +526,13 @@ def _recursion(X, schedule: LevelSchedule, levels, lam_hat: float, seed: NoiseSe
     t = None
     projections, dims, noisy_levels = [], [], []
     eye = np.eye(d)
+    blocks = engine.row_blocks(X)  # the data-loading graph, optimised once for all levels
     for k in range(L):
         if k > 0:
             M = (math.sqrt(GROWTH) * projections[-1]) @ M
         noise = moment_release(levels[k], seed, schedule.n_samples)
         t0 = time.perf_counter()
-        t_next, gram = engine.level_step(X, t, M, schedule.radii[k])
+        t_next, gram = engine.level_step(blocks, t, M, schedule.radii[k])
         t, noisy = engine.persist_and_release(t_next, engine.noised(gram, noise), scheduler, n_rows=X.shape[0])
         _log_time("level", k, time.perf_counter() - t0)
         noisy_levels.append(noisy)

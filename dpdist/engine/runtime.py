@@ -440,12 +440,14 @@ class Runtime:
         futures = self.client.compute(list(collections))
         return tuple(self._gather(futures, progress, noised))
 
-    def persist(self, collections: Sequence[Any], *, noised: bool = False) -> list:
+    def persist(self, collections: Sequence[Any], *, noised: bool = False, optimize_graph: bool = True) -> list:
         """Compute ``collections`` and keep their values where they were computed: futures
-        on a cluster (waited for; they never travel to this process), values locally."""
+        on a cluster (waited for; they never travel to this process), values locally.
+        ``optimize_graph=False`` skips dask's graph optimisation, for graphs built from
+        already optimised parts (it is repeated at every call otherwise)."""
         if self.client is None:
-            return list(self._local(tuple(collections), False, noised))
-        futures = self.client.compute(list(collections))
+            return list(self._local(tuple(collections), False, noised, optimize_graph))
+        futures = self.client.compute(list(collections), optimize_graph=optimize_graph)
         self._wait(futures, False, noised)
         return futures
 
@@ -461,7 +463,7 @@ class Runtime:
             return obj
         return self._gather([obj], False, noised)[0]
 
-    def _local(self, collections: tuple, progress: bool | None, noised: bool) -> tuple:
+    def _local(self, collections: tuple, progress: bool | None, noised: bool, optimize_graph: bool = True) -> tuple:
         from dask.callbacks import Callback
 
         started = [False]
@@ -481,7 +483,8 @@ class Runtime:
             callbacks.append(ProgressBar(out=sys.stderr)._callback)
         with single_threaded_blas(self.local in ("threads", "sync")):
             try:
-                out = dask.compute(*collections, scheduler=self.local, callbacks=callbacks)
+                out = dask.compute(*collections, scheduler=self.local, callbacks=callbacks,
+                                   optimize_graph=optimize_graph)
             except Exception as exc:
                 translated = self.translate(exc, noised=noised, started=started[0])
                 if translated is exc:

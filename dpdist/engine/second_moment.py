@@ -60,6 +60,7 @@ __all__ = [
     "chunk_level_gram",
     "chunk_level_step",
     "level_step",
+    "row_blocks",
     "persist_and_release",
     "tree_sum",
     "chunk_row_scales",
@@ -560,20 +561,27 @@ def _sum_level_grams(*states: tuple) -> np.ndarray:
     return _sum_arrays(*(s[1] for s in states))
 
 
-def level_step(X: da.Array, prev: Sequence[Any] | None, M: np.ndarray, radius: float) -> tuple[list, Any]:
+def row_blocks(X: da.Array) -> list:
+    """The row blocks of ``X`` (each holding whole rows) as a list of ``Delayed``, with
+    the data-loading graph optimised once. A fit that passes ``X`` many times (one pass per
+    level) makes them once and gives them to :func:`level_step` at every level."""
+    return list(_row_blocks(X).to_delayed().ravel())
+
+
+def level_step(X: da.Array | Sequence[Any], prev: Sequence[Any] | None, M: np.ndarray, radius: float) -> tuple[list, Any]:
     """Lazy (per-block states, Gram (d, d)) of one level from the previous level's states.
 
     One task per row block computes the block's scales t_k and its Gram together
     (:func:`chunk_level_step`), so the block is read once; its result ``(t_k, Gram)`` is the
     block's state, which the next level takes as ``prev`` (the Gram, d x d, rides along: no
-    separate task splits the pair), and the Grams are tree-reduced. ``prev`` is the list of
-    per-block states returned by :func:`persist_and_release` for the previous level (None at
-    level 0), aligned with the row blocks of ``X``; spilled states (paths) are consumed: each
-    file is deleted once read.
+    separate task splits the pair), and the Grams are tree-reduced. ``X`` is the data, or
+    its :func:`row_blocks`. ``prev`` is the list of per-block states returned by
+    :func:`persist_and_release` for the previous level (None at level 0), aligned with the
+    row blocks of ``X``; spilled states (paths) are consumed: each file is deleted once read.
+    The graph needs no further optimisation (:func:`persist_and_release` skips it).
     """
-    X = _row_blocks(X)
     M = np.asarray(M, dtype=np.float64)
-    blocks = X.to_delayed().ravel()
+    blocks = row_blocks(X) if isinstance(X, da.Array) else list(X)
     prevs = [None] * len(blocks) if prev is None else list(prev)
     if len(prevs) != len(blocks):
         raise ValueError("previous scales do not match the row blocks of X")
@@ -632,7 +640,9 @@ def persist_and_release(keep: list, release: Any, scheduler: Any, n_rows: int | 
             stem = os.path.join(rt.scratch_dir(), f"scales-{uuid.uuid4().hex}")
             spill = dask.delayed(_spill_scales, pure=False)
             keep = [spill(part, f"{stem}-{i}.npy") for i, part in enumerate(keep)]
-        parts = rt.persist([*keep, release], noised=True)
+        # the level graph is built from optimised row blocks (level_step): no optimisation
+        # pass at every level
+        parts = rt.persist([*keep, release], noised=True, optimize_graph=False)
         return list(parts[:-1]), rt.result(parts[-1])
 
 

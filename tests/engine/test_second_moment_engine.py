@@ -176,13 +176,17 @@ def test_level_step_keeps_scales_per_block_and_is_chunking_invariant(rng, schedu
     oracle = eng.chunk_apply_steps(x, steps)
     for chunks in ((2000, 3), (333, 2)):
         X = da.from_array(x, chunks=chunks)
-        prev, M = None, np.eye(3)
-        for a, r in steps:
-            M = a * M if np.ndim(a) == 0 else a @ M
-            ts, gram = eng.level_step(X, prev, M, r)
-            prev, g = eng.persist_and_release(ts, eng.noised(gram, lambda v: v), scheduler)
-        assert len(prev) == X.numblocks[0]
-        np.testing.assert_allclose(g, oracle.T @ oracle, rtol=1e-12)
+        grams = []
+        for data in (X, eng.row_blocks(X)):  # the array, or its row blocks made once for all levels
+            prev, M = None, np.eye(3)
+            for a, r in steps:
+                M = a * M if np.ndim(a) == 0 else a @ M
+                ts, gram = eng.level_step(data, prev, M, r)
+                prev, g = eng.persist_and_release(ts, eng.noised(gram, lambda v: v), scheduler)
+            assert len(prev) == X.numblocks[0]
+            np.testing.assert_allclose(g, oracle.T @ oracle, rtol=1e-12)
+            grams.append(g)
+        np.testing.assert_array_equal(grams[0], grams[1])
 
 
 def test_scales_spilled_by_the_fit_runtime_equal_held_scales_and_leave_no_file(rng, tmp_path, monkeypatch):
