@@ -24,6 +24,10 @@ the directory is removed when the fit ends, whatever the outcome); on a ``distri
 cluster they are persisted futures in worker memory, which the workers' own memory manager
 spills to their local disk past its ``target`` fraction. Either way the client holds only
 one small value per row block, and memory is flat in n (``benchmarks/bench_scaling.py``).
+Scales of at most ``dpdist.scales-in-memory-bytes`` (64 MiB) stay in memory instead, and data
+of at most ``dpdist.rows-in-memory-bytes`` (256 MiB, with the scales) are read once, at the
+first level, and kept with the scales (:func:`rows_in_memory`): a level then costs its kernel
+alone, not a read. Both limits are constants, so memory stays flat in n.
 
 Rows holding NaN or inf are replaced by zero rows (scale 0) before the first step (a per-row
 map, so replace-one neighbours stay neighbours and the sensitivity bound holds; nothing counts
@@ -61,6 +65,8 @@ __all__ = [
     "chunk_level_step",
     "level_step",
     "row_blocks",
+    "rows_in_memory",
+    "rows_in_memory_bytes",
     "persist_and_release",
     "tree_sum",
     "chunk_row_scales",
@@ -536,16 +542,26 @@ def tree_sum(items: Sequence[Any], split_every: int = 8) -> Any:
     return items[0]
 
 
-def _level_block(x: np.ndarray, state: Any, *, M: np.ndarray, radius: float) -> tuple[np.ndarray, np.ndarray]:
+def _level_block(
+    x: np.ndarray | None, state: Any, *, M: np.ndarray, radius: float, keep_rows: bool = False
+) -> tuple:
     """:func:`chunk_level_step` on one row block; ``state`` is the block's previous
-    ``(t, Gram)`` (the scales are its first part), the path of its spilled scales
-    (:func:`_spill_scales`; the file is read and deleted), or None at level 0."""
+    ``(t, Gram)`` or ``(t, Gram, rows)`` (the scales are its first part), the path of its
+    spilled scales (:func:`_spill_scales`; the file is read and deleted), or None at level 0.
+    ``x`` is the block as read, or None to use the rows the previous state kept. With
+    ``keep_rows`` the returned state is ``(t, Gram, rows)``: the block's rows (the array read,
+    not a copy) ride along to the next level, which then does not read the data again."""
     if isinstance(state, str):
         prev = np.load(state, allow_pickle=False)
         os.remove(state)
     else:
         prev = None if state is None else state[0]
-    return chunk_level_step(x, prev, M=M, radius=radius)
+    if x is None:
+        if state is None or isinstance(state, str) or len(state) < 3:
+            raise ValueError("no rows kept by the previous level for this block")
+        x = state[2]
+    t, g = chunk_level_step(x, prev, M=M, radius=radius)
+    return (t, g, x) if keep_rows else (t, g)
 
 
 def _spill_scales(state: tuple, path: str) -> str:
@@ -568,7 +584,15 @@ def row_blocks(X: da.Array) -> list:
     return list(_row_blocks(X).to_delayed().ravel())
 
 
-def level_step(X: da.Array | Sequence[Any], prev: Sequence[Any] | None, M: np.ndarray, radius: float) -> tuple[list, Any]:
+def level_step(
+    X: da.Array | Sequence[Any],
+    prev: Sequence[Any] | None,
+    M: np.ndarray,
+    radius: float,
+    *,
+    keep_rows: bool = False,
+    rows_in_prev: bool = False,
+) -> tuple[list, Any]:
     """Lazy (per-block states, Gram (d, d)) of one level from the previous level's states.
 
     One task per row block computes the block's scales t_k and its Gram together
@@ -578,6 +602,10 @@ def level_step(X: da.Array | Sequence[Any], prev: Sequence[Any] | None, M: np.nd
     its :func:`row_blocks`. ``prev`` is the list of per-block states returned by
     :func:`persist_and_release` for the previous level (None at level 0), aligned with the
     row blocks of ``X``; spilled states (paths) are consumed: each file is deleted once read.
+    With ``keep_rows`` each state also holds its block's rows (the array read, not a copy),
+    and a level given ``rows_in_prev`` takes the rows from ``prev`` (states kept with
+    ``keep_rows``) instead of reading ``X``: a fit whose data are small
+    (:func:`rows_in_memory`) reads them once, at its first level.
     The graph needs no further optimisation (:func:`persist_and_release` skips it).
     """
     M = np.asarray(M, dtype=np.float64)
@@ -585,10 +613,14 @@ def level_step(X: da.Array | Sequence[Any], prev: Sequence[Any] | None, M: np.nd
     prevs = [None] * len(blocks) if prev is None else list(prev)
     if len(prevs) != len(blocks):
         raise ValueError("previous scales do not match the row blocks of X")
+    if rows_in_prev:
+        if prev is None:
+            raise ValueError("rows_in_prev needs the previous level's states")
+        blocks = [None] * len(blocks)  # the rows are in the previous states
     # pure=False: the previous scales (local arrays of one float per row) are not hashed for
     # keys at every level
     step = dask.delayed(_level_block, pure=False)
-    parts = [step(b, p, M=M, radius=float(radius)) for b, p in zip(blocks, prevs)]
+    parts = [step(b, p, M=M, radius=float(radius), keep_rows=bool(keep_rows)) for b, p in zip(blocks, prevs)]
     grams = [dask.delayed(_sum_level_grams, pure=True)(*parts[i : i + 8]) for i in range(0, len(parts), 8)]
     return parts, tree_sum(grams)
 
@@ -597,19 +629,43 @@ def level_step(X: da.Array | Sequence[Any], prev: Sequence[Any] | None, M: np.nd
 #: on a local scheduler; larger ones are spilled to the fit's scratch directory (dask config
 #: ``dpdist.scales-in-memory-bytes``). A constant, so memory stays flat in n.
 SCALES_IN_MEMORY_BYTES = 64 << 20
+#: Data of at most this many bytes (as stored, with the scales) are read once and kept in
+#: memory between levels (dask config ``dpdist.rows-in-memory-bytes``; 0 streams every
+#: level). A constant, so memory stays flat in n.
+ROWS_IN_MEMORY_BYTES = 256 << 20
+
+
+def _config_bytes(key: str, default: int) -> int:
+    from dpdist.exceptions import ValidationError
+
+    value = dask.config.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ValidationError(f"dask config {key} must be a number of bytes >= 0, got {value!r}")
+    return int(value)
 
 
 def scales_in_memory_bytes() -> int:
     """The dask config ``dpdist.scales-in-memory-bytes`` (default :data:`SCALES_IN_MEMORY_BYTES`),
     checked (a fit checks it before reading data)."""
-    from dpdist.exceptions import ValidationError
+    return _config_bytes("dpdist.scales-in-memory-bytes", SCALES_IN_MEMORY_BYTES)
 
-    value = dask.config.get("dpdist.scales-in-memory-bytes", SCALES_IN_MEMORY_BYTES)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        raise ValidationError(
-            f"dask config dpdist.scales-in-memory-bytes must be a number of bytes >= 0, got {value!r}"
-        )
-    return int(value)
+
+def rows_in_memory_bytes() -> int:
+    """The dask config ``dpdist.rows-in-memory-bytes`` (default :data:`ROWS_IN_MEMORY_BYTES`),
+    checked (a fit checks it before reading data)."""
+    return _config_bytes("dpdist.rows-in-memory-bytes", ROWS_IN_MEMORY_BYTES)
+
+
+def rows_in_memory(X: da.Array) -> bool:
+    """Whether a fit of several passes keeps the rows of ``X`` in memory between levels
+    (``keep_rows`` of :func:`level_step`): when the data as stored plus the scales (8 bytes a
+    row) take at most ``dpdist.rows-in-memory-bytes`` and the scales are held in memory
+    (:func:`scales_in_memory_bytes`). Larger data are read again at every level, so memory
+    stays flat in n either way. On a cluster the rows stay in the workers' memory (their
+    memory manager spills them to disk under pressure), never in this process."""
+    n = int(X.shape[0])
+    held = int(X.nbytes) + 8 * n
+    return 8 * n <= scales_in_memory_bytes() and held <= rows_in_memory_bytes()
 
 
 def persist_and_release(keep: list, release: Any, scheduler: Any, n_rows: int | None = None) -> tuple[list, Any]:

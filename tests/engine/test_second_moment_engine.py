@@ -362,3 +362,57 @@ def test_in_place_level_kernel_equals_the_op_by_op_kernel_bitwise(rng, n):
             want = _level_step_op_by_op(xx, prev, M, 3.0)
             np.testing.assert_array_equal(got[0], want[0])
             np.testing.assert_array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("scheduler", ["synchronous", "threads"])
+def test_rows_kept_between_levels_are_read_once_and_give_the_streamed_values_bitwise(rng, scheduler):
+    import threading
+
+    x = rng.standard_normal((2000, 3)) * [1, 5, 25]
+    x[5] = np.nan
+    reads, lock = [], threading.Lock()
+
+    def counted(block, block_info=None):
+        with lock:
+            reads.append(block_info[0]["chunk-location"][0])
+        return block
+
+    X = da.from_array(x, chunks=(333, 3)).map_blocks(counted, dtype=x.dtype)
+    steps = ((0.5, 10.0), (math.sqrt(GROWTH) * _random_projection(rng, 3, 1), 6.0), (0.9, 3.0))
+
+    def levels(keep):
+        blocks, prev, M, out = eng.row_blocks(X), None, np.eye(3), []
+        for k, (a, r) in enumerate(steps):
+            M = a * M if np.ndim(a) == 0 else a @ M
+            ts, gram = eng.level_step(blocks, prev, M, r, keep_rows=keep and k < len(steps) - 1,
+                                      rows_in_prev=keep and k > 0)
+            prev, g = eng.persist_and_release(ts, eng.noised(gram, lambda v: v), scheduler)
+            out.append(g)
+        return out, [p[0] for p in prev]
+
+    streamed = levels(False)
+    assert sorted(reads) == sorted(list(range(X.numblocks[0])) * len(steps))  # every level reads every block
+    reads.clear()
+    kept = levels(True)
+    assert sorted(reads) == list(range(X.numblocks[0]))  # each block read once, at the first level
+    for a, b in zip(streamed[0], kept[0]):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(np.concatenate(streamed[1]), np.concatenate(kept[1]))
+    with pytest.raises(ValueError, match="rows_in_prev"):
+        eng.level_step(X, None, np.eye(3), 1.0, rows_in_prev=True)
+
+
+def test_rows_in_memory_follows_its_config_and_the_scales_threshold():
+    import dask
+
+    X = da.zeros((1000, 4), chunks=(100, 4))  # 32,000 bytes of rows + 8,000 of scales
+    with dask.config.set({"dpdist.rows-in-memory-bytes": 40_000}):
+        assert eng.rows_in_memory(X)
+        with dask.config.set({"dpdist.scales-in-memory-bytes": 7_999}):
+            assert not eng.rows_in_memory(X)  # spilled scales: the rows are not kept either
+    with dask.config.set({"dpdist.rows-in-memory-bytes": 39_999}):
+        assert not eng.rows_in_memory(X)
+    for bad in (-1, "1e6", True):
+        with dask.config.set({"dpdist.rows-in-memory-bytes": bad}):
+            with pytest.raises(ValidationError, match="rows-in-memory-bytes"):
+                eng.rows_in_memory(X)
