@@ -203,27 +203,19 @@ def map_and_clip(x: np.ndarray, aT=None, radius: float = np.inf, prev: np.ndarra
     return _map_and_clip(x, aT, r, prev)
 
 
-def _map_and_clip(
-    x: np.ndarray, aT, r: float, prev: np.ndarray | None, batch: int | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`map_and_clip` with the radius already shrunk; a matrix map is applied ``batch``
-    rows per BLAS call (:func:`_map_and_clip_into`), each row's values are the same whatever
-    the batch."""
+def _map_and_clip(x: np.ndarray, aT, r: float, prev: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`map_and_clip` with the radius already shrunk (a matrix map: one BLAS product,
+    :func:`_map_and_clip_into`; the level kernel calls that directly, in batches)."""
     if aT is not None and np.ndim(aT) != 0:
         zT, t = np.empty((np.shape(aT)[1], x.shape[0])), np.empty(x.shape[0])
-        _map_and_clip_into(x, aT, r, prev, batch, zT, t, np.empty(x.shape[0]))
+        _map_and_clip_into(x, aT, r, prev, None, zT, t, np.empty(x.shape[0]))
         return zT.T, t
     with np.errstate(all="ignore"):
         z = _apply_map(x, aT)
         sq = np.einsum("ij,ij->i", z, z)
-        t = np.sqrt(sq)
-        np.divide(r, t, out=t)
-        np.minimum(t, 1.0, out=t)
-    if prev is not None:
-        np.minimum(t, prev, out=t)
-    slow = _slow_rows(sq)
+    t = np.empty(x.shape[0])
+    slow = _clip_scales(sq, r, prev, t)
     if slow is not None:
-        t[slow] = 0.0
         z[slow] = 0.0
     z *= t[:, None]
     if slow is not None:
@@ -231,12 +223,22 @@ def _map_and_clip(
     return z, t
 
 
-def _slow_rows(sq: np.ndarray) -> np.ndarray | None:
-    """Indices of the rows whose squared norm needs the rescaled path (outside
-    [_SQ_LO, _SQ_HI], or NaN), or None when there is none (the usual case: two reductions)."""
+def _clip_scales(sq: np.ndarray, r: float, prev: np.ndarray | None, t: np.ndarray) -> np.ndarray | None:
+    """Into ``t``: the clip scales ``min(prev, 1, r / sqrt(sq))`` of rows of squared norms
+    ``sq``. Returns the indices of the rows whose squared norm needs the rescaled path
+    (outside [_SQ_LO, _SQ_HI], or NaN; their t is set to 0 here), or None when there is none
+    (the usual case: two reductions)."""
+    with np.errstate(all="ignore"):
+        np.sqrt(sq, out=t)
+        np.divide(r, t, out=t)
+        np.minimum(t, 1.0, out=t)
+    if prev is not None:
+        np.minimum(t, prev, out=t)
     if sq.size == 0 or (sq.min() >= _SQ_LO and sq.max() <= _SQ_HI):  # NaN fails both
         return None
-    return np.flatnonzero(~((sq >= _SQ_LO) & (sq <= _SQ_HI)))
+    slow = np.flatnonzero(~((sq >= _SQ_LO) & (sq <= _SQ_HI)))
+    t[slow] = 0.0
+    return slow
 
 
 def _map_and_clip_into(
@@ -257,14 +259,7 @@ def _map_and_clip_into(
         for lo in range(0, n, max(step, 1)):
             np.matmul(aT, x[lo : lo + step].T, out=zT[:, lo : lo + step])
         np.einsum("ji,ji->i", zT, zT, out=sq)
-        np.sqrt(sq, out=t)
-        np.divide(r, t, out=t)
-        np.minimum(t, 1.0, out=t)
-    if prev is not None:
-        np.minimum(t, prev, out=t)
-    slow = _slow_rows(sq)
-    if slow is not None:
-        t[slow] = 0.0
+    slow = _clip_scales(sq, r, prev, t)
     with np.errstate(all="ignore"):
         zT *= t  # along contiguous columns
     if slow is not None:
