@@ -534,9 +534,11 @@ def _recursion(X, schedule: LevelSchedule, levels, lam_hat: float, seed: NoiseSe
             M = (math.sqrt(GROWTH) * projections[-1]) @ M
         noise = moment_release(levels[k], seed, schedule.n_samples)
         t0 = time.perf_counter()
-        t_next, gram = engine.level_step(blocks, t, M, schedule.radii[k], keep_rows=keep_rows and k < L - 1,
-                                         rows_in_prev=keep_rows and k > 0)
-        t, noisy = engine.persist_and_release(t_next, engine.noised(gram, noise), scheduler, n_rows=X.shape[0])
+        last = k == L - 1  # its scales are not needed: none is kept
+        t_next, gram = engine.level_step(blocks, t, M, schedule.radii[k], keep_rows=keep_rows and not last,
+                                         rows_in_prev=keep_rows and k > 0, keep_scales=not last,
+                                         spill_to=None if last else engine.spill_stem(scheduler, X.shape[0]))
+        t, noisy = engine.persist_and_release(t_next, engine.noised(gram, noise), scheduler)
         _log_time("level", k, time.perf_counter() - t0)
         noisy_levels.append(noisy)
         if k == L - 1:

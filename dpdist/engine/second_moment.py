@@ -18,9 +18,10 @@ re-applying k maps (:func:`chunk_apply_steps`, kept as the step-by-step definiti
 oracle) or writing transformed rows to storage. The scales are 8 bytes a row, so memory would
 grow with n if they were held: with a local scheduler and the fit's
 :class:`~dpdist.engine.runtime.Runtime` they are spilled block by block to the runtime's
-private scratch directory (raw float64 ``.npy`` files, bit-exact; each file is deleted by the
-task that reads it, so at most two levels' scales, 16 bytes a row, are on disk at once, and
-the directory is removed when the fit ends, whatever the outcome); on a ``distributed``
+private scratch directory (:func:`spill_stem`; raw float64 files, bit-exact, written by the
+level's own task for its block; each file is deleted by the task that reads it, so at most
+two levels' scales, 16 bytes a row, are on disk at once, and the directory is removed when
+the fit ends, whatever the outcome); on a ``distributed``
 cluster they are persisted futures in worker memory, which the workers' own memory manager
 spills to their local disk past its ``target`` fraction. Either way the client holds only
 one small value per row block, and memory is flat in n (``benchmarks/bench_scaling.py``).
@@ -68,6 +69,7 @@ __all__ = [
     "rows_in_memory",
     "rows_in_memory_bytes",
     "persist_and_release",
+    "spill_stem",
     "tree_sum",
     "chunk_row_scales",
     "scales_in_memory_bytes",
@@ -538,33 +540,39 @@ def tree_sum(items: Sequence[Any], split_every: int = 8) -> Any:
 
 
 def _level_block(
-    x: np.ndarray | None, state: Any, *, M: np.ndarray, radius: float, keep_rows: bool = False
+    x: np.ndarray | None,
+    state: Any,
+    *,
+    M: np.ndarray,
+    radius: float,
+    keep_rows: bool = False,
+    spill_path: str | None = None,
+    keep_scales: bool = True,
 ) -> tuple:
-    """:func:`chunk_level_step` on one row block; ``state`` is the block's previous
-    ``(t, Gram)`` or ``(t, Gram, rows)`` (the scales are its first part), the path of its
-    spilled scales (:func:`_spill_scales`; the file is read and deleted), or None at level 0.
-    ``x`` is the block as read, or None to use the rows the previous state kept. With
-    ``keep_rows`` the returned state is ``(t, Gram, rows)``: the block's rows (the array read,
-    not a copy) ride along to the next level, which then does not read the data again."""
-    if isinstance(state, str):
-        prev = np.load(state, allow_pickle=False)
-        os.remove(state)
-    else:
-        prev = None if state is None else state[0]
+    """:func:`chunk_level_step` on one row block. ``state`` is None at level 0, else the
+    block's previous state ``(scales, Gram)`` or ``(scales, Gram, rows)``: the scales are an
+    array, or the path of the file they were spilled to (raw float64, read and deleted here).
+    ``x`` is the block as read, or None to use the rows the previous state kept. The returned
+    state holds the new scales, or with ``spill_path`` the path they were written to (raw
+    float64, bit-exact: this process then holds no per-row array between levels); with
+    ``keep_rows`` it also holds the block's rows (the array read, not a copy), so that the
+    next level does not read the data again; without ``keep_scales`` (the last level) it holds
+    None instead of the scales."""
+    prev = None if state is None else state[0]
+    if isinstance(prev, str):
+        path, prev = prev, np.fromfile(prev, dtype=np.float64)
+        os.remove(path)
     if x is None:
-        if state is None or isinstance(state, str) or len(state) < 3:
+        if state is None or len(state) < 3:
             raise ValueError("no rows kept by the previous level for this block")
         x = state[2]
     t, g = chunk_level_step(x, prev, M=M, radius=radius)
+    if not keep_scales:
+        t = None
+    elif spill_path is not None:
+        t.tofile(spill_path)
+        t = spill_path
     return (t, g, x) if keep_rows else (t, g)
-
-
-def _spill_scales(state: tuple, path: str) -> str:
-    """Write a block's scales (the first part of its ``(t, Gram)`` state) to ``path`` as a raw
-    float64 ``.npy`` file (bit-exact) and return the path: the block's state for the next
-    level."""
-    np.save(path, np.ascontiguousarray(state[0], dtype=np.float64), allow_pickle=False)
-    return path
 
 
 def _sum_level_grams(*states: tuple) -> np.ndarray:
@@ -587,6 +595,8 @@ def level_step(
     *,
     keep_rows: bool = False,
     rows_in_prev: bool = False,
+    spill_to: str | None = None,
+    keep_scales: bool = True,
 ) -> tuple[list, Any]:
     """Lazy (per-block states, Gram (d, d)) of one level from the previous level's states.
 
@@ -596,8 +606,11 @@ def level_step(
     separate task splits the pair), and the Grams are tree-reduced. ``X`` is the data, or
     its :func:`row_blocks`. ``prev`` is the list of per-block states returned by
     :func:`persist_and_release` for the previous level (None at level 0), aligned with the
-    row blocks of ``X``; spilled states (paths) are consumed: each file is deleted once read.
-    With ``keep_rows`` each state also holds its block's rows (the array read, not a copy),
+    row blocks of ``X``; spilled scales are consumed: each file is deleted once read. With
+    ``spill_to`` (a path stem, see :func:`spill_stem`) each task writes its block's new
+    scales to a file ``{spill_to}-{block}.f64`` and its state holds the path instead; with
+    ``keep_scales=False`` (a fit's last level) the states hold no scales at all. With
+    ``keep_rows`` each state also holds its block's rows (the array read, not a copy),
     and a level given ``rows_in_prev`` takes the rows from ``prev`` (states kept with
     ``keep_rows``) instead of reading ``X``: a fit whose data are small
     (:func:`rows_in_memory`) reads them once, at its first level.
@@ -608,14 +621,18 @@ def level_step(
     prevs = [None] * len(blocks) if prev is None else list(prev)
     if len(prevs) != len(blocks):
         raise ValueError("previous scales do not match the row blocks of X")
+    if (keep_rows or rows_in_prev) and spill_to is not None:
+        raise ValueError("rows are kept only with the scales held in memory (no spill_to)")
     if rows_in_prev:
         if prev is None:
             raise ValueError("rows_in_prev needs the previous level's states")
         blocks = [None] * len(blocks)  # the rows are in the previous states
+    paths = [None] * len(blocks) if spill_to is None else [f"{spill_to}-{i}.f64" for i in range(len(blocks))]
     # pure=False: the previous scales (local arrays of one float per row) are not hashed for
     # keys at every level
     step = dask.delayed(_level_block, pure=False)
-    parts = [step(b, p, M=M, radius=float(radius), keep_rows=bool(keep_rows)) for b, p in zip(blocks, prevs)]
+    parts = [step(b, p, M=M, radius=float(radius), keep_rows=bool(keep_rows), spill_path=path,
+                  keep_scales=bool(keep_scales)) for b, p, path in zip(blocks, prevs, paths)]
     grams = [dask.delayed(_sum_level_grams, pure=True)(*parts[i : i + 8]) for i in range(0, len(parts), 8)]
     return parts, tree_sum(grams)
 
@@ -663,34 +680,42 @@ def rows_in_memory(X: da.Array) -> bool:
     return 8 * n <= scales_in_memory_bytes() and held <= rows_in_memory_bytes()
 
 
-def persist_and_release(keep: list, release: Any, scheduler: Any, n_rows: int | None = None) -> tuple[list, Any]:
+def spill_stem(scheduler: Any, n_rows: int | None = None) -> str | None:
+    """Where a level's per-row scales go between levels (``spill_to`` of :func:`level_step`).
+
+    With a local scheduler and the fit's :class:`~dpdist.engine.runtime.Runtime` as
+    ``scheduler``: a fresh path stem in the runtime's private scratch directory (removed with
+    everything in it when the fit ends, whatever the outcome), so that this process holds no
+    per-row array between levels and, while a level runs, only the blocks in flight; unless
+    ``n_rows`` is given and its scales (8 bytes a row) take at most
+    ``dpdist.scales-in-memory-bytes`` (default :data:`SCALES_IN_MEMORY_BYTES`): then None,
+    the scales are held in memory (writing and reading the files costs several percent of a
+    level). None as well on a distributed cluster (the scales stay in the workers' memory as
+    futures; their memory manager spills them to disk under pressure) and for a local
+    scheduler named by value (no runtime that outlives the level to own the files).
+    """
+    from dpdist.engine.runtime import Runtime
+
+    small = n_rows is not None and 8 * int(n_rows) <= scales_in_memory_bytes()
+    if small or not isinstance(scheduler, Runtime) or scheduler.client is not None:
+        return None
+    return os.path.join(scheduler.scratch_dir(), f"scales-{uuid.uuid4().hex}")
+
+
+def persist_and_release(keep: list, release: Any, scheduler: Any) -> tuple[list, Any]:
     """Compute ``release`` (a noised statistic) and keep ``keep`` (delayed per-block state) in
     one pass over the data.
 
     On a distributed cluster ``keep`` is persisted as futures on the workers (it never
-    reaches this process; the workers spill it to their disks under memory pressure). With a
-    local scheduler and the fit's :class:`~dpdist.engine.runtime.Runtime` as ``scheduler``,
-    each kept block's scales are written to a file in the runtime's scratch directory by a
-    task of the same graph (:func:`_spill_scales`), and the kept states returned are the file
-    paths: this process holds no per-row array between levels, and while the level runs only
-    the blocks in flight. With a local scheduler named by value (no runtime that outlives this
-    call to own the files) the kept blocks are NumPy arrays held as inputs of the next level.
-    ``release`` is computed exactly once and its value returned. ``scheduler`` is any value
-    accepted by :func:`dpdist.engine.runtime.open_runtime`; pass the fit's runtime so that
-    every level shares its deadline and its scratch directory. ``n_rows``, when given, is
-    the number of rows the kept states cover: scales of at most
-    ``dpdist.scales-in-memory-bytes`` (default :data:`SCALES_IN_MEMORY_BYTES`, 8 bytes a
-    row) are held in memory instead of spilled (writing and reading the files costs about a
-    tenth of a level at a few million rows); None spills whenever a runtime is given.
+    reaches this process); with a local scheduler the kept states are returned (small: the
+    per-row scales are in them only when :func:`spill_stem` chose to hold them), to be
+    given to the next level. ``release`` is computed exactly once and its value returned.
+    ``scheduler`` is any value accepted by :func:`dpdist.engine.runtime.open_runtime`; pass
+    the fit's runtime so that every level shares its deadline and its scratch directory.
     """
-    from dpdist.engine.runtime import Runtime, open_runtime
+    from dpdist.engine.runtime import open_runtime
 
-    small = n_rows is not None and 8 * int(n_rows) <= scales_in_memory_bytes()
     with open_runtime(scheduler) as rt:
-        if rt.client is None and isinstance(scheduler, Runtime) and not small:
-            stem = os.path.join(rt.scratch_dir(), f"scales-{uuid.uuid4().hex}")
-            spill = dask.delayed(_spill_scales, pure=False)
-            keep = [spill(part, f"{stem}-{i}.npy") for i, part in enumerate(keep)]
         # the level graph is built from optimised row blocks (level_step): no optimisation
         # pass at every level
         parts = rt.persist([*keep, release], noised=True, optimize_graph=False)

@@ -207,20 +207,23 @@ def test_scales_spilled_by_the_fit_runtime_equal_held_scales_and_leave_no_file(r
         prev, M, out = None, np.eye(3), []
         for k, (a, r) in enumerate(steps):
             M = a * M if np.ndim(a) == 0 else a @ M
-            ts, gram = eng.level_step(X, prev, M, r)
+            ts, gram = eng.level_step(X, prev, M, r, spill_to=eng.spill_stem(scheduler))
             noise = (lambda v: v) if k != fail_at else (lambda v: 1 / 0)
             prev, g = eng.persist_and_release(ts, eng.noised(gram, noise), scheduler)
             out.append((prev, g))
         return out
 
+    assert eng.spill_stem("threads") is None  # no runtime to own the files: held
     held = levels("threads")
     with dask.config.set({"temporary-directory": str(tmp_path)}):
         with open_runtime("threads") as rt:
+            assert eng.spill_stem(rt, 2000) is None  # 16,000 bytes of scales: held by default
             spilled = levels(rt)
             scratch = rt.scratch_dir()
-            assert sorted(os.listdir(scratch)) == sorted(os.path.basename(p) for p in spilled[-1][0])
-            assert all(isinstance(p, str) for p in spilled[-1][0])
-            t_last = np.concatenate([np.load(p) for p in spilled[-1][0]])
+            paths = [state[0] for state in spilled[-1][0]]
+            assert all(isinstance(p, str) for p in paths)
+            assert sorted(os.listdir(scratch)) == sorted(os.path.basename(p) for p in paths)
+            t_last = np.concatenate([np.fromfile(p) for p in paths])
         assert not os.path.exists(scratch) and not os.listdir(tmp_path)
         for (_, g_held), (_, g_spilled) in zip(held, spilled):
             np.testing.assert_array_equal(g_spilled, g_held)
@@ -235,17 +238,28 @@ def test_scales_spilled_by_the_fit_runtime_equal_held_scales_and_leave_no_file(r
         from dpdist import SecondMoment
 
         calls = []
-        real = eng._spill_scales
-        monkeypatch.setattr(eng, "_spill_scales", lambda state, path: calls.append(path) or real(state, path))
+        real = eng._level_block
+
+        def level_block(*args, **kwargs):  # records the files written and the states returned
+            state = real(*args, **kwargs)
+            calls.append((kwargs["spill_path"], state[0]))
+            return state
+
+        monkeypatch.setattr(eng, "_level_block", level_block)
         est = SecondMoment(1.0, m=5, radius=60.0, lambda_min=0.5, random_state=0)
         with dask.config.set({"dpdist.scales-in-memory-bytes": 8 * 2000 - 1}):  # one byte short
             spilled_fit = est.fit(X).second_moment_
-        assert calls and all(p.startswith(str(tmp_path)) for p in calls)
+        L = est.n_levels_
+        assert L > 2 and len(calls) == L * X.numblocks[0]
+        written = [p for p, _ in calls if p is not None]  # every level but the last writes its scales
+        assert len(written) == (L - 1) * X.numblocks[0] and all(p.startswith(str(tmp_path)) for p in written)
+        assert all(state is None or isinstance(state, str) for _, state in calls)  # no scales held
+        calls.clear()
         assert not os.listdir(tmp_path)
         calls.clear()
         with dask.config.set({"dpdist.scales-in-memory-bytes": 8 * 2000}):  # fits exactly: held
             held_fit = est.fit(X).second_moment_
-        assert calls == [] and not os.listdir(tmp_path)
+        assert all(p is None for p, _ in calls) and not os.listdir(tmp_path)
         np.testing.assert_array_equal(held_fit, spilled_fit)  # same seed: the same release either way
         with dask.config.set({"dpdist.scales-in-memory-bytes": -1}):
             with pytest.raises(ValidationError, match="scales-in-memory-bytes"):
