@@ -218,7 +218,8 @@ def _validate(
     lambda_floor = check_probability(lambda_floor, "lambda_floor")
     psd = check_bool(psd, "psd")
     scheduler = check_scheduler(scheduler)
-    engine.scales_in_memory_bytes()  # the dask config a fit reads between levels
+    engine.scales_in_memory_bytes()  # the dask configs a fit reads between levels
+    engine.rows_in_memory_bytes()
     return _Config(rho, m, alpha, radius, lambda_min, float(init_fraction), sensitivity, xi, (lo, hi),
                    lambda_floor, bool(psd), scheduler, check_timeout(timeout), check_nonfinite(on_nonfinite))
 
@@ -526,13 +527,18 @@ def _recursion(X, schedule: LevelSchedule, levels, lam_hat: float, seed: NoiseSe
     t = None
     projections, dims, noisy_levels = [], [], []
     eye = np.eye(d)
+    blocks = engine.row_blocks(X)  # the data-loading graph, optimised once for all levels
+    keep_rows = L > 1 and engine.rows_in_memory(X)  # small data: read once, kept between the levels
     for k in range(L):
         if k > 0:
             M = (math.sqrt(GROWTH) * projections[-1]) @ M
         noise = moment_release(levels[k], seed, schedule.n_samples)
         t0 = time.perf_counter()
-        t_next, gram = engine.level_step(X, t, M, schedule.radii[k])
-        t, noisy = engine.persist_and_release(t_next, engine.noised(gram, noise), scheduler, n_rows=X.shape[0])
+        last = k == L - 1  # its scales are not needed: none is kept
+        t_next, gram = engine.level_step(blocks, t, M, schedule.radii[k], keep_rows=keep_rows and not last,
+                                         rows_in_prev=keep_rows and k > 0, keep_scales=not last,
+                                         spill_to=None if last else engine.spill_stem(scheduler, X.shape[0]))
+        t, noisy = engine.persist_and_release(t_next, engine.noised(gram, noise), scheduler)
         _log_time("level", k, time.perf_counter() - t0)
         noisy_levels.append(noisy)
         if k == L - 1:

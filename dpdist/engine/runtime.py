@@ -440,12 +440,14 @@ class Runtime:
         futures = self.client.compute(list(collections))
         return tuple(self._gather(futures, progress, noised))
 
-    def persist(self, collections: Sequence[Any], *, noised: bool = False) -> list:
+    def persist(self, collections: Sequence[Any], *, noised: bool = False, optimize_graph: bool = True) -> list:
         """Compute ``collections`` and keep their values where they were computed: futures
-        on a cluster (waited for; they never travel to this process), values locally."""
+        on a cluster (waited for; they never travel to this process), values locally.
+        ``optimize_graph=False`` skips dask's graph optimisation, for graphs built from
+        already optimised parts (it is repeated at every call otherwise)."""
         if self.client is None:
-            return list(self._local(tuple(collections), False, noised))
-        futures = self.client.compute(list(collections))
+            return list(self._local(tuple(collections), False, noised, optimize_graph))
+        futures = self.client.compute(list(collections), optimize_graph=optimize_graph)
         self._wait(futures, False, noised)
         return futures
 
@@ -461,7 +463,7 @@ class Runtime:
             return obj
         return self._gather([obj], False, noised)[0]
 
-    def _local(self, collections: tuple, progress: bool | None, noised: bool) -> tuple:
+    def _local(self, collections: tuple, progress: bool | None, noised: bool, optimize_graph: bool = True) -> tuple:
         from dask.callbacks import Callback
 
         started = [False]
@@ -481,7 +483,8 @@ class Runtime:
             callbacks.append(ProgressBar(out=sys.stderr)._callback)
         with single_threaded_blas(self.local in ("threads", "sync")):
             try:
-                out = dask.compute(*collections, scheduler=self.local, callbacks=callbacks)
+                out = dask.compute(*collections, scheduler=self.local, callbacks=callbacks,
+                                   optimize_graph=optimize_graph)
             except Exception as exc:
                 translated = self.translate(exc, noised=noised, started=started[0])
                 if translated is exc:
@@ -803,12 +806,10 @@ def single_threaded_blas(active: bool = True) -> Iterator[None]:
     if not active:
         yield
         return
-    from threadpoolctl import threadpool_limits
-
     with _BLAS_LOCK:
         global _BLAS_USERS, _BLAS_LIMITS
         if _BLAS_USERS == 0:
-            _BLAS_LIMITS = threadpool_limits(limits=1, user_api="blas")
+            _BLAS_LIMITS = _blas_controller().limit(limits=1, user_api="blas")
         _BLAS_USERS += 1
     try:
         yield
@@ -823,6 +824,23 @@ def single_threaded_blas(active: bool = True) -> Iterator[None]:
 _BLAS_LOCK = threading.Lock()
 _BLAS_USERS = 0
 _BLAS_LIMITS: Any = None
+_BLAS_CONTROLLER: Any = None
+_BLAS_CONTROLLER_MODULES = -1
+
+
+def _blas_controller() -> Any:
+    """One ``threadpoolctl.ThreadpoolController`` for the process, built on first use (call
+    with ``_BLAS_LOCK`` held). Building one scans the loaded shared libraries (about 2.5 ms,
+    paid by every ``threadpool_limits`` call: twice per pass of a fit before); it is rebuilt
+    only when Python modules were imported since (an extension module may have loaded
+    another BLAS, such as SciPy's own OpenBLAS)."""
+    global _BLAS_CONTROLLER, _BLAS_CONTROLLER_MODULES
+    if _BLAS_CONTROLLER is None or len(sys.modules) != _BLAS_CONTROLLER_MODULES:
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS_CONTROLLER_MODULES = len(sys.modules)
+        _BLAS_CONTROLLER = ThreadpoolController()
+    return _BLAS_CONTROLLER
 
 
 def _show_progress(progress: bool | None) -> bool:

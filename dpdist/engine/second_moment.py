@@ -18,12 +18,17 @@ re-applying k maps (:func:`chunk_apply_steps`, kept as the step-by-step definiti
 oracle) or writing transformed rows to storage. The scales are 8 bytes a row, so memory would
 grow with n if they were held: with a local scheduler and the fit's
 :class:`~dpdist.engine.runtime.Runtime` they are spilled block by block to the runtime's
-private scratch directory (raw float64 ``.npy`` files, bit-exact; each file is deleted by the
-task that reads it, so at most two levels' scales, 16 bytes a row, are on disk at once, and
-the directory is removed when the fit ends, whatever the outcome); on a ``distributed``
+private scratch directory (:func:`spill_stem`; raw float64 files, bit-exact, written by the
+level's own task for its block; each file is deleted by the task that reads it, so at most
+two levels' scales, 16 bytes a row, are on disk at once, and the directory is removed when
+the fit ends, whatever the outcome); on a ``distributed``
 cluster they are persisted futures in worker memory, which the workers' own memory manager
 spills to their local disk past its ``target`` fraction. Either way the client holds only
 one small value per row block, and memory is flat in n (``benchmarks/bench_scaling.py``).
+Scales of at most ``dpdist.scales-in-memory-bytes`` (64 MiB) stay in memory instead, and data
+of at most ``dpdist.rows-in-memory-bytes`` (256 MiB, with the scales) are read once, at the
+first level, and kept with the scales (:func:`rows_in_memory`): a level then costs its kernel
+alone, not a read. Both limits are constants, so memory stays flat in n.
 
 Rows holding NaN or inf are replaced by zero rows (scale 0) before the first step (a per-row
 map, so replace-one neighbours stay neighbours and the sensitivity bound holds; nothing counts
@@ -60,7 +65,11 @@ __all__ = [
     "chunk_level_gram",
     "chunk_level_step",
     "level_step",
+    "row_blocks",
+    "rows_in_memory",
+    "rows_in_memory_bytes",
     "persist_and_release",
+    "spill_stem",
     "tree_sum",
     "chunk_row_scales",
     "scales_in_memory_bytes",
@@ -134,22 +143,16 @@ def row_norms(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def _apply_map(x: np.ndarray, a, batch: int | None = None) -> np.ndarray:
-    """``x a`` as a new array (a copy for the identity). With ``batch``, a matrix product is
-    formed ``batch`` rows per BLAS call (:func:`gram_batch_rows`: one BLAS thread each)."""
+def _apply_map(x: np.ndarray, a) -> np.ndarray:
+    """``x a`` as a new array (a copy for the identity). A matrix product is formed as
+    ``(a^T x^T)^T``: the result is column-major, so that the per-row norms and the scaling run
+    along contiguous columns (each row's values are dot products of length d whatever the
+    layout; :func:`_map_and_clip_into` forms the same products into a buffer)."""
     if a is None:
         return np.array(x, dtype=np.float64, copy=True)
     if np.ndim(a) == 0:
         return x * float(a)
-    # formed as (a^T x^T)^T: the result is column-major, so that the per-row norms, the scaling
-    # and the Gram below run along contiguous columns (each row's values are dot products of
-    # length d whatever the layout)
-    aT = np.asarray(a).T
-    zT = np.empty((aT.shape[0], x.shape[0]))
-    step = x.shape[0] if batch is None else batch
-    for lo in range(0, x.shape[0], step):
-        np.matmul(aT, x[lo : lo + step].T, out=zT[:, lo : lo + step])
-    return zT.T
+    return (np.asarray(a).T @ x.T).T
 
 
 def _map_and_clip_scaled(x: np.ndarray, aT, radius: float, prev: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -202,32 +205,69 @@ def map_and_clip(x: np.ndarray, aT=None, radius: float = np.inf, prev: np.ndarra
     return _map_and_clip(x, aT, r, prev)
 
 
-def _map_and_clip(
-    x: np.ndarray, aT, r: float, prev: np.ndarray | None, batch: int | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`map_and_clip` with the radius already shrunk (the hot loop of a level); the map
-    is applied ``batch`` rows per BLAS call (:func:`_apply_map`), each row's values are the
-    same whatever the batch."""
+def _map_and_clip(x: np.ndarray, aT, r: float, prev: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`map_and_clip` with the radius already shrunk (a matrix map: one BLAS product,
+    :func:`_map_and_clip_into`; the level kernel calls that directly, in batches)."""
+    if aT is not None and np.ndim(aT) != 0:
+        zT, t = np.empty((np.shape(aT)[1], x.shape[0])), np.empty(x.shape[0])
+        _map_and_clip_into(x, aT, r, prev, None, zT, t, np.empty(x.shape[0]))
+        return zT.T, t
     with np.errstate(all="ignore"):
-        z = _apply_map(x, aT, batch)
-        sq = np.einsum("ji,ji->i", z.T, z.T) if z.flags.f_contiguous else np.einsum("ij,ij->i", z, z)
-        t = np.sqrt(sq)
+        z = _apply_map(x, aT)
+        sq = np.einsum("ij,ij->i", z, z)
+    t = np.empty(x.shape[0])
+    slow = _clip_scales(sq, r, prev, t)
+    if slow is not None:
+        z[slow] = 0.0
+    z *= t[:, None]
+    if slow is not None:
+        z[slow], t[slow] = _map_and_clip_scaled(x[slow], aT, r, None if prev is None else prev[slow])
+    return z, t
+
+
+def _clip_scales(sq: np.ndarray, r: float, prev: np.ndarray | None, t: np.ndarray) -> np.ndarray | None:
+    """Into ``t``: the clip scales ``min(prev, 1, r / sqrt(sq))`` of rows of squared norms
+    ``sq``. Returns the indices of the rows whose squared norm needs the rescaled path
+    (outside [_SQ_LO, _SQ_HI], or NaN; their t is set to 0 here), or None when there is none
+    (the usual case: two reductions)."""
+    with np.errstate(all="ignore"):
+        np.sqrt(sq, out=t)
         np.divide(r, t, out=t)
         np.minimum(t, 1.0, out=t)
     if prev is not None:
         np.minimum(t, prev, out=t)
-    slow = None
-    if not (sq.size == 0 or (sq.min() >= _SQ_LO and sq.max() <= _SQ_HI)):  # NaN fails both
-        slow = np.flatnonzero(~((sq >= _SQ_LO) & (sq <= _SQ_HI)))
-        t[slow] = 0.0
-        z[slow] = 0.0
-    if z.flags.f_contiguous:
-        z.T[...] *= t  # along contiguous columns
-    else:
-        z *= t[:, None]
+    if sq.size == 0 or (sq.min() >= _SQ_LO and sq.max() <= _SQ_HI):  # NaN fails both
+        return None
+    slow = np.flatnonzero(~((sq >= _SQ_LO) & (sq <= _SQ_HI)))
+    t[slow] = 0.0
+    return slow
+
+
+def _map_and_clip_into(
+    x: np.ndarray, MT: np.ndarray, r: float, prev: np.ndarray | None, batch: int | None,
+    zT: np.ndarray, t: np.ndarray, sq: np.ndarray,
+) -> None:
+    """:func:`map_and_clip` for a (d, d) matrix map ``MT`` (the transposed map), writing into
+    caller-owned buffers: ``zT`` (d, b), C-contiguous, receives the level's rows transposed
+    (column-major rows: the norms, the scaling and the Gram run along contiguous columns),
+    ``t`` (b,) the scales and ``sq`` (b,) is scratch. The map is formed as ``(a^T x^T)``,
+    ``batch`` rows per BLAS call (all rows at once when None); then, in place, the squared
+    norms, ``t = min(prev, 1, r / sqrt(sq))`` and the scaling: each value is the same
+    operation as in :func:`map_and_clip`, only without temporaries."""
+    n = x.shape[0]
+    aT = MT.T
+    step = n if batch is None else batch
+    with np.errstate(all="ignore"):
+        for lo in range(0, n, max(step, 1)):
+            np.matmul(aT, x[lo : lo + step].T, out=zT[:, lo : lo + step])
+        np.einsum("ji,ji->i", zT, zT, out=sq)
+    slow = _clip_scales(sq, r, prev, t)
+    with np.errstate(all="ignore"):
+        zT *= t  # along contiguous columns
     if slow is not None:
-        z[slow], t[slow] = _map_and_clip_scaled(x[slow], aT, r, None if prev is None else prev[slow])
-    return z, t
+        ys, ts = _map_and_clip_scaled(x[slow], MT, r, None if prev is None else prev[slow])
+        zT[:, slow] = ys.T
+        t[slow] = ts
 
 
 def chunk_clip_rows(x: np.ndarray, radius: float) -> np.ndarray:
@@ -362,10 +402,12 @@ def chunk_level_step(
     ``_LEVEL_BLOCK_VALUES`` values (converted to float64 block by block: no float64 copy of a
     whole float32 chunk); within a block the map and the Gram are BLAS calls of
     :func:`gram_batch_rows` rows each (one BLAS thread), the norms and the scaling one numpy
-    call each, on the mapped rows held column-major (:func:`_apply_map`: contiguous columns,
-    about a fifth cheaper than row-major at d = 8). The values do not depend on the block size
-    (every row's map, norm and scale depend on that row alone; the Gram runs are the same
-    batches).
+    call each, in place, on the mapped rows held column-major in one buffer reused by every
+    block (:func:`_map_and_clip_into`: contiguous columns, about a fifth cheaper than row-major
+    at d = 8; no temporaries: about 6% less time than a fresh array per step, measured in the same
+    run). The values do not depend on the block size (every row's map, norm and scale depend
+    on that row alone; the Gram runs are the same batches), and are bit for bit those of the
+    operation-by-operation definition (tests/engine/test_second_moment_engine.py).
     """
     x = np.asarray(x)
     n, d = x.shape
@@ -374,12 +416,16 @@ def chunk_level_step(
     t = np.empty(n, dtype=np.float64)
     acc = GramAccumulator()
     batch = gram_batch_rows(d)
-    block = batch * max(1, _LEVEL_BLOCK_VALUES // (batch * max(1, d)))
+    block = max(1, min(n, batch * max(1, _LEVEL_BLOCK_VALUES // (batch * max(1, d)))))
     r = shrink_radius(radius, d)
+    zbuf, sq = np.empty((d, block)), np.empty(block)  # reused by every block of the chunk
     for lo in range(0, n, block):
-        xb = np.asarray(x[lo : lo + block], dtype=np.float64)
-        y, t[lo : lo + block] = _map_and_clip(xb, MT, r, None if prev is None else prev[lo : lo + block], batch)
-        for a in range(0, y.shape[0], batch):
+        hi = min(lo + block, n)
+        zT = zbuf if hi - lo == block else np.empty((d, hi - lo))
+        _map_and_clip_into(np.asarray(x[lo:hi], dtype=np.float64), MT, r, None if prev is None else prev[lo:hi],
+                           batch, zT, t[lo:hi], sq[: hi - lo])
+        y = zT.T
+        for a in range(0, hi - lo, batch):
             acc.add(y[a : a + batch])
     g = acc.total((d, d))
     return t, (g + g.T) / 2.0
@@ -493,24 +539,40 @@ def tree_sum(items: Sequence[Any], split_every: int = 8) -> Any:
     return items[0]
 
 
-def _level_block(x: np.ndarray, state: Any, *, M: np.ndarray, radius: float) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`chunk_level_step` on one row block; ``state`` is the block's previous
-    ``(t, Gram)`` (the scales are its first part), the path of its spilled scales
-    (:func:`_spill_scales`; the file is read and deleted), or None at level 0."""
-    if isinstance(state, str):
-        prev = np.load(state, allow_pickle=False)
-        os.remove(state)
-    else:
-        prev = None if state is None else state[0]
-    return chunk_level_step(x, prev, M=M, radius=radius)
-
-
-def _spill_scales(state: tuple, path: str) -> str:
-    """Write a block's scales (the first part of its ``(t, Gram)`` state) to ``path`` as a raw
-    float64 ``.npy`` file (bit-exact) and return the path: the block's state for the next
-    level."""
-    np.save(path, np.ascontiguousarray(state[0], dtype=np.float64), allow_pickle=False)
-    return path
+def _level_block(
+    x: np.ndarray | None,
+    state: Any,
+    *,
+    M: np.ndarray,
+    radius: float,
+    keep_rows: bool = False,
+    spill_path: str | None = None,
+    keep_scales: bool = True,
+) -> tuple:
+    """:func:`chunk_level_step` on one row block. ``state`` is None at level 0, else the
+    block's previous state ``(scales, Gram)`` or ``(scales, Gram, rows)``: the scales are an
+    array, or the path of the file they were spilled to (raw float64, read and deleted here).
+    ``x`` is the block as read, or None to use the rows the previous state kept. The returned
+    state holds the new scales, or with ``spill_path`` the path they were written to (raw
+    float64, bit-exact: this process then holds no per-row array between levels); with
+    ``keep_rows`` it also holds the block's rows (the array read, not a copy), so that the
+    next level does not read the data again; without ``keep_scales`` (the last level) it holds
+    None instead of the scales."""
+    prev = None if state is None else state[0]
+    if isinstance(prev, str):
+        path, prev = prev, np.fromfile(prev, dtype=np.float64)
+        os.remove(path)
+    if x is None:
+        if state is None or len(state) < 3:
+            raise ValueError("no rows kept by the previous level for this block")
+        x = state[2]
+    t, g = chunk_level_step(x, prev, M=M, radius=radius)
+    if not keep_scales:
+        t = None
+    elif spill_path is not None:
+        t.tofile(spill_path)
+        t = spill_path
+    return (t, g, x) if keep_rows else (t, g)
 
 
 def _sum_level_grams(*states: tuple) -> np.ndarray:
@@ -518,27 +580,59 @@ def _sum_level_grams(*states: tuple) -> np.ndarray:
     return _sum_arrays(*(s[1] for s in states))
 
 
-def level_step(X: da.Array, prev: Sequence[Any] | None, M: np.ndarray, radius: float) -> tuple[list, Any]:
+def row_blocks(X: da.Array) -> list:
+    """The row blocks of ``X`` (each holding whole rows) as a list of ``Delayed``, with
+    the data-loading graph optimised once. A fit that passes ``X`` many times (one pass per
+    level) makes them once and gives them to :func:`level_step` at every level."""
+    return list(_row_blocks(X).to_delayed().ravel())
+
+
+def level_step(
+    X: da.Array | Sequence[Any],
+    prev: Sequence[Any] | None,
+    M: np.ndarray,
+    radius: float,
+    *,
+    keep_rows: bool = False,
+    rows_in_prev: bool = False,
+    spill_to: str | None = None,
+    keep_scales: bool = True,
+) -> tuple[list, Any]:
     """Lazy (per-block states, Gram (d, d)) of one level from the previous level's states.
 
     One task per row block computes the block's scales t_k and its Gram together
     (:func:`chunk_level_step`), so the block is read once; its result ``(t_k, Gram)`` is the
     block's state, which the next level takes as ``prev`` (the Gram, d x d, rides along: no
-    separate task splits the pair), and the Grams are tree-reduced. ``prev`` is the list of
-    per-block states returned by :func:`persist_and_release` for the previous level (None at
-    level 0), aligned with the row blocks of ``X``; spilled states (paths) are consumed: each
-    file is deleted once read.
+    separate task splits the pair), and the Grams are tree-reduced. ``X`` is the data, or
+    its :func:`row_blocks`. ``prev`` is the list of per-block states returned by
+    :func:`persist_and_release` for the previous level (None at level 0), aligned with the
+    row blocks of ``X``; spilled scales are consumed: each file is deleted once read. With
+    ``spill_to`` (a path stem, see :func:`spill_stem`) each task writes its block's new
+    scales to a file ``{spill_to}-{block}.f64`` and its state holds the path instead; with
+    ``keep_scales=False`` (a fit's last level) the states hold no scales at all. With
+    ``keep_rows`` each state also holds its block's rows (the array read, not a copy),
+    and a level given ``rows_in_prev`` takes the rows from ``prev`` (states kept with
+    ``keep_rows``) instead of reading ``X``: a fit whose data are small
+    (:func:`rows_in_memory`) reads them once, at its first level.
+    The graph needs no further optimisation (:func:`persist_and_release` skips it).
     """
-    X = _row_blocks(X)
     M = np.asarray(M, dtype=np.float64)
-    blocks = X.to_delayed().ravel()
+    blocks = row_blocks(X) if isinstance(X, da.Array) else list(X)
     prevs = [None] * len(blocks) if prev is None else list(prev)
     if len(prevs) != len(blocks):
         raise ValueError("previous scales do not match the row blocks of X")
+    if (keep_rows or rows_in_prev) and spill_to is not None:
+        raise ValueError("rows are kept only with the scales held in memory (no spill_to)")
+    if rows_in_prev:
+        if prev is None:
+            raise ValueError("rows_in_prev needs the previous level's states")
+        blocks = [None] * len(blocks)  # the rows are in the previous states
+    paths = [None] * len(blocks) if spill_to is None else [f"{spill_to}-{i}.f64" for i in range(len(blocks))]
     # pure=False: the previous scales (local arrays of one float per row) are not hashed for
     # keys at every level
     step = dask.delayed(_level_block, pure=False)
-    parts = [step(b, p, M=M, radius=float(radius)) for b, p in zip(blocks, prevs)]
+    parts = [step(b, p, M=M, radius=float(radius), keep_rows=bool(keep_rows), spill_path=path,
+                  keep_scales=bool(keep_scales)) for b, p, path in zip(blocks, prevs, paths)]
     grams = [dask.delayed(_sum_level_grams, pure=True)(*parts[i : i + 8]) for i in range(0, len(parts), 8)]
     return parts, tree_sum(grams)
 
@@ -547,50 +641,84 @@ def level_step(X: da.Array, prev: Sequence[Any] | None, M: np.ndarray, radius: f
 #: on a local scheduler; larger ones are spilled to the fit's scratch directory (dask config
 #: ``dpdist.scales-in-memory-bytes``). A constant, so memory stays flat in n.
 SCALES_IN_MEMORY_BYTES = 64 << 20
+#: Data of at most this many bytes (as stored, with the scales) are read once and kept in
+#: memory between levels (dask config ``dpdist.rows-in-memory-bytes``; 0 streams every
+#: level). A constant, so memory stays flat in n.
+ROWS_IN_MEMORY_BYTES = 256 << 20
+
+
+def _config_bytes(key: str, default: int) -> int:
+    from dpdist.exceptions import ValidationError
+
+    value = dask.config.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ValidationError(f"dask config {key} must be a number of bytes >= 0, got {value!r}")
+    return int(value)
 
 
 def scales_in_memory_bytes() -> int:
     """The dask config ``dpdist.scales-in-memory-bytes`` (default :data:`SCALES_IN_MEMORY_BYTES`),
     checked (a fit checks it before reading data)."""
-    from dpdist.exceptions import ValidationError
-
-    value = dask.config.get("dpdist.scales-in-memory-bytes", SCALES_IN_MEMORY_BYTES)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        raise ValidationError(
-            f"dask config dpdist.scales-in-memory-bytes must be a number of bytes >= 0, got {value!r}"
-        )
-    return int(value)
+    return _config_bytes("dpdist.scales-in-memory-bytes", SCALES_IN_MEMORY_BYTES)
 
 
-def persist_and_release(keep: list, release: Any, scheduler: Any, n_rows: int | None = None) -> tuple[list, Any]:
+def rows_in_memory_bytes() -> int:
+    """The dask config ``dpdist.rows-in-memory-bytes`` (default :data:`ROWS_IN_MEMORY_BYTES`),
+    checked (a fit checks it before reading data)."""
+    return _config_bytes("dpdist.rows-in-memory-bytes", ROWS_IN_MEMORY_BYTES)
+
+
+def rows_in_memory(X: da.Array) -> bool:
+    """Whether a fit of several passes keeps the rows of ``X`` in memory between levels
+    (``keep_rows`` of :func:`level_step`): when the data as stored plus the scales (8 bytes a
+    row) take at most ``dpdist.rows-in-memory-bytes`` and the scales are held in memory
+    (:func:`scales_in_memory_bytes`). Larger data are read again at every level, so memory
+    stays flat in n either way. On a cluster the rows stay in the workers' memory (their
+    memory manager spills them to disk under pressure), never in this process."""
+    n = int(X.shape[0])
+    held = int(X.nbytes) + 8 * n
+    return 8 * n <= scales_in_memory_bytes() and held <= rows_in_memory_bytes()
+
+
+def spill_stem(scheduler: Any, n_rows: int | None = None) -> str | None:
+    """Where a level's per-row scales go between levels (``spill_to`` of :func:`level_step`).
+
+    With a local scheduler and the fit's :class:`~dpdist.engine.runtime.Runtime` as
+    ``scheduler``: a fresh path stem in the runtime's private scratch directory (removed with
+    everything in it when the fit ends, whatever the outcome), so that this process holds no
+    per-row array between levels and, while a level runs, only the blocks in flight; unless
+    ``n_rows`` is given and its scales (8 bytes a row) take at most
+    ``dpdist.scales-in-memory-bytes`` (default :data:`SCALES_IN_MEMORY_BYTES`): then None,
+    the scales are held in memory (writing and reading the files costs several percent of a
+    level). None as well on a distributed cluster (the scales stay in the workers' memory as
+    futures; their memory manager spills them to disk under pressure) and for a local
+    scheduler named by value (no runtime that outlives the level to own the files).
+    """
+    from dpdist.engine.runtime import Runtime
+
+    small = n_rows is not None and 8 * int(n_rows) <= scales_in_memory_bytes()
+    if small or not isinstance(scheduler, Runtime) or scheduler.client is not None:
+        return None
+    return os.path.join(scheduler.scratch_dir(), f"scales-{uuid.uuid4().hex}")
+
+
+def persist_and_release(keep: list, release: Any, scheduler: Any) -> tuple[list, Any]:
     """Compute ``release`` (a noised statistic) and keep ``keep`` (delayed per-block state) in
     one pass over the data.
 
     On a distributed cluster ``keep`` is persisted as futures on the workers (it never
-    reaches this process; the workers spill it to their disks under memory pressure). With a
-    local scheduler and the fit's :class:`~dpdist.engine.runtime.Runtime` as ``scheduler``,
-    each kept block's scales are written to a file in the runtime's scratch directory by a
-    task of the same graph (:func:`_spill_scales`), and the kept states returned are the file
-    paths: this process holds no per-row array between levels, and while the level runs only
-    the blocks in flight. With a local scheduler named by value (no runtime that outlives this
-    call to own the files) the kept blocks are NumPy arrays held as inputs of the next level.
-    ``release`` is computed exactly once and its value returned. ``scheduler`` is any value
-    accepted by :func:`dpdist.engine.runtime.open_runtime`; pass the fit's runtime so that
-    every level shares its deadline and its scratch directory. ``n_rows``, when given, is
-    the number of rows the kept states cover: scales of at most
-    ``dpdist.scales-in-memory-bytes`` (default :data:`SCALES_IN_MEMORY_BYTES`, 8 bytes a
-    row) are held in memory instead of spilled (writing and reading the files costs about a
-    tenth of a level at a few million rows); None spills whenever a runtime is given.
+    reaches this process); with a local scheduler the kept states are returned (small: the
+    per-row scales are in them only when :func:`spill_stem` chose to hold them), to be
+    given to the next level. ``release`` is computed exactly once and its value returned.
+    ``scheduler`` is any value accepted by :func:`dpdist.engine.runtime.open_runtime`; pass
+    the fit's runtime so that every level shares its deadline and its scratch directory.
     """
-    from dpdist.engine.runtime import Runtime, open_runtime
+    from dpdist.engine.runtime import open_runtime
 
-    small = n_rows is not None and 8 * int(n_rows) <= scales_in_memory_bytes()
     with open_runtime(scheduler) as rt:
-        if rt.client is None and isinstance(scheduler, Runtime) and not small:
-            stem = os.path.join(rt.scratch_dir(), f"scales-{uuid.uuid4().hex}")
-            spill = dask.delayed(_spill_scales, pure=False)
-            keep = [spill(part, f"{stem}-{i}.npy") for i, part in enumerate(keep)]
-        parts = rt.persist([*keep, release], noised=True)
+        # the level graph is built from optimised row blocks (level_step): no optimisation
+        # pass at every level
+        parts = rt.persist([*keep, release], noised=True, optimize_graph=False)
         return list(parts[:-1]), rt.result(parts[-1])
 
 

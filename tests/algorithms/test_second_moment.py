@@ -186,6 +186,26 @@ def test_same_seed_same_release_across_chunkings_and_schedulers(ill):
     assert not np.allclose(c, a, rtol=1e-6)
 
 
+def test_same_seed_bit_identical_release_across_local_schedulers_and_memory_settings(ill):
+    # with the same chunking, every local path computes the same tasks in the same order:
+    # synchronous or threads, rows kept in memory between levels (the default at this size)
+    # or read again at every level, per-row scales held or spilled to the scratch directory
+    import dask
+
+    X = da.from_array(ill["X"][:20_000], chunks=(1234, 4))
+    kw = {"m": 5, "radius": ill["R"], "lambda_min": 0.5 * ill["lam"], "random_state": 11}
+    ref = second_moment(X, 1.0, scheduler="synchronous", **kw)
+    assert ref.parameters["n_levels"] > 2
+    runs = [second_moment(X, 1.0, scheduler="threads", **kw), second_moment(X, 1.0, scheduler=None, **kw)]
+    with dask.config.set({"dpdist.rows-in-memory-bytes": 0}):
+        runs.append(second_moment(X, 1.0, scheduler="threads", **kw))
+        with dask.config.set({"dpdist.scales-in-memory-bytes": 0}):
+            runs.append(second_moment(X, 1.0, scheduler="threads", **kw))
+    for rel in runs:
+        for key in ("second_moment", "level_matrices", "projections"):
+            np.testing.assert_array_equal(rel.values[key], ref.values[key])
+
+
 def test_same_seed_same_release_on_a_two_worker_cluster(ill, local_cluster):
     X = ill["X"][:20_000]
     kw = {"m": 5, "radius": ill["R"], "lambda_min": 0.5 * ill["lam"], "random_state": 11}

@@ -224,3 +224,27 @@ def test_main_guard_detection(source, line, guarded):
 
 def test_pytest_itself_may_start_worker_processes():
     assert spawn_problem() is None  # `python -m pytest`: the main module is pytest.__main__
+
+
+def test_single_threaded_blas_limits_and_restores_with_one_cached_controller():
+    # one BLAS thread inside (nested uses share the limit), the original count after; the
+    # library scan (threadpoolctl.ThreadpoolController) is made once, not at every compute
+    import threadpoolctl
+
+    from dpdist.engine import runtime
+
+    def blas_threads():
+        return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+
+    before = blas_threads()
+    compute(da.ones(10, chunks=5).sum(), scheduler="threads")  # first use: imports, one scan
+    controller = runtime._BLAS_CONTROLLER
+    assert controller is not None
+    for _ in range(3):
+        with runtime.single_threaded_blas():
+            with runtime.single_threaded_blas():
+                assert set(blas_threads()) <= {1}
+            assert set(blas_threads()) <= {1}
+        assert blas_threads() == before
+    compute(da.ones(10, chunks=5).sum(), scheduler="threads")
+    assert runtime._BLAS_CONTROLLER is controller  # nothing new was imported: one scan served every call

@@ -176,13 +176,17 @@ def test_level_step_keeps_scales_per_block_and_is_chunking_invariant(rng, schedu
     oracle = eng.chunk_apply_steps(x, steps)
     for chunks in ((2000, 3), (333, 2)):
         X = da.from_array(x, chunks=chunks)
-        prev, M = None, np.eye(3)
-        for a, r in steps:
-            M = a * M if np.ndim(a) == 0 else a @ M
-            ts, gram = eng.level_step(X, prev, M, r)
-            prev, g = eng.persist_and_release(ts, eng.noised(gram, lambda v: v), scheduler)
-        assert len(prev) == X.numblocks[0]
-        np.testing.assert_allclose(g, oracle.T @ oracle, rtol=1e-12)
+        grams = []
+        for data in (X, eng.row_blocks(X)):  # the array, or its row blocks made once for all levels
+            prev, M = None, np.eye(3)
+            for a, r in steps:
+                M = a * M if np.ndim(a) == 0 else a @ M
+                ts, gram = eng.level_step(data, prev, M, r)
+                prev, g = eng.persist_and_release(ts, eng.noised(gram, lambda v: v), scheduler)
+            assert len(prev) == X.numblocks[0]
+            np.testing.assert_allclose(g, oracle.T @ oracle, rtol=1e-12)
+            grams.append(g)
+        np.testing.assert_array_equal(grams[0], grams[1])
 
 
 def test_scales_spilled_by_the_fit_runtime_equal_held_scales_and_leave_no_file(rng, tmp_path, monkeypatch):
@@ -203,20 +207,23 @@ def test_scales_spilled_by_the_fit_runtime_equal_held_scales_and_leave_no_file(r
         prev, M, out = None, np.eye(3), []
         for k, (a, r) in enumerate(steps):
             M = a * M if np.ndim(a) == 0 else a @ M
-            ts, gram = eng.level_step(X, prev, M, r)
+            ts, gram = eng.level_step(X, prev, M, r, spill_to=eng.spill_stem(scheduler))
             noise = (lambda v: v) if k != fail_at else (lambda v: 1 / 0)
             prev, g = eng.persist_and_release(ts, eng.noised(gram, noise), scheduler)
             out.append((prev, g))
         return out
 
+    assert eng.spill_stem("threads") is None  # no runtime to own the files: held
     held = levels("threads")
     with dask.config.set({"temporary-directory": str(tmp_path)}):
         with open_runtime("threads") as rt:
+            assert eng.spill_stem(rt, 2000) is None  # 16,000 bytes of scales: held by default
             spilled = levels(rt)
             scratch = rt.scratch_dir()
-            assert sorted(os.listdir(scratch)) == sorted(os.path.basename(p) for p in spilled[-1][0])
-            assert all(isinstance(p, str) for p in spilled[-1][0])
-            t_last = np.concatenate([np.load(p) for p in spilled[-1][0]])
+            paths = [state[0] for state in spilled[-1][0]]
+            assert all(isinstance(p, str) for p in paths)
+            assert sorted(os.listdir(scratch)) == sorted(os.path.basename(p) for p in paths)
+            t_last = np.concatenate([np.fromfile(p) for p in paths])
         assert not os.path.exists(scratch) and not os.listdir(tmp_path)
         for (_, g_held), (_, g_spilled) in zip(held, spilled):
             np.testing.assert_array_equal(g_spilled, g_held)
@@ -231,17 +238,28 @@ def test_scales_spilled_by_the_fit_runtime_equal_held_scales_and_leave_no_file(r
         from dpdist import SecondMoment
 
         calls = []
-        real = eng._spill_scales
-        monkeypatch.setattr(eng, "_spill_scales", lambda state, path: calls.append(path) or real(state, path))
+        real = eng._level_block
+
+        def level_block(*args, **kwargs):  # records the files written and the states returned
+            state = real(*args, **kwargs)
+            calls.append((kwargs["spill_path"], state[0]))
+            return state
+
+        monkeypatch.setattr(eng, "_level_block", level_block)
         est = SecondMoment(1.0, m=5, radius=60.0, lambda_min=0.5, random_state=0)
         with dask.config.set({"dpdist.scales-in-memory-bytes": 8 * 2000 - 1}):  # one byte short
             spilled_fit = est.fit(X).second_moment_
-        assert calls and all(p.startswith(str(tmp_path)) for p in calls)
+        L = est.n_levels_
+        assert L > 2 and len(calls) == L * X.numblocks[0]
+        written = [p for p, _ in calls if p is not None]  # every level but the last writes its scales
+        assert len(written) == (L - 1) * X.numblocks[0] and all(p.startswith(str(tmp_path)) for p in written)
+        assert all(state is None or isinstance(state, str) for _, state in calls)  # no scales held
+        calls.clear()
         assert not os.listdir(tmp_path)
         calls.clear()
         with dask.config.set({"dpdist.scales-in-memory-bytes": 8 * 2000}):  # fits exactly: held
             held_fit = est.fit(X).second_moment_
-        assert calls == [] and not os.listdir(tmp_path)
+        assert all(p is None for p, _ in calls) and not os.listdir(tmp_path)
         np.testing.assert_array_equal(held_fit, spilled_fit)  # same seed: the same release either way
         with dask.config.set({"dpdist.scales-in-memory-bytes": -1}):
             with pytest.raises(ValidationError, match="scales-in-memory-bytes"):
@@ -308,3 +326,107 @@ def test_chunk_row_scales_gives_the_rows_of_the_step_by_step_definition():
     assert t[7] == 0.0 and 0.0 < t.min(initial=1.0, where=np.arange(200) != 7) < 1.0
     t0, _ = chunk_row_scales(x, [])
     assert t0[7] == 0.0 and np.all(np.delete(t0, 7) == 1.0)
+
+
+def _level_step_op_by_op(x, prev, M, radius):
+    """The level kernel written out one operation at a time, as main computed it before the
+    in-place kernel (fresh arrays everywhere): per BLAS batch of gram_batch_rows rows, the map
+    (a^T x^T), the squared norms, t = min(prev, 1, r / sqrt(sq)), the rescaled path for the
+    rows outside [2^-960, 2^960], the scaling, and the Gram of the batch."""
+    from dpdist.engine.gram import GramAccumulator
+
+    d = x.shape[1]
+    MT = np.ascontiguousarray(M.T)
+    r = eng.shrink_radius(radius, d)
+    batch = eng.gram_batch_rows(d)
+    acc, ts = GramAccumulator(), []
+    for lo in range(0, x.shape[0], batch):
+        xb = np.asarray(x[lo : lo + batch], dtype=np.float64)
+        with np.errstate(all="ignore"):
+            zT = MT.T @ xb.T
+            sq = np.einsum("ji,ji->i", zT, zT)
+            t = np.minimum(np.minimum(r / np.sqrt(sq), 1.0), 1.0 if prev is None else prev[lo : lo + batch])
+        slow = np.flatnonzero(~((sq >= 2.0**-960) & (sq <= 2.0**960)))
+        t[slow] = 0.0
+        with np.errstate(all="ignore"):
+            y = (zT * t).T
+        if slow.size:
+            y[slow], t[slow] = eng._map_and_clip_scaled(xb[slow], MT, r, None if prev is None else prev[lo + slow])
+        acc.add(y)
+        ts.append(t)
+    g = acc.total((d, d))
+    return np.concatenate(ts), (g + g.T) / 2.0
+
+
+@pytest.mark.parametrize("n", [1, 4095, 4096, 40_000])
+def test_in_place_level_kernel_equals_the_op_by_op_kernel_bitwise(rng, n):
+    # the kernel computes into reused buffers, in place; every value must be the same
+    # operation on the same operands as the op-by-op definition (same seed, same release)
+    d = 8
+    x = rng.standard_normal((n, d)) * np.logspace(0, 3, d)
+    for i, v in zip((3, 17, 2000, 30_001, 39_999), (1e200, np.nan, 5e-310, np.inf, 0.0)):
+        if i < n:
+            x[i, 1 if np.isnan(v) or np.isinf(v) else slice(None)] = v
+    M = math.sqrt(GROWTH) * _random_projection(rng, d, 3) * 0.01
+    with np.errstate(over="ignore"):
+        x32 = x.astype(np.float32)  # 1e200 becomes inf
+    for prev in (None, rng.uniform(0.2, 1.0, n)):
+        for xx in (x, x32):
+            got = eng.chunk_level_step(xx, prev, M=M, radius=3.0)
+            want = _level_step_op_by_op(xx, prev, M, 3.0)
+            np.testing.assert_array_equal(got[0], want[0])
+            np.testing.assert_array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("scheduler", ["synchronous", "threads"])
+def test_rows_kept_between_levels_are_read_once_and_give_the_streamed_values_bitwise(rng, scheduler):
+    import threading
+
+    x = rng.standard_normal((2000, 3)) * [1, 5, 25]
+    x[5] = np.nan
+    reads, lock = [], threading.Lock()
+
+    def counted(block, block_info=None):
+        with lock:
+            reads.append(block_info[0]["chunk-location"][0])
+        return block
+
+    X = da.from_array(x, chunks=(333, 3)).map_blocks(counted, dtype=x.dtype)
+    steps = ((0.5, 10.0), (math.sqrt(GROWTH) * _random_projection(rng, 3, 1), 6.0), (0.9, 3.0))
+
+    def levels(keep):
+        blocks, prev, M, out = eng.row_blocks(X), None, np.eye(3), []
+        for k, (a, r) in enumerate(steps):
+            M = a * M if np.ndim(a) == 0 else a @ M
+            ts, gram = eng.level_step(blocks, prev, M, r, keep_rows=keep and k < len(steps) - 1,
+                                      rows_in_prev=keep and k > 0)
+            prev, g = eng.persist_and_release(ts, eng.noised(gram, lambda v: v), scheduler)
+            out.append(g)
+        return out, [p[0] for p in prev]
+
+    streamed = levels(False)
+    assert sorted(reads) == sorted(list(range(X.numblocks[0])) * len(steps))  # every level reads every block
+    reads.clear()
+    kept = levels(True)
+    assert sorted(reads) == list(range(X.numblocks[0]))  # each block read once, at the first level
+    for a, b in zip(streamed[0], kept[0]):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(np.concatenate(streamed[1]), np.concatenate(kept[1]))
+    with pytest.raises(ValueError, match="rows_in_prev"):
+        eng.level_step(X, None, np.eye(3), 1.0, rows_in_prev=True)
+
+
+def test_rows_in_memory_follows_its_config_and_the_scales_threshold():
+    import dask
+
+    X = da.zeros((1000, 4), chunks=(100, 4))  # 32,000 bytes of rows + 8,000 of scales
+    with dask.config.set({"dpdist.rows-in-memory-bytes": 40_000}):
+        assert eng.rows_in_memory(X)
+        with dask.config.set({"dpdist.scales-in-memory-bytes": 7_999}):
+            assert not eng.rows_in_memory(X)  # spilled scales: the rows are not kept either
+    with dask.config.set({"dpdist.rows-in-memory-bytes": 39_999}):
+        assert not eng.rows_in_memory(X)
+    for bad in (-1, "1e6", True):
+        with dask.config.set({"dpdist.rows-in-memory-bytes": bad}):
+            with pytest.raises(ValidationError, match="rows-in-memory-bytes"):
+                eng.rows_in_memory(X)
