@@ -56,7 +56,7 @@ the summation's epsilon, propagated through ``|dq/dY| <= 1`` and ``dx/dq = s sqr
 exact; otherwise (about ``s 2**-44`` of order statistics, and those with W_i < 2**40 or
 U_i > 1 - 2**-40) ``Y_j`` is enclosed at 128 bits in mpmath (lower and upper sums over the
 cells, a margin of ``(j + 16) 2**(4 - prec)`` relative) and compared with ``T(z) = -ln(1 -
-S(z))`` (``q <= S(z)`` iff ``Y <= T(z)``), refining every cell by one more word and doubling the
+S(z))`` (``q <= S(z)`` iff ``Y <= T(z)``), refining every cell by one more word and raising the
 precision until decided. Ties of magnitude between a signal and a noise cell at the boundary
 compare ``xi_j`` (from the same enclosures) with the signal key's dyadic interval, refining
 both until decided; two signal keys compare as 512-bit integers; noise cells are ordered by j.
@@ -278,7 +278,7 @@ class _OrderExact:
         self._reset()
 
     def _reset(self) -> None:
-        self.prec = _START_PREC << self.level
+        self.prec = _START_PREC + 128 * self.level  # cells gain 64 bits a level
         self.lo, self.hi = [], []  # prefix sums at this precision
 
     def _cell(self, i: int) -> tuple[int, int]:
@@ -293,7 +293,7 @@ class _OrderExact:
         return num, 64 * (self.level + 1)
 
     def escalate(self) -> bool:
-        """One more word for every cell and twice the precision; False once exhausted."""
+        """One more word for every cell and 128 more bits of precision; False once exhausted."""
         if self.level + 1 >= FALLBACK_WORDS:
             self.exhausted = True
             return False
@@ -318,7 +318,7 @@ class _OrderExact:
         return self.lo[j] * (1 - margin), self.hi[j] * (1 + margin)
 
     def _t(self, z: int, ctx):
-        """``T(z) = -ln(1 - S(z))`` with its relative error margin (T decreasing in z)."""
+        """``T(z) = -ln(1 - S(z))`` (decreasing in z; callers allow ``2**(24 - prec)`` relative)."""
         if z <= 0:
             return ctx.inf
         return -ctx.log1p(-self._s(z, ctx))
