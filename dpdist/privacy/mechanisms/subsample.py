@@ -47,7 +47,14 @@ The masked output is a floating-point function of the data and of N (a square ro
 its outputs are not lattice points and no support argument covers them. N is drawn here from
 the exact rounded Gaussian on the lattice ``2**-28`` (:meth:`SubsampleAggregateMechanism.mask`,
 sd 1, exact law, keyed), which removes the inverse-CDF sampler's bounded support but not the
-float computation after it. The baseline is a comparator whose privacy condition is rarely met
+float computation after it. Worse than the additive case: N takes countably many values (a
+lattice, or the 53-bit grid of an inverse CDF), and the data enter as a linear map of N, so the
+sets of outputs reachable from two neighbouring datasets are in general disjoint, in exact
+arithmetic as in floats. Ashtiani-Liaw's argument needs a continuous N; rounding the output to a
+coarse lattice would restore common supports, but its residual (the probability that the
+discretisation or the float error moves an entry across a rounding boundary) needs a bound on
+the density of the output's entries that we do not have (it degenerates when Sigma_hat is
+near singular). The release notes say so. The baseline is a comparator whose privacy condition is rarely met
 in practice (SECOND_MOMENT.md section 5: n >~ 5e7 m at d = 4); its results are labelled NOT
 PRIVATE unless the condition holds.
 """
