@@ -78,14 +78,14 @@ def make_store(path: str, n: int, d: int, chunks: tuple[int, int], dtype: str = 
 
 
 def step(name: str, store: str, k: int, tile: int, scheduler: str | None) -> dict:
-    import dask  # noqa: F401  (imports are not timed)
-    import dask.array as da  # noqa: F401
+    import dask  # (imports are not timed)
+    import dask.array as da
     import numpy as np
     import zarr
 
-    import dpdist  # noqa: F401
-    from dpdist.engine.gram import clipped_second_moment  # noqa: F401
-    from dpdist.engine.runtime import compute  # noqa: F401
+    import dpdist
+    from dpdist.engine.gram import clipped_second_moment
+    from dpdist.engine.runtime import compute
 
     t0 = time.perf_counter()
     if name == "numpy":
@@ -93,26 +93,14 @@ def step(name: str, store: str, k: int, tile: int, scheduler: str | None) -> dic
         g = x.T @ x
         assert g.shape[0] == x.shape[1]
     elif name == "dask":
-        import dask.array as da
-
         X = da.from_zarr(store)
         g = (X.T @ X).compute(scheduler="threads")
         assert g.shape[0] == X.shape[1]
     elif name == "read":
-        import dask.array as da
-
-        from dpdist.engine.runtime import compute
-
         total = compute(da.from_zarr(store).sum(), scheduler=scheduler, progress=False)[0]
         assert np.isfinite(total)
     elif name == "gram":
         # the upper-triangle Gram of the same tiles PrivCov computes, each tile reduced on its worker
-        import dask
-        import dask.array as da
-
-        from dpdist.engine.gram import clipped_second_moment
-        from dpdist.engine.runtime import compute
-
         S = clipped_second_moment(da.from_zarr(store), CLIP, tile=tile)
         tiles = S.to_delayed(optimize_graph=False)
         nb = tiles.shape[0]
@@ -120,8 +108,6 @@ def step(name: str, store: str, k: int, tile: int, scheduler: str | None) -> dic
         out = compute(*parts, scheduler=scheduler, progress=False)
         assert len(out) == nb * (nb + 1) // 2
     elif name == "privcov":
-        import dpdist
-
         est = dpdist.SparseCovariance(k, 1.0, 1e-6, clip=CLIP, scheduler=scheduler, tile_size=tile,
                                       random_state=0, progress=False).fit(store)
         assert est.covariance_.shape[0] == zarr.open_array(store, mode="r").shape[1]

@@ -474,13 +474,17 @@ def lattice_top_k2(
     # the K_n largest noise cells: exact magnitudes, uniform distinct cells, uniform signs
     n_noise = d * d - n_sig
     kn = min(kk, n_noise)
-    order_exact = None
+    order_exact = None  # the exact path's state, built on first need (rare)
     if kn > 0:
-        okey = seed.key(f"{purpose}/order")
-        words = seed.raw(okey, 0, 0, kn)
+        words = seed.raw(seed.key(f"{purpose}/order"), 0, 0, kn)
         mags, pending = _order_fast(n_noise, noise.scale, words)
+
+        def exact() -> _OrderExact:
+            return order_exact or _OrderExact(n_noise, noise.scale, words, seed,
+                                              seed.key(f"{purpose}/order" + FALLBACK_SUFFIX))
+
         if pending.any():
-            order_exact = _OrderExact(n_noise, noise.scale, words, seed, seed.key(f"{purpose}/order" + FALLBACK_SUFFIX))
+            order_exact = exact()
             for j in np.flatnonzero(pending).tolist():
                 mags[j] = order_exact.magnitude(j, int(mags[j]) if np.isfinite(mags[j]) else 0)
         cells = sample_distinct_cells(seed, seed.key(f"{purpose}/cells"), 0, kn, d, support)
@@ -505,12 +509,10 @@ def lattice_top_k2(
         else:
             sig = tied[tied < n_keep]
             noi = tied[tied >= n_keep]  # ascending rank: descending key
-            keys = _tie_keys(seed, tkey, keep_r[sig], keep_c[sig])
-            sig = [x for _, x in sorted(zip(keys, sig.tolist()), key=lambda p: (p[0], -p[1]), reverse=True)]
-            keymap = dict(zip(tied[tied < n_keep].tolist(), keys))
-            if noi.size and sig and order_exact is None:
-                order_exact = _OrderExact(n_noise, noise.scale, words, seed,
-                                          seed.key(f"{purpose}/order" + FALLBACK_SUFFIX))
+            keymap = dict(zip(sig.tolist(), _tie_keys(seed, tkey, keep_r[sig], keep_c[sig])))
+            sig = sorted(keymap, key=lambda x: (keymap[x], -x), reverse=True)  # key desc, then index
+            if noi.size and sig:
+                order_exact = exact()
             a = b = 0
             z_level = int(level)
             for _ in range(room):

@@ -56,8 +56,8 @@ def test_crossover_closed_form_and_calibrations():
 
 
 def test_short_simulated_sweep_writes_labelled_json_and_plots(tmp_path):
-    res = run_sample_complexity(["thresholded", "wang_xu", "privcov"], smoke=True, reps=6, rtol=0.3,
-                                out_dir=str(tmp_path), log=lambda s: None)
+    run_sample_complexity(["thresholded", "wang_xu", "privcov"], smoke=True, reps=6, rtol=0.3,
+                          out_dir=str(tmp_path), log=lambda s: None)
     data = json.loads((tmp_path / "sample_complexity_simulated.json").read_text())
     assert data["label"] == "SIMULATED" and data["mode"] == "simulated"
     assert os.path.exists(tmp_path / "sample_complexity_covariance_simulated.png")
