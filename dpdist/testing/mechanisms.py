@@ -59,7 +59,8 @@ Not covered
 * PrivNorm/PrivPCA end to end (the FriendlyCore front end, whose sensitivities hold given
   that both runs pass the tests, Lemma 9); ExpMechPCA's selection on data (a row change moves
   the PSD scores by at most half the claimed score sensitivity, so a data pair reaches
-  epsilon/4 at most); the subsample-and-aggregate masked output; floating-point attacks on
+  epsilon/4 at most); the subsample-and-aggregate masked output (its float-safety is the exact
+  rounding of tests/privacy/test_masking.py; its epsilon is GAP 12's); floating-point attacks on
   the samplers (Mironov 2012).
 * Whole-estimator runs here exist for PrivCov and Analyze Gauss (``slow``: long form); the
   end-to-end audits of every public estimator on hostile pairs, with OS entropy, are in
@@ -1198,11 +1199,12 @@ def subsample_aggregate_test_case(noise_multiplier: float = 1.0) -> AuditCase:
     calibrated for half the sensitivity. Claim: (epsilon, delta) for this step (GAP 13;
     the baseline's total guarantee is (2 epsilon, 4 e^epsilon delta))."""
     from dpdist.privacy.mechanisms.subsample import subsample_aggregate_mechanism
-    from dpdist.privacy.second_moment_calibration import tlap_support
+    from dpdist.privacy.second_moment_calibration import baseline_masking_scale, tlap_support
 
     sens = 2.0 / SA_GROUPS
     support = tlap_support(sens, SA_EPS, SA_DELTA)
-    agg = _twin_of(subsample_aggregate_mechanism(SA_EPS, SA_DELTA, SA_GROUPS, support), noise_multiplier)
+    eta_b = baseline_masking_scale(0.5, 4, 0.1)  # the test does not use it (alpha 0.5, d 4, xi 0.1)
+    agg = _twin_of(subsample_aggregate_mechanism(SA_EPS, SA_DELTA, SA_GROUPS, support, eta_b=eta_b), noise_multiplier)
 
     def mech(value: float, n: int, seed: int) -> np.ndarray:
         # n independent tests in one call of the test's own field (positions 0 .. n-1)

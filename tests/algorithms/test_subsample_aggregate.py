@@ -138,3 +138,18 @@ def test_same_seed_same_output_and_m_at_least_d(clean):
     np.testing.assert_allclose(a, b, rtol=1e-10)
     with pytest.raises(ValidationError, match="m must be >= n_features"):
         _unsafe(m=3).fit(X)
+
+
+def test_the_masked_output_is_released_on_the_exact_grid(clean):
+    """The fit releases the mechanism's exact masked output (dpdist.privacy.masking): every entry
+    a grid value, the matrix symmetric, the mask's law and eta_b in the release's metadata."""
+    from dpdist.privacy.masking import grid_round
+
+    est = _unsafe().fit(clean[0][:40_000])
+    m = est.second_moment_
+    assert np.array_equal(grid_round(m), m) and np.array_equal(m, m.T)
+    meta = est.release_.metadata()
+    (mech,) = meta["mechanisms"]
+    assert mech["mask"]["eta_b"] == meta["parameters"]["eta_b"] > 0
+    assert "mask" in mech["purposes"] and "mask" not in mech["noise"]
+    assert any(note.startswith("float-safe masked output") for note in meta["notes"])

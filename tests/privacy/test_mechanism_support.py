@@ -89,7 +89,7 @@ def _gaussian_baseline_draws(which):
 
 def _agreement_draws():
     k, eps, delta = 200, 1.0, 1e-6
-    mech = subsample_aggregate_mechanism(eps, delta, k, tlap_support(2.0 / k, eps, delta))
+    mech = subsample_aggregate_mechanism(eps, delta, k, tlap_support(2.0 / k, eps, delta), eta_b=0.004)
     # n independent tests: the test's own field at positions 0 .. n-1
     return (_Draws(lambda v, count, seed: mech.test(seed).field(np.full(count, v), 0), mech.tlap),
             agreement_sensitivity(k), mech)

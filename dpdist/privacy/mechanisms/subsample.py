@@ -19,7 +19,8 @@ NOT PRIVATE). Two steps compose:
    2020; GAP 13); the test ``Q~ >= threshold`` and the weights are post-processing of it and of
    the groups (the weights enter the masked output below, whose analysis covers them).
 2. **Masked output** (lines 7-11): ``Sigma~ = Sigma_hat^{1/2} (I + eta_b N)(I + eta_b N)^T
-   Sigma_hat^{1/2}`` with N a d x d standard Gaussian matrix: (epsilon, 3 e^epsilon delta)-DP by
+   Sigma_hat^{1/2}`` with N a d x d standard Gaussian matrix (any factor A with A A^T = Sigma_hat
+   in place of the root gives the same law; the code uses the Cholesky factor): (epsilon, 3 e^epsilon delta)-DP by
    Ashtiani-Liaw's Lemma 3.6 as MS25 applies it (the lemma's internal conditions were not
    retrieved, GAP 12: only MS25's explicit n-condition is enforced).
 
@@ -41,22 +42,37 @@ truncated mechanism's delta pays for (it is the calibration's delta, not a float
 Residual: the bounded sampler's exhaustion (:meth:`~dpdist.privacy.lattice.LatticeNoise.exhaustion_delta`,
 ``q**32`` with ``q = P(|L| > A_Z)``, at most ``(2 delta)**32``), stated.
 
-What is not float-safe (documented residual)
---------------------------------------------
-The masked output is a floating-point function of the data and of N (a square root, products):
-its outputs are not lattice points and no support argument covers them. N is drawn here from
-the exact rounded Gaussian on the lattice ``2**-28`` (:meth:`SubsampleAggregateMechanism.mask`,
-sd 1, exact law, keyed), which removes the inverse-CDF sampler's bounded support but not the
-float computation after it. Worse than the additive case: N takes countably many values (a
-lattice, or the 53-bit grid of an inverse CDF), and the data enter as a linear map of N, so the
-sets of outputs reachable from two neighbouring datasets are in general disjoint, in exact
-arithmetic as in floats. Ashtiani-Liaw's argument needs a continuous N; rounding the output to a
-coarse lattice would restore common supports, but its residual (the probability that the
-discretisation or the float error moves an entry across a rounding boundary) needs a bound on
-the density of the output's entries that we do not have (it degenerates when Sigma_hat is
-near singular). The release notes say so. The baseline is a comparator whose privacy condition is rarely met
-in practice (SECOND_MOMENT.md section 5: n >~ 5e7 m at d = 4); its results are labelled NOT
-PRIVATE unless the condition holds.
+Float-safe masked output (issue 10, item 2)
+-------------------------------------------
+:meth:`SubsampleAggregateMechanism.masked_output` releases
+``grid_round(A (I + eta_b N)(I + eta_b N)^T A^T)`` entry by entry with N a matrix of *real*
+standard Gaussians (Box-Muller over exact keyed uniforms) and every rounding to the public
+30-bit relative grid decided exactly (:mod:`dpdist.privacy.masking`, which gives the proof). The
+release is therefore exactly a post-processing of the continuous mechanism the lemma analyses,
+applied to ``C = A A^T`` (its law depends on the factor only through C). No output is impossible
+under a neighbour: with C' invertible, the continuous output has a positive density on the whole
+positive-definite cone, so every grid cell that meets the cone has positive probability under
+D'. (Drawing N from a countable set instead, as the code did before, makes the reachable sets
+of neighbours disjoint: the support test of ``tests/privacy/test_masking.py`` shows it.)
+Residuals of the sampler: a rounding still undecided after
+:data:`~dpdist.privacy.masking.MAX_LEVELS` refinements (probability below 1e-300 an entry), and
+the time the exact path takes (run only for entries close to a grid boundary), stated there.
+
+What the proof does not cover (stated residual)
+-----------------------------------------------
+The matrix the mechanism is applied to is the floating-point one: ``C = L L^T`` for ``L`` the
+float Cholesky factor of the float weighted average ``Sigma_hat`` of the computed group matrices
+(the eigenvalue root when Cholesky fails). Privacy of subsample-and-aggregate needs no accuracy
+of the per-group statistic (one row changes one group's computed matrix, whatever it is), but
+Ashtiani-Liaw's lemma needs the aggregates of neighbours close in dist, and two float steps stand
+between the computed groups and C: the agreement distances (eigenvalues, relative error growing
+with the groups' condition number) and ``C - Sigma_hat`` (componentwise at most
+``gamma_{k+2} sum_t w_t |Sigma_t| / sum_t w_t + gamma_{d+1} |L||L^T|``, Higham Theorem 10.3 for
+the Cholesky part). Their effect in dist is relative to the least eigenvalue, which is not
+public, and the lemma's own tolerance is not available to absorb it (GAP 12). The release notes
+say so. The baseline is a comparator whose privacy condition is rarely met in practice
+(SECOND_MOMENT.md section 5: n >~ 5e7 m at d = 4); its results are labelled NOT PRIVATE unless
+the condition holds.
 """
 
 from __future__ import annotations
@@ -68,7 +84,8 @@ import numpy as np
 
 from dpdist.exceptions import DpdistError
 from dpdist.privacy.accounting import EpsilonDeltaEvent, Event
-from dpdist.privacy.lattice import Lattice, LatticeField, LatticeNoise
+from dpdist.privacy.lattice import LatticeField, LatticeNoise
+from dpdist.privacy.masking import GRID_BITS, masked_gram
 from dpdist.privacy.mechanisms.base import Mechanism, lattice_law
 from dpdist.privacy.noise import NoiseSeed
 
@@ -85,8 +102,6 @@ __all__ = [
 PURPOSE_TLAP = "second-moment-baseline/tlap"
 #: Purpose of the masking matrix N.
 PURPOSE_MASK = "second-moment-baseline/mask"
-#: Lattice of the masking matrix (sd 1): 2**-28.
-MASK_LATTICE_EXPONENT = -28
 
 
 def agreement_sensitivity(n_groups: int) -> float:
@@ -122,8 +137,8 @@ class SubsampleAggregateMechanism(Mechanism):
         The bounded rounded Laplace law of the test.
     sensitivity_units : float
         Delta_Z.
-    mask_noise : LatticeNoise
-        The rounded standard Gaussian law of N.
+    eta_b : float
+        The masking scale of the output.
     """
 
     NAME = "Subsample-and-aggregate second moment (MS25 Appendix A, Algorithm 3)"
@@ -135,7 +150,7 @@ class SubsampleAggregateMechanism(Mechanism):
     support: float
     tlap: LatticeNoise
     sensitivity_units: float
-    mask_noise: LatticeNoise
+    eta_b: float
 
     @property
     def test_epsilon(self) -> float:
@@ -148,7 +163,7 @@ class SubsampleAggregateMechanism(Mechanism):
         return EpsilonDeltaEvent(2.0 * self.epsilon, 4.0 * math.exp(self.epsilon) * self.delta)
 
     def laws(self) -> dict[str, LatticeNoise]:
-        return {"tlap": self.tlap, "mask": self.mask_noise}
+        return {"tlap": self.tlap}  # the mask is a real Gaussian matrix, not a lattice law
 
     def purposes(self) -> dict[str, str]:
         return {"tlap": PURPOSE_TLAP, "mask": PURPOSE_MASK}
@@ -157,24 +172,29 @@ class SubsampleAggregateMechanism(Mechanism):
         """The agreement test's release (called in the aggregation task, on a worker)."""
         return AgreementTest(LatticeField(seed, PURPOSE_TLAP, self.tlap))
 
-    def mask(self, seed: NoiseSeed, n_features: int) -> np.ndarray:
-        """N: a d x d matrix of exact rounded standard Gaussians (entry (i, j) at address (i, j))."""
-        d = int(n_features)
-        field = LatticeField(seed, PURPOSE_MASK, self.mask_noise)
-        idx = np.arange(d)
-        return self.mask_noise.lattice.from_units(field.units(idx, idx))
+    def describe(self) -> dict:
+        out = super().describe()
+        out["mask"] = {"law": "real standard Gaussian d x d matrix (Box-Muller over exact keyed uniforms)",
+                       "eta_b": self.eta_b, "output": f"each entry rounded exactly to {GRID_BITS} significant bits"}
+        return out
+
+    def masked_output(self, seed: NoiseSeed, factor: np.ndarray) -> np.ndarray:
+        """``grid_round(A (I + eta_b N)(I + eta_b N)^T A^T)`` for ``A = factor`` (called in the
+        aggregation task; :func:`dpdist.privacy.masking.masked_gram`)."""
+        return masked_gram(factor, self.eta_b, seed, PURPOSE_MASK)
 
 
-def subsample_aggregate_mechanism(epsilon: float, delta: float, n_groups: int, support: float) -> SubsampleAggregateMechanism:
-    """The mechanism of Algorithm 3 with k groups, per-step (epsilon, delta) and the calibration's
+def subsample_aggregate_mechanism(epsilon: float, delta: float, n_groups: int, support: float, *,
+                                  eta_b: float) -> SubsampleAggregateMechanism:
+    """The mechanism of Algorithm 3 with k groups, per-step (epsilon, delta), the calibration's
     TLap support ``support`` (:func:`~dpdist.privacy.second_moment_calibration.tlap_support`
-    at sensitivity 2/k)."""
+    at sensitivity 2/k) and masking scale ``eta_b``
+    (:func:`~dpdist.privacy.second_moment_calibration.baseline_masking_scale`)."""
     k = int(n_groups)
     eps, delta = float(epsilon), float(delta)
     sens = agreement_sensitivity(k)
     ratio = math.log1p(math.expm1(eps) / (2.0 * delta))  # A / b of the calibration: support over scale
     tlap, dz = lattice_law("bounded-laplace", sens, 1.0 / eps, bound_ratio=ratio)
-    mask = LatticeNoise("gaussian", Lattice(MASK_LATTICE_EXPONENT), math.ldexp(1.0, -MASK_LATTICE_EXPONENT))
     if not dz / tlap.scale <= eps:  # pragma: no cover - lattice_law rounds the scale up
         raise DpdistError("internal error: the lattice test is below its calibration")
-    return SubsampleAggregateMechanism(eps, delta, k, sens, float(support), tlap, dz, mask)
+    return SubsampleAggregateMechanism(eps, delta, k, sens, float(support), tlap, dz, float(eta_b))

@@ -1,0 +1,323 @@
+"""The masked Gram release, exactly: ``round(A (I + eta N)(I + eta N)^T A^T)`` for a real Gaussian N.
+
+The masking output of subsample-and-aggregate (MS25 Algorithm 3 line 11, after Ashtiani-Liaw
+2022) is ``Sigma~ = A (I + eta N)(I + eta N)^T A^T`` with ``A A^T = Sigma_hat`` and N a d x d
+matrix of independent standard Gaussians. Its privacy argument needs N *continuous*: drawn from a
+countable set (a lattice, or the 53-bit grid of an inverse CDF) and multiplied by a
+data-dependent matrix, N makes the outputs reachable from two neighbouring datasets disjoint
+sets, in exact arithmetic as in floats. :func:`masked_gram` releases instead
+
+    ``grid_round(S)``, ``S = G G^T``, ``G = A (I + eta N)``,
+
+entry by entry (upper triangle, mirrored), where N is a matrix of *real* standard Gaussians and
+``grid_round`` is one fixed, data-independent, monotone function (:func:`grid_round`: the
+nearest number with a :data:`GRID_BITS`-bit significand). Every rounding is decided exactly, so
+the release is exactly a post-processing of the continuous mechanism ``S``: privacy of the
+continuous mechanism carries over with no support gap.
+
+How N is real
+-------------
+Pair p of N's entries (row-major positions 2p and 2p + 1) is Box-Muller's
+``sqrt(-2 ln U1) (cos 2 pi U2, sin 2 pi U2)`` with ``U1 = 1 - V1`` and ``V1``, ``U2`` uniform
+on [0, 1). Each uniform is the real number whose binary expansion is an infinite keyed bit string:
+two 64-bit words of stream c (0 for V1, 1 for U2) of ``purpose`` at positions 2p, 2p + 1, then
+fallback words (``purpose`` + :data:`~dpdist.privacy.lattice.FALLBACK_SUFFIX`, stream c,
+positions ``p * FALLBACK_WORDS + r``). A prefix of L bits encloses the uniform in a dyadic cell
+of width ``2**-L``, and mpmath's interval arithmetic (outward rounding of log, sqrt, cos, sin)
+encloses each entry of N. Box-Muller maps two independent real uniforms to two independent
+standard Gaussians exactly, so N has exactly the law the mechanism states.
+
+Deciding the rounding
+---------------------
+*Fast path (floats, a rigorous error bound).* With ``Nm`` the nearest floats of the enclosures'
+midpoints and ``rN`` rounded-up radii, ``P = fl(A Nm)``, ``Q = fl(eta P)``, ``Gm = fl(A + Q)``,
+``Sm = fl(Gm Gm^T)``. For any order of summation (BLAS), a d-term dot product errs by at most
+``gamma_d |x|^T |y|`` with ``gamma_d = d u / (1 - d u)``, ``u = 2**-53`` (Higham, *Accuracy and
+Stability of Numerical Algorithms*, 2nd ed., eq. 3.5), plus ``d 2**-1074`` for gradual
+underflow. Hence ``|G - Gm| <= rG`` and ``|S - Sm| <= rS`` entrywise with
+
+    ``rG = 2u|Gm| + 2u|Q| + eta (gamma_d |A||Nm| + |A| rN + d 2**-1074) + 2**-1074``
+    ``rS = gamma_d |Gm||Gm|^T + |Gm| rG^T + rG |Gm|^T + rG rG^T + d 2**-1074``,
+
+each doubled, which covers the rounding of computing the bound itself (its relative error is at
+most ``gamma_{2d+8}``, far below 1/2). The entry is decided when ``grid_round`` maps both ends of
+``[Sm - rS, Sm + rS]`` (each pushed one float outward) to the same value: ``grid_round`` is
+monotone, so every real in between maps there too.
+
+*Exact path (intervals).* An undecided entry is recomputed in mpmath interval arithmetic from the
+enclosures of N (rows i and j of G, then their dot product), and decided the same way with the
+exact integer form of ``grid_round`` on the interval's endpoints. If still undecided, every
+uniform takes 64 more bits and the precision 64 more bits (one *level*), and the entry is
+recomputed. An entry can stay undecided only while the exact S_ij lies within the enclosure's
+width of a boundary of the grid, an event of probability zero under the continuous law.
+
+Residual (stated)
+-----------------
+After :data:`MAX_LEVELS` levels (``128 + 64 * MAX_LEVELS`` bits a uniform) an entry still
+undecided is released as ``grid_round`` of its enclosure's midpoint. That requires S_ij within
+about ``2**-1100`` relative of a grid boundary: probability far below ``1e-300`` per entry.
+Timing: the exact path runs only for undecided entries; how often is a function of the data
+(entries tiny relative to ``|G||G|^T``), a side channel not covered by the guarantee.
+
+What the mechanism is a function of
+-----------------------------------
+The law of the release depends on A only through ``C = A A^T`` (exactly, as real numbers): for A
+invertible, any A' with ``A' A'^T = C`` is ``A Q`` with Q orthogonal, and ``Q N Q^T`` has the law
+of N. So a caller may pass any factor (a Cholesky factor, a symmetric root) of the matrix it means
+to release; the statistic it computes (C itself, in floats) is the caller's to bound.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dpdist.privacy.lattice import FALLBACK_SUFFIX, FALLBACK_WORDS
+from dpdist.privacy.noise import NoiseSeed
+
+__all__ = ["GRID_BITS", "GRID_MIN_EXPONENT", "MAX_LEVELS", "grid_round", "masked_gram"]
+
+#: Significant bits of the release grid: relative spacing 2**-29 to 2**-30 (about 1e-9).
+GRID_BITS = 30
+#: Below 2**GRID_MIN_EXPONENT the grid is absolute (spacing 2**(GRID_MIN_EXPONENT - GRID_BITS + 1)).
+GRID_MIN_EXPONENT = -1000
+#: Refinement levels of the exact path (64 more bits a uniform each); bounded by the fallback stream.
+MAX_LEVELS = FALLBACK_WORDS - 1
+#: Bits of each uniform before any refinement (two 64-bit words).
+FIRST_BITS = 128
+_U = 2.0**-53
+_TINY = 2.0**-1074
+
+
+def _round_scaled(man: int, exp: int) -> float:
+    """``grid_round(man * 2**exp)`` exactly, for integers man and exp."""
+    if man == 0:
+        return 0.0
+    e = exp + abs(man).bit_length() - 1  # floor(log2 |x|)
+    q = max(e, GRID_MIN_EXPONENT) - (GRID_BITS - 1)  # spacing 2**q
+    sh = q - exp
+    # y = floor(x / 2**q + 1/2): round to nearest, halves up (>> floors, negatives included)
+    y = man << -sh if sh <= 0 else (man + (1 << (sh - 1))) >> sh
+    try:
+        return math.ldexp(float(y), q)  # |y| <= 2**GRID_BITS: exact
+    except OverflowError:
+        return math.copysign(math.inf, y)
+
+
+def _round_float(x: float) -> float:
+    if not math.isfinite(x):
+        return x
+    num, den = float(x).as_integer_ratio()
+    return _round_scaled(num, 1 - den.bit_length())  # den is a power of two
+
+
+def _round_raw(raw) -> float:
+    """:func:`grid_round` of an mpmath raw mpf ``(sign, man, exp, bc)``; infinities as floats."""
+    sign, man, exp, _ = raw
+    if not man:
+        if exp == 0:  # zero
+            return 0.0
+        return -math.inf if sign else math.inf  # mpmath's special values: +-inf (nan never arises)
+    return _round_scaled(-man if sign else man, exp)
+
+
+def grid_round(values) -> np.ndarray:
+    """The release grid: each value to the nearest number with a :data:`GRID_BITS`-bit significand
+    (halves up; spacing ``2**(max(floor(log2|x|), GRID_MIN_EXPONENT) - GRID_BITS + 1)``);
+    +-inf past the largest float. Exact on floats, monotone non-decreasing, data-independent."""
+    arr = np.asarray(values, dtype=np.float64)
+    return np.array([_round_float(float(x)) for x in arr.ravel()], dtype=np.float64).reshape(arr.shape)
+
+
+class _Normals:
+    """Enclosures of N's entries at a level: interval Box-Muller over dyadic cells of the uniforms."""
+
+    def __init__(self, seed: NoiseSeed, purpose: str, d: int, first_bits: int):
+        from mpmath.ctx_iv import MPIntervalContext
+
+        self.d, self.pairs = d, (d * d + 1) // 2
+        self.first_bits = int(first_bits)
+        self.seed, self.fkey = seed, seed.key(purpose + FALLBACK_SUFFIX)
+        key = seed.key(purpose)
+        self.words = [seed.raw(key, c, 0, 2 * self.pairs).reshape(-1, 2) for c in (0, 1)]
+        self.extra: dict = {}
+        self.iv = MPIntervalContext()
+        self.level = -1
+        self.cells: list = []
+
+    def bits(self, level: int) -> int:
+        return self.first_bits + 64 * level
+
+    def _prefix(self, p: int, c: int, bits: int) -> int:
+        """The first ``bits`` bits of uniform (p, c) as an integer."""
+        w = self.words[c][p]
+        num, have = (int(w[0]) << 64) | int(w[1]), 128
+        k = 0
+        while have < bits:
+            ext = self.extra.get((p, c, k))
+            if ext is None:
+                ext = self.extra[(p, c, k)] = int(self.seed.raw(self.fkey, c, p * FALLBACK_WORDS + k, 1)[0])
+            num, have, k = (num << 64) | ext, have + 64, k + 1
+        return num >> (have - bits)
+
+    def at(self, level: int) -> list:
+        """The d*d enclosures (row-major) at ``level``, at precision bits + 64."""
+        if level != self.level:
+            ivc = self.iv
+            bits = self.bits(level)
+            ivc.prec = bits + 64
+            two_pi = 2 * ivc.pi
+            one = ivc.mpf(1)
+            cells = []
+            for p in range(self.pairs):
+                a, b = self._prefix(p, 0, bits), self._prefix(p, 1, bits)
+                v1 = ivc.ldexp(ivc.mpf([a, a + 1]), -bits)  # exact: the dyadic cells
+                u2 = ivc.ldexp(ivc.mpf([b, b + 1]), -bits)
+                r = ivc.sqrt(-2 * ivc.log(one - v1))
+                t = two_pi * u2
+                cells.append(r * ivc.cos(t))
+                cells.append(r * ivc.sin(t))
+            self.cells, self.level = cells[: self.d * self.d], level
+        return self.cells
+
+
+def _mid_radius(cells: list, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """Nearest floats of the midpoints and rounded-up radii (inf where an enclosure is unbounded)."""
+    mid = np.empty(d * d)
+    rad = np.empty(d * d)
+    for i, c in enumerate(cells):
+        m = float(c.mid)
+        mid[i] = m
+        if not math.isfinite(m):
+            mid[i], rad[i] = 0.0, math.inf
+            continue
+        lo, hi = c.a - m, c.b - m  # intervals: their .b bounds |N - m| from above
+        r = max(float(abs(lo).b), float(abs(hi).b))
+        rad[i] = r * (1.0 + 2.0**-50) + _TINY
+    return mid.reshape(d, d), rad.reshape(d, d)
+
+
+def _fast(factor: np.ndarray, eta: float, nm: np.ndarray, rn: np.ndarray):
+    """Float path: the upper triangle's decided values (NaN where undecided)."""
+    d = factor.shape[0]
+    gam = d * _U / (1.0 - d * _U)
+    with np.errstate(over="ignore", invalid="ignore"):
+        aa = np.abs(factor)
+        p = factor @ nm
+        q = eta * p
+        gm = factor + q
+        rg = 2.0 * (2 * _U * np.abs(gm) + 2 * _U * np.abs(q)
+                    + abs(eta) * (gam * (aa @ np.abs(nm)) + aa @ rn + d * _TINY) + _TINY)
+        sm = gm @ gm.T
+        ag = np.abs(gm)
+        rs = 2.0 * (gam * (ag @ ag.T) + ag @ rg.T + rg @ ag.T + rg @ rg.T + d * _TINY) + _TINY
+        lo = np.nextafter(sm - rs, -np.inf)
+        hi = np.nextafter(sm + rs, np.inf)
+    out = np.full((d, d), np.nan)
+    for i in range(d):
+        for j in range(i, d):
+            a, b = float(lo[i, j]), float(hi[i, j])
+            if math.isfinite(a) and math.isfinite(b):
+                ra = _round_float(a)
+                if ra == _round_float(b):
+                    out[i, j] = ra
+    return out
+
+
+class _Exact:
+    """Exact path: rows of G and entries of S in interval arithmetic, at a level."""
+
+    def __init__(self, factor: np.ndarray, eta: float, normals: _Normals):
+        self.a, self.eta, self.normals = factor, float(eta), normals
+        self.level, self.rows = None, {}
+
+    def _row(self, i: int, level: int):
+        if level != self.level:
+            self.level, self.rows = level, {}
+        row = self.rows.get(i)
+        if row is None:
+            ivc, d = self.normals.iv, self.normals.d
+            cells = self.normals.at(level)
+            ai = [ivc.mpf(float(x)) for x in self.a[i]]
+            eta = ivc.mpf(self.eta)
+            row = []
+            for col in range(d):
+                acc = ivc.mpf(0)
+                for m in range(d):
+                    acc += ai[m] * cells[m * d + col]
+                row.append(ai[col] + eta * acc)
+            self.rows[i] = row
+        return row
+
+    def entry(self, i: int, j: int, level: int):
+        """``(decided, value)`` of grid_round(S_ij) at ``level``."""
+        ivc = self.normals.iv
+        gi, gj = self._row(i, level), self._row(j, level)
+        acc = ivc.mpf(0)
+        for x, y in zip(gi, gj):
+            acc += x * y
+        lo, hi = acc._mpi_
+        rl, rh = _round_raw(lo), _round_raw(hi)
+        if rl == rh:
+            return True, rl
+        mid = acc.mid._mpi_[0]
+        return False, _round_raw(mid)
+
+
+def masked_gram(factor, eta: float, seed: NoiseSeed, purpose: str, *, fast: bool = True,
+                first_bits: int = FIRST_BITS) -> np.ndarray:
+    """``grid_round(A (I + eta N)(I + eta N)^T A^T)`` for N a d x d matrix of real standard
+    Gaussians keyed by ``(seed, purpose)`` (module docstring).
+
+    Parameters
+    ----------
+    factor : ndarray (d, d)
+        A: finite floats, taken as exact reals. The law depends on it only through A A^T.
+    eta : float
+        The masking scale (finite, >= 0).
+    seed, purpose
+        The noise stream.
+    fast : bool, default True
+        Try the float path first. False decides every entry in interval arithmetic; the result is
+        the same (a test hook: both compute the same function).
+    first_bits : int, default 128
+        Bits of each uniform before refinement. Fewer bits change nothing but the work done (the
+        uniforms are the same reals); a test hook for the refinement.
+
+    Returns
+    -------
+    ndarray (d, d)
+        Symmetric; every entry a grid value (or +-inf past the largest float).
+    """
+    a = np.asarray(factor, dtype=np.float64)
+    if a.ndim != 2 or a.shape[0] != a.shape[1] or a.shape[0] < 1:
+        raise ValueError(f"factor must be a non-empty square matrix, got shape {a.shape}")
+    if not np.isfinite(a).all():
+        raise ValueError("factor must be finite")
+    eta = float(eta)
+    if not (math.isfinite(eta) and eta >= 0.0):
+        raise ValueError(f"eta must be finite and >= 0, got {eta!r}")
+    if not 1 <= int(first_bits) <= FIRST_BITS:
+        raise ValueError(f"first_bits must be in [1, {FIRST_BITS}], got {first_bits!r}")
+    d = a.shape[0]
+    normals = _Normals(seed, purpose, d, first_bits)
+    out = np.full((d, d), np.nan)
+    if fast:
+        nm, rn = _mid_radius(normals.at(0), d)
+        out = _fast(a, eta, nm, rn)
+    exact = _Exact(a, eta, normals)
+    level = 0  # only grows: a finer level's enclosures are as valid for every entry
+    for i in range(d):
+        for j in range(i, d):
+            if not np.isnan(out[i, j]):
+                continue
+            while True:
+                decided, value = exact.entry(i, j, level)
+                if decided or level == MAX_LEVELS:
+                    break  # after MAX_LEVELS: the midpoint's rounding (the stated residual)
+                level += 1
+            out[i, j] = value
+    iu = np.triu_indices(d, 1)
+    out[(iu[1], iu[0])] = out[iu]
+    return out
