@@ -63,8 +63,12 @@ What the mechanism is a function of
 -----------------------------------
 The law of the release depends on A only through ``C = A A^T`` (exactly, as real numbers): for A
 invertible, any A' with ``A' A'^T = C`` is ``A Q`` with Q orthogonal, and ``Q N Q^T`` has the law
-of N. So a caller may pass any factor (a Cholesky factor, a symmetric root) of the matrix it means
-to release; the statistic it computes (C itself, in floats) is the caller's to bound.
+of N. A caller may pass a float factor (taken as exact reals: the mechanism then runs on its
+exact Gram), or the matrix C itself, exactly, as an :class:`ExactGram`: A is then C's exact
+Cholesky factor, enclosed in interval arithmetic (the precision doubles until every pivot is
+certified positive), and the fast path carries the factor's enclosure radius
+(``|A N - am nm| <= |am| rN + rA |nm| + rA rN``, and ``rA`` in rG). Either way the release is
+the mechanism on an exactly known C.
 """
 
 from __future__ import annotations
@@ -76,7 +80,7 @@ import numpy as np
 from dpdist.privacy.lattice import FALLBACK_SUFFIX, FALLBACK_WORDS
 from dpdist.privacy.noise import NoiseSeed
 
-__all__ = ["GRID_BITS", "GRID_MIN_EXPONENT", "MAX_LEVELS", "grid_round", "masked_gram"]
+__all__ = ["ExactGram", "GRID_BITS", "GRID_MIN_EXPONENT", "MAX_LEVELS", "grid_round", "masked_gram"]
 
 #: Significant bits of the release grid: relative spacing 2**-29 to 2**-30 (about 1e-9).
 GRID_BITS = 30
@@ -198,17 +202,18 @@ def _mid_radius(cells: list, d: int) -> tuple[np.ndarray, np.ndarray]:
     return mid.reshape(d, d), rad.reshape(d, d)
 
 
-def _fast(factor: np.ndarray, eta: float, nm: np.ndarray, rn: np.ndarray):
-    """Float path: the upper triangle's decided values (NaN where undecided)."""
-    d = factor.shape[0]
+def _fast(am: np.ndarray, ra: np.ndarray, eta: float, nm: np.ndarray, rn: np.ndarray):
+    """Float path: the upper triangle's decided values (NaN where undecided). ``|A - am| <= ra``."""
+    d = am.shape[0]
     gam = d * _U / (1.0 - d * _U)
     with np.errstate(over="ignore", invalid="ignore"):
-        aa = np.abs(factor)
-        p = factor @ nm
+        aa, an = np.abs(am), np.abs(nm)
+        p = am @ nm
         q = eta * p
-        gm = factor + q
-        rg = 2.0 * (2 * _U * np.abs(gm) + 2 * _U * np.abs(q)
-                    + abs(eta) * (gam * (aa @ np.abs(nm)) + aa @ rn + d * _TINY) + _TINY)
+        gm = am + q
+        # |A N - am nm| <= |am| rN + rA |nm| + rA rN, and fl(am nm) errs by gamma_d |am||nm|
+        an_err = aa @ rn + ra @ an + ra @ rn + gam * (aa @ an) + d * _TINY
+        rg = 2.0 * (ra + 2 * _U * np.abs(gm) + 2 * _U * np.abs(q) + abs(eta) * an_err + _TINY)
         sm = gm @ gm.T
         ag = np.abs(gm)
         rs = 2.0 * (gam * (ag @ ag.T) + ag @ rg.T + rg @ ag.T + rg @ rg.T + d * _TINY) + _TINY
@@ -219,17 +224,17 @@ def _fast(factor: np.ndarray, eta: float, nm: np.ndarray, rn: np.ndarray):
         for j in range(i, d):
             a, b = float(lo[i, j]), float(hi[i, j])
             if math.isfinite(a) and math.isfinite(b):
-                ra = _round_float(a)
-                if ra == _round_float(b):
-                    out[i, j] = ra
+                ra_ = _round_float(a)
+                if ra_ == _round_float(b):
+                    out[i, j] = ra_
     return out
 
 
 class _Exact:
     """Exact path: rows of G and entries of S in interval arithmetic, at a level."""
 
-    def __init__(self, factor: np.ndarray, eta: float, normals: _Normals):
-        self.a, self.eta, self.normals = factor, float(eta), normals
+    def __init__(self, factor: "_Factor", eta: float, normals: _Normals):
+        self.factor, self.eta, self.normals = factor, float(eta), normals
         self.level, self.rows = None, {}
 
     def _row(self, i: int, level: int):
@@ -239,7 +244,7 @@ class _Exact:
         if row is None:
             ivc, d = self.normals.iv, self.normals.d
             cells = self.normals.at(level)
-            ai = [ivc.mpf(float(x)) for x in self.a[i]]
+            ai = self.factor.enclosure(ivc)[i]
             eta = ivc.mpf(self.eta)
             row = []
             for col in range(d):
@@ -265,6 +270,95 @@ class _Exact:
         return False, _round_raw(mid)
 
 
+class _Factor:
+    """A as exact float entries (``radius`` 0)."""
+
+    def __init__(self, a: np.ndarray):
+        self.a, self.shape = a, a.shape
+        self._cache: tuple | None = None
+
+    def mid_radius(self, ivc) -> tuple[np.ndarray, np.ndarray]:
+        return self.a, np.zeros_like(self.a)
+
+    def enclosure(self, ivc) -> list:
+        if self._cache is None or self._cache[0] != ivc.prec:
+            self._cache = (ivc.prec, [[ivc.mpf(float(x)) for x in row] for row in self.a])
+        return self._cache[1]
+
+
+class ExactGram:
+    """A symmetric positive-definite matrix given exactly: ``numerators * 2**exponent / denominator``
+    (Python integers). :func:`masked_gram` takes its Cholesky factor, enclosed in interval
+    arithmetic at the working precision (doubled until the enclosure certifies every pivot
+    positive), so that ``A A^T`` is this matrix exactly."""
+
+    def __init__(self, numerators, exponent: int, denominator: int):
+        self.numerators = [[int(x) for x in row] for row in numerators]
+        self.exponent, self.denominator = int(exponent), int(denominator)
+        d = len(self.numerators)
+        if d < 1 or any(len(row) != d for row in self.numerators) or self.denominator <= 0:
+            raise ValueError("an ExactGram needs a non-empty square integer matrix and a positive denominator")
+        if any(self.numerators[i][j] != self.numerators[j][i] for i in range(d) for j in range(i)):
+            raise ValueError("an ExactGram must be symmetric")
+        self._cache: tuple | None = None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        d = len(self.numerators)
+        return d, d
+
+    def to_float(self) -> np.ndarray:
+        """The nearest floats (for display and tests; the release uses the exact value)."""
+        from fractions import Fraction
+
+        scale = Fraction(2) ** self.exponent / self.denominator
+        return np.array([[float(x * scale) for x in row] for row in self.numerators])
+
+    def _cholesky(self, ivc, prec: int):
+        from mpmath.ctx_iv import MPIntervalContext
+
+        c = MPIntervalContext()
+        c.prec = prec
+        d = self.shape[0]
+        den = c.mpf(self.denominator)
+        a = [[c.ldexp(c.mpf(x), self.exponent) / den for x in row] for row in self.numerators]
+        low = [[c.mpf(0)] * d for _ in range(d)]
+        for j in range(d):
+            piv = a[j][j]
+            for m in range(j):
+                piv -= low[j][m] ** 2
+            if not piv.a > 0:  # the enclosure does not certify the pivot positive
+                return None
+            low[j][j] = c.sqrt(piv)
+            for i in range(j + 1, d):
+                acc = a[i][j]
+                for m in range(j):
+                    acc -= low[i][m] * low[j][m]
+                low[i][j] = acc / low[j][j]
+        return [[ivc.mpf(x) for x in row] for row in low]  # endpoints kept exactly
+
+    def enclosure(self, ivc) -> list:
+        """Rows of an enclosure of the exact Cholesky factor (``ivc``'s precision or more)."""
+        if self._cache is None or self._cache[0] != ivc.prec:
+            prec = ivc.prec
+            while (low := self._cholesky(ivc, prec)) is None:
+                if prec >= _MAX_CHOLESKY_PREC:
+                    raise ValueError("the ExactGram is not positive definite")
+                prec *= 2
+            self._cache = (ivc.prec, low)
+        return self._cache[1]
+
+    def mid_radius(self, ivc) -> tuple[np.ndarray, np.ndarray]:
+        """Nearest floats of the factor's enclosure midpoints and rounded-up radii."""
+        cells = [x for row in self.enclosure(ivc) for x in row]
+        return _mid_radius(cells, self.shape[0])
+
+
+#: Precision cap of the exact Cholesky factor: float entries span at most 2**2100, so a
+#: positive-definite ExactGram certifies far below it.
+_MAX_CHOLESKY_PREC = 1 << 16
+
+
 def masked_gram(factor, eta: float, seed: NoiseSeed, purpose: str, *, fast: bool = True,
                 first_bits: int = FIRST_BITS) -> np.ndarray:
     """``grid_round(A (I + eta N)(I + eta N)^T A^T)`` for N a d x d matrix of real standard
@@ -272,8 +366,10 @@ def masked_gram(factor, eta: float, seed: NoiseSeed, purpose: str, *, fast: bool
 
     Parameters
     ----------
-    factor : ndarray (d, d)
-        A: finite floats, taken as exact reals. The law depends on it only through A A^T.
+    factor : ndarray (d, d) or ExactGram
+        A as finite floats, taken as exact reals; or an :class:`ExactGram` C, for which A is the
+        exact Cholesky factor of C (enclosed), so that the release is the mechanism on C itself.
+        The law depends on A only through A A^T.
     eta : float
         The masking scale (finite, >= 0).
     seed, purpose
@@ -290,23 +386,29 @@ def masked_gram(factor, eta: float, seed: NoiseSeed, purpose: str, *, fast: bool
     ndarray (d, d)
         Symmetric; every entry a grid value (or +-inf past the largest float).
     """
-    a = np.asarray(factor, dtype=np.float64)
-    if a.ndim != 2 or a.shape[0] != a.shape[1] or a.shape[0] < 1:
-        raise ValueError(f"factor must be a non-empty square matrix, got shape {a.shape}")
-    if not np.isfinite(a).all():
-        raise ValueError("factor must be finite")
+    if isinstance(factor, ExactGram):
+        fac = factor
+    else:
+        a = np.asarray(factor, dtype=np.float64)
+        if a.ndim != 2 or a.shape[0] != a.shape[1] or a.shape[0] < 1:
+            raise ValueError(f"factor must be a non-empty square matrix, got shape {a.shape}")
+        if not np.isfinite(a).all():
+            raise ValueError("factor must be finite")
+        fac = _Factor(a)
     eta = float(eta)
     if not (math.isfinite(eta) and eta >= 0.0):
         raise ValueError(f"eta must be finite and >= 0, got {eta!r}")
     if not 1 <= int(first_bits) <= FIRST_BITS:
         raise ValueError(f"first_bits must be in [1, {FIRST_BITS}], got {first_bits!r}")
-    d = a.shape[0]
+    d = fac.shape[0]
     normals = _Normals(seed, purpose, d, first_bits)
     out = np.full((d, d), np.nan)
     if fast:
-        nm, rn = _mid_radius(normals.at(0), d)
-        out = _fast(a, eta, nm, rn)
-    exact = _Exact(a, eta, normals)
+        cells = normals.at(0)
+        nm, rn = _mid_radius(cells, d)
+        am, ra = fac.mid_radius(normals.iv)
+        out = _fast(am, ra, eta, nm, rn)
+    exact = _Exact(fac, eta, normals)
     level = 0  # only grows: a finer level's enclosures are as valid for every entry
     for i in range(d):
         for j in range(i, d):

@@ -153,3 +153,94 @@ def test_the_masked_output_is_released_on_the_exact_grid(clean):
     assert mech["mask"]["eta_b"] == meta["parameters"]["eta_b"] > 0
     assert "mask" in mech["purposes"] and "mask" not in mech["noise"]
     assert any(note.startswith("float-safe masked output") for note in meta["notes"])
+
+
+def _exact_dist(a: np.ndarray, b: np.ndarray):
+    """dist(A, B) of the exact float matrices, from generalised eigenvalues at 300 bits."""
+    import mpmath
+
+    ctx = mpmath.MPContext()
+    ctx.prec = 300
+    low = ctx.cholesky(ctx.matrix(a.tolist()))
+    inv = ctx.inverse(low)
+    lam = ctx.eigsy(inv * ctx.matrix(b.tolist()) * inv.T, eigvals_only=True)
+    return max(max(abs(x - 1), abs(1 / x - 1)) for x in lam)
+
+
+def test_a_certified_agreement_implies_the_exact_distance():
+    """Pairs built with a generalised eigenvalue at (1 + r)(1 + delta), delta from -1e-3 to
+    +1e-3 and down to 1e-14: every certified pair is within r in exact arithmetic (300-bit
+    reference), and every pair inside by 1e-9 relative is certified (the certificate is not
+    vacuous)."""
+    import mpmath
+
+    rng = np.random.default_rng(3)
+    alpha = 0.5
+    r = mpmath.mpf(2) * mpmath.mpf(alpha) / (1 - mpmath.mpf(alpha))
+    checked = inside = 0
+    for trial in range(40):
+        x = rng.standard_normal((50, 3)) * np.array([1.0, 10.0, 1000.0])
+        s = x.T @ x / 50
+        w, v = np.linalg.eigh(s)
+        root = (v * np.sqrt(w)) @ v.T
+        q = np.linalg.qr(rng.standard_normal((3, 3)))[0]
+        for delta in (-1e-3, -1e-6, -1e-9, -1e-14, 0.0, 1e-14, 1e-9, 1e-6, 1e-3):
+            lam = np.array([(1 + 2 * alpha / (1 - alpha)) * (1 + delta), 1.0, 0.8])
+            s2 = root @ q @ np.diag(lam) @ q.T @ root
+            s2 = (s2 + s2.T) / 2
+            cert = sa.certified_agreement(np.stack([s, s2]), alpha)
+            exact = _exact_dist(s, s2)
+            if cert[0, 1]:
+                assert exact <= r, (trial, delta, exact)
+                checked += 1
+            if exact <= r * (1 - mpmath.mpf(1e-9)):
+                assert cert[0, 1], (trial, delta, exact)
+                inside += 1
+            assert cert[0, 0] and cert[1, 1] and cert[0, 1] == cert[1, 0]
+    assert checked >= 40 * 3 and inside >= 40 * 3
+
+
+def test_singular_and_non_finite_groups_agree_with_nothing():
+    good = np.eye(3)
+    mats = np.stack([good, np.diag([1.0, 1.0, 0.0]), np.full((3, 3), np.inf), np.diag([1.0, 1.0, 1e300]), good])
+    cert = sa.certified_agreement(mats, 0.5)
+    assert cert[0, 4] and cert[0, 0]
+    assert not cert[1].any() and not cert[2].any() and not cert[:, 1].any() and not cert[:, 2].any()
+    assert not cert[0, 3]
+
+
+def test_weights_and_the_weighted_average_are_exact():
+    from fractions import Fraction
+
+    k = 50
+    counts = np.arange(0, 51)
+    want = [min(Fraction(1), 10 * max(Fraction(0), Fraction(int(c), k) - Fraction(3, 5))) for c in counts]
+    assert [Fraction(int(w), k) for w in sa.agreement_weights(counts, k)] == want
+    rng = np.random.default_rng(4)
+    mats = rng.standard_normal((6, 2, 2)) * np.exp(rng.uniform(-30, 30, (6, 1, 1)))
+    mats = (mats + mats.transpose(0, 2, 1)) / 2
+    wts = np.array([0, 3, 1, 7, 0, 2])
+    g = sa.exact_weighted_average(mats, wts)
+    scale = Fraction(2) ** g.exponent / g.denominator
+    for i in range(2):
+        for j in range(2):
+            exact = sum(int(w) * Fraction(float(m[i, j])) for w, m in zip(wts, mats)) / int(wts.sum())
+            assert g.numerators[i][j] * scale == exact
+    with pytest.raises(ValueError, match="positive weight"):
+        sa.exact_weighted_average(mats, np.zeros(6, dtype=int))
+
+
+def test_pairs_a_float_comparison_would_accept_are_refused():
+    """Diagonal pairs whose exact generalised eigenvalue b/a is just above 1 + r = 3 (b the
+    first float with b > 3a): the same Gershgorin check with no error bound and no pull-down of
+    c accepts some of them (found by search), the certificate none."""
+    from fractions import Fraction
+
+    rng = np.random.default_rng(0)
+    for a in rng.uniform(1.0, 2.0, 3000):
+        b = 3.0 * a
+        while Fraction(b) <= 3 * Fraction(a):
+            b = np.nextafter(b, np.inf)
+        cert = sa.certified_agreement(np.stack([np.diag([a, 1.0]), np.diag([b, 1.0])]), 0.5)
+        assert not cert[0, 1], a
+        assert cert[0, 0] and cert[1, 1]

@@ -21,7 +21,7 @@ import pytest
 from scipy import stats
 
 from dpdist.privacy.lattice import FALLBACK_SUFFIX
-from dpdist.privacy.masking import GRID_BITS, GRID_MIN_EXPONENT, grid_round, masked_gram
+from dpdist.privacy.masking import GRID_BITS, GRID_MIN_EXPONENT, ExactGram, grid_round, masked_gram
 from dpdist.privacy.noise import NoiseSeed
 
 PURPOSE = "test/mask"
@@ -235,3 +235,59 @@ def test_outputs_are_attainable_under_the_neighbour_and_the_old_outputs_are_not(
     assert all(attainable(y, r) for y in old)  # the search finds every output's own preimage
     hit = sum(attainable(y, r2) for y in old)
     assert hit / len(old) < 0.05, hit
+
+
+# ------------------------------------------------------------------ an exactly given Gram
+def _exact_gram_cases():
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((30, 3))
+    num = np.round(x.T @ x * 2.0**20).astype(np.int64)
+    return {
+        "moderate": ExactGram(num.tolist(), -20, 7),
+        "ill-conditioned": ExactGram([[10**40, 10**20], [10**20, 2]], -3, 3),
+        "huge-exponent": ExactGram([[3, 1], [1, 5]], -1060, 1),
+        "d1": ExactGram([[5]], 700, 9),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_exact_gram_cases()))
+def test_an_exact_gram_with_no_mask_is_released_as_its_exact_rounding(name):
+    """eta = 0: the release is grid_round(C) of the exact rational C, which checks the enclosed
+    Cholesky factor and the float path's factor radius against an independent rational value."""
+    g = _exact_gram_cases()[name]
+    scale = Fraction(2) ** g.exponent / g.denominator
+    want = np.array([[float(_ref_round(x * scale)) for x in row] for row in g.numerators])
+    seed = NoiseSeed(0, seeded=True)
+    assert np.array_equal(masked_gram(g, 0.0, seed, PURPOSE), want)
+    assert np.array_equal(masked_gram(g, 0.0, seed, PURPOSE, fast=False), want)
+
+
+@pytest.mark.parametrize("name", sorted(_exact_gram_cases()))
+def test_an_exact_gram_gives_the_same_bits_on_every_path(name):
+    g = _exact_gram_cases()[name]
+    for s in range(3):
+        seed = NoiseSeed(40 + s, seeded=True)
+        out = masked_gram(g, 0.05, seed, PURPOSE)
+        assert np.array_equal(out, masked_gram(g, 0.05, seed, PURPOSE, fast=False))
+        assert np.array_equal(out, masked_gram(g, 0.05, seed, PURPOSE, first_bits=5))
+
+
+@pytest.mark.statistical
+def test_an_exact_gram_has_the_law_of_any_factor_of_it():
+    """ExactGram(C) and a float factor of the same C (C chosen with an exact float Cholesky
+    factor): same law (KS, fixed seeds)."""
+    low = np.array([[2.0, 0.0], [0.5, 1.25]])
+    c = low @ low.T  # exact in floats: 4, 1, 1, 1.8125
+    g = ExactGram((c * 16).astype(np.int64).tolist(), -4, 1)
+    x = np.stack([masked_gram(g, 0.3, NoiseSeed(s, seeded=True), PURPOSE) for s in range(1200)])[:, 0, 1]
+    y = _sample(low, 0.3, 1200, 70_000)[:, 0, 1]
+    assert stats.ks_2samp(x, y).pvalue > 1e-3
+
+
+def test_an_exact_gram_is_validated():
+    with pytest.raises(ValueError, match="symmetric"):
+        ExactGram([[1, 2], [3, 4]], 0, 1)
+    with pytest.raises(ValueError, match="positive denominator"):
+        ExactGram([[1]], 0, 0)
+    with pytest.raises(ValueError, match="positive definite"):
+        masked_gram(ExactGram([[1, 1], [1, 1]], 0, 1), 0.1, NoiseSeed(0, seeded=True), PURPOSE)

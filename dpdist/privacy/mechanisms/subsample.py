@@ -20,7 +20,8 @@ NOT PRIVATE). Two steps compose:
    the groups (the weights enter the masked output below, whose analysis covers them).
 2. **Masked output** (lines 7-11): ``Sigma~ = Sigma_hat^{1/2} (I + eta_b N)(I + eta_b N)^T
    Sigma_hat^{1/2}`` with N a d x d standard Gaussian matrix (any factor A with A A^T = Sigma_hat
-   in place of the root gives the same law; the code uses the Cholesky factor): (epsilon, 3 e^epsilon delta)-DP by
+   in place of the root gives the same law; the code uses the Cholesky factor, enclosed exactly):
+   (epsilon, 3 e^epsilon delta)-DP by
    Ashtiani-Liaw's Lemma 3.6 as MS25 applies it (the lemma's internal conditions were not
    retrieved, GAP 12: only MS25's explicit n-condition is enforced).
 
@@ -48,29 +49,37 @@ Float-safe masked output (issue 10, item 2)
 ``grid_round(A (I + eta_b N)(I + eta_b N)^T A^T)`` entry by entry with N a matrix of *real*
 standard Gaussians (Box-Muller over exact keyed uniforms) and every rounding to the public
 30-bit relative grid decided exactly (:mod:`dpdist.privacy.masking`, which gives the proof). The
-release is therefore exactly a post-processing of the continuous mechanism the lemma analyses,
-applied to ``C = A A^T`` (its law depends on the factor only through C). No output is impossible
-under a neighbour: with C' invertible, the continuous output has a positive density on the whole
-positive-definite cone, so every grid cell that meets the cone has positive probability under
-D'. (Drawing N from a countable set instead, as the code did before, makes the reachable sets
-of neighbours disjoint: the support test of ``tests/privacy/test_masking.py`` shows it.)
-Residuals of the sampler: a rounding still undecided after
-:data:`~dpdist.privacy.masking.MAX_LEVELS` refinements (probability below 1e-300 an entry), and
-the time the exact path takes (run only for entries close to a grid boundary), stated there.
+algorithm passes ``Sigma_hat`` itself, exactly (:class:`~dpdist.privacy.masking.ExactGram`), and
+A is its exact Cholesky factor, enclosed: the release is exactly a post-processing of the
+continuous mechanism the lemma analyses, applied to Sigma_hat (the law depends on the factor only
+through A A^T). No output is impossible under a neighbour: with Sigma_hat' positive definite,
+the continuous output has a positive density on the whole positive-definite cone, so every grid
+cell that meets the cone has positive probability under D'. (Drawing N from a countable set
+instead, as the code did before, makes the reachable sets of neighbours disjoint: the support
+test of ``tests/privacy/test_masking.py`` shows it.)
 
-What the proof does not cover (stated residual)
------------------------------------------------
-The matrix the mechanism is applied to is the floating-point one: ``C = L L^T`` for ``L`` the
-float Cholesky factor of the float weighted average ``Sigma_hat`` of the computed group matrices
-(the eigenvalue root when Cholesky fails). Privacy of subsample-and-aggregate needs no accuracy
-of the per-group statistic (one row changes one group's computed matrix, whatever it is), but
-Ashtiani-Liaw's lemma needs the aggregates of neighbours close in dist, and two float steps stand
-between the computed groups and C: the agreement distances (eigenvalues, relative error growing
-with the groups' condition number) and ``C - Sigma_hat`` (componentwise at most
-``gamma_{k+2} sum_t w_t |Sigma_t| / sum_t w_t + gamma_{d+1} |L||L^T|``, Higham Theorem 10.3 for
-the Cholesky part). Their effect in dist is relative to the least eigenvalue, which is not
-public, and the lemma's own tolerance is not available to absorb it (GAP 12). The release notes
-say so. The baseline is a comparator whose privacy condition is rarely met in practice
+The statistic, as computed (the floats the proof holds for)
+-----------------------------------------------------------
+Privacy of subsample-and-aggregate needs nothing of the per-group statistic's accuracy: one row
+changes one group's computed matrix ``Sigma_t = fl((S_t + S_t^T)/2)``, whatever it is, and the
+argument is about those matrices as exact reals. What the argument does use is exact:
+
+- the agreement: a pair counts only when ``dist(Sigma_t, Sigma_t') <= 2 alpha / (1 - alpha)`` is
+  *certified* for the exact matrices (congruence, a rigorous float error bound and Gershgorin:
+  :func:`~dpdist.algorithms.baselines.subsample_aggregate.certified_agreement`), so the pairs
+  counted are within the radius in exact arithmetic; the count only loses pairs the floats
+  cannot decide. Q is an integer count over k^2 (above);
+- the weights ``w_t = min(1, 10 max(0, q_t - 0.6))`` as exact rationals and ``Sigma_hat =
+  sum_t w_t Sigma_t / sum_t w_t`` as an exact rational matrix
+  (:func:`~dpdist.algorithms.baselines.subsample_aggregate.exact_weighted_average`);
+- the masked output on that exact Sigma_hat (above).
+
+Residuals (stated): GAP 12 (the internal conditions of Ashtiani-Liaw's Lemma 3.6 were not
+retrieved; only MS25's explicit n-condition is enforced); the sampler's exhaustion after
+:data:`~dpdist.privacy.masking.MAX_LEVELS` refinements (below 1e-300 an entry); and time, which
+depends on the data (the exact path runs for entries close to a grid boundary, the exact
+Cholesky factor's precision grows with Sigma_hat's condition number), a side channel outside
+the guarantee. The baseline is a comparator whose privacy condition is rarely met in practice
 (SECOND_MOMENT.md section 5: n >~ 5e7 m at d = 4); its results are labelled NOT PRIVATE unless
 the condition holds.
 """
@@ -179,8 +188,9 @@ class SubsampleAggregateMechanism(Mechanism):
         return out
 
     def masked_output(self, seed: NoiseSeed, factor: np.ndarray) -> np.ndarray:
-        """``grid_round(A (I + eta_b N)(I + eta_b N)^T A^T)`` for ``A = factor`` (called in the
-        aggregation task; :func:`dpdist.privacy.masking.masked_gram`)."""
+        """``grid_round(A (I + eta_b N)(I + eta_b N)^T A^T)`` with A A^T = ``factor`` when it is an
+        :class:`~dpdist.privacy.masking.ExactGram` (the algorithm's case), else A = ``factor``
+        (called in the aggregation task; :func:`dpdist.privacy.masking.masked_gram`)."""
         return masked_gram(factor, self.eta_b, seed, PURPOSE_MASK)
 
 
