@@ -53,9 +53,11 @@ width of a boundary of the grid, an event of probability zero under the continuo
 
 Residual (stated)
 -----------------
-After :data:`MAX_LEVELS` levels (``128 + 64 * MAX_LEVELS`` bits a uniform) an entry still
-undecided is released as ``grid_round`` of its enclosure's midpoint. That requires S_ij within
-about ``2**-1100`` relative of a grid boundary: probability far below ``1e-300`` per entry.
+After :data:`MAX_LEVELS` levels (``128 + 64 * MAX_LEVELS`` = 4160 bits a uniform) an entry
+still undecided is released as ``grid_round`` of its enclosure's midpoint. That requires S_ij
+within about ``2**-4000 (|G||G|^T)_ij`` of a grid boundary. S_ij is a non-constant polynomial
+of degree 2 in Gaussians, so by Carbery-Wright the probability of lying within w of a point is
+of order ``sqrt(w / sd(S_ij))`` at most: far below ``1e-300`` per entry.
 Timing: the exact path runs only for undecided entries; how often is a function of the data
 (entries tiny relative to ``|G||G|^T``), a side channel not covered by the guarantee.
 
@@ -233,7 +235,7 @@ def _fast(am: np.ndarray, ra: np.ndarray, eta: float, nm: np.ndarray, rn: np.nda
 class _Exact:
     """Exact path: rows of G and entries of S in interval arithmetic, at a level."""
 
-    def __init__(self, factor: "_Factor", eta: float, normals: _Normals):
+    def __init__(self, factor: "_Factor | ExactGram", eta: float, normals: _Normals):
         self.factor, self.eta, self.normals = factor, float(eta), normals
         self.level, self.rows = None, {}
 
@@ -306,13 +308,6 @@ class ExactGram:
     def shape(self) -> tuple[int, int]:
         d = len(self.numerators)
         return d, d
-
-    def to_float(self) -> np.ndarray:
-        """The nearest floats (for display and tests; the release uses the exact value)."""
-        from fractions import Fraction
-
-        scale = Fraction(2) ** self.exponent / self.denominator
-        return np.array([[float(x * scale) for x in row] for row in self.numerators])
 
     def _cholesky(self, ivc, prec: int):
         from mpmath.ctx_iv import MPIntervalContext

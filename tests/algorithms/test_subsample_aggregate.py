@@ -244,3 +244,8 @@ def test_pairs_a_float_comparison_would_accept_are_refused():
         cert = sa.certified_agreement(np.stack([np.diag([a, 1.0]), np.diag([b, 1.0])]), 0.5)
         assert not cert[0, 1], a
         assert cert[0, 0] and cert[1, 1]
+
+
+def test_certified_agreement_refuses_matrices_that_are_not_symmetric():
+    with pytest.raises(ValueError, match="symmetric"):
+        sa.certified_agreement(np.array([[[1.0, 0.1], [0.0, 1.0]]]), 0.5)

@@ -140,17 +140,6 @@ def test_matches_an_independent_high_precision_evaluation(name):
         assert np.array_equal(out, out.T)
 
 
-@pytest.mark.parametrize("name", sorted(_factors()))
-def test_float_path_interval_path_and_refinements_agree_bit_for_bit(name):
-    a = _factors()[name]
-    for s in range(4):
-        seed = NoiseSeed(100 + s, seeded=True)
-        fast = masked_gram(a, 0.05, seed, PURPOSE)
-        assert np.array_equal(fast, masked_gram(a, 0.05, seed, PURPOSE, fast=False))
-        # 3 bits a uniform at first: every entry goes through several refinement levels
-        assert np.array_equal(fast, masked_gram(a, 0.05, seed, PURPOSE, first_bits=3))
-
-
 def test_refuses_bad_arguments():
     seed = NoiseSeed(0, seeded=True)
     with pytest.raises(ValueError, match="square"):
@@ -262,14 +251,20 @@ def test_an_exact_gram_with_no_mask_is_released_as_its_exact_rounding(name):
     assert np.array_equal(masked_gram(g, 0.0, seed, PURPOSE, fast=False), want)
 
 
-@pytest.mark.parametrize("name", sorted(_exact_gram_cases()))
-def test_an_exact_gram_gives_the_same_bits_on_every_path(name):
-    g = _exact_gram_cases()[name]
-    for s in range(3):
-        seed = NoiseSeed(40 + s, seeded=True)
-        out = masked_gram(g, 0.05, seed, PURPOSE)
-        assert np.array_equal(out, masked_gram(g, 0.05, seed, PURPOSE, fast=False))
-        assert np.array_equal(out, masked_gram(g, 0.05, seed, PURPOSE, first_bits=5))
+def _every_input():
+    return {**{f"float/{k}": v for k, v in _factors().items()},
+            **{f"exact/{k}": v for k, v in _exact_gram_cases().items()}}
+
+
+@pytest.mark.parametrize("name", sorted(_every_input()))
+def test_float_path_interval_path_and_refinements_agree_bit_for_bit(name):
+    a = _every_input()[name]
+    for s in range(4):
+        seed = NoiseSeed(100 + s, seeded=True)
+        fast = masked_gram(a, 0.05, seed, PURPOSE)
+        assert np.array_equal(fast, masked_gram(a, 0.05, seed, PURPOSE, fast=False))
+        # 3 bits a uniform at first: every entry goes through several refinement levels
+        assert np.array_equal(fast, masked_gram(a, 0.05, seed, PURPOSE, first_bits=3))
 
 
 @pytest.mark.statistical

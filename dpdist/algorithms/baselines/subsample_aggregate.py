@@ -163,12 +163,16 @@ def certified_agreement(mats: np.ndarray, alpha: float) -> np.ndarray:
     X = W' for ``c S' - S``), enough when the whitened matrices are close to diagonal; for the
     pairs left, X = W V for both, with V the computed eigenvectors of ``W S' W``, unless a
     diagonal entry of ``W S' W`` (a Rayleigh quotient, so between its extreme eigenvalues) or
-    its estimated eigenvalues already put the pair clearly outside (1e-6 relative). Singular or non-finite groups, and pairs too close to
-    the radius for the float bounds, are not certified: the count only loses agreements.
-    ``t' = t`` is certified when Sigma_t is positive definite; a certified pair implies both
-    matrices positive definite.
+    its estimated eigenvalues already put the pair clearly outside (1e-6 relative). Singular
+    or non-finite groups, and pairs too close to the radius for the float bounds, are not
+    certified: the count only loses agreements. ``t' = t`` is certified when Sigma_t is
+    positive definite; a certified pair implies both matrices positive definite. The matrices
+    must be exactly symmetric (Gershgorin's discs bound a symmetric matrix's eigenvalues).
     """
     mats = np.asarray(mats, dtype=np.float64)
+    if mats.ndim != 3 or mats.shape[1] != mats.shape[2] or not np.array_equal(
+            mats, np.transpose(mats, (0, 2, 1)), equal_nan=True):
+        raise ValueError("certified_agreement needs a stack of exactly symmetric square matrices")
     c = agreement_scale(alpha)
     k, d, _ = mats.shape
     finite = np.isfinite(mats).all(axis=(1, 2))
