@@ -22,6 +22,7 @@ from dpdist.privacy.second_moment_calibration import (
     tlap_support,
 )
 from dpdist.privacy.second_moment_noise import truncated_laplace
+from tests.conftest import LONG
 
 SCALES = (1.0, 10.0, 100.0, 1000.0)
 
@@ -249,3 +250,37 @@ def test_pairs_a_float_comparison_would_accept_are_refused():
 def test_certified_agreement_refuses_matrices_that_are_not_symmetric():
     with pytest.raises(ValueError, match="symmetric"):
         sa.certified_agreement(np.array([[[1.0, 0.1], [0.0, 1.0]]]), 0.5)
+
+
+@pytest.mark.statistical
+def test_the_fit_masks_with_the_stated_scale():
+    """Through the public fit: whitened by the Cholesky factor L of the aggregate it masked
+    (recomputed from the same partition: a test oracle whose float sums differ by ~1e-16), a
+    release is L^-1 M L^-T = (I + eta_b N)(I + eta_b N)^T in law. Two entries of 300 fits
+    (1,000 in the long form) against 200,000 draws at the stated eta_b (KS, p > 1e-3 each, fixed
+    seeds), and the same entries against draws at 2 eta_b must be told apart (p < 1e-6)."""
+    from scipy import stats
+
+    fits = 1000 if LONG else 300
+    n, m, alpha = 20_000, 200, 0.5
+    X = anisotropic_gaussian(n, SCALES, random_state=21).X.compute(scheduler="synchronous")
+    z00, z01, eta = [], [], None
+    for s in range(fits):
+        est = SubsampleAggregateSecondMoment(1.0, 1e-2, m=m, unsafe_no_privacy=True, random_state=s,
+                                             scheduler="synchronous").fit(X)
+        eta = est.release_.parameters["eta_b"]
+        gids, k = random_groups(resolve_random_state(s), n, m, purpose=sa.PURPOSE_PARTITION)
+        mats = sa._symmetric(np.stack([X[gids == t].T @ X[gids == t] / m for t in range(k)]))
+        w = sa.agreement_weights(sa.certified_agreement(mats, alpha).sum(axis=1), k)
+        low = np.linalg.cholesky(np.einsum("t,tij->ij", w, mats) / w.sum())
+        z = scipy.linalg.solve_triangular(low, scipy.linalg.solve_triangular(low, est.second_moment_, lower=True).T,
+                                          lower=True)
+        z00.append(z[0, 0] - 1.0)
+        z01.append(z[0, 1])
+    rng = np.random.default_rng(8)
+    d = X.shape[1]
+    for scale, ok in ((eta, True), (2 * eta, False)):
+        b = np.eye(d) + scale * rng.standard_normal((200_000, d, d))
+        ref = b @ np.transpose(b, (0, 2, 1))
+        p = [stats.ks_2samp(z00, ref[:, 0, 0] - 1.0).pvalue, stats.ks_2samp(z01, ref[:, 0, 1]).pvalue]
+        assert (min(p) > 1e-3) if ok else (max(p) < 1e-6), (scale, p)
