@@ -380,6 +380,13 @@ def subsample_aggregate_second_moment(
     GAP 13: TLap(Delta, eps, delta) is Laplace(Delta/eps) conditioned on
     |z| <= A = (Delta/eps) ln(1 + (e^eps - 1)/(2 delta)). Pairwise distances cost O(k^2 d^3)
     in one task: feasible for k up to a few thousand groups.
+
+    **Floats.** Line 3 counts a pair only when its distance is certified within the radius for
+    the computed group matrices (:func:`certified_agreement`; a pair the floats cannot decide
+    counts as disagreeing). Lines 7-8 are exact rationals (:func:`agreement_weights`,
+    :func:`exact_weighted_average`), and line 11 applies the Cholesky factor of that exact
+    Sigma_hat (same law as the symmetric root) to a real Gaussian N, each entry rounded exactly
+    to 30 significant bits (:mod:`dpdist.privacy.masking`).
     """
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
