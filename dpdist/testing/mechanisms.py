@@ -59,8 +59,8 @@ Not covered
 * PrivNorm/PrivPCA end to end (the FriendlyCore front end, whose sensitivities hold given
   that both runs pass the tests, Lemma 9); ExpMechPCA's selection on data (a row change moves
   the PSD scores by at most half the claimed score sensitivity, so a data pair reaches
-  epsilon/4 at most); the subsample-and-aggregate masked output (its float-safety is the exact
-  rounding of tests/privacy/test_masking.py; its epsilon is GAP 12's); floating-point attacks on
+  epsilon/4 at most); the subsample-and-aggregate masked output (its exact rounding and its law
+  are tested in tests/privacy/test_masking.py; its epsilon is GAP 12's); floating-point attacks on
   the samplers (Mironov 2012).
 * Whole-estimator runs here exist for PrivCov and Analyze Gauss (``slow``: long form); the
   end-to-end audits of every public estimator on hostile pairs, with OS entropy, are in
