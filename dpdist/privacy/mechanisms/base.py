@@ -42,6 +42,7 @@ import math
 from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar
 
+from dpdist.exceptions import DpdistError
 from dpdist.privacy.accounting import Event
 from dpdist.privacy.lattice import EXHAUSTION_DELTA_PER_ENTRY, Lattice, LatticeField, LatticeNoise
 from dpdist.privacy.noise import NoiseSeed
@@ -82,7 +83,8 @@ def lattice_law(
     Returns
     -------
     (LatticeNoise, float)
-        The law (scale ``s = multiplier * Delta_Z`` units) and ``Delta_Z``.
+        The law (scale ``s = multiplier * Delta_Z`` units, rounded up: ``s / Delta_Z >=
+        multiplier`` is checked here, for every caller) and ``Delta_Z``.
     """
     sensitivity, multiplier = float(sensitivity), float(multiplier)
     if not (math.isfinite(sensitivity) and sensitivity > 0 and math.isfinite(multiplier) and multiplier > 0):
@@ -94,6 +96,8 @@ def lattice_law(
         lat = Lattice(int(min_exponent))
     dz = lat.sensitivity_units(sensitivity, norm=norm, coordinates=coordinates)
     s = math.nextafter(multiplier * dz, math.inf)
+    if not s / dz >= multiplier:  # pragma: no cover - s is rounded up past multiplier * dz
+        raise DpdistError("internal error: the lattice noise is below its calibration")
     if law == "bounded-laplace":
         if bound_ratio is None or not bound_ratio > 0:
             raise ValueError("bounded-laplace needs bound_ratio > 0")

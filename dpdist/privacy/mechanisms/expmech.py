@@ -79,7 +79,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpdist.exceptions import DpdistError, ValidationError
+from dpdist.exceptions import ValidationError
 from dpdist.privacy.accounting import ComposedEvent, EpsilonDeltaEvent, Event, GaussianEvent
 from dpdist.privacy.expmech_calibration import ExpMechCalibration
 from dpdist.privacy.gumbel import SCORE_BITS, GumbelMax
@@ -152,8 +152,6 @@ class ExpMechMechanism(Mechanism):
         weight = safe_gumbel_weight(cal.selection_epsilon, cal.score_sensitivity_fl, bound)
         sens = cal.block_sensitivity * cal.float_factor
         noise, dz = lattice_law("gaussian", sens, cal.gaussian_sigma / sens, norm="l2", coordinates=cal.k * cal.k)
-        if not noise.scale / dz >= cal.gaussian_sigma / sens:  # pragma: no cover - lattice_law rounds up
-            raise DpdistError("internal error: the lattice noise is below its calibration")
         return cls(cal, weight, bound, noise, dz)
 
     @property
