@@ -23,7 +23,7 @@ from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, 
 from dpdist.data.validation import as_dask_array
 from dpdist.engine import second_moment as engine
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute, open_runtime
-from dpdist.exceptions import DpdistError, NoPrivateResult, ValidationError
+from dpdist.exceptions import NoPrivateResult, ValidationError
 from dpdist.privacy.accounting import NoOpEvent, release_guarantee
 from dpdist.privacy.calibration import float_sensitivity
 from dpdist.privacy.mechanisms.base import residual_note
@@ -493,17 +493,14 @@ def second_moment(
     ))
 
 
-def _privacy(events, rho: float | None = None) -> ZCDP:
+def _privacy(events, rho: float) -> ZCDP:
     """The zCDP composition of the labelled events (BS16 Lemma 2.3), stated as ``rho`` (the
-    budget the fit was asked to spend) when given: the events' total is at most ``rho`` (each
-    lattice scale is rounded up, so the accounted total is a few ulp below), which is checked,
-    and the breakdown lists each event's accounted share."""
-    acc = release_guarantee([e for _, e in events], labels=[label for label, _ in events])
-    if rho is None:
-        return acc
-    if acc.rho > rho * (1 + 1e-12):  # pragma: no cover - every lattice scale is at least its calibration's
-        raise DpdistError(f"internal error: the accounted rho {acc.rho!r} exceeds the requested rho={rho!r}")
-    return ZCDP(rho, breakdown=acc.breakdown)
+    budget the fit was asked to spend): :func:`release_guarantee` checks that the events' total
+    is at most ``rho`` (each lattice scale is rounded up, so it is a few ulp below), and the
+    breakdown lists each event's accounted share."""
+    evs, labels = [e for _, e in events], [label for label, _ in events]
+    release_guarantee(evs, labels=labels, budget=ZCDP(rho))  # an internal error if above rho
+    return ZCDP(rho, breakdown=release_guarantee(evs, labels=labels).breakdown)
 
 
 def _log_time(stage: str, level: int | None, seconds: float) -> None:
