@@ -572,38 +572,47 @@ def privcov_estimator_case(noise_multiplier: float = 1.0) -> AuditCase:
 
 
 # ---------------------------------------------------------------------------------------
-# Gaussian releases of symmetric matrices (Wang-Xu, Analyze Gauss): NoiseField(symmetric)
-# through engine.threshold.chunk_threshold
+# Gaussian releases of symmetric matrices (Wang-Xu, Analyze Gauss): the mechanism's own
+# release through engine.threshold.chunk_threshold
 # ---------------------------------------------------------------------------------------
 
 
-def _symmetric_gaussian_trials(values: np.ndarray, sigma: float, purpose: str, seed: int) -> np.ndarray:
-    """Noisy copies of ``c`` released entries, one row per trial: (T, c).
+def _symmetric_gaussian_trials(values: np.ndarray, mech, seed: int) -> np.ndarray:
+    """Released copies of ``c`` entries, one row per trial: (T, c).
 
-    One call of :func:`~dpdist.engine.threshold.chunk_threshold` (threshold 0: keep all) on a
-    (T, c) tile placed at rows c, c+1, ... (strictly below the diagonal) of the symmetric
-    :class:`NoiseField` of the mechanism's purpose: entry (t, j) reads stream j at position
-    t, so the T x c noise values are i.i.d. N(0, sigma^2), exactly the law of the noise on c
-    distinct upper-triangle entries of one run.
+    One call of :func:`~dpdist.engine.threshold.chunk_threshold` (threshold 0: keep all) with
+    the mechanism's own release (:meth:`SymmetricGaussianMechanism.release
+    <dpdist.privacy.mechanisms.gaussian.SymmetricGaussianMechanism.release>`, as the
+    estimator calls it) on a (T, c) tile placed at rows c, c+1, ... (strictly below the
+    diagonal): entry (t, j) reads the symmetric field at address (j, c + t), so the T x c
+    noise values are i.i.d., exactly the law of the noise on c distinct upper-triangle entries
+    of one run.
     """
     from dpdist.engine.threshold import chunk_threshold
-    from dpdist.privacy.noise import NoiseField
 
     tile = np.asarray(values, dtype=np.float64)
     c = tile.shape[1]
-    noise = NoiseField(_seed(seed), purpose, "gaussian", sigma, symmetric=True)
-    rows, cols, vals = chunk_threshold(tile, c, 0, 0.0, noise)
+    rows, cols, vals = chunk_threshold(tile, c, 0, 0.0, release=mech.release(_seed(seed)))
     out = np.empty(tile.shape)
     out[rows - c, cols] = vals
     return out
 
 
-def _gaussian_release_mech(values: dict, sigma: float, purpose: str, weights: np.ndarray) -> Mechanism:
-    def mech(which: int, n: int, seed: int) -> np.ndarray:
+def _gaussian_release_mech(values: dict, mech, weights: np.ndarray) -> Mechanism:
+    def run(which: int, n: int, seed: int) -> np.ndarray:
         tile = np.broadcast_to(np.asarray(values[which], float), (n, len(weights)))
-        return _symmetric_gaussian_trials(np.ascontiguousarray(tile), sigma, purpose, seed) @ weights
+        return _symmetric_gaussian_trials(np.ascontiguousarray(tile), mech, seed) @ weights
 
-    return mech
+    return run
+
+
+def _symmetric_mechanism(family: str, cal: dict, noise_multiplier: float):
+    """The estimator's mechanism of ``family`` at the audit's d (its twin when the multiplier
+    is not 1)."""
+    from dpdist.privacy.mechanisms.gaussian import analyze_gauss_mechanism, wang_xu_mechanism
+
+    build = {"wang-xu": wang_xu_mechanism, "analyze-gauss": analyze_gauss_mechanism}[family]
+    return _twin_of(build(cal, GAUSS_D), noise_multiplier)
 
 
 #: Wang-Xu / Analyze Gauss audit instance.
@@ -627,9 +636,10 @@ def wang_xu_release_case(noise_multiplier: float = 1.0) -> AuditCase:
 def _gaussian_release_case(family: str, cal: dict, noise_multiplier: float, component: str) -> AuditCase:
     """Release-level Gaussian case: one released entry moved by exactly the calibration's
     claimed L2 sensitivity; claim ``mu = sensitivity / sigma`` (GDP) and (GAUSS_EPS,
-    GAUSS_DELTA)-DP. Noise through ``NoiseField`` under purpose ``<family>/gaussian``."""
+    GAUSS_DELTA)-DP. Released through the estimator's mechanism (:func:`_symmetric_mechanism`)."""
     sens, sigma = cal["sensitivity"], cal["gaussian_sigma"]
-    mech = _gaussian_release_mech({0: [sens], 1: [0.0]}, noise_multiplier * sigma, f"{family}/gaussian", np.ones(1))
+    sym = _symmetric_mechanism(family, cal, noise_multiplier)
+    mech = _gaussian_release_mech({0: [sens], 1: [0.0]}, sym, np.ones(1))
     return AuditCase(
         name=_twin_name(f"{family}/release", noise_multiplier),
         family=family,
@@ -643,7 +653,7 @@ def _gaussian_release_case(family: str, cal: dict, noise_multiplier: float, comp
         neighbours=(0, 1),
         default_trials=10_000,
         noise_multiplier=noise_multiplier,
-        parameters=dict(cal),
+        parameters={**cal, "mechanism": sym.describe()},
     )
 
 
@@ -663,7 +673,8 @@ def wang_xu_data_case(noise_multiplier: float = 1.0) -> AuditCase:
     Dp[0] = GAUSS_CLIP * np.array([1.0, 1.0, -1.0, -1.0])
     idx = ([0, 0, 1, 1], [2, 3, 2, 3])
     vals = {0: _exact_second_moment(D, GAUSS_CLIP)[idx], 1: _exact_second_moment(Dp, GAUSS_CLIP)[idx]}
-    mech = _gaussian_release_mech(vals, noise_multiplier * sigma, "wang-xu/gaussian", np.ones(4))
+    sym = _symmetric_mechanism("wang-xu", cal, noise_multiplier)
+    mech = _gaussian_release_mech(vals, sym, np.ones(4))
     return AuditCase(
         name=_twin_name("wang-xu/data", noise_multiplier),
         family="wang-xu",
@@ -680,7 +691,7 @@ def wang_xu_data_case(noise_multiplier: float = 1.0) -> AuditCase:
         noise_multiplier=noise_multiplier,
         catches_twin=False,
         notes="claimed sensitivity 2R^2 d/n is twice the L2 move of this pair: the factor-2 twin is still private here",
-        parameters=dict(cal),
+        parameters={**cal, "mechanism": sym.describe()},
     )
 
 
@@ -716,7 +727,8 @@ def analyze_gauss_data_case(noise_multiplier: float = 1.0) -> AuditCase:
         Y = block_row_norm_clip(X, L)
         S = Y.T @ Y / GAUSS_N
         vals[w] = [S[0, 0], S[1, 1]]
-    mech = _gaussian_release_mech(vals, noise_multiplier * sigma, "analyze-gauss/gaussian", np.array([1.0, -1.0]))
+    sym = _symmetric_mechanism("analyze-gauss", cal, noise_multiplier)
+    mech = _gaussian_release_mech(vals, sym, np.array([1.0, -1.0]))
     return AuditCase(
         name=_twin_name("analyze-gauss/data", noise_multiplier),
         family="analyze-gauss",
@@ -732,7 +744,7 @@ def analyze_gauss_data_case(noise_multiplier: float = 1.0) -> AuditCase:
         default_trials=10_000,
         noise_multiplier=noise_multiplier,
         notes="the claimed sensitivity 2L^2/n has slack sqrt(2) over the best row change",
-        parameters=dict(cal),
+        parameters={**cal, "mechanism": sym.describe()},
     )
 
 
