@@ -4,12 +4,13 @@ Each factory below returns an :class:`AuditCase`: a tiny (d <= 8) instance of on
 (or one *component* of it) that
 
 * calls the package's own calibration function for the noise scale and the claim,
-* draws the noise through the package's own noise path (:class:`~dpdist.privacy.noise.NoiseField`,
-  the engine kernels :func:`~dpdist.engine.topk.chunk_row_topk` /
-  :func:`~dpdist.engine.topk.finalize_row_topk`, :func:`~dpdist.engine.threshold.chunk_threshold`,
-  :func:`~dpdist.engine.subsets.chunk_gumbel_max`, the samplers of
-  :mod:`dpdist.privacy.second_moment_noise` and :mod:`dpdist.privacy.topk_sampler`), keyed by
-  the mechanism's own noise purpose, with independent noise per trial,
+* draws the noise through the package's own noise path (the mechanism objects of
+  :mod:`dpdist.privacy.mechanisms` and their releases, through the engine kernels
+  :func:`~dpdist.engine.topk.chunk_row_topk` / :func:`~dpdist.engine.topk.finalize_row_topk`,
+  :func:`~dpdist.engine.threshold.chunk_threshold`, :func:`~dpdist.engine.subsets.chunk_gumbel_max`
+  and :mod:`dpdist.privacy.topk_sampler`; the ``primitives/...`` cases audit the noise
+  primitives themselves), keyed by the mechanism's own noise purpose, with independent noise
+  per trial,
 * on the two datasets of an adversarial neighbouring pair (same n, one row replaced) or, for
   a *release-level* case, on two exact statistics that differ by exactly the sensitivity the
   calibration claims,
