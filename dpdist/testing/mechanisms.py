@@ -7,7 +7,7 @@ Each factory below returns an :class:`AuditCase`: a tiny (d <= 8) instance of on
 * draws the noise through the package's own noise path (the mechanism objects of
   :mod:`dpdist.privacy.mechanisms` and their releases, through the engine kernels
   :func:`~dpdist.engine.topk.chunk_row_topk` / :func:`~dpdist.engine.topk.finalize_row_topk`,
-  :func:`~dpdist.engine.threshold.chunk_threshold`, :func:`~dpdist.engine.subsets.chunk_gumbel_max`
+  :func:`~dpdist.engine.threshold.chunk_threshold`, :func:`~dpdist.engine.gumbel_max.chunk_exact_gumbel_max`
   and :mod:`dpdist.privacy.topk_sampler`; the ``primitives/...`` cases audit the noise
   primitives themselves), keyed by the mechanism's own noise purpose, with independent noise
   per trial,
@@ -957,7 +957,7 @@ def expmech_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
     """ExpMechPCA's support selection, at the level of the exponential mechanism (Lemma 28).
 
     Scores (k = 1, so the score of {j} is M_jj and the engine's
-    :func:`~dpdist.engine.subsets.chunk_gumbel_max` reads them from the diagonal): D has
+    :func:`~dpdist.engine.gumbel_max.chunk_exact_gumbel_max` reads them from the diagonal): D has
     ``q = (Delta_q, 0, ..., 0)``, D' has ``q' = (0, Delta_q, ..., Delta_q)``, with the score
     sensitivity Delta_q = 2 k tau^2 / n of expmech_calibration; ``||q - q'||_inf = Delta_q``.
     Statistic: the indicator that support {0} is chosen, drawn by the mechanism's own exact
