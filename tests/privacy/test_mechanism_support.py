@@ -151,9 +151,9 @@ def test_released_values_are_attainable_under_the_neighbour(name):
 @pytest.mark.statistical
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_the_old_inverse_cdf_path_at_the_same_scale_fails(name):
-    """The twins (``value + inverse-CDF noise`` in float64: GUEMeanNoise, GaussianHistogramNoise,
-    NoiseField, truncated_laplace, BlockGaussian) at each mechanism's scale: a share of their
-    outputs is impossible under the neighbour."""
+    """The twins (``value + inverse-CDF noise`` in float64, as the releases drew it before:
+    :class:`~dpdist.testing.support.InverseCdfSampler` at each mechanism's law and scale): a
+    share of their outputs is impossible under the neighbour."""
     _, sens, mech = CASES[name]()
     law = mech.tlap if name == "subsample-aggregate/agreement" else next(iter(mech.laws().values()))
     scale = law.scale * law.lattice.gamma
