@@ -94,6 +94,7 @@ def test_cli_examples_run_verbatim(tmp_path):
     assert pc.shape == (1, 16) and np.linalg.norm(pc) == pytest.approx(1.0) and np.count_nonzero(pc) <= 3
     m2 = dpdist.load_result(tmp_path / "m2.zarr")
     assert m2.second_moment.shape == (16, 16) and m2.metadata["privacy"]["rho"] == pytest.approx(0.5)
+    assert m2.metadata["parameters"]["radius_source"].startswith("private")  # no data-derived public bound
     record = json.loads((tmp_path / "norm.zarr.rejected.json").read_text())
     assert record["exit_code"] == 4 and record["privacy_spent"]["type"] == "approx-dp"
     assert not (tmp_path / "norm.zarr").exists()

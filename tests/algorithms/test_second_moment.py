@@ -271,6 +271,36 @@ def test_radius_selection_rule():
     assert select_radius(np.array([0.0, 10, 500, 2, 0]), edges, sigma=1.0, xi=0.1) == (4.0, False)
     # nothing qualifies: the top edge, flagged
     assert select_radius(np.array([0.0, 0, 0, 0, 100.0]), edges, sigma=1.0, xi=0.1) == (8.0, True)
+    # the count above 4 sums two noisy bins: its threshold is sqrt(2) tau (~4.05), not tau
+    assert select_radius(np.array([0.0, 10, 500, 2, 2]), edges, sigma=1.0, xi=0.1) == (4.0, False)
+    assert select_radius(np.array([0.0, 10, 500, 2, 2.2]), edges, sigma=1.0, xi=0.1) == (8.0, False)
+
+
+def test_radius_rule_rarely_overshoots_an_empty_tail():
+    # The grid of the default radius_range, the histogram sigma of rho = 0.5 (5% for the
+    # radius), every row norm in [4, 8): the first empty edge is 1e-8 * 2**30 (about 10.7).
+    # Every bin above it holds only noise, so R_hat > 10.7 needs the noisy tail sum to exceed
+    # its threshold: probability <= xi / (4K) = 4.6e-4 for xi = 0.1 (K = 54). In 4,000 draws
+    # the expected count is <= 1.9; 12 or more has probability < 1e-5 (Poisson tail). A
+    # threshold sized for one bin overshoots in about a quarter of the draws (checked below).
+    from dpdist.algorithms.second_moment import radius_grid
+
+    edges = radius_grid((1e-8, 1e8))
+    K = len(edges) - 1
+    sigma = math.sqrt(1.0 / (0.5 * 0.05))  # Gaussian histogram: sigma^2 = Delta^2 / (2 rho), Delta = sqrt(2)
+    counts = np.zeros(K + 2)
+    counts[np.searchsorted(edges, 4.0, side="right")] = 200_000  # the bin [b_J, b_J+1) holding 4 .. 8
+    first_empty = edges[np.searchsorted(edges, 8.0)]
+    rng = np.random.default_rng(7)
+    draws = counts + rng.normal(0.0, sigma, size=(4000, K + 2))
+    r = np.array([select_radius(row, edges, sigma, 0.1)[0] for row in draws])
+    assert np.all(r >= 4.0)
+    assert np.sum(r > first_empty) < 12
+    z = math.sqrt(2 * math.log(2 * K / 0.1))
+    above = np.cumsum(draws[:, ::-1], axis=1)[:, ::-1]
+    J0 = int(np.searchsorted(edges, first_empty))
+    one_bin_overshoot = np.mean(above[:, J0 + 1] > sigma * z)
+    assert one_bin_overshoot > 0.1
 
 
 def test_lambda_buckets_cover_the_range():
