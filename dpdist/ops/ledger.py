@@ -590,7 +590,9 @@ class Ledger(abc.ABC):
         ``older_than`` seconds, when it is older than that (for jobs of other hosts, whose
         processes cannot be checked). A stale reservation that never reached the
         ``running`` stage read no data and is released; one that was running may have drawn
-        noise and is committed as spent (outcome ``recovered-as-spent``).
+        noise and is committed as spent (outcome ``recovered-as-spent``). The stage is read in
+        the transaction that resolves the reservation, so a job that marks itself running
+        after the list was read is counted as spent.
         """
         now = _dt.datetime.now(_dt.timezone.utc)
         done = []
@@ -600,15 +602,29 @@ class Ledger(abc.ABC):
             if state == "alive" or (state == "unknown" and (older_than is None or age <= older_than)):
                 continue
             why = "process gone" if state == "gone" else f"reserved {age:.0f}s ago on host {e.host}"
-            try:
-                if e.stage == STAGE_RUNNING:
-                    done.append(self.commit(e.id, outcome="recovered-as-spent",
-                                            note=f"recovered ({why}); the job may have drawn noise"))
-                else:
-                    done.append(self.release(e.id, reason=f"recovered ({why}); the job read no data"))
-            except ValidationError:  # resolved concurrently by its own job
-                continue
+            resolved = self._recover_one(e.id, why)
+            if resolved is not None:
+                done.append(resolved)
         return done
+
+    def _recover_one(self, entry_id: str, why: str) -> Entry | None:
+        """Resolve one stale reservation, deciding by its stage *inside* the transaction that
+        resolves it: a job on another host may mark itself running at any moment before, and
+        then it may have read data and drawn noise. The release only matches a reservation still
+        at the ``reserved`` stage; when it matches nothing, the reservation (if still open) is
+        committed as spent. None when the job resolved it itself meanwhile."""
+        with self._transaction(lock=True) as cur:
+            n = self._exec(cur, "UPDATE dpdist_entries SET state = ?, outcome = ?, note = ?, finished = ? "
+                                "WHERE id = ? AND state = ? AND stage = ?",
+                           (RELEASED, "released-unspent", f"recovered ({why}); the job read no data", _now(),
+                            entry_id, RESERVED, STAGE_RESERVED)).rowcount
+            if n != 1:
+                n = self._exec(cur, "UPDATE dpdist_entries SET state = ?, outcome = ?, note = ?, finished = ? "
+                                    "WHERE id = ? AND state = ?",
+                               (COMMITTED, "recovered-as-spent",
+                                f"recovered ({why}); the job may have drawn noise", _now(), entry_id,
+                                RESERVED)).rowcount
+            return self._entry_by_id(cur, entry_id) if n == 1 else None
 
 
 def spending_series(ledger: Ledger, dataset: str) -> dict:
