@@ -510,6 +510,11 @@ class Ledger(abc.ABC):
                 raise ValidationError(f"reservation {entry_id!r} is not open")
             return self._entry_by_id(cur, entry_id)
 
+    def entry(self, entry_id: str) -> Entry:
+        """The entry ``entry_id`` as the ledger holds it now."""
+        with self._transaction(lock=False) as cur:
+            return self._entry_by_id(cur, entry_id)
+
     def history(self, dataset: str) -> list[Entry]:
         """Every entry of ``dataset`` in order: budget sets, reservations, commits, refusals."""
         with self._transaction(lock=False) as cur:
@@ -542,10 +547,13 @@ class Ledger(abc.ABC):
         - :class:`~dpdist.exceptions.NoPrivateResult`: committed with what was spent;
         - an error certain to have drawn no noise (validation, or an infrastructure failure
           with ``noise_drawn=False``): released;
-        - any other exception (a bug, Ctrl-C, a failure after noise): committed as spent,
+        - any other exception (a bug, Ctrl-C, SIGTERM, a failure after noise): committed as spent,
           since the ledger cannot prove no noise was drawn; with ``unspent_until_running``
           (for callers that mark :meth:`Reservation.running` before reading data, as the
           job runner does), released when it happened before that mark.
+
+        The failure leaves with the entry as resolved in its ``ledger_entry`` attribute (the
+        command line reports from it whether and what the failure spent).
 
         Examples
         --------
@@ -556,21 +564,35 @@ class Ledger(abc.ABC):
         reservation = self.reserve(dataset, cost, job=job, output=output, events=events)
         try:
             yield reservation
-        except NoPrivateResult as exc:
-            if reservation.open:
-                reservation.commit(outcome="no-private-result", spent=spent_by(exc, reservation.cost),
-                                   note=str(exc)[:500])
-            raise
         except BaseException as exc:
-            if reservation.open:
-                if nothing_spent(exc) or (unspent_until_running and not reservation.running_):
-                    reservation.release(f"{type(exc).__name__}: {str(exc)[:500]}")
-                else:
-                    reservation.commit(outcome="failed-counted-as-spent",
-                                       note=f"{type(exc).__name__}: {str(exc)[:500]}")
+            try:
+                if reservation.open:
+                    note = f"{type(exc).__name__}: {str(exc)[:500]}"
+                    if isinstance(exc, NoPrivateResult):
+                        reservation.commit(outcome="no-private-result", spent=spent_by(exc, reservation.cost),
+                                           note=str(exc)[:500])
+                    elif nothing_spent(exc) or (unspent_until_running and not reservation.running_):
+                        reservation.release(note)
+                    else:
+                        reservation.commit(outcome="failed-counted-as-spent", note=note)
+            except BaseException as failure:  # the ledger failed, or the job was resolved elsewhere
+                self._tell_entry(failure, reservation, reread=True)
+                raise
+            self._tell_entry(exc, reservation)
             raise
         if reservation.open:
             reservation.commit(outcome="released")
+
+    def _tell_entry(self, exc: BaseException, reservation: Reservation, *, reread: bool = False) -> None:
+        """Attach the reservation's ledger entry, as it stands, to the failure leaving
+        :meth:`charge` (``exc.ledger_entry``), so whoever reports the failure can say whether
+        and what it spent. ``reread``: the entry as the ledger now holds it, when it can be read."""
+        entry = reservation.entry
+        if reread:
+            with contextlib.suppress(Exception):
+                entry = self.entry(reservation.id)
+        with contextlib.suppress(AttributeError, TypeError):
+            exc.ledger_entry = entry  # type: ignore[attr-defined]
 
     # -- recovery ------------------------------------------------------------------------
     def open_reservations(self, dataset: str | None = None) -> list[Entry]:
