@@ -129,12 +129,13 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def open_ledger(url: str | None = None) -> "Ledger":
+def open_ledger(url: str | None = None, *, create: bool = True) -> "Ledger":
     """Open the ledger at ``url`` (see :func:`resolve_ledger_url` for ``None``).
 
     A plain path or ``sqlite:///PATH`` opens a :class:`SQLiteLedger`; ``postgresql://`` or
     ``postgres://`` opens a :class:`~dpdist.ops.postgres.PostgresLedger` (extra
-    ``dpdist[postgres]``).
+    ``dpdist[postgres]``). ``create=False`` (for commands that only read) refuses a SQLite
+    ledger file that does not exist instead of creating it.
     """
     if url is None:
         url = resolve_ledger_url()[0]
@@ -146,7 +147,7 @@ def open_ledger(url: str | None = None) -> "Ledger":
         url = "/" + url[len("sqlite:///"):].lstrip("/")
     elif "://" in url:
         raise ValidationError(f"ledger must be a path, sqlite:///PATH or postgresql://..., got {redact_url(url)!r}")
-    return SQLiteLedger(url)
+    return SQLiteLedger(url, create=create)
 
 
 def canonical_dataset(url: str) -> str:
@@ -358,24 +359,33 @@ class Ledger(abc.ABC):
         return cur
 
     # -- datasets ------------------------------------------------------------------------
-    def set_budget(self, dataset: str, total: Cost, *, name: str | None = None, owner: str | None = None) -> Entry:
+    def set_budget(self, dataset: str, total: Cost, *, name: str | None = None, owner: str | None = None,
+                   force: bool = False) -> Entry:
         """Set (or change) the total budget of ``dataset``, recorded in its history.
 
         Changing the kind (``(epsilon, delta)`` vs ``rho``) is refused when existing charges
-        could not be composed under the new kind.
+        could not be composed under the new kind. A total below what the dataset's committed
+        and open charges already spend is refused unless ``force`` (every later job on it is
+        then refused). ``name`` and ``owner`` left None keep the dataset's current ones.
         """
         dataset = canonical_dataset(dataset)
         if not isinstance(total, (ApproxDP, ZCDP)) or (isinstance(total, ZCDP) and total.rho <= 0):
             raise ValidationError(f"a budget must be ApproxDP(epsilon, delta) or ZCDP(rho > 0), got {total!r}")
         with self._transaction(lock=True) as cur:
             self._lock_dataset(cur, dataset)
-            spent(total, [e.privacy for e in self._entries(cur, dataset) if e.counts])  # kind compatible?
+            used = spent(total, [e.privacy for e in self._entries(cur, dataset) if e.counts])  # kind compatible?
+            if not used.fits and not force:
+                raise ValidationError(
+                    f"a total of {_describe(total)} for {dataset!r} is below what its committed and open charges "
+                    f"already spend ({used.reason}); nothing was changed. To set it anyway (every later job on it "
+                    "is then refused), pass force=True (dpdist budget set --force)")
             budget = json.dumps(cost_to_dict(total))
-            row = self._exec(cur, "SELECT name FROM dpdist_datasets WHERE dataset = ?", (dataset,)).fetchone()
+            row = self._exec(cur, "SELECT name, owner FROM dpdist_datasets WHERE dataset = ?", (dataset,)).fetchone()
             if row is None:
                 self._exec(cur, "INSERT INTO dpdist_datasets (dataset, name, budget, owner, updated) "
                                 "VALUES (?, ?, ?, ?, ?)", (dataset, name, budget, owner, _now()))
             else:
+                owner = owner if owner is not None else row[1]
                 self._exec(cur, "UPDATE dpdist_datasets SET name = ?, budget = ?, owner = ?, updated = ? "
                                 "WHERE dataset = ?", (name if name is not None else row[0], budget, owner,
                                                       _now(), dataset))
@@ -388,6 +398,14 @@ class Ledger(abc.ABC):
                                    "ORDER BY dataset").fetchall()
         return [{"dataset": r[0], "name": r[1], "budget": json.loads(r[2]), "owner": r[3], "updated": r[4]}
                 for r in rows]
+
+    def knows(self, dataset: str) -> bool:
+        """Whether ``dataset`` (its canonical identifier) has a budget or any entry here."""
+        with self._transaction(lock=False) as cur:
+            if self._total(cur, dataset) is not None:
+                return True
+            return self._exec(cur, "SELECT 1 FROM dpdist_entries WHERE dataset = ? LIMIT 1",
+                              (dataset,)).fetchone() is not None
 
     def lookup(self, dataset_or_name: str) -> str:
         """The canonical identifier of a dataset given by URL/path or by its declared name."""
@@ -722,9 +740,11 @@ class SQLiteLedger(Ledger):
     do not block). Not safe on network file systems (NFS, SMB): use PostgreSQL there.
     """
 
-    def __init__(self, path: str | os.PathLike, *, timeout: float = 60.0):
+    def __init__(self, path: str | os.PathLike, *, timeout: float = 60.0, create: bool = True):
         path = os.path.abspath(os.path.expanduser(os.fspath(path)))
         self.url = path
+        if not create and not os.path.isfile(path):
+            raise ValidationError(f"there is no ledger at {path!r} (no budget was set and no job ran with it)")
         parent = os.path.dirname(path)
         if not os.path.isdir(parent):
             if path == default_ledger_path():

@@ -209,6 +209,22 @@ class LedgerContract:
         with pytest.raises(BudgetExceeded):
             ledger.reserve(DS, ZCDP(1e-6))
 
+    def test_a_total_below_what_is_spent_is_refused_unless_forced(self, ledger):
+        ledger.set_budget(DS, ApproxDP(1.0, 1e-6), name="claims", owner="alice")
+        ledger.reserve(DS, ApproxDP(0.6, 1e-8)).commit(output="o", checksum="c")
+        ledger.reserve(DS, ApproxDP(0.2, 1e-8))  # open: counts too
+        with pytest.raises(ValidationError, match="below what its committed and open charges already spend"):
+            ledger.set_budget(DS, ApproxDP(0.7, 1e-6))
+        assert ledger.total(DS) == ApproxDP(1.0, 1e-6)
+        assert [e.state for e in ledger.history(DS)] == ["budget-set", "committed", "reserved"]
+        ledger.set_budget(DS, ApproxDP(0.8, 1e-6))  # exactly what is spent: allowed
+        ledger.set_budget(DS, ApproxDP(0.5, 1e-6), force=True)
+        assert ledger.total(DS) == ApproxDP(0.5, 1e-6)
+        [info] = ledger.datasets()
+        assert (info["name"], info["owner"]) == ("claims", "alice")  # kept when not given
+        with pytest.raises(BudgetExceeded):
+            ledger.reserve(DS, ApproxDP(0.01, 1e-9))
+
     def test_budget_kind_change_is_refused_when_charges_do_not_fit_the_kind(self, ledger):
         ledger.set_budget(DS, ApproxDP(1.0, 1e-6))
         ledger.reserve(DS, ApproxDP(0.1, 1e-7)).commit()

@@ -197,8 +197,8 @@ def test_budget_set_validation(setup, capsys):
     assert cli(capsys, "budget", "set", ds, "--epsilon", "1.0", *lf)[0] == 2
     assert cli(capsys, "budget", "set", ds, "--rho", "0.5", "--epsilon", "1", "--delta", "1e-6", *lf)[0] == 2
     assert cli(capsys, "budget", "set", ds, "--rho", "-1", *lf)[0] == 2
-    code, text, _ = cli(capsys, "budget", "show", ds, *lf)
-    assert "none set" in text
+    code, _, err = cli(capsys, "budget", "show", ds, *lf)  # the refused sets recorded nothing
+    assert code == 2 and f"dataset {ds!r}" in err and "is not in the ledger" in err
 
 
 
