@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-
 import os
 
 from dpdist.cli._common import print_json
@@ -136,9 +135,9 @@ def _not_a_dataset(given: str, ledger_url: str):
     from dpdist.ops.ledger import canonical_dataset, redact_url
 
     return ValidationError(
-        f"{given!r} is not an existing path, a URL, or a dataset or name in the ledger {redact_url(ledger_url)!r} "
-        f"(no such path: {canonical_dataset(given)!r}); give the dataset's path or URL, e.g. "
-        "/data/claims.zarr or s3://bucket/claims.zarr; nothing was changed")
+        f"{given!r} is not an existing path, a URL, or a dataset or name in the ledger "
+        f"{redact_url(ledger_url)!r} (no such path: {canonical_dataset(given)!r}); give the dataset's path "
+        "or URL, e.g. /data/claims.zarr or s3://bucket/claims.zarr; nothing was changed")
 
 
 def _names_new_data(given: str) -> bool:
@@ -166,15 +165,15 @@ def _known(ledger, given: str) -> str:
     dataset = ledger.lookup(given)
     if not ledger.knows(dataset):
         also = f" ({dataset})" if dataset != given else ""
-        raise ValidationError(f"dataset {given!r}{also} is not in the ledger {redact_url(ledger.url)!r}: no budget was set "
-                              "for it and no job charged it ('dpdist budget show' lists the datasets it holds)")
+        raise ValidationError(f"dataset {given!r}{also} is not in the ledger {redact_url(ledger.url)!r}: no budget "
+                              "was set for it and no job charged it ('dpdist budget show' lists the datasets it "
+                              "holds)")
     return dataset
 
 
 def run(args) -> int:
-    from dpdist.ops.ledger import open_ledger, resolve_ledger_url
-
     from dpdist.exceptions import ValidationError
+    from dpdist.ops.ledger import open_ledger, resolve_ledger_url
 
     url, _ = resolve_ledger_url(args.ledger)
     total = _total(args) if args.action == "set" else None
@@ -189,8 +188,12 @@ def run(args) -> int:
     with ledger:
         dataset = None
         if getattr(args, "dataset", None):
-            dataset = _dataset_to_set(ledger, args.dataset) if args.action == "set" else \
-                _known(ledger, args.dataset) if args.action in ("show", "history") else ledger.lookup(args.dataset)
+            if args.action == "set":
+                dataset = _dataset_to_set(ledger, args.dataset)
+            elif args.action in ("show", "history"):
+                dataset = _known(ledger, args.dataset)
+            else:
+                dataset = ledger.lookup(args.dataset)
         if args.action == "set":
             ledger.set_budget(dataset, total, name=args.name, owner=args.owner, force=args.force)
             args.action = "show"
