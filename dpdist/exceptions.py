@@ -15,6 +15,7 @@ code  meaning
 4     no private result: a private test returned "bottom"; the budget counts as spent
 5     infrastructure failure: scheduler unreachable, workers lost, storage error, timeout
 130   interrupted (Ctrl-C)
+143   terminated (SIGTERM: a service stop, an eviction, a batch system's preemption)
 ====  ==================================================================================
 """
 
@@ -27,6 +28,7 @@ __all__ = [
     "InfrastructureError",
     "NoPrivateResult",
     "PrivacyWarning",
+    "Terminated",
     "UtilityWarning",
     "ValidationError",
 ]
@@ -35,6 +37,15 @@ __all__ = [
 EXIT_INTERNAL = 1
 #: Exit code for Ctrl-C.
 EXIT_INTERRUPTED = 130
+#: Exit code for SIGTERM (128 + 15, what a process killed by it reports).
+EXIT_TERMINATED = 143
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived (``systemctl stop``, a Kubernetes eviction, a SLURM preemption). The
+    command line raises it in the main thread and handles it like Ctrl-C: context managers run
+    on the way out (a ledger reservation is resolved: released when no noise can have been
+    drawn, else committed as spent) and the command exits with :data:`EXIT_TERMINATED`."""
 
 
 class DpdistError(Exception):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from dpdist.cli._common import print_json
 
@@ -29,13 +30,20 @@ def register(sub) -> None:
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     show = actions.add_parser("show", help="total, spent, remaining and open reservations")
     show.add_argument("dataset", nargs="?", help="dataset URL/path or declared name (default: every dataset)")
-    st = actions.add_parser("set", help="set a dataset's total budget (its owner)")
-    st.add_argument("dataset", help="dataset URL or path (its identifier)")
+    st = actions.add_parser(
+        "set", help="set a dataset's total budget (its owner)",
+        description="Set a dataset's total budget. DATASET is the path of an existing dataset, a URL "
+        "(remote stores are not checked here), or a dataset or name this ledger already holds. A total "
+        "below what the dataset has already spent is refused unless --force. --name and --owner, when "
+        "not given, keep the dataset's current ones.")
+    st.add_argument("dataset", help="dataset path or URL (its identifier), or a name the ledger holds")
     st.add_argument("--epsilon", type=float, help="total epsilon (with --delta)")
     st.add_argument("--delta", type=float, help="total delta in (0, 1) (with --epsilon)")
     st.add_argument("--rho", type=float, help="total zCDP rho (instead of --epsilon/--delta)")
     st.add_argument("--name", default=None, help="a label for the dataset")
     st.add_argument("--owner", default=None, help="who set the budget (recorded)")
+    st.add_argument("--force", action="store_true",
+                    help="set a total below what the dataset has already spent (every later job is refused)")
     hist = actions.add_parser("history", help="every reservation, commit, release, refusal and budget change")
     hist.add_argument("dataset", help="dataset URL/path or declared name")
     rec = actions.add_parser(
@@ -103,26 +111,91 @@ def _print_status(s: dict) -> None:
         print(f"recover   : dpdist budget recover {s['dataset']}  (add --older-than SECONDS for other hosts)")
 
 
-def run(args) -> int:
+def _total(args):
+    """The total ``budget set`` was given (checked before the ledger is opened)."""
     from dpdist.exceptions import ValidationError
-    from dpdist.ops.ledger import open_ledger, resolve_ledger_url
     from dpdist.privacy.budget import ApproxDP
     from dpdist.privacy.zcdp import ZCDP
 
+    if args.rho is not None:
+        if args.epsilon is not None or args.delta is not None:
+            raise ValidationError("give either --rho or --epsilon and --delta, not both")
+        return ZCDP(args.rho)
+    if args.epsilon is not None and args.delta is not None:
+        return ApproxDP(args.epsilon, args.delta)
+    raise ValidationError("budget set needs --epsilon and --delta, or --rho")
+
+
+def _is_url(text: str) -> bool:
+    return "://" in text and not text.startswith("file://")
+
+
+def _not_a_dataset(given: str, ledger_url: str):
+    from dpdist.exceptions import ValidationError
+    from dpdist.ops.ledger import canonical_dataset, redact_url
+
+    return ValidationError(
+        f"{given!r} is not an existing path, a URL, or a dataset or name in the ledger "
+        f"{redact_url(ledger_url)!r} (no such path: {canonical_dataset(given)!r}); give the dataset's path "
+        "or URL, e.g. /data/claims.zarr or s3://bucket/claims.zarr; nothing was changed")
+
+
+def _names_new_data(given: str) -> bool:
+    """Whether ``budget set`` may create a dataset (and the ledger) for ``given``: an existing
+    local path, or a URL (a remote store is not opened here: that would need its credentials)."""
+    from dpdist.ops.ledger import canonical_dataset
+
+    return _is_url(given) or os.path.exists(canonical_dataset(given))
+
+
+def _dataset_to_set(ledger, given: str) -> str:
+    """The dataset ``budget set`` sets: a dataset or a name the ledger holds, an existing local
+    path, or a URL. Anything else is refused, so a mistyped name never becomes a new dataset."""
+    dataset = ledger.lookup(given)
+    if ledger.knows(dataset) or _names_new_data(given):
+        return dataset
+    raise _not_a_dataset(given, ledger.url)
+
+
+def _known(ledger, given: str) -> str:
+    """The dataset ``given`` names, which the ledger must hold (show, history)."""
+    from dpdist.exceptions import ValidationError
+    from dpdist.ops.ledger import redact_url
+
+    dataset = ledger.lookup(given)
+    if not ledger.knows(dataset):
+        also = f" ({dataset})" if dataset != given else ""
+        raise ValidationError(f"dataset {given!r}{also} is not in the ledger {redact_url(ledger.url)!r}: no budget "
+                              "was set for it and no job charged it ('dpdist budget show' lists the datasets it "
+                              "holds)")
+    return dataset
+
+
+def run(args) -> int:
+    from dpdist.exceptions import ValidationError
+    from dpdist.ops.ledger import open_ledger, resolve_ledger_url
+
     url, _ = resolve_ledger_url(args.ledger)
-    with open_ledger(url) as ledger:
-        dataset = ledger.lookup(args.dataset) if getattr(args, "dataset", None) else None
-        if args.action == "set":
-            if args.rho is not None:
-                if args.epsilon is not None or args.delta is not None:
-                    raise ValidationError("give either --rho or --epsilon and --delta, not both")
-                total = ZCDP(args.rho)
-            elif args.epsilon is not None and args.delta is not None:
-                total = ApproxDP(args.epsilon, args.delta)
+    total = _total(args) if args.action == "set" else None
+    # only 'set' of an existing path or a URL may create the ledger; every other use reads an existing one
+    create = args.action == "set" and _names_new_data(args.dataset)
+    try:
+        ledger = open_ledger(url, create=create)
+    except ValidationError as exc:
+        if args.action == "set" and not create and str(exc).startswith("there is no ledger"):
+            raise _not_a_dataset(args.dataset, url) from None  # a name, and no ledger to hold it
+        raise
+    with ledger:
+        dataset = None
+        if getattr(args, "dataset", None):
+            if args.action == "set":
+                dataset = _dataset_to_set(ledger, args.dataset)
+            elif args.action in ("show", "history"):
+                dataset = _known(ledger, args.dataset)
             else:
-                raise ValidationError("budget set needs --epsilon and --delta, or --rho")
-            ledger.set_budget(args.dataset, total, name=args.name, owner=args.owner)
-            dataset = ledger.lookup(args.dataset)
+                dataset = ledger.lookup(args.dataset)
+        if args.action == "set":
+            ledger.set_budget(dataset, total, name=args.name, owner=args.owner, force=args.force)
             args.action = "show"
         if args.action == "show":
             names = [dataset] if dataset else [d["dataset"] for d in ledger.datasets()]
@@ -138,7 +211,7 @@ def run(args) -> int:
                     _print_status(s)
             return 0
         if args.action == "history":
-            entries = ledger.history(dataset)
+            entries = sorted(ledger.history(dataset), key=lambda e: (e.finished or e.created, e.seq))  # time order
             if args.json:
                 print_json([e.to_dict() for e in entries])
                 return 0

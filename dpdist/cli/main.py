@@ -7,7 +7,14 @@ Errors: every error is one line on stderr, ``dpdist COMMAND: error: ...``, and t
 says what happened (:data:`EXIT_CODES`, also in ``dpdist --help``). ``--debug`` or
 ``DPDIST_DEBUG=1`` adds the traceback. With ``--json``, stdout holds exactly one JSON
 document, on failure too: ``{"status", "exit_code", "error": {"type", "message", "exit_code"}, ...}``
-(``status`` from :data:`STATUS`; ``job`` too for the commands that take a job file).
+(``status`` from :data:`STATUS`; ``job`` too for the commands that take a job file). A failure
+after a privacy-budget ledger reservation also says what the ledger now holds, on the stderr line
+and in the document: ``entry`` (the ledger entry's id), ``spent`` (the cost it counts, or null
+when the reservation was released) and ``noise_drawn`` (false only when the ledger released the
+reservation because no noise can have been drawn).
+
+SIGTERM (``systemctl stop``, a Kubernetes eviction, a SLURM preemption) is handled like Ctrl-C:
+the reservation is resolved on the way out, one line says how, and the exit code is 143.
 """
 
 from __future__ import annotations
@@ -39,12 +46,14 @@ EXIT_CODES = (
     (4, "no private result: a private test rejected; the budget counts as spent and is recorded in "
         "OUTPUT.rejected.json beside the requested output"),
     (5, "infrastructure failure: scheduler unreachable, workers lost, storage unreadable, timeout"),
-    (130, "interrupted (Ctrl-C); nothing was written"),
+    (130, "interrupted (Ctrl-C); no result was written (after a ledger reservation, the line says "
+          "whether the budget was charged)"),
+    (143, "terminated (SIGTERM); handled like Ctrl-C"),
 )
 
 #: ``status`` of the JSON document of a failed command, by exit code (orchestrators read it).
 STATUS = {1: "error", 2: "invalid", 3: "refused", 4: "no-private-result", 5: "infrastructure-failure",
-          130: "interrupted"}
+          130: "interrupted", 143: "terminated"}
 
 EPILOG = (
     "exit codes:\n"
@@ -95,10 +104,11 @@ def _one_line(text: str, limit: int = 600) -> str:
 
 
 class _QuietInterrupt:
-    """The Ctrl-C handler of a command: stop the worker processes the command started (a
-    LocalCluster's workers ignore SIGINT, see ``cli._common.run_context``, and would log every
-    task the cluster's shutdown cancels; processes that were there before are left alone),
-    silence logging and warnings, then interrupt the main thread."""
+    """The Ctrl-C and SIGTERM handler of a command: stop the worker processes the command
+    started (a LocalCluster's workers ignore SIGINT, see ``cli._common.run_context``, and would
+    log every task the cluster's shutdown cancels; processes that were there before are left
+    alone), silence logging and warnings, then interrupt the main thread (``KeyboardInterrupt``,
+    or :class:`~dpdist.exceptions.Terminated` for SIGTERM)."""
 
     def __init__(self) -> None:
         self.keep = set(multiprocessing.active_children())
@@ -111,6 +121,10 @@ class _QuietInterrupt:
         for child in multiprocessing.active_children():
             if child not in self.keep:
                 child.kill()
+        if signum == signal.SIGTERM:
+            from dpdist.exceptions import Terminated
+
+            raise Terminated("SIGTERM")
         raise KeyboardInterrupt
 
 
@@ -120,18 +134,20 @@ def main(argv: list[str] | None = None) -> int:
     if threading.current_thread() is not threading.main_thread():
         return _run(argv)
     handler = _QuietInterrupt()
-    previous = signal.signal(signal.SIGINT, handler)
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         with warnings.catch_warnings():  # undoes the warnings filter a Ctrl-C set
             return _run(argv)
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, prev in previous.items():
+            signal.signal(sig, prev)
         if handler.fired:
             logging.disable(logging.NOTSET)
 
 
 def _run(argv: list[str]) -> int:
-    from dpdist.exceptions import EXIT_INTERNAL, EXIT_INTERRUPTED, DpdistError, InfrastructureError
+    from dpdist.exceptions import (EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_TERMINATED, DpdistError,
+                                   InfrastructureError, Terminated)
 
     debug = "--debug" in argv or os.environ.get("DPDIST_DEBUG", "") not in ("", "0")
     report = _Reporter("dpdist", want_json="--json" in argv, debug=debug)
@@ -142,16 +158,22 @@ def _run(argv: list[str]) -> int:
             report.extra["job"] = args.job
         args.argv = argv
         return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        return report("interrupted; nothing was written", EXIT_INTERRUPTED, "KeyboardInterrupt", prefix="")
+    except KeyboardInterrupt as exc:
+        what, code = ("terminated (SIGTERM)", EXIT_TERMINATED) if isinstance(exc, Terminated) else \
+            ("interrupted", EXIT_INTERRUPTED)
+        told, extra = _ledger_outcome(exc)
+        message = f"{what}; no result was written{told}" if told else f"{what}; nothing was written"
+        return report(message, code, type(exc).__name__, prefix="", extra=extra)
     except _UsageError as exc:
         report.label = exc.prog
         return report(str(exc), exc.exit_code, "UsageError")
     except DpdistError as exc:  # exit codes: see dpdist.exceptions
-        message, extra = _one_line(exc), {}
+        message = _one_line(exc)
+        told, extra = _ledger_outcome(exc)
         if exc.exit_code == 4:
             message = f"no private result: {message}"
-        if isinstance(exc, InfrastructureError) and "spent" not in message:
+        message += told
+        if isinstance(exc, InfrastructureError) and not told and "spent" not in message:
             message += ("; noise had been drawn: the budget counts as spent" if exc.noise_drawn
                         else "; nothing was spent")
         if getattr(exc, "record_path", None):
@@ -159,13 +181,38 @@ def _run(argv: list[str]) -> int:
             extra["rejected_record"] = exc.record_path
         return report(message, exc.exit_code, type(exc).__name__, extra=extra)
     except FileNotFoundError as exc:
-        return report(_one_line(exc), 2, type(exc).__name__)
+        told, extra = _ledger_outcome(exc)
+        return report(_one_line(exc) + told, 2, type(exc).__name__, extra=extra)
     except OSError as exc:  # an untyped storage or network failure
-        return report(f"{type(exc).__name__}: {_one_line(exc)} (infrastructure failure)", 5, type(exc).__name__)
+        told, extra = _ledger_outcome(exc)
+        return report(f"{type(exc).__name__}: {_one_line(exc)} (infrastructure failure){told}", 5,
+                      type(exc).__name__, extra=extra)
     except Exception as exc:
+        told, extra = _ledger_outcome(exc)
         return report(f"{type(exc).__name__}: {_one_line(exc)} (a bug or an unexpected failure; rerun with "
-                      "--debug or DPDIST_DEBUG=1 for the traceback)", EXIT_INTERNAL, type(exc).__name__,
-                      prefix="internal error: ")
+                      f"--debug or DPDIST_DEBUG=1 for the traceback){told}", EXIT_INTERNAL, type(exc).__name__,
+                      prefix="internal error: ", extra=extra)
+
+
+def _ledger_outcome(exc: BaseException) -> tuple[str, dict]:
+    """What the ledger holds for a failure after a reservation (``exc.ledger_entry``, attached
+    by :meth:`dpdist.ops.ledger.Ledger.charge`): the end of the stderr line and the fields
+    ``entry``, ``spent`` and ``noise_drawn`` of the JSON document; nothing without a reservation."""
+    entry = getattr(exc, "ledger_entry", None)
+    if entry is None:
+        return "", {}
+    from dpdist.cli.budget import _fmt
+
+    if entry.state == "released":
+        return (f"; ledger entry {entry.id} released: nothing was spent",
+                {"entry": entry.id, "spent": None, "noise_drawn": False})
+    if entry.state == "committed":
+        return (f"; ledger entry {entry.id} committed as spent ({_fmt(entry.cost)}): noise may have been drawn",
+                {"entry": entry.id, "spent": entry.cost, "noise_drawn": True})
+    running = entry.stage == "running"
+    return (f"; ledger entry {entry.id} is still open and counts {_fmt(entry.cost)} until "
+            f"'dpdist budget recover' resolves it" + (" (noise may have been drawn)" if running else ""),
+            {"entry": entry.id, "spent": entry.cost, "noise_drawn": running})
 
 
 class _Reporter:
@@ -188,14 +235,14 @@ class _Reporter:
 
 
 def console_main() -> None:
-    """The ``dpdist`` executable: ``sys.exit(main())``, except that after Ctrl-C the process
+    """The ``dpdist`` executable: ``sys.exit(main())``, except that after Ctrl-C or SIGTERM the process
     ends at once instead of waiting, at interpreter exit, for dask's worker threads to finish
     the tasks they are running (minutes on large chunks). By then every context manager has
     run: clusters are closed and no temporary output is left."""
-    from dpdist.exceptions import EXIT_INTERRUPTED
+    from dpdist.exceptions import EXIT_INTERRUPTED, EXIT_TERMINATED
 
     code = main()
-    if code == EXIT_INTERRUPTED:
+    if code in (EXIT_INTERRUPTED, EXIT_TERMINATED):
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

@@ -14,8 +14,10 @@ def register(sub) -> None:
         description="Run a job file. Exit codes for schedulers: 0 released; 2 invalid job (nothing "
         "read or spent); 3 the ledger refused it (budget would be exceeded; nothing read); 4 no private "
         "result (the budget counts as spent); 5 infrastructure failure (scheduler, workers or storage; "
-        "the reservation is released when no noise was drawn); 1 a bug. With --json one JSON object "
-        "on standard output says the same (on failure: status, exit_code, error, job).",
+        "the reservation is released when no noise was drawn); 1 a bug; 130 Ctrl-C, 143 SIGTERM (the "
+        "reservation is released before the running stage, else counted as spent). With --json one JSON "
+        "object on standard output says the same (on failure: status, exit_code, error, job; after a "
+        "reservation also entry, spent and noise_drawn).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("job", help="job file (TOML)")

@@ -129,12 +129,13 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def open_ledger(url: str | None = None) -> "Ledger":
+def open_ledger(url: str | None = None, *, create: bool = True) -> "Ledger":
     """Open the ledger at ``url`` (see :func:`resolve_ledger_url` for ``None``).
 
     A plain path or ``sqlite:///PATH`` opens a :class:`SQLiteLedger`; ``postgresql://`` or
     ``postgres://`` opens a :class:`~dpdist.ops.postgres.PostgresLedger` (extra
-    ``dpdist[postgres]``).
+    ``dpdist[postgres]``). ``create=False`` (for commands that only read) refuses a SQLite
+    ledger file that does not exist instead of creating it.
     """
     if url is None:
         url = resolve_ledger_url()[0]
@@ -146,7 +147,7 @@ def open_ledger(url: str | None = None) -> "Ledger":
         url = "/" + url[len("sqlite:///"):].lstrip("/")
     elif "://" in url:
         raise ValidationError(f"ledger must be a path, sqlite:///PATH or postgresql://..., got {redact_url(url)!r}")
-    return SQLiteLedger(url)
+    return SQLiteLedger(url, create=create)
 
 
 def canonical_dataset(url: str) -> str:
@@ -358,24 +359,33 @@ class Ledger(abc.ABC):
         return cur
 
     # -- datasets ------------------------------------------------------------------------
-    def set_budget(self, dataset: str, total: Cost, *, name: str | None = None, owner: str | None = None) -> Entry:
+    def set_budget(self, dataset: str, total: Cost, *, name: str | None = None, owner: str | None = None,
+                   force: bool = False) -> Entry:
         """Set (or change) the total budget of ``dataset``, recorded in its history.
 
         Changing the kind (``(epsilon, delta)`` vs ``rho``) is refused when existing charges
-        could not be composed under the new kind.
+        could not be composed under the new kind. A total below what the dataset's committed
+        and open charges already spend is refused unless ``force`` (every later job on it is
+        then refused). ``name`` and ``owner`` left None keep the dataset's current ones.
         """
         dataset = canonical_dataset(dataset)
         if not isinstance(total, (ApproxDP, ZCDP)) or (isinstance(total, ZCDP) and total.rho <= 0):
             raise ValidationError(f"a budget must be ApproxDP(epsilon, delta) or ZCDP(rho > 0), got {total!r}")
         with self._transaction(lock=True) as cur:
             self._lock_dataset(cur, dataset)
-            spent(total, [e.privacy for e in self._entries(cur, dataset) if e.counts])  # kind compatible?
+            used = spent(total, [e.privacy for e in self._entries(cur, dataset) if e.counts])  # kind compatible?
+            if not used.fits and not force:
+                raise ValidationError(
+                    f"a total of {_describe(total)} for {dataset!r} is below what its committed and open charges "
+                    f"already spend ({used.reason}); nothing was changed. To set it anyway (every later job on it "
+                    "is then refused), pass force=True (dpdist budget set --force)")
             budget = json.dumps(cost_to_dict(total))
-            row = self._exec(cur, "SELECT name FROM dpdist_datasets WHERE dataset = ?", (dataset,)).fetchone()
+            row = self._exec(cur, "SELECT name, owner FROM dpdist_datasets WHERE dataset = ?", (dataset,)).fetchone()
             if row is None:
                 self._exec(cur, "INSERT INTO dpdist_datasets (dataset, name, budget, owner, updated) "
                                 "VALUES (?, ?, ?, ?, ?)", (dataset, name, budget, owner, _now()))
             else:
+                owner = owner if owner is not None else row[1]
                 self._exec(cur, "UPDATE dpdist_datasets SET name = ?, budget = ?, owner = ?, updated = ? "
                                 "WHERE dataset = ?", (name if name is not None else row[0], budget, owner,
                                                       _now(), dataset))
@@ -388,6 +398,14 @@ class Ledger(abc.ABC):
                                    "ORDER BY dataset").fetchall()
         return [{"dataset": r[0], "name": r[1], "budget": json.loads(r[2]), "owner": r[3], "updated": r[4]}
                 for r in rows]
+
+    def knows(self, dataset: str) -> bool:
+        """Whether ``dataset`` (its canonical identifier) has a budget or any entry here."""
+        with self._transaction(lock=False) as cur:
+            if self._total(cur, dataset) is not None:
+                return True
+            return self._exec(cur, "SELECT 1 FROM dpdist_entries WHERE dataset = ? LIMIT 1",
+                              (dataset,)).fetchone() is not None
 
     def lookup(self, dataset_or_name: str) -> str:
         """The canonical identifier of a dataset given by URL/path or by its declared name."""
@@ -510,6 +528,11 @@ class Ledger(abc.ABC):
                 raise ValidationError(f"reservation {entry_id!r} is not open")
             return self._entry_by_id(cur, entry_id)
 
+    def entry(self, entry_id: str) -> Entry:
+        """The entry ``entry_id`` as the ledger holds it now."""
+        with self._transaction(lock=False) as cur:
+            return self._entry_by_id(cur, entry_id)
+
     def history(self, dataset: str) -> list[Entry]:
         """Every entry of ``dataset`` in order: budget sets, reservations, commits, refusals."""
         with self._transaction(lock=False) as cur:
@@ -542,10 +565,13 @@ class Ledger(abc.ABC):
         - :class:`~dpdist.exceptions.NoPrivateResult`: committed with what was spent;
         - an error certain to have drawn no noise (validation, or an infrastructure failure
           with ``noise_drawn=False``): released;
-        - any other exception (a bug, Ctrl-C, a failure after noise): committed as spent,
+        - any other exception (a bug, Ctrl-C, SIGTERM, a failure after noise): committed as spent,
           since the ledger cannot prove no noise was drawn; with ``unspent_until_running``
           (for callers that mark :meth:`Reservation.running` before reading data, as the
           job runner does), released when it happened before that mark.
+
+        The failure leaves with the entry as resolved in its ``ledger_entry`` attribute (the
+        command line reports from it whether and what the failure spent).
 
         Examples
         --------
@@ -556,21 +582,35 @@ class Ledger(abc.ABC):
         reservation = self.reserve(dataset, cost, job=job, output=output, events=events)
         try:
             yield reservation
-        except NoPrivateResult as exc:
-            if reservation.open:
-                reservation.commit(outcome="no-private-result", spent=spent_by(exc, reservation.cost),
-                                   note=str(exc)[:500])
-            raise
         except BaseException as exc:
-            if reservation.open:
-                if nothing_spent(exc) or (unspent_until_running and not reservation.running_):
-                    reservation.release(f"{type(exc).__name__}: {str(exc)[:500]}")
-                else:
-                    reservation.commit(outcome="failed-counted-as-spent",
-                                       note=f"{type(exc).__name__}: {str(exc)[:500]}")
+            try:
+                if reservation.open:
+                    note = f"{type(exc).__name__}: {str(exc)[:500]}"
+                    if isinstance(exc, NoPrivateResult):
+                        reservation.commit(outcome="no-private-result", spent=spent_by(exc, reservation.cost),
+                                           note=str(exc)[:500])
+                    elif nothing_spent(exc) or (unspent_until_running and not reservation.running_):
+                        reservation.release(note)
+                    else:
+                        reservation.commit(outcome="failed-counted-as-spent", note=note)
+            except BaseException as failure:  # the ledger failed, or the job was resolved elsewhere
+                self._tell_entry(failure, reservation, reread=True)
+                raise
+            self._tell_entry(exc, reservation)
             raise
         if reservation.open:
             reservation.commit(outcome="released")
+
+    def _tell_entry(self, exc: BaseException, reservation: Reservation, *, reread: bool = False) -> None:
+        """Attach the reservation's ledger entry, as it stands, to the failure leaving
+        :meth:`charge` (``exc.ledger_entry``), so whoever reports the failure can say whether
+        and what it spent. ``reread``: the entry as the ledger now holds it, when it can be read."""
+        entry = reservation.entry
+        if reread:
+            with contextlib.suppress(Exception):
+                entry = self.entry(reservation.id)
+        with contextlib.suppress(AttributeError, TypeError):
+            exc.ledger_entry = entry  # type: ignore[attr-defined]
 
     # -- recovery ------------------------------------------------------------------------
     def open_reservations(self, dataset: str | None = None) -> list[Entry]:
@@ -590,7 +630,9 @@ class Ledger(abc.ABC):
         ``older_than`` seconds, when it is older than that (for jobs of other hosts, whose
         processes cannot be checked). A stale reservation that never reached the
         ``running`` stage read no data and is released; one that was running may have drawn
-        noise and is committed as spent (outcome ``recovered-as-spent``).
+        noise and is committed as spent (outcome ``recovered-as-spent``). The stage is read in
+        the transaction that resolves the reservation, so a job that marks itself running
+        after the list was read is counted as spent.
         """
         now = _dt.datetime.now(_dt.timezone.utc)
         done = []
@@ -600,15 +642,29 @@ class Ledger(abc.ABC):
             if state == "alive" or (state == "unknown" and (older_than is None or age <= older_than)):
                 continue
             why = "process gone" if state == "gone" else f"reserved {age:.0f}s ago on host {e.host}"
-            try:
-                if e.stage == STAGE_RUNNING:
-                    done.append(self.commit(e.id, outcome="recovered-as-spent",
-                                            note=f"recovered ({why}); the job may have drawn noise"))
-                else:
-                    done.append(self.release(e.id, reason=f"recovered ({why}); the job read no data"))
-            except ValidationError:  # resolved concurrently by its own job
-                continue
+            resolved = self._recover_one(e.id, why)
+            if resolved is not None:
+                done.append(resolved)
         return done
+
+    def _recover_one(self, entry_id: str, why: str) -> Entry | None:
+        """Resolve one stale reservation, deciding by its stage *inside* the transaction that
+        resolves it: a job on another host may mark itself running at any moment before, and
+        then it may have read data and drawn noise. The release only matches a reservation still
+        at the ``reserved`` stage; when it matches nothing, the reservation (if still open) is
+        committed as spent. None when the job resolved it itself meanwhile."""
+        with self._transaction(lock=True) as cur:
+            n = self._exec(cur, "UPDATE dpdist_entries SET state = ?, outcome = ?, note = ?, finished = ? "
+                                "WHERE id = ? AND state = ? AND stage = ?",
+                           (RELEASED, "released-unspent", f"recovered ({why}); the job read no data", _now(),
+                            entry_id, RESERVED, STAGE_RESERVED)).rowcount
+            if n != 1:
+                n = self._exec(cur, "UPDATE dpdist_entries SET state = ?, outcome = ?, note = ?, finished = ? "
+                                    "WHERE id = ? AND state = ?",
+                               (COMMITTED, "recovered-as-spent",
+                                f"recovered ({why}); the job may have drawn noise", _now(), entry_id,
+                                RESERVED)).rowcount
+            return self._entry_by_id(cur, entry_id) if n == 1 else None
 
 
 def spending_series(ledger: Ledger, dataset: str) -> dict:
@@ -684,9 +740,11 @@ class SQLiteLedger(Ledger):
     do not block). Not safe on network file systems (NFS, SMB): use PostgreSQL there.
     """
 
-    def __init__(self, path: str | os.PathLike, *, timeout: float = 60.0):
+    def __init__(self, path: str | os.PathLike, *, timeout: float = 60.0, create: bool = True):
         path = os.path.abspath(os.path.expanduser(os.fspath(path)))
         self.url = path
+        if not create and not os.path.isfile(path):
+            raise ValidationError(f"there is no ledger at {path!r} (no budget was set and no job ran with it)")
         parent = os.path.dirname(path)
         if not os.path.isdir(parent):
             if path == default_ledger_path():

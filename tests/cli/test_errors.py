@@ -254,7 +254,7 @@ def test_json_on_every_command(store, tmp_path, capsys):
 
 
 def test_exit_codes_are_documented_in_help_and_readme(capsys):
-    codes = {0, 1, 130} | {cls.exit_code for cls in _subclasses(DpdistError)}
+    codes = {0, 1, 130, 143} | {cls.exit_code for cls in _subclasses(DpdistError)}
     assert {code for code, _ in EXIT_CODES} == codes
     with pytest.raises(SystemExit):
         main(["--help"])

@@ -209,6 +209,22 @@ class LedgerContract:
         with pytest.raises(BudgetExceeded):
             ledger.reserve(DS, ZCDP(1e-6))
 
+    def test_a_total_below_what_is_spent_is_refused_unless_forced(self, ledger):
+        ledger.set_budget(DS, ApproxDP(1.0, 1e-6), name="claims", owner="alice")
+        ledger.reserve(DS, ApproxDP(0.6, 1e-8)).commit(output="o", checksum="c")
+        ledger.reserve(DS, ApproxDP(0.2, 1e-8))  # open: counts too
+        with pytest.raises(ValidationError, match="below what its committed and open charges already spend"):
+            ledger.set_budget(DS, ApproxDP(0.7, 1e-6))
+        assert ledger.total(DS) == ApproxDP(1.0, 1e-6)
+        assert [e.state for e in ledger.history(DS)] == ["budget-set", "committed", "reserved"]
+        ledger.set_budget(DS, ApproxDP(0.8, 1e-6))  # exactly what is spent: allowed
+        ledger.set_budget(DS, ApproxDP(0.5, 1e-6), force=True)
+        assert ledger.total(DS) == ApproxDP(0.5, 1e-6)
+        [info] = ledger.datasets()
+        assert (info["name"], info["owner"]) == ("claims", "alice")  # kept when not given
+        with pytest.raises(BudgetExceeded):
+            ledger.reserve(DS, ApproxDP(0.01, 1e-9))
+
     def test_budget_kind_change_is_refused_when_charges_do_not_fit_the_kind(self, ledger):
         ledger.set_budget(DS, ApproxDP(1.0, 1e-6))
         ledger.reserve(DS, ApproxDP(0.1, 1e-7)).commit()
@@ -311,3 +327,67 @@ class LedgerContract:
         assert ledger.recover(DS) == []
         assert ledger.recover(DS, older_than=3600) == []
         assert r.open and ledger.open_reservations(DS)[0].process_state() == "alive"
+
+    def _stale_reservation(self, ledger, ledger_url):
+        """A reservation made by a job through its own connection, recorded as of another host
+        (so only ``older_than`` makes it stale); returns the job's reservation and connection."""
+        job_ledger = open_ledger(ledger_url)
+        r = job_ledger.reserve(DS, ApproxDP(0.1, 1e-8), job="other-host-job")
+        with ledger._transaction(lock=True) as cur:
+            ledger._exec(cur, "UPDATE dpdist_entries SET host = ? WHERE id = ?", ("elsewhere.invalid", r.id))
+        return r, job_ledger
+
+    def test_recover_counts_a_job_that_starts_running_after_the_read_as_spent(self, ledger, ledger_url, monkeypatch):
+        """Recovery reads the open reservations, then resolves each. A job on another host that
+        marks itself running in between has read data and may have drawn noise: it must end
+        committed as spent, never released."""
+        ledger.set_budget(DS, ApproxDP(1.0, 1e-6))
+        r, job_ledger = self._stale_reservation(ledger, ledger_url)
+        read = ledger.open_reservations
+
+        def read_then_the_job_marks_running(dataset=None):
+            found = read(dataset)
+            assert [e.stage for e in found] == ["reserved"]  # what recovery saw
+            r.running()  # the job, on its own connection, between the read and the update
+            return found
+
+        monkeypatch.setattr(ledger, "open_reservations", read_then_the_job_marks_running)
+        try:
+            [done] = ledger.recover(DS, older_than=0)
+            assert (done.id, done.state, done.outcome) == (r.id, "committed", "recovered-as-spent")
+            [entry] = [e for e in ledger.history(DS) if e.id == r.id]
+            assert (entry.state, entry.stage) == ("committed", "running")
+            assert Decimal(ledger.remaining(DS).remaining()["epsilon"]) == Decimal("0.9")
+            with pytest.raises(ValidationError, match="committed, not reserved"):
+                r.commit(output="o", checksum="c")  # the job's own commit finds it resolved
+        finally:
+            job_ledger.close()
+
+    def test_recover_releases_a_stale_job_that_never_ran(self, ledger, ledger_url):
+        ledger.set_budget(DS, ApproxDP(1.0, 1e-6))
+        r, job_ledger = self._stale_reservation(ledger, ledger_url)
+        try:
+            [done] = ledger.recover(DS, older_than=0)
+            assert (done.id, done.state, done.outcome) == (r.id, "released", "released-unspent")
+            assert Decimal(ledger.remaining(DS).remaining()["epsilon"]) == Decimal("1.0")
+        finally:
+            job_ledger.close()
+
+    def test_recover_skips_a_reservation_its_job_resolved_after_the_read(self, ledger, ledger_url, monkeypatch):
+        ledger.set_budget(DS, ApproxDP(1.0, 1e-6))
+        r, job_ledger = self._stale_reservation(ledger, ledger_url)
+        read = ledger.open_reservations
+
+        def read_then_the_job_commits(dataset=None):
+            found = read(dataset)
+            r.running()
+            r.commit(output="o", checksum="c")
+            return found
+
+        monkeypatch.setattr(ledger, "open_reservations", read_then_the_job_commits)
+        try:
+            assert ledger.recover(DS, older_than=0) == []
+            [entry] = [e for e in ledger.history(DS) if e.id == r.id]
+            assert (entry.state, entry.outcome, entry.output) == ("committed", "released", "o")
+        finally:
+            job_ledger.close()

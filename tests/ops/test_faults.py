@@ -298,6 +298,40 @@ def test_a_full_disk_while_writing_the_result_leaves_no_partial_output(cluster, 
     assert (entry.state, entry.outcome, entry.checksum) == ("committed", "failed-counted-as-spent", None)
 
 
+# -- SIGTERM (a service stop, an eviction, a preemption) and Ctrl-C in the noise stage ---------
+
+
+@pytest.mark.parametrize("sig, code, status, what", [
+    (signal.SIGTERM, 143, "terminated", "terminated (SIGTERM)"),
+    (signal.SIGINT, 130, "interrupted", "interrupted"),
+], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_in_the_noise_stage_counts_as_spent_and_says_so(cluster, setup, sig, code, status, what):
+    """The job is held in PrivCov's noise stage and signalled: it exits at once with the
+    signal's code, publishes nothing, commits its reservation as spent, and says so on its one
+    stderr line and in the JSON document (entry, spent, noise_drawn)."""
+    make, ledger, out, dataset = setup
+    cluster.workers_alive(1)
+    job = make(cluster.address)
+    cluster.arm(PRIVCOV_NOISE)
+    proc = start_run(job)
+    try:
+        cluster.fired(proc)
+        proc.send_signal(sig)
+        rc, result, err = finish(proc)
+    finally:
+        cluster.thaw()
+    assert rc == code, err[-3000:]
+    [entry] = charges(ledger, dataset)
+    assert (entry.state, entry.outcome, entry.stage) == ("committed", "failed-counted-as-spent", "running")
+    assert err.strip().splitlines() == [
+        f"dpdist run: {what}; no result was written; ledger entry {entry.id} committed as spent "
+        "(eps=0.1 delta=1e-08): noise may have been drawn"]
+    assert (result["status"], result["exit_code"]) == (status, code)
+    assert (result["entry"], result["spent"], result["noise_drawn"]) == (entry.id, entry.cost, True)
+    assert entry.cost == {"type": "approx-dp", "epsilon": "0.1", "delta": "1E-8"}
+    assert everything_under(out) == []
+
+
 # -- the only worker killed mid-fit (after the storage tests, which use the spare's survivor) --
 
 

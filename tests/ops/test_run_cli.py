@@ -135,8 +135,10 @@ def test_existing_output_is_invalid_before_any_reservation(setup, capsys):
     led.set_budget(ds, ApproxDP(1.0, 1e-6))
     (out / "taken.zarr").mkdir()
     code, text, err = cli(capsys, "run", make(output=f"{out}/taken.zarr"), "--json")
-    assert code == 2 and json.loads(text)["status"] == "invalid"
+    doc = json.loads(text)
+    assert code == 2 and doc["status"] == "invalid"
     assert [e.state for e in led.history(ds)] == ["budget-set"]
+    assert not {"entry", "spent", "noise_drawn"} & doc.keys() and "ledger entry" not in err  # no reservation
 
 
 def test_invalid_job_exits_2(setup, capsys, tmp_path):
@@ -152,9 +154,12 @@ def test_unreachable_scheduler_exits_5_and_releases_the_reservation(setup, capsy
     job = make(scheduler=f"tcp://127.0.0.1:{free_port()}", extra="timeout = 2\n")
     code, text, err = cli(capsys, "run", job, "--json")
     assert code == 5, err
-    assert json.loads(text)["status"] == "infrastructure-failure"
+    doc = json.loads(text)
+    assert doc["status"] == "infrastructure-failure"
     [entry] = [e for e in led.history(ds) if e.state != "budget-set"]
     assert (entry.state, entry.stage) == ("released", "reserved")
+    assert (doc["entry"], doc["spent"], doc["noise_drawn"]) == (entry.id, None, False)
+    assert err.strip().endswith(f"; ledger entry {entry.id} released: nothing was spent")
     assert os.listdir(out) == []
 
 
@@ -165,11 +170,14 @@ def test_no_private_result_exits_4_and_commits_what_was_spent(setup, capsys):
            'gap = 0.5\nsigma = 1.0\nn_batches = 20\n')
     code, text, err = cli(capsys, "run", make(estimator=est), "--json")
     assert code == 4, err
-    assert json.loads(text)["status"] == "no-private-result"
+    doc = json.loads(text)
+    assert doc["status"] == "no-private-result"
     [entry] = [e for e in led.history(ds) if e.state != "budget-set"]
     # PrivPCA rejected in its PrivNorm stage, which had spent half of the budget
     assert (entry.state, entry.outcome) == ("committed", "no-private-result")
     assert entry.cost == {"type": "approx-dp", "epsilon": "0.5", "delta": "5E-7"}
+    assert (doc["entry"], doc["spent"], doc["noise_drawn"]) == (entry.id, entry.cost, True)
+    assert f"ledger entry {entry.id} committed as spent (eps=0.5 delta=5e-07)" in err
     assert os.listdir(out) == []
 
 
@@ -189,8 +197,8 @@ def test_budget_set_validation(setup, capsys):
     assert cli(capsys, "budget", "set", ds, "--epsilon", "1.0", *lf)[0] == 2
     assert cli(capsys, "budget", "set", ds, "--rho", "0.5", "--epsilon", "1", "--delta", "1e-6", *lf)[0] == 2
     assert cli(capsys, "budget", "set", ds, "--rho", "-1", *lf)[0] == 2
-    code, text, _ = cli(capsys, "budget", "show", ds, *lf)
-    assert "none set" in text
+    code, _, err = cli(capsys, "budget", "show", ds, *lf)  # the refused sets recorded nothing
+    assert code == 2 and f"dataset {ds!r}" in err and "is not in the ledger" in err
 
 
 
@@ -210,8 +218,11 @@ def test_a_refusal_during_the_pass_counts_as_spent(setup, capsys, tmp_path):
     job = tmp_path / "nan.toml"
     job.write_text(job_toml(nan_ds, f"{out}/nan.zarr", ledger=led.url).replace(
         "sigma = 1.0", 'sigma = 1.0\non_nonfinite = "raise"'))
-    code, _, err = cli(capsys, "run", str(job))
+    code, text, err = cli(capsys, "run", str(job), "--json")
     assert code == 2 and "NaN" in err
     [entry] = [e for e in led.history(nan_ds) if e.state != "budget-set"]
     assert (entry.state, entry.outcome) == ("committed", "refused-during-pass")
+    doc = json.loads(text)  # the exit code says invalid; the document says what the ledger charged
+    assert (doc["entry"], doc["spent"], doc["noise_drawn"]) == (entry.id, entry.cost, True)
+    assert f"ledger entry {entry.id} committed as spent (eps=0.1 delta=1e-08)" in err
     assert os.listdir(out) == []
