@@ -16,8 +16,8 @@ by what a file *declares*, never by the values it holds:
   type differs between the files of a dataset, is refused before anything is read, with a
   one-line error naming the column. Missing values (nulls) are read as NaN.
 * **CSV** files declare only column names (the header). Every selected column is read as
-  numbers; a field that is not a number (empty, ``NA``, text, or a line with more fields than
-  the header) is read as NaN. Rows holding NaN follow the estimators' documented non-finite
+  numbers; a field that is not a number (empty, ``NA``, text) is read as NaN, as is a line
+  the parser cannot split; the fields of a line beyond the header's are ignored. Rows holding NaN follow the estimators' documented non-finite
   handling (zeroed by default, ``on_nonfinite="raise"`` refuses them), whatever made them
   NaN: no error ever names a row or a value. A text column therefore reads as all NaN: select
   the numeric columns with ``columns=`` (CLI ``--columns``). A CSV has no row count in its
@@ -396,10 +396,11 @@ def _open_parquet(url: str, columns: list[str] | None) -> da.Array:
 def read_numeric_csv(buffer, **kwargs):
     """pandas' ``read_csv`` with every column read as float64, never raising on a value.
 
-    The fast parse comes first. A field that is not a number, or a line with more fields than
-    the header, sends the block to the slow parse: fields read as text and converted with
-    ``pd.to_numeric(errors="coerce")`` (a field that is not a number becomes NaN), over-long
-    lines read as rows of NaN. Which rows became NaN is not reported (it depends on the data).
+    The fast parse comes first. A field that is not a number, or a line the parser cannot
+    split, sends the block to the slow parse: fields read as text and converted with
+    ``pd.to_numeric(errors="coerce")`` (a field that is not a number becomes NaN), lines it
+    cannot split read as rows of NaN. Which rows became NaN is not reported (it depends on
+    the data).
     """
     import pandas as pd
 
