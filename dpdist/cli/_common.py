@@ -150,7 +150,8 @@ def add_columns_arg(p: argparse.ArgumentParser) -> None:
 
 def add_plan_args(p: argparse.ArgumentParser, what: str) -> None:
     """--plan (print ``what`` for the input's size; read no data), --n-samples, --n-features."""
-    p.add_argument("--plan", action="store_true", help=f"print {what} for the input's size; read no data")
+    p.add_argument("--plan", action="store_true",
+                   help=f"print {what} for the input's size; read no data (but a CSV INPUT's rows are counted)")
     p.add_argument("--n-samples", type=int, help="with --plan and no INPUT: n")
     p.add_argument("--n-features", type=int, help="with --plan and no INPUT: d")
 

@@ -344,8 +344,8 @@ def _parquet_layout(url: str, columns: list[str] | None):
                 raise ValidationError(f"column {name!r} is missing from the Parquet file {f!r}")
             t = schema.field(name).type
             if not _is_numeric(t):
-                raise ValidationError(f"column {name!r} has type {t} in {f!r}: not numeric (select numeric "
-                                      "columns with columns= / --columns)")
+                raise ValidationError(f"column {name!r} has type {t} in {f!r}, not an integer, floating-point or "
+                                      "boolean type (select numeric columns with columns= / --columns)")
             if name in types and types[name][0] != t:
                 raise ValidationError(f"column {name!r} has mixed types: {types[name][0]} in {types[name][1]!r}, "
                                       f"{t} in {f!r}")
