@@ -436,6 +436,8 @@ def _csv_frame(url: str, columns: list[str] | None):
         return read(url, usecols=names, **options)[names], names
     except ValidationError:
         raise
+    except FileNotFoundError:
+        raise ValidationError(f"no CSV file at {url!r}: the path does not exist") from None
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
         raise ValidationError(f"cannot read the header of the CSV file {url!r} ({type(exc).__name__})") from None
     except (OSError, TimeoutError) as exc:
