@@ -15,15 +15,17 @@ by what a file *declares*, never by the values it holds:
   type is not numeric (string, date, ...), a selected column a file lacks, or a column whose
   type differs between the files of a dataset, is refused before anything is read, with a
   one-line error naming the column. Missing values (nulls) are read as NaN.
-* **CSV** files declare only column names (the header). Every selected column is read as
-  numbers; a field that is not a number (empty, ``NA``, text) is read as NaN, as is a line
-  the parser cannot split; the fields of a line beyond the header's are ignored. Rows holding NaN follow the estimators' documented non-finite
-  handling (zeroed by default, ``on_nonfinite="raise"`` refuses them), whatever made them
-  NaN: no error ever names a row or a value. A text column therefore reads as all NaN: select
-  the numeric columns with ``columns=`` (CLI ``--columns``). A CSV has no row count in its
-  metadata, so opening one counts its rows (a pass over the file); ``dpdist convert`` turns
-  it into a Zarr store once. Quoted fields must not hold line breaks (the file is split into
-  blocks at line ends).
+* **CSV** files declare only column names (the header: the first line). Every selected
+  column is read as numbers; a field that is not a number (empty, ``NA``, text) is read as
+  NaN, as is a line the parser cannot split; the fields of a line beyond the header's are
+  ignored. Rows holding NaN follow the estimators' documented non-finite handling (zeroed by
+  default, ``on_nonfinite="raise"`` refuses them), whatever made them NaN: no error ever
+  names a row or a value. A text column therefore reads as all NaN: select the numeric
+  columns with ``columns=`` (CLI ``--columns``). An unknown column name is refused without
+  listing the header's names (a file without a header line would have its first row taken
+  for them). A CSV has no row count in its metadata, so opening one counts its rows (a pass
+  over the file); ``dpdist convert`` turns it into a Zarr store once. Quoted fields must not
+  hold line breaks (the file is split into blocks at line ends).
 * **.npy** files declare a dtype and a shape in their header; the usual dtype rules apply.
 
 Integer and boolean columns of a table are converted to float64 with a
@@ -96,13 +98,17 @@ def _check_columns(columns: Any) -> list[str] | None:
     return list(columns)
 
 
-def _select(available: Sequence[str], columns: list[str] | None, where: str) -> list[str]:
+def _select(available: Sequence[str], columns: list[str] | None, where: str, *, list_names: bool = True) -> list[str]:
+    """The selected names (all by default); an unknown one is refused, listing the available
+    names when ``list_names`` (not for a CSV: a file without a header line would have its
+    first row of data taken for the names)."""
     if columns is None:
         return list(available)
     unknown = [c for c in columns if c not in available]
     if unknown:
         listed = ", ".join(repr(c) for c in available[:20]) + (", ..." if len(available) > 20 else "")
-        raise ValidationError(f"{where!r} has no column {unknown[0]!r} (its columns: {listed})")
+        raise ValidationError(f"{where!r} has no column {unknown[0]!r}"
+                              + (f" (its columns: {listed})" if list_names else " in its header line"))
     return columns
 
 
@@ -432,7 +438,7 @@ def _csv_frame(url: str, columns: list[str] | None):
     options = dict(blocksize=max(1, DEFAULT_ROW_CHUNK_BYTES), index_col=False, encoding_errors="replace")
     try:
         header = read(url, **options).columns.tolist()
-        names = _select(header, columns, url)
+        names = _select(header, columns, url, list_names=False)
         return read(url, usecols=names, **options)[names], names
     except ValidationError:
         raise

@@ -99,7 +99,9 @@ def test_columns_select_named_columns_in_order(tmp_path, X, small_chunks, fmt, c
     assert main(["covariance", path, "--columns", "d,zz", "--k", "2", "--epsilon", "1", "--delta", "1e-5",
                  "--clip", "3", "--output", str(tmp_path / "no.zarr")]) == 2
     err = capsys.readouterr().err
-    assert "no column 'zz'" in err and "'a', 'b', 'c', 'd'" in err and len(err.strip().splitlines()) == 1
+    assert "no column 'zz'" in err and len(err.strip().splitlines()) == 1
+    # a Parquet schema's names are listed; a CSV's first line is not (without a header line it is data)
+    assert ("'a', 'b', 'c', 'd'" in err) is (fmt == "parquet")
     assert not os.path.exists(tmp_path / "no.zarr")
 
 
