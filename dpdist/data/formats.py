@@ -12,9 +12,11 @@ Everything the data decide is an output, refusals included. So the errors here a
 by what a file *declares*, never by the values it holds:
 
 * **Parquet** files declare a type per column (their schema, in the footer). A column whose
-  type is not numeric (string, date, ...), a selected column a file lacks, or a column whose
-  type differs between the files of a dataset, is refused before anything is read, with a
-  one-line error naming the column. Missing values (nulls) are read as NaN.
+  type is not numeric (string, date, ...) in some file (its message says "mixed types" when
+  other files declare a numeric type), or a selected column a file lacks, is refused before
+  anything is read, with a one-line error naming the column. Numeric types may differ between
+  files (int64 in one, double in another: every value is read as a float). Missing values
+  (nulls) are read as NaN.
 * **CSV** files declare only column names (the header: the first line). Every selected
   column is read as numbers; a field that is not a number (empty, ``NA``, text) is read as
   NaN, as is a line the parser cannot split; the fields of a line beyond the header's are
@@ -342,20 +344,21 @@ def _parquet_layout(url: str, columns: list[str] | None):
         raise ValidationError(f"cannot open the Parquet data at {url!r} ({_one_line(exc)})") from None
     first = metas[0].schema.to_arrow_schema()
     names = _select(_parquet_columns(first, _pandas_index_names(first)), columns, url)
-    types: dict[str, Any] = {}
+    types: dict[str, list[tuple[Any, str]]] = {name: [] for name in names}  # (type, file) of each file
     for f, meta in zip(files, metas):
         schema = meta.schema.to_arrow_schema()
         for name in names:
             if name not in schema.names:
                 raise ValidationError(f"column {name!r} is missing from the Parquet file {f!r}")
-            t = schema.field(name).type
-            if not _is_numeric(t):
-                raise ValidationError(f"column {name!r} has type {t} in {f!r}, not an integer, floating-point or "
-                                      "boolean type (select numeric columns with columns= / --columns)")
-            if name in types and types[name][0] != t:
-                raise ValidationError(f"column {name!r} has mixed types: {types[name][0]} in {types[name][1]!r}, "
-                                      f"{t} in {f!r}")
-            types.setdefault(name, (t, f))
+            types[name].append((schema.field(name).type, f))
+    for name, found in types.items():
+        bad = [(t, f) for t, f in found if not _is_numeric(t)]
+        if bad and len(bad) < len(found):
+            (t_ok, f_ok), (t_bad, f_bad) = next((t, f) for t, f in found if _is_numeric(t)), bad[0]
+            raise ValidationError(f"column {name!r} has mixed types: {t_ok} in {f_ok!r}, {t_bad} in {f_bad!r}")
+        if bad:
+            raise ValidationError(f"column {name!r} has type {bad[0][0]} in {bad[0][1]!r}, not an integer, "
+                                  "floating-point or boolean type (select numeric columns with columns= / --columns)")
     return fs, files, metas, names, types
 
 
@@ -367,9 +370,10 @@ def _open_parquet(url: str, columns: list[str] | None) -> da.Array:
     fs, files, metas, names, types = _parquet_layout(url, columns)
     import pyarrow as pa
 
-    all_float32 = all(pa.types.is_floating(t) and t.bit_width <= 32 for t, _ in types.values())
+    # numeric types may differ between files: every value is read as a float
+    all_float32 = all(pa.types.is_floating(t) and t.bit_width <= 32 for found in types.values() for t, _ in found)
     dtype = np.dtype(np.float32 if all_float32 else np.float64)
-    _warn_converted([n for n in names if not pa.types.is_floating(types[n][0])], url)
+    _warn_converted([n for n in names if not all(pa.types.is_floating(t) for t, _ in types[n])], url)
     # pieces: consecutive row groups of one file, up to the target bytes of a row chunk
     target_rows = max(1, DEFAULT_ROW_CHUNK_BYTES // (len(names) * dtype.itemsize))
     pieces: list[tuple[int, list[int], int]] = []
