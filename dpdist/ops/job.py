@@ -308,7 +308,8 @@ def job_from_dict(doc: dict, source: str = "<dict>") -> Job:
 
     return Job(
         name=name, source=source, dataset_url=dataset_url, dataset_name=dataset_name, columns=columns,
-        n_samples=n_samples, n_features=n_features, ledger=ledger, estimator=est_name, params=MappingProxyType(dict(params)),
+        n_samples=n_samples, n_features=n_features, ledger=ledger, estimator=est_name,
+        params=MappingProxyType(dict(params)),
         plan_args=MappingProxyType(dict(plan_args)), output_url=output_url, overwrite=overwrite,
         scheduler=scheduler, timeout=float(timeout) if timeout is not None else None, cluster=cluster,
     )
