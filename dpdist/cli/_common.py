@@ -27,6 +27,7 @@ __all__ = [
     "EstimatorCall",
     "HelpFormatter",
     "Method",
+    "add_columns_arg",
     "add_input_arg",
     "add_json_arg",
     "add_nonfinite_arg",
@@ -57,7 +58,7 @@ __all__ = [
 #: Destinations of flags the command line honours itself (never passed to an estimator).
 CLI_DESTS = frozenset({
     "command", "func", "debug", "input", "method", "plan", "n_samples", "n_features", "output",
-    "overwrite", "json", "progress", "target_sin2", "report_delta", "missing_chunks",
+    "overwrite", "json", "progress", "target_sin2", "report_delta", "missing_chunks", "columns",
 })
 #: Estimator parameters that only matter when data are read: refused with ``--plan``.
 RUN_ONLY_DESTS = frozenset({"random_state", "scheduler", "timeout", "missing_chunks"})
@@ -123,13 +124,34 @@ def add_json_arg(p: argparse.ArgumentParser, what: str = "the result") -> None:
                    help=f"print {what} as one JSON document on stdout (errors too: {{\"error\": ...}})")
 
 
+#: What INPUT may be, for help texts.
+INPUT_HELP = ("a Zarr array path/URL (or a dpdist dataset group with X), or by suffix a Parquet (.parquet, "
+              ".pq: a file, a directory of them or a glob; local or s3://), CSV (.csv) or NumPy (.npy, local) file")
+
+
+def _columns_arg(text: str) -> list[str]:
+    """--columns: comma-separated column names."""
+    names = [c.strip() for c in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"expected comma-separated column names, got {text!r}")
+    return names
+
+
 def add_input_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("input", nargs="?", help="Zarr array path/URL (or a dpdist dataset group with X)")
+    """INPUT and --columns (``columns`` of :func:`dpdist.data.as_dask_array`)."""
+    p.add_argument("input", nargs="?", help=INPUT_HELP)
+    add_columns_arg(p)
+
+
+def add_columns_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--columns", type=_columns_arg, metavar="A,B,...",
+                   help="the columns of a Parquet or CSV INPUT to read, by name, in this order (default: all)")
 
 
 def add_plan_args(p: argparse.ArgumentParser, what: str) -> None:
     """--plan (print ``what`` for the input's size; read no data), --n-samples, --n-features."""
-    p.add_argument("--plan", action="store_true", help=f"print {what} for the input's size; read no data")
+    p.add_argument("--plan", action="store_true",
+                   help=f"print {what} for the input's size; read no data (but a CSV INPUT's rows are counted)")
     p.add_argument("--n-samples", type=int, help="with --plan and no INPUT: n")
     p.add_argument("--n-features", type=int, help="with --plan and no INPUT: d")
 
@@ -238,6 +260,8 @@ def check_cli_flags(args, *, plan_flags: Iterable[str] = (), fit_flags: Iterable
         refuse(unused, ctx, "--plan reads no data and writes nothing")
         if args.input is not None:
             refuse([d for d in ("n_samples", "n_features") if d in given], ctx, "INPUT gives the size")
+        else:
+            refuse([d for d in ("columns",) if d in given], ctx, "it selects columns of INPUT")
     else:
         refuse([d for d in ("n_samples", "n_features", *plan_flags) if d in given], ctx, "it is a --plan option")
 
@@ -326,10 +350,15 @@ def estimator_call(args, methods: Method | dict[str, Method]) -> EstimatorCall:
 
 
 def open_input(args):
-    """INPUT as a validated dask array (metadata only), honouring ``--missing-chunks``."""
+    """INPUT as a validated dask array (metadata only, but a CSV's rows are counted), honouring
+    ``--missing-chunks`` (refused for an input that is not a Zarr store) and ``--columns``."""
+    from dpdist.data.formats import input_format
     from dpdist.data.validation import as_dask_array
 
-    return as_dask_array(args.input, missing_chunks=getattr(args, "missing_chunks", None) or "raise")
+    missing = getattr(args, "missing_chunks", None)
+    if missing is not None and input_format(args.input) != "zarr":
+        refuse(["missing_chunks"], context_of(args), "it applies to a Zarr INPUT")
+    return as_dask_array(args.input, missing_chunks=missing or "raise", columns=getattr(args, "columns", None))
 
 
 def input_shape(args) -> tuple[int, int]:
@@ -527,7 +556,8 @@ def fit_and_write(
     from dpdist.report.text import format_release
 
     if args.input is None:
-        raise ValidationError("INPUT (a Zarr array path) is required unless --plan is given")
+        raise ValidationError("INPUT (a Zarr store, or a .parquet, .csv or .npy file) is required unless --plan "
+                              "is given")
     if args.output is None:
         raise ValidationError("--output is required")
     out = check_output_path(args.output, overwrite=args.overwrite)

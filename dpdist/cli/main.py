@@ -33,7 +33,7 @@ import warnings
 from dpdist._version import __version__
 from dpdist.exceptions import ValidationError
 
-COMMANDS = ("demo", "generate", "covariance", "second_moment", "pca", "norm", "audit", "experiment")
+COMMANDS = ("demo", "generate", "convert", "covariance", "second_moment", "pca", "norm", "audit", "experiment")
 COMMANDS += ("budget", "plan", "run", "report")  # issue 11: operations
 
 #: Exit codes of the ``dpdist`` command (dpdist.exceptions gives each error class its code).

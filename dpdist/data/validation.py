@@ -1,9 +1,11 @@
 """Turn user input into a validated 2-D floating dask array.
 
 Accepted inputs: a NumPy array, a dask array, a ``zarr.Array``, or a string path / URL of a
-Zarr array (fsspec URLs such as ``s3://...`` or ``memory://...`` pass through to zarr).
+Zarr array (fsspec URLs such as ``s3://...`` or ``memory://...`` pass through to zarr), a
+Parquet, CSV or ``.npy`` file (by suffix; :mod:`dpdist.data.formats`).
 Validation here reads metadata only: shape, dtype, chunking, and the list of the store's
-chunk keys. Values (NaN/inf) are checked inside the computation's single pass.
+chunk keys (a CSV's rows are counted: it declares no row count). Values (NaN/inf) are
+checked inside the computation's single pass.
 
 Zarr inputs, as the workers see them
 ------------------------------------
@@ -38,6 +40,7 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
+from dpdist.data.formats import FORMATS, input_format, open_file
 from dpdist.exceptions import DataConversionWarning, InfrastructureError, ValidationError
 
 __all__ = [
@@ -54,6 +57,8 @@ __all__ = [
 DEFAULT_ROW_CHUNK_BYTES = 64 * 2**20
 #: Values of ``missing_chunks``.
 MISSING_CHUNKS = ("raise", "fill")
+#: What a path may be, for messages.
+_READABLE = ("dpdist reads Zarr stores and, by their suffix, " + ", ".join(sorted(FORMATS)) + " files")
 
 
 def _check_missing_chunks(missing_chunks: Any) -> str:
@@ -111,10 +116,12 @@ def open_zarr_array(path: str | os.PathLike, *, missing_chunks: str = "raise"):
     path = _resolve_path(os.fspath(path))
     if "://" not in path and not os.path.exists(path):
         raise ValidationError(f"no Zarr array at {path!r}: the path does not exist")
+    if "://" not in path and os.path.isfile(path):
+        raise ValidationError(f"{path!r} is a file, not a Zarr store; {_READABLE}")
     try:
         node = zarr.open(path, mode="r")
     except (FileNotFoundError, KeyError) as exc:
-        raise ValidationError(f"no Zarr array or group at {path!r} ({_one_line(exc)})") from None
+        raise ValidationError(f"no Zarr array or group at {path!r} ({_one_line(exc)}); {_READABLE}") from None
     except (ValueError, TypeError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValidationError(
             f"cannot open the Zarr array at {path!r}: its metadata is not valid ({_one_line(exc)})"
@@ -294,14 +301,17 @@ def _row_chunk(n_rows: int, n_cols: int, itemsize: int) -> int:
 
 
 def as_dask_array(
-    X, *, name: str = "X", min_rows: int = 2, min_cols: int = 2, missing_chunks: str = "raise"
+    X, *, name: str = "X", min_rows: int = 2, min_cols: int = 2, missing_chunks: str = "raise",
+    columns: list[str] | None = None,
 ) -> da.Array:
     """Return ``X`` as a validated 2-D float32/float64 dask array with known chunks.
 
     Parameters
     ----------
     X : array-like, dask array, zarr.Array or str
-        The data, rows are individuals.
+        The data, rows are individuals. A path or URL ending in ``.parquet``/``.pq``,
+        ``.csv`` or ``.npy`` is read as that format (:mod:`dpdist.data.formats`); any other
+        path is a Zarr store.
     name : str
         Name used in error messages.
     missing_chunks : {"raise", "fill"}, default "raise"
@@ -309,12 +319,16 @@ def as_dask_array(
         read missing chunks as the fill value ("fill"). See the module docstring. To declare
         "fill" for an estimator, pass it the array returned here:
         ``est.fit(as_dask_array("data.zarr", missing_chunks="fill"))``.
+    columns : list of str, optional
+        For a Parquet or CSV input: the names of the columns to read, in this order
+        (default: all of them). Refused for any other input.
 
     Raises
     ------
     ValidationError
         Not 2-D, fewer than ``min_rows`` rows or ``min_cols`` columns, unknown chunk sizes,
-        non-numeric dtype, a missing Zarr path, invalid metadata, or a missing chunk.
+        non-numeric dtype, a missing Zarr path, invalid metadata, or a missing chunk; for a
+        file: see :func:`dpdist.data.formats.open_file`.
 
     Warns
     -----
@@ -324,7 +338,13 @@ def as_dask_array(
     import zarr
 
     missing_chunks = _check_missing_chunks(missing_chunks)
-    if isinstance(X, (str, os.PathLike)):
+    fmt = input_format(X) if isinstance(X, (str, os.PathLike)) else None
+    if columns is not None and fmt in (None, "zarr"):
+        raise ValidationError("columns= selects named columns of a Parquet or CSV file; select the columns of "
+                              "an array by slicing it (X[:, [0, 2]])")
+    if fmt not in (None, "zarr"):
+        arr = open_file(_resolve_path(os.fspath(X)), fmt, columns=columns)
+    elif isinstance(X, (str, os.PathLike)):
         where = _resolve_path(os.fspath(X))
         X = open_zarr_array(where, missing_chunks=missing_chunks)
         arr = _zarr_to_dask(X, where, missing_chunks)

@@ -6,8 +6,10 @@ parameters, where the result goes, and where the computation runs::
     name = "weekly-claims-covariance"
 
     [dataset]
-    url = "s3://warehouse/claims.zarr"   # a Zarr array (or a dpdist dataset group with X)
+    url = "s3://warehouse/claims.zarr"   # a Zarr array (or a dpdist dataset group with X), or a
+                                         # .parquet / .csv / .npy file (dpdist.data.formats)
     name = "claims"                      # optional label; the URL identifies the budget
+    # columns = ["age", "income"]        # optional: the columns of a Parquet or CSV file to read
     # n_samples = 10_000_000             # optional: lets `dpdist plan` skip the store's metadata
     # n_features = 64
 
@@ -114,6 +116,7 @@ class Job:
     params: Mapping[str, Any]
     output_url: str
     dataset_name: str | None = None
+    columns: tuple[str, ...] | None = None
     n_samples: int | None = None
     n_features: int | None = None
     ledger: str | None = None
@@ -223,9 +226,16 @@ def job_from_dict(doc: dict, source: str = "<dict>") -> Job:
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.@-]+", name):
         raise _err(where, "name", f"must be letters, digits, '_', '-', '.', '@', got {name!r}")
 
-    ds = _table(doc, "dataset", where, required=True, allowed={"url", "name", "n_samples", "n_features"})
+    ds = _table(doc, "dataset", where, required=True,
+                allowed={"url", "name", "columns", "n_samples", "n_features"})
     dataset_url = _string(ds, "url", where, "dataset", required=True)
     dataset_name = _string(ds, "name", where, "dataset")
+    columns = ds.get("columns")
+    if columns is not None:
+        if (not isinstance(columns, list) or not columns
+                or not all(isinstance(c, str) and c.strip() for c in columns)):
+            raise _err(where, "dataset.columns", f"must be a non-empty list of column names, got {columns!r}")
+        columns = tuple(columns)
     n_samples = _count(ds, "n_samples", where, "dataset", low=2)
     n_features = _count(ds, "n_features", where, "dataset", low=2)
 
@@ -297,8 +307,9 @@ def job_from_dict(doc: dict, source: str = "<dict>") -> Job:
         cluster = ClusterSpec(kind, _count(cl, "jobs", where, "cluster") or 1, MappingProxyType(dict(options)))
 
     return Job(
-        name=name, source=source, dataset_url=dataset_url, dataset_name=dataset_name, n_samples=n_samples,
-        n_features=n_features, ledger=ledger, estimator=est_name, params=MappingProxyType(dict(params)),
+        name=name, source=source, dataset_url=dataset_url, dataset_name=dataset_name, columns=columns,
+        n_samples=n_samples, n_features=n_features, ledger=ledger, estimator=est_name,
+        params=MappingProxyType(dict(params)),
         plan_args=MappingProxyType(dict(plan_args)), output_url=output_url, overwrite=overwrite,
         scheduler=scheduler, timeout=float(timeout) if timeout is not None else None, cluster=cluster,
     )

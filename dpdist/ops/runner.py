@@ -57,13 +57,23 @@ def job_ledger(job: Job, flag: str | None = None) -> tuple[Ledger, str]:
     return open_ledger(url), source
 
 
+def _data(job: Job) -> Any:
+    """What the estimator is given: the dataset URL, or, with ``columns``, the validated array
+    of those columns (the ledger keeps the budget under the URL either way)."""
+    if job.columns is None:
+        return job.dataset_url
+    from dpdist.data.validation import as_dask_array
+
+    return as_dask_array(job.dataset_url, columns=list(job.columns))
+
+
 def _shape(job: Job) -> tuple[int, int]:
     if job.n_samples is not None and job.n_features is not None:
         return job.n_samples, job.n_features
     from dpdist.data.validation import as_dask_array
 
     try:
-        n, d = as_dask_array(job.dataset_url).shape  # metadata only
+        n, d = as_dask_array(job.dataset_url, columns=None if job.columns is None else list(job.columns)).shape
     except (OSError, TimeoutError) as exc:
         raise InfrastructureError(f"cannot read the metadata of {job.dataset_url!r}: {exc}") from None
     return int(n), int(d)
@@ -163,7 +173,7 @@ def run_job(job: Job, *, ledger: Ledger, run: str | None = None) -> dict:
                 # reservation running, fits, and commits a refusal during the pass (it depends on
                 # the data, e.g. on_nonfinite="raise": one bit) as spent; success leaves the
                 # reservation open, to be committed below with the output's checksum
-                est.fit_reserved(job.dataset_url, reservation)
+                est.fit_reserved(_data(job), reservation)
             except (ValidationError, NoPrivateResult, InfrastructureError):
                 raise
             except (OSError, TimeoutError) as exc:  # storage or network during the pass

@@ -223,6 +223,7 @@ def test_json_on_every_command(store, tmp_path, capsys):
     runs = {
         "generate": ["generate", str(g), "--n-samples", "3000", "--n-features", "6", "--chunk-rows", "1000",
                      "--scheduler", "synchronous"],
+        "convert": ["convert", str(g), str(tmp_path / "g32.zarr"), "--scheduler", "synchronous"],
         "covariance": ["covariance", str(g), *COV, "--output", str(tmp_path / "c.zarr")],
         "pca": ["pca", "--method", "expmech", "--plan", "--n-samples", "10000", "--n-features", "6", "--k", "2",
                 "--epsilon", "1", "--delta", "1e-6", "--sigma", "1"],
@@ -244,6 +245,8 @@ def test_json_on_every_command(store, tmp_path, capsys):
         assert main([*argv, "--json"]) == 0, name
         docs[name] = json.loads(capsys.readouterr().out)
     assert docs["generate"]["output"] == str(g) and docs["generate"]["n_samples"] == 3000
+    assert docs["convert"]["output"] == str(tmp_path / "g32.zarr") and docs["convert"]["dtype"] == "float32"
+    assert (docs["convert"]["n_samples"], docs["convert"]["n_features"]) == (3000, 6)
     assert all(f.startswith(str(tmp_path / "exp")) for f in docs["experiment"]["files"])
     assert docs["covariance"]["output"] == str(tmp_path / "c.zarr") and docs["covariance"]["privacy"]["epsilon"] == 1
     assert docs["norm"]["n_samples"] == 3000 and docs["pca"]["n_subsets"] == 15

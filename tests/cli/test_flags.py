@@ -38,6 +38,7 @@ CLI_FLAG_TESTS = {
     "report_delta": "test_flags.py::test_report_delta_is_honoured",
     "debug": "test_errors.py::test_unexpected_errors_are_one_line_with_a_hint",
     "missing_chunks": "test_errors.py::test_missing_chunks_are_refused_unless_declared_fill",
+    "columns": "../data/test_formats.py::test_columns_select_named_columns_in_order",
 }
 
 
