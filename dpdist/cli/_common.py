@@ -570,7 +570,7 @@ def fit_and_write(
                     raise ValidationError(f"{exc} (the release would be charged to the ledger "
                                           f"{ledger_record['ledger']!r}, named by {ledger_record['source']})") from None
                 data = open_input(args)  # metadata only
-                est.plan(*data.shape)  # every parameter checked before the reservation
+                est.check_fit(*data.shape)  # every parameter checked before the reservation
                 dataset = canonical_dataset(args.input)
 
                 def annotate(reservation) -> dict:
