@@ -15,7 +15,12 @@ def register(sub) -> None:
         "read or spent); 3 the ledger refused it (budget would be exceeded; nothing read); 4 no private "
         "result (the budget counts as spent); 5 infrastructure failure (scheduler, workers or storage; "
         "the reservation is released when no noise was drawn); 1 a bug. With --json one JSON object "
-        "on standard output says the same (on failure: status, exit_code, error, job).",
+        "on standard output says the same (on failure: status, exit_code, error, job). The ledger: "
+        "--ledger, else $DPDIST_LEDGER (either pins it: a job file whose [ledger] url names another ledger "
+        "is refused, exit 2), else the job file's [ledger] url, else the default. A job file may not seed "
+        "its noise (random_state) or set unsafe_no_privacy, and a release that is not private is not "
+        "published (exit 4, the budget counts as spent), unless the job sets [output] "
+        "publish_not_private = true.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("job", help="job file (TOML)")

@@ -185,3 +185,19 @@ def test_pca_second_moment_and_norm_are_charged(data, tmp_path, capsys):
     assert entries[0].checksum == result_checksum(str(out / "pc.zarr"))
     assert dpdist.load_result(out / "pc.zarr").metadata["ledger"]["entry"] == entries[0].id
     assert charges(zledger, data) == [("committed", "released")]
+
+
+def test_the_demo_charges_no_ledger_and_its_releases_say_why(tmp_path, capsys, monkeypatch):
+    """The demo reads only the synthetic rows it generates: it charges no ledger (even a pinned
+    one) and its kept releases and summary record that, with the reason."""
+    ledger = tmp_path / "ledger.sqlite"
+    monkeypatch.setenv("DPDIST_LEDGER", str(ledger))
+    work = tmp_path / "demo"
+    code, text, err = cli(capsys, "demo", "--n-samples", "3000", "--n-features", "6", "--k", "2", "--scheduler",
+                          "synchronous", "--no-progress", "--workdir", str(work), "--json")
+    assert code == 0, err
+    summary = json.loads(text)
+    assert summary["ledger"]["recorded"] is False and "synthetic" in summary["ledger"]["reason"]
+    for name in ("privcov", "wang-xu"):
+        assert dpdist.load_result(work / f"{name}.zarr").metadata["ledger"] == summary["ledger"]
+    assert not ledger.exists()
