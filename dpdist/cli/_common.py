@@ -586,7 +586,7 @@ def fit_and_write(
                     )
                 est = charged.estimator
     except NoPrivateResult as exc:
-        exc.record_path = write_json(record, _rejection_record(exc, est, args, out))
+        exc.record_path = write_json(record, {**_rejection_record(exc, est, args, out), "ledger": ledger_record})
         banner(args, privacy_banners(exc.release.metadata() if exc.release is not None else None, warned=warned))
         raise
     if charged is not None:

@@ -178,6 +178,8 @@ def test_pca_second_moment_and_norm_are_charged(data, tmp_path, capsys):
                        "--sigma", "1", "--n-batches", "20", *run, "--ledger", ledger, "--output", str(out / "n.zarr"))
     assert code == 4, err
     assert sorted(os.listdir(out)) == ["m2.zarr", "n.zarr.rejected.json", "pc.zarr"]
+    rejected = json.loads((out / "n.zarr.rejected.json").read_text())
+    assert rejected["ledger"]["recorded"] is True and rejected["ledger"]["source"] == "--ledger"
     with open_ledger(ledger) as led:
         entries = [e for e in led.history(data) if e.state != "budget-set"]
     assert [(e.state, e.outcome, e.job) for e in entries] == [
