@@ -11,7 +11,8 @@ parameters, where the result goes, and where the computation runs::
     # n_samples = 10_000_000             # optional: lets `dpdist plan` skip the store's metadata
     # n_features = 64
 
-    [ledger]                             # optional; else DPDIST_LEDGER, else the default path
+    [ledger]                             # optional: --ledger and DPDIST_LEDGER win (a different
+                                         # ledger here is refused); else the default path
     url = "postgresql://dpdist@ledger-db/dpdist"
 
     [estimator]
