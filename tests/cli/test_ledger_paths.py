@@ -77,8 +77,8 @@ def test_budget_set_three_direct_runs_two_etl_runs_spend_exactly_the_budget(data
 
 
 def test_direct_runs_and_etl_runs_draw_on_one_budget(data, tmp_path, capsys, monkeypatch):
-    """(1, 1e-6) at 0.25 a release: three direct runs and the first etl run are released and
-    committed with their outputs; the second etl run finds nothing left (exit 3)."""
+    """(1, 1e-6) at 0.25 a release: three direct runs and an etl run are released and committed
+    with their outputs; a fourth direct run finds nothing left (exit 3)."""
     ledger = str(tmp_path / "ledger.sqlite")
     out = tmp_path / "out"
     with open_ledger(ledger) as led:
@@ -89,7 +89,11 @@ def test_direct_runs_and_etl_runs_draw_on_one_budget(data, tmp_path, capsys, mon
         assert code == 0, err
         meta = json.loads(text)
         assert meta["ledger"]["recorded"] is True and meta["ledger"]["source"] == "--ledger"
-    assert [etl_job(data, out, ledger, "0.25").returncode for _ in range(2)] == [0, 3]
+    proc = etl_job(data, out, ledger, "0.25")
+    assert proc.returncode == 0, proc.stderr
+    code, _, err = cli(capsys, "covariance", data, *COV, "--epsilon", "0.25", "--delta", "1e-7", "--output",
+                       str(out / "d3.zarr"), "--ledger", ledger)
+    assert code == 3 and "exceed its budget" in err
     with open_ledger(ledger) as led:
         committed = [e for e in led.history(data) if e.state == "committed"]
         assert float(led.remaining(data).remaining()["epsilon"]) == 0.0
