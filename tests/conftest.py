@@ -24,3 +24,19 @@ def local_cluster():
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         with Client(cluster, set_as_default=False) as client:
             yield client
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_users_ledger(tmp_path_factory):
+    """The direct commands charge the ledger named by $DPDIST_LEDGER and look for budgets in the
+    default ledger ($XDG_DATA_HOME/dpdist/ledger.sqlite): no test sees the user's. Tests that
+    need a ledger name their own."""
+    saved = {k: os.environ.get(k) for k in ("DPDIST_LEDGER", "XDG_DATA_HOME")}
+    os.environ.pop("DPDIST_LEDGER", None)
+    os.environ["XDG_DATA_HOME"] = str(tmp_path_factory.mktemp("xdg-data"))
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value

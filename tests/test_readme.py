@@ -102,3 +102,11 @@ def test_cli_examples_run_verbatim(tmp_path):
     assert [r["mechanism"] for r in audit["rows"]] == ["primitives/laplace"] and audit["rows"][0]["passed"]
     assert outputs['python -c "import dpdist; print(dpdist.load_result(\'cov.zarr\').covariance.shape)"'].strip() \
         == "(16, 16)"
+    from dpdist.ops.ledger import open_ledger
+
+    with open_ledger(str(tmp_path / "ledger.sqlite")) as led:  # the job and the direct commands share the budget
+        charged = [(e.state, e.job) for e in led.history(str(tmp_path / "data.zarr")) if e.state != "budget-set"]
+    assert charged == [("committed", "job"), ("committed", "job"), ("refused", "job"),
+                       ("committed", "dpdist covariance"), ("refused", "dpdist covariance")]
+    assert dpdist.load_result(tmp_path / "cov-last.zarr").metadata["ledger"]["recorded"] is True
+    assert cov.metadata["ledger"]["recorded"] is False  # the examples above name no ledger

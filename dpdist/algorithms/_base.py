@@ -25,7 +25,8 @@
   reservation running when the data are read, and resolve it: committed on success, committed
   with what was spent on a ``NoPrivateResult``, released when an ``InfrastructureError`` says no
   noise was drawn, committed as spent when the data themselves were refused (a ``ValidationError``
-  during the pass, e.g. ``on_nonfinite="raise"``: that refusal reveals one bit).
+  during the pass, e.g. ``on_nonfinite="raise"``: that refusal reveals one bit). A ``fit``
+  without ``ledger=`` is recorded in no ledger: nothing counts it against the dataset's budget.
 """
 
 from __future__ import annotations
@@ -261,7 +262,10 @@ class Estimator:
         Parameters are validated before any data is read. The fitted attributes are set only
         when the fit succeeds; a failed fit leaves the estimator as it was (see
         :mod:`dpdist.algorithms._base`). With ``ledger=``, the privacy cost is reserved on
-        ``dataset`` first (:meth:`fit_reserved`).
+        ``dataset`` first and committed with the fit (:meth:`fit_reserved`). Without
+        ``ledger=`` the fit is recorded in no ledger at all: nothing counts what it spends
+        against the dataset's budget (the command line's ``dpdist run``, and the direct
+        commands given ``--ledger`` or ``DPDIST_LEDGER``, do charge one).
         """
         ledger, dataset = self._ledger_and_dataset(X)
         self._check_runtime()
@@ -293,6 +297,12 @@ class Estimator:
         release = self._fit_on_reservation(Xd, reservation)
         self.__dict__.update(self._finish(release))
         return self
+
+    def check_fit(self, n_samples: int, n_features: int) -> None:
+        """Every check :meth:`fit` makes before reading data of this shape (the parameters, the
+        runtime ones and the size); raises ``ValidationError``. Reads nothing: a caller that
+        reserves budget calls it first, so a bad parameter is refused before the reservation."""
+        self._check_fit(n_samples, n_features)
 
     def _open(self, X: Any):
         """``X`` as a validated dask array (metadata only; refuses missing chunks)."""

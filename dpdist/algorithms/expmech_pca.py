@@ -357,7 +357,7 @@ class ExpMechSparsePCA(Estimator):
         Seconds for the fit; None for no limit (:mod:`dpdist.engine.runtime`).
     ledger, dataset
         A privacy-budget ledger charged by ``fit``, and the dataset's identifier (see
-        :class:`~dpdist.SparseCovariance`).
+        :class:`~dpdist.SparseCovariance`). Without ``ledger``, ``fit`` is recorded in no ledger.
 
     Attributes
     ----------

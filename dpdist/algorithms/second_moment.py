@@ -634,7 +634,7 @@ class SecondMoment(Estimator):
     ledger, dataset
         A privacy-budget ledger charged ``ZCDP(rho)`` by ``fit``, and the dataset's identifier
         (see :class:`~dpdist.SparseCovariance`). A rejection at the private lambda_min step
-        commits the rho of the steps run.
+        commits the rho of the steps run. Without ``ledger``, ``fit`` is recorded in no ledger.
 
     Attributes
     ----------

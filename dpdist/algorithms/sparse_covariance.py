@@ -334,6 +334,8 @@ class SparseCovariance(Estimator):
         A privacy-budget ledger (``dpdist.ops.ledger.open_ledger(...)``, or any object with
         its ``charge`` context manager): ``fit`` reserves ``ApproxDP(epsilon, delta)`` on
         ``dataset`` before reading data and commits it (see :mod:`dpdist.algorithms._base`).
+        Without it, ``fit`` is recorded in no ledger: nothing counts what it spends against the
+        dataset's budget.
     dataset : str, optional
         The dataset's identifier in the ledger: its URL or path, as ``dpdist budget set`` took it
         (the ledger canonicalises it). Default: the location of a path input; required with

@@ -709,7 +709,7 @@ class SpectralNorm(Estimator):
         As in :func:`private_norm`.
     ledger, dataset
         A privacy-budget ledger charged by ``fit``, and the dataset's identifier (see
-        :class:`~dpdist.SparseCovariance`).
+        :class:`~dpdist.SparseCovariance`). Without ``ledger``, ``fit`` is recorded in no ledger.
     beta : float, default 0.05
         Failure probability of the utility statements (eq. (11), default m, plan()).
     shuffle_batches : bool, default False
@@ -846,6 +846,7 @@ class SparsePCA(Estimator):
     ledger, dataset
         A privacy-budget ledger charged by ``fit``, and the dataset's identifier (see
         :class:`~dpdist.SparseCovariance`). A rejection commits what the stages run spent.
+        Without ``ledger``, ``fit`` is recorded in no ledger.
     norm_fraction : float, default 0.5
         Share of (epsilon, delta) spent by PrivNorm; ignored when ``lambda_hat`` is given.
     lambda_hat : float, optional

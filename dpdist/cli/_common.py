@@ -58,7 +58,8 @@ __all__ = [
 #: Destinations of flags the command line honours itself (never passed to an estimator).
 CLI_DESTS = frozenset({
     "command", "func", "debug", "input", "method", "plan", "n_samples", "n_features", "output",
-    "overwrite", "json", "progress", "target_sin2", "report_delta", "missing_chunks", "columns",
+    "overwrite", "json", "progress", "target_sin2", "report_delta", "missing_chunks", "columns", "ledger",
+    "no_ledger",
 })
 #: Estimator parameters that only matter when data are read: refused with ``--plan``.
 RUN_ONLY_DESTS = frozenset({"random_state", "scheduler", "timeout", "missing_chunks"})
@@ -162,9 +163,20 @@ def add_nonfinite_arg(p: argparse.ArgumentParser) -> None:
 
 
 def add_output_args(p: argparse.ArgumentParser, required: bool = True) -> None:
+    """--output, --overwrite, --json, and the ledger the release is charged to (--ledger,
+    --no-ledger)."""
     p.add_argument("--output", "-o", required=required, help="result Zarr group to write (atomically)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
     add_json_arg(p, "the release metadata (or the plan)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--ledger", default=None,
+                   help="charge the release to this privacy-budget ledger (a path, sqlite:///PATH or "
+                        "postgresql://...), as `dpdist run` does: reserve before reading, commit with the "
+                        "output. Default: $DPDIST_LEDGER; with neither, the run is recorded nowhere, and is "
+                        "refused (exit 3) when the default ledger holds a budget for INPUT")
+    g.add_argument("--no-ledger", action="store_true",
+                   help="run without a ledger although the default ledger holds a budget for INPUT (the "
+                        "release records it); refused when --ledger or $DPDIST_LEDGER names a ledger")
 
 
 def print_json(obj) -> None:
@@ -256,7 +268,8 @@ def check_cli_flags(args, *, plan_flags: Iterable[str] = (), fit_flags: Iterable
     given = given_flags(args)
     ctx = context_of(args)
     if getattr(args, "plan", False):
-        unused = [d for d in ("output", "overwrite", "progress", *sorted(RUN_ONLY_DESTS), *fit_flags) if d in given]
+        unused = [d for d in ("output", "overwrite", "progress", "ledger", "no_ledger", *sorted(RUN_ONLY_DESTS),
+                              *fit_flags) if d in given]
         refuse(unused, ctx, "--plan reads no data and writes nothing")
         if args.input is not None:
             refuse([d for d in ("n_samples", "n_features") if d in given], ctx, "INPUT gives the size")
@@ -541,18 +554,24 @@ def fit_and_write(
     extra_values: Callable[[object], dict] | None = None,
     report_delta: float | None = None,
 ) -> int:
-    """Check INPUT and --output, fit, write the release atomically, print a summary.
+    """Check INPUT, --output and the ledger, fit, write the release atomically, print a summary.
 
     Order: the output location (parent exists and is writable, OUTPUT and its rejection
-    record free) is checked before the scheduler starts or any data is read; the release is
-    written only after the fit succeeded, so a failure leaves nothing behind. A
-    :class:`~dpdist.exceptions.NoPrivateResult` writes the record of the spent budget to
-    ``OUTPUT.rejected.json`` (atomically) and propagates (exit 4). Banners for seeded, NOT
-    PRIVATE and unsafe releases go to stderr; with ``--json`` stdout holds one document, the
-    release metadata plus ``"output"``.
+    record free) and the ledger (:func:`dpdist.ops.runner.command_ledger`) are checked before
+    the scheduler starts or any data is read. With a ledger (``--ledger`` or
+    ``$DPDIST_LEDGER``) the release goes through :func:`dpdist.ops.runner.charged_release`,
+    as ``dpdist run``'s does: reserved before reading, published only after its entry is
+    committed with the output's checksum. Without one it is written after the fit succeeded;
+    either way a failure leaves nothing behind, and the release's metadata says under
+    ``"ledger"`` whether it was recorded and where. A :class:`~dpdist.exceptions.NoPrivateResult`
+    writes the record of the spent budget to ``OUTPUT.rejected.json`` (atomically) and
+    propagates (exit 4). Banners for seeded, NOT PRIVATE and unsafe releases go to stderr; with
+    ``--json`` stdout holds one document, the release metadata plus ``"output"``.
     """
     from dpdist.data.results import check_output_path, write_json, write_result
     from dpdist.exceptions import NoPrivateResult, ValidationError
+    from dpdist.ops.ledger import canonical_dataset, redact_url
+    from dpdist.ops.runner import charged_release, command_ledger, estimator_cost
     from dpdist.report.text import format_release
 
     if args.input is None:
@@ -565,22 +584,52 @@ def fit_and_write(
     if os.path.exists(record):
         raise ValidationError(f"{record!r} exists: it records the budget an earlier rejected run spent; "
                               "move it away first")
-    est, warned = None, []
+    ledger, ledger_record = command_ledger(getattr(args, "ledger", None), bool(getattr(args, "no_ledger", False)),
+                                           args.input)
+    est, warned, charged = None, [], None
     try:
-        with run_context(args) as scheduler, privacy_warnings() as warned:
-            est = call.build(scheduler=scheduler, progress=False)  # the command draws the progress line
-            est.fit(open_input(args))
+        if ledger is None:
+            with run_context(args) as scheduler, privacy_warnings() as warned:
+                est = call.build(scheduler=scheduler, progress=False)  # the command draws the progress line
+                est.fit(open_input(args))
+        else:
+            with ledger:
+                est = call.build()
+                try:
+                    cost = estimator_cost(est)
+                except ValidationError as exc:
+                    raise ValidationError(f"{exc} (the release would be charged to the ledger "
+                                          f"{ledger_record['ledger']!r}, named by {ledger_record['source']})") from None
+                data = open_input(args)  # metadata only
+                est.check_fit(*data.shape)  # every parameter checked before the reservation
+                dataset = canonical_dataset(args.input)
+
+                def annotate(reservation) -> dict:
+                    return {"ledger": {**ledger_record, "dataset": dataset, "entry": reservation.id,
+                                       "backend": type(ledger).__name__}}
+
+                with privacy_warnings() as warned:
+                    charged = charged_release(
+                        ledger, dataset=dataset, cost=cost, job=f"dpdist {args.command}", target=out,
+                        overwrite=args.overwrite, runtime=lambda: run_context(args),
+                        build=lambda scheduler: call.build(scheduler=scheduler, progress=False), data=data,
+                        annotate=annotate, extra_values=extra_values,
+                    )
+                est = charged.estimator
     except NoPrivateResult as exc:
-        exc.record_path = write_json(record, _rejection_record(exc, est, args, out))
+        exc.record_path = write_json(record, {**_rejection_record(exc, est, args, out), "ledger": ledger_record})
         banner(args, privacy_banners(exc.release.metadata() if exc.release is not None else None, warned=warned))
         raise
-    rel = est.release_
-    values = dict(rel.values)
-    if extra_values is not None:
-        for key, value in extra_values(est).items():
-            values.setdefault(key, value)
-    meta = rel.metadata()
-    write_result(out, meta, values, overwrite=args.overwrite)
+    if charged is not None:
+        meta = charged.metadata
+    else:
+        rel = est.release_
+        values = dict(rel.values)
+        if extra_values is not None:
+            for key, value in extra_values(est).items():
+                values.setdefault(key, value)
+        meta = {**rel.metadata(), "ledger": ledger_record}
+        write_result(out, meta, values, overwrite=args.overwrite)
     banner(args, privacy_banners(meta, warned=warned))
     if args.json:
         print_json({**meta, "output": out})
@@ -588,5 +637,10 @@ def fit_and_write(
         print(format_release(meta, report_delta=report_delta))
         for line in summary(est):
             print(line)
+        led = meta["ledger"]
+        if led["recorded"]:
+            print(f"ledger    : entry {led['entry']} committed in {redact_url(led['ledger'])}")
+        else:
+            print(f"ledger    : NOT RECORDED in any ledger ({led['reason']})")
         print(f"written   : {out}")
     return 0

@@ -17,7 +17,12 @@ def register(sub) -> None:
         "the reservation is released when no noise was drawn); 1 a bug; 130 Ctrl-C, 143 SIGTERM (the "
         "reservation is released before the running stage, else counted as spent). With --json one JSON "
         "object on standard output says the same (on failure: status, exit_code, error, job; after a "
-        "reservation also entry, spent and noise_drawn).",
+        "reservation also entry, spent and noise_drawn). The ledger: "
+        "--ledger, else $DPDIST_LEDGER (either pins it: a job file whose [ledger] url names another ledger "
+        "is refused, exit 2), else the job file's [ledger] url, else the default. A job file may not seed "
+        "its noise (random_state) or set unsafe_no_privacy, and a release that is not private is not "
+        "published (exit 4, the budget counts as spent), unless the job sets [output] "
+        "publish_not_private = true.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("job", help="job file (TOML)")

@@ -13,7 +13,8 @@ parameters, where the result goes, and where the computation runs::
     # n_samples = 10_000_000             # optional: lets `dpdist plan` skip the store's metadata
     # n_features = 64
 
-    [ledger]                             # optional; else DPDIST_LEDGER, else the default path
+    [ledger]                             # optional: --ledger and DPDIST_LEDGER win (a different
+                                         # ledger here is refused); else the default path
     url = "postgresql://dpdist@ledger-db/dpdist"
 
     [estimator]
@@ -28,6 +29,8 @@ parameters, where the result goes, and where the computation runs::
     [output]
     url = "s3://warehouse/releases/claims-{date}.zarr"  # {job} {date} {datetime} {run}
     overwrite = false
+    # publish_not_private = true         # tests only: allows random_state (seeded noise) and
+                                         # unsafe_no_privacy, and publishes NOT PRIVATE releases
 
     [scheduler]                          # optional; default: dask's local threads
     address = "tcp://dask-scheduler:8786"  # or "local-cluster", "threads", "synchronous"
@@ -86,6 +89,10 @@ ESTIMATORS: dict[str, str] = {
 CLUSTER_KINDS = ("slurm", "local")
 #: Estimator parameters a job file may not set (the job's own sections set them).
 RESERVED_PARAMS = ("scheduler", "progress", "timeout", "ledger", "dataset")
+#: Estimator parameters that make a release NOT PRIVATE (seeded noise: the same release every
+#: run; no privacy precondition). A job file may set them only with
+#: ``[output] publish_not_private = true``.
+NOT_PRIVATE_PARAMS = ("random_state", "unsafe_no_privacy")
 
 _TOP = {"name", "dataset", "ledger", "estimator", "output", "scheduler", "cluster"}
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -122,6 +129,7 @@ class Job:
     ledger: str | None = None
     plan_args: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     overwrite: bool = False
+    publish_not_private: bool = False
     scheduler: str | None = None
     timeout: float | None = None
     cluster: ClusterSpec | None = None
@@ -266,16 +274,13 @@ def job_from_dict(doc: dict, source: str = "<dict>") -> Job:
                and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     if missing:
         raise _err(where, f"estimator.params.{missing[0]}", f"missing (required by {est_name})")
-    if params.get("unsafe_no_privacy"):
-        raise _err(where, "estimator.params.unsafe_no_privacy", "a job spends a ledger's budget and may not run "
-                                                                "without privacy")
     plan_args = est.get("plan", {})
     if not isinstance(plan_args, dict):
         raise _err(where, "estimator.plan", "must be a table")
     for key, value in plan_args.items():
         _check_param(value, where, f"estimator.plan.{key}")
 
-    out = _table(doc, "output", where, required=True, allowed={"url", "overwrite"})
+    out = _table(doc, "output", where, required=True, allowed={"url", "overwrite", "publish_not_private"})
     output_url = _string(out, "url", where, "output", required=True)
     try:
         output_url.format(job="j", date="d", datetime="t", run="r")
@@ -285,6 +290,17 @@ def job_from_dict(doc: dict, source: str = "<dict>") -> Job:
     overwrite = out.get("overwrite", False)
     if not isinstance(overwrite, bool):
         raise _err(where, "output.overwrite", f"must be true or false, got {overwrite!r}")
+    publish_not_private = out.get("publish_not_private", False)
+    if not isinstance(publish_not_private, bool):
+        raise _err(where, "output.publish_not_private", f"must be true or false, got {publish_not_private!r}")
+    if not publish_not_private:
+        for key in NOT_PRIVATE_PARAMS:
+            if key in params and params[key] is not False:  # random_state = 0 seeds too
+                raise _err(where, f"estimator.params.{key}",
+                           "makes the release NOT PRIVATE (" + ("seeded noise gives the same release every run"
+                           if key == "random_state" else "the mechanism's privacy precondition is not checked")
+                           + "); a job spends a ledger's budget on private releases only (a test job that "
+                           "means it sets [output] publish_not_private = true)")
 
     sch = _table(doc, "scheduler", where, required=False, allowed={"address", "timeout"})
     scheduler = _string(sch, "address", where, "scheduler")
@@ -311,6 +327,7 @@ def job_from_dict(doc: dict, source: str = "<dict>") -> Job:
         n_samples=n_samples, n_features=n_features, ledger=ledger, estimator=est_name,
         params=MappingProxyType(dict(params)),
         plan_args=MappingProxyType(dict(plan_args)), output_url=output_url, overwrite=overwrite,
+        publish_not_private=publish_not_private,
         scheduler=scheduler, timeout=float(timeout) if timeout is not None else None, cluster=cluster,
     )
 

@@ -37,9 +37,13 @@ safe for many processes on one host, not over network file systems) and
 dataset row). Both keep the same schema and pass the same contract tests.
 
 Where the ledger is: :func:`open_ledger` takes a path or URL. Commands look for it, in this
-order, in the ``--ledger`` flag, the job file's ``[ledger]`` table, the ``DPDIST_LEDGER``
-environment variable, and the default :data:`DEFAULT_LEDGER_PATH`
-(``$XDG_DATA_HOME/dpdist/ledger.sqlite``, i.e. ``~/.local/share/dpdist/ledger.sqlite``).
+order, in the ``--ledger`` flag, the ``DPDIST_LEDGER`` environment variable, the job file's
+``[ledger]`` table, and the default :data:`DEFAULT_LEDGER_PATH`
+(``$XDG_DATA_HOME/dpdist/ledger.sqlite``, i.e. ``~/.local/share/dpdist/ledger.sqlite``). The
+flag and the variable pin the ledger: a job file naming another one is refused. The direct
+commands (``dpdist covariance``, ``pca``, ``norm``, ``second-moment``) charge the pinned
+ledger too; with none pinned they refuse a dataset that has a budget in the default ledger
+unless told ``--no-ledger`` (see :mod:`dpdist.ops.runner`).
 
 Estimators (and any code below ``ops``) call a ledger only through the duck-typed
 :class:`ChargeProtocol`: ``with ledger.charge(dataset, cost) as reservation: ...``; they
@@ -76,8 +80,10 @@ __all__ = [
     "canonical_dataset",
     "default_ledger_path",
     "open_ledger",
+    "pinned_ledger_url",
     "redact_url",
     "resolve_ledger_url",
+    "same_ledger",
     "spending_series",
 ]
 
@@ -102,15 +108,61 @@ DEFAULT_LEDGER_PATH = "$XDG_DATA_HOME/dpdist/ledger.sqlite (default ~/.local/sha
 
 
 def resolve_ledger_url(flag: str | None = None, job_file: str | None = None) -> tuple[str, str]:
-    """The ledger to use and where that choice came from: flag, job file, environment, default."""
-    if flag:
-        return flag, "--ledger"
+    """The ledger to use and where that choice came from: flag, environment, job file, default.
+
+    The operator pins the ledger with ``--ledger`` (``flag``) or ``DPDIST_LEDGER``; a pinned
+    ledger wins over a job file's ``[ledger] url``, and a job file naming a different ledger
+    than the pinned one is refused (a job must not move its spending to a ledger of its own).
+
+    Raises
+    ------
+    ValidationError
+        The job file names a ledger other than the pinned one.
+    """
+    pinned = pinned_ledger_url(flag)
+    if pinned is not None:
+        url, source = pinned
+        if job_file and not same_ledger(job_file, url):
+            raise ValidationError(
+                f"the job file names the ledger {redact_url(job_file)!r}, but {source} pins "
+                f"{redact_url(url)!r}; remove the job file's [ledger] table or make it name the pinned ledger")
+        return url, source
     if job_file:
         return job_file, "job file"
+    return default_ledger_path(), "default"
+
+
+def pinned_ledger_url(flag: str | None = None) -> tuple[str, str] | None:
+    """The ledger the operator configured, ``--ledger`` (``flag``) else ``DPDIST_LEDGER``, with
+    its source; None when neither is set."""
+    if flag:
+        return flag, "--ledger"
     env = os.environ.get(LEDGER_ENV)
     if env:
         return env, LEDGER_ENV
-    return default_ledger_path(), "default"
+    return None
+
+
+def _ledger_key(url: str) -> str:
+    """A ledger location without what does not change which ledger it is: a SQLite path made
+    absolute (``sqlite:///`` removed), a database URL without its password."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    if url.startswith(("postgresql://", "postgres://")):
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if parts.port:
+            host = f"{host}:{parts.port}"
+        netloc = f"{parts.username}@{host}" if parts.username else host
+        return urlunsplit(parts._replace(scheme="postgresql", netloc=netloc))
+    if url.startswith("sqlite:///"):
+        url = "/" + url[len("sqlite:///"):].lstrip("/")
+    return os.path.realpath(os.path.abspath(os.path.expanduser(url)))
+
+
+def same_ledger(a: str, b: str) -> bool:
+    """Whether two ledger locations name the same ledger."""
+    return _ledger_key(a) == _ledger_key(b)
 
 
 def redact_url(url: str) -> str:

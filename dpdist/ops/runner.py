@@ -16,38 +16,69 @@ metadata, and it prints what the job would spend and what it would leave.
     publish the result (a rename, or the object store's commit marker)
 
 so a result is never readable before its ledger entry is committed
-(:mod:`dpdist.data.publish`), and a failure before the running stage spends nothing.
+(:mod:`dpdist.data.publish`), and a failure before the running stage spends nothing. A
+release that is not private (``private`` False in its metadata) is neither published nor
+committed as a release unless the job sets ``[output] publish_not_private = true``: it ends
+as "no private result" (exit 4) with the reservation counted as spent.
+
+The direct commands (``dpdist covariance``, ``pca``, ``norm``, ``second-moment``) go through
+the same :func:`charged_release` when a ledger is pinned (``--ledger`` or ``DPDIST_LEDGER``);
+:func:`command_ledger` decides, before anything is read, whether a command charges a ledger,
+is refused, or runs unrecorded (and what its release records about that).
 """
 
 from __future__ import annotations
 
+import os
 import socket
 import uuid
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable, ContextManager
 
 from dpdist.data.publish import check_target, stage_result
-from dpdist.exceptions import InfrastructureError, NoPrivateResult, ValidationError
+from dpdist.exceptions import BudgetExceeded, InfrastructureError, NoPrivateResult, ValidationError
 from dpdist.ops.cluster import scheduler_for
 from dpdist.ops.composition import Cost, cost_to_dict, epsilon_at, within
 from dpdist.ops.job import Job
-from dpdist.ops.ledger import Ledger, canonical_dataset, open_ledger, redact_url, resolve_ledger_url
+from dpdist.ops.ledger import (
+    LEDGER_ENV,
+    Entry,
+    Ledger,
+    SQLiteLedger,
+    canonical_dataset,
+    default_ledger_path,
+    open_ledger,
+    pinned_ledger_url,
+    redact_url,
+    resolve_ledger_url,
+)
 from dpdist.privacy.budget import ApproxDP
 from dpdist.privacy.zcdp import ZCDP
 
-__all__ = ["estimator_cost", "job_ledger", "plan_job", "run_job"]
+__all__ = ["Charged", "charged_release", "command_ledger", "estimator_cost", "job_ledger", "plan_job", "run_job"]
 
 
-def estimator_cost(est: Any) -> Cost:
+def estimator_cost(est: Any, *, allow_not_private: bool = False) -> Cost:
     """The guarantee an estimator's parameters declare (reserved before reading data): its
     ``privacy_cost()`` (:mod:`dpdist.algorithms._base`; e.g. ``(2 eps, 4 e^eps delta)`` for the
-    subsample-and-aggregate baseline, MS25 Lemma A.4). :func:`run_job` checks after the fit that
-    the release spent no more than this.
+    subsample-and-aggregate baseline, MS25 Lemma A.4). :func:`charged_release` checks after the
+    fit that the release spent no more than this.
+
+    An estimator whose release would not be private (NOT PRIVATE, seeded noise,
+    ``unsafe_no_privacy``) is refused, unless ``allow_not_private`` (a job's
+    ``publish_not_private``) and it still declares a cost.
     """
-    if getattr(est, "unsafe_no_privacy", False):
-        raise ValidationError("a job may not run an estimator with unsafe_no_privacy=True")
+    if not allow_not_private:
+        if getattr(est, "unsafe_no_privacy", False):
+            raise ValidationError("a release charged to a ledger may not run with unsafe_no_privacy=True "
+                                  "(the result would be NOT PRIVATE)")
+        if getattr(est, "random_state", None) is not None:
+            raise ValidationError("a release charged to a ledger may not seed its noise (random_state): a seeded "
+                                  "release is NOT PRIVATE")
     cost = est.privacy_cost()
     if cost is None:
-        raise ValidationError(f"{type(est).__name__} declares no privacy cost (it is NOT PRIVATE)")
+        raise ValidationError(f"{type(est).__name__} declares no privacy cost (it is NOT PRIVATE): it cannot be "
+                              "charged to a ledger")
     return cost
 
 
@@ -106,7 +137,7 @@ def _cost_summary(cost: Cost, delta: float | None) -> dict:
 
 def _prepare(job: Job) -> tuple[Any, Cost, tuple[int, int], dict]:
     est = job.build_estimator()
-    cost = estimator_cost(est)
+    cost = estimator_cost(est, allow_not_private=job.publish_not_private)
     n, d = _shape(job)
     try:
         plan = _plan(job, est, n, d)
@@ -152,28 +183,58 @@ def plan_job(job: Job, *, ledger: Ledger | None = None) -> dict:
     return out
 
 
-def run_job(job: Job, *, ledger: Ledger, run: str | None = None) -> dict:
-    """Execute ``job`` (see the module docstring); returns what happened.
+@dataclass
+class Charged:
+    """What :func:`charged_release` did: the fitted estimator, the metadata it published, the
+    committed ledger entry, the output's location and checksum."""
+
+    estimator: Any
+    metadata: dict
+    entry: Entry
+    output: str
+    checksum: str
+
+
+def charged_release(
+    ledger: Ledger,
+    *,
+    dataset: str,
+    cost: Cost,
+    job: str,
+    target: str,
+    overwrite: bool,
+    runtime: Callable[[], ContextManager[Any]],
+    build: Callable[[Any], Any],
+    data: Any,
+    annotate: Callable[[Any], dict],
+    extra_values: Callable[[Any], dict] | None = None,
+    publish_not_private: bool = False,
+) -> Charged:
+    """Reserve ``cost`` on ``dataset``, fit, and publish the release at ``target`` only after
+    committing the ledger entry with the output's location and checksum (see the module
+    docstring); the life shared by ``dpdist run`` and the direct commands.
+
+    ``runtime()`` opens where the fit runs (entered after the reservation) and yields what
+    ``build(runtime)`` needs to make the estimator; ``data`` is what ``fit_reserved`` reads;
+    ``annotate(reservation)`` returns fields added to the published metadata;
+    ``extra_values(estimator)`` values added to the published ones.
 
     Raises
     ------
     ValidationError (2), BudgetExceeded (3), NoPrivateResult (4), InfrastructureError (5)
-        After resolving the reservation as described in :meth:`Ledger.charge`.
+        After resolving the reservation as described in :meth:`Ledger.charge`. A release that
+        is not private, unless ``publish_not_private``, is a NoPrivateResult: nothing is
+        published and the reservation counts as spent.
     """
-    run = run or uuid.uuid4().hex[:12]
-    est, cost, (n, d), plan = _prepare(job)
-    dataset = canonical_dataset(job.dataset_url)
-    target = check_target(job.output_for(run), overwrite=job.overwrite)
-    predicted = _predicted(plan)
-    with ledger.charge(dataset, cost, job=job.name, output=target, unspent_until_running=True) as reservation:
-        with scheduler_for(job) as runtime:  # the fit's Runtime: its deadline bounds the whole fit
-            est = job.build_estimator(runtime)
+    with ledger.charge(dataset, cost, job=job, output=target, unspent_until_running=True) as reservation:
+        with runtime() as where:  # e.g. the fit's Runtime: its deadline bounds the whole fit
+            est = build(where)
             try:
                 # the estimator's own ledger path: checks the parameters and the shape, marks the
                 # reservation running, fits, and commits a refusal during the pass (it depends on
                 # the data, e.g. on_nonfinite="raise": one bit) as spent; success leaves the
                 # reservation open, to be committed below with the output's checksum
-                est.fit_reserved(_data(job), reservation)
+                est.fit_reserved(data, reservation)
             except (ValidationError, NoPrivateResult, InfrastructureError):
                 raise
             except (OSError, TimeoutError) as exc:  # storage or network during the pass
@@ -182,15 +243,18 @@ def run_job(job: Job, *, ledger: Ledger, run: str | None = None) -> dict:
         if not within(rel.privacy, cost):  # a bug: never publish what the ledger did not reserve
             raise RuntimeError(f"the release states {rel.privacy!r}, more than the reserved {cost!r}; "
                                "nothing was published and the reservation counts as spent")
+        if not rel.private and not publish_not_private:
+            reasons = "; ".join(rel.not_private_reasons) or "NOT PRIVATE"
+            raise NoPrivateResult(f"the release is not private ({reasons}); nothing was published and the "
+                                  "reservation counts as spent", stage="publish", release=rel)
         meta = rel.metadata()
-        meta["job"] = {
-            "name": job.name, "run": run, "dataset": dataset, "dataset_name": job.dataset_name,
-            "reservation": reservation.id, "ledger_backend": type(ledger).__name__,
-            "host": socket.gethostname(), "predicted_error": predicted,
-        }
+        meta.update(annotate(reservation))
+        values = dict(rel.values)
+        for key, value in (extra_values(est) if extra_values is not None else {}).items():
+            values.setdefault(key, value)
         staged = None
         try:
-            staged = stage_result(target, meta, dict(rel.values), overwrite=job.overwrite)
+            staged = stage_result(target, meta, values, overwrite=overwrite)
             staged.prepare()
             entry = reservation.commit(output=target, checksum=staged.checksum)
         except BaseException as exc:
@@ -204,13 +268,81 @@ def run_job(job: Job, *, ledger: Ledger, run: str | None = None) -> dict:
                     "was published; noise had been drawn: the budget counts as spent", noise_drawn=True) from None
             raise
         staged.publish()
+    return Charged(est, meta, entry, target, staged.checksum)
+
+
+def run_job(job: Job, *, ledger: Ledger, run: str | None = None) -> dict:
+    """Execute ``job`` (see the module docstring); returns what happened.
+
+    Raises
+    ------
+    ValidationError (2), BudgetExceeded (3), NoPrivateResult (4), InfrastructureError (5)
+        After resolving the reservation as described in :meth:`Ledger.charge`.
+    """
+    run = run or uuid.uuid4().hex[:12]
+    _, cost, _, plan = _prepare(job)
+    dataset = canonical_dataset(job.dataset_url)
+    target = check_target(job.output_for(run), overwrite=job.overwrite)
+    predicted = _predicted(plan)
+
+    def annotate(reservation) -> dict:
+        return {"job": {
+            "name": job.name, "run": run, "dataset": dataset, "dataset_name": job.dataset_name,
+            "reservation": reservation.id, "ledger_backend": type(ledger).__name__,
+            "host": socket.gethostname(), "predicted_error": predicted,
+            **({"published_not_private": True} if job.publish_not_private else {}),
+        }}
+
+    done = charged_release(
+        ledger, dataset=dataset, cost=cost, job=job.name, target=target, overwrite=job.overwrite,
+        runtime=lambda: scheduler_for(job), build=job.build_estimator, data=_data(job), annotate=annotate,
+        publish_not_private=job.publish_not_private,
+    )
     remaining = ledger.remaining(dataset).remaining()
     return {
         "status": "released", "exit_code": 0, "job": job.name, "run": run, "dataset": dataset,
-        "reservation": entry.id, "output": target, "checksum": staged.checksum,
+        "reservation": done.entry.id, "output": target, "checksum": done.checksum,
         **_cost_summary(cost, None), "remaining": remaining, "predicted_error": predicted,
-        "mechanism": meta.get("mechanism"),
+        "mechanism": done.metadata.get("mechanism"), "private": done.metadata.get("private"),
     }
+
+
+def command_ledger(flag: str | None, no_ledger: bool, dataset: str) -> tuple[Ledger | None, dict]:
+    """For a direct command on ``dataset``: the ledger it charges (None: it runs unrecorded)
+    and what its release records about the ledger (``metadata["ledger"]``). Opens nothing
+    but ledgers and reads no data.
+
+    - ``--ledger`` or ``DPDIST_LEDGER`` pins a ledger: the command charges it, as ``dpdist run``
+      does (a dataset without a budget there is refused with exit 3).
+    - ``--no-ledger``: runs unrecorded, and the release says it was told so. Refused (exit 2)
+      together with a pinned ledger: the operator's pin is not the command's to drop.
+    - neither: runs unrecorded unless the default ledger holds a budget for ``dataset``; then
+      it is refused (exit 3), naming both ways out.
+    """
+    pinned = pinned_ledger_url(flag)
+    if no_ledger:
+        if pinned is not None:
+            url, source = pinned
+            raise ValidationError(f"--no-ledger contradicts {source} ({redact_url(url)!r}), which pins the ledger "
+                                  f"every release is charged to" + (f"; unset {LEDGER_ENV} to run unrecorded"
+                                                                    if source == LEDGER_ENV else ""))
+        return None, {"recorded": False, "reason": "--no-ledger: the run was told not to use a ledger"}
+    if pinned is not None:
+        url, source = pinned
+        ledger = open_ledger(url)
+        return ledger, {"recorded": True, "ledger": describe_ledger(ledger), "source": source}
+    default = default_ledger_path()
+    if os.path.exists(default):  # never created here
+        with SQLiteLedger(default) as led:
+            total = led.total(dataset)
+        if total is not None:
+            raise BudgetExceeded(
+                f"dataset {canonical_dataset(dataset)!r} has a privacy budget in the default ledger {default!r}, "
+                f"and no ledger is configured: pass --ledger {default} (or set {LEDGER_ENV}) to charge this run to "
+                "it, or --no-ledger to run without recording it (the release records that); nothing was read or "
+                "spent")
+    return None, {"recorded": False, "reason": f"no ledger configured (--ledger, {LEDGER_ENV}) and no budget for "
+                                               "this dataset in the default ledger"}
 
 
 def describe_ledger(ledger: Ledger) -> str:

@@ -1,4 +1,5 @@
-"""deploy/etl-job.sh as systemd runs it: an empty environment with PATH=/usr/bin:/bin."""
+"""deploy/etl-job.sh as systemd runs it: an empty environment with PATH=/usr/bin:/bin. It runs
+`dpdist run`, so every release it publishes is charged to the ledger."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import pytest
 import zarr
 
 import dpdist
+from dpdist.ops.ledger import open_ledger
+from dpdist.privacy.budget import ApproxDP
 
 SCRIPT = Path(__file__).resolve().parents[2] / "deploy" / "etl-job.sh"
 BASE_ENV = {"PATH": "/usr/bin:/bin", "DPDIST_K": "2", "DPDIST_EPSILON": "1", "DPDIST_DELTA": "1e-6",
@@ -35,17 +38,50 @@ def _run(env: dict) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
-def test_runs_with_systemds_path_given_the_venv(job, tmp_path):
+def _venv() -> Path:
     venv = Path(sys.prefix)
     if not (venv / "bin" / "dpdist").exists():
         pytest.skip("dpdist is not installed as an executable in this Python's environment")
-    proc = _run(dict(job, DPDIST_VENV=str(venv)))
+    return venv
+
+
+def test_runs_with_systemds_path_and_charges_the_ledger(job, tmp_path):
+    ledger = str(tmp_path / "ledger.sqlite")
+    with open_ledger(ledger) as led:
+        led.set_budget(job["DPDIST_INPUT"], ApproxDP(1.5, 1e-6))
+    env = dict(job, DPDIST_VENV=str(_venv()), DPDIST_LEDGER=ledger)
+    proc = _run(env)
     assert proc.returncode == 0, proc.stderr
     release = json.loads(proc.stdout)
     written = list((tmp_path / "out").iterdir())
     assert len(written) == 1 and written[0].name.startswith("covariance-") and release["output"] == str(written[0])
-    assert release["privacy"] == {"type": "approx-dp", "epsilon": 1.0, "delta": 1e-6}
-    assert dpdist.load_result(written[0]).covariance.shape == (5, 5)
+    cost = release["cost"]
+    assert release["status"] == "released" and (cost["type"], float(cost["epsilon"]), float(cost["delta"])) == (
+        "approx-dp", 1.0, 1e-6)
+    result = dpdist.load_result(written[0])
+    assert result.covariance.shape == (5, 5) and result.metadata["private"] is True
+    with open_ledger(ledger) as led:
+        [entry] = [e for e in led.history(job["DPDIST_INPUT"]) if e.state == "committed"]
+    assert (entry.output, entry.checksum) == (release["output"], release["checksum"])
+    proc = _run(env)  # (1, 1e-6) twice exceeds (1.5, 1e-6): refused before reading, nothing written
+    assert proc.returncode == 3, proc.stderr
+    assert json.loads(proc.stdout)["status"] == "refused" and len(list((tmp_path / "out").iterdir())) == 1
+
+
+def test_without_a_budget_in_the_default_ledger_it_is_refused(job, tmp_path):
+    """No DPDIST_LEDGER: the default ledger of the service's user is charged; a dataset without a
+    budget there is refused (exit 3), where the script used to publish an uncounted release."""
+    proc = _run(dict(job, DPDIST_VENV=str(_venv()), HOME=str(tmp_path / "home")))
+    assert proc.returncode == 3, proc.stderr
+    assert "no privacy budget" in json.loads(proc.stdout)["error"]["message"]
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+@pytest.mark.parametrize("var,value", [("DPDIST_EPSILON", "1, sigma = 9"), ("DPDIST_K", "two")])
+def test_a_parameter_that_is_not_a_number_is_refused(job, tmp_path, var, value):
+    proc = _run(dict(job, DPDIST_VENV=str(_venv()), **{var: value}))
+    assert proc.returncode == 2 and f"{var} must be a number" in proc.stderr
+    assert list((tmp_path / "out").iterdir()) == []
 
 
 def test_without_dpdist_it_says_how_to_configure(job, tmp_path):

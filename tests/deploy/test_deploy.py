@@ -474,3 +474,24 @@ def test_cron_wrapper_retries_only_infrastructure_failures(tmp_path):
     assert dpdist_args(["dpdist"] + calls).command == "run"
 
 
+
+
+#: `dpdist` sub-commands that release a statistic of the data they are given.
+RELEASING = {"covariance", "pca", "norm", "second-moment", "demo"}
+_CALL = re.compile(r"""(?:\$\{?dpdist\}?|\bdpdist)["']?[\s,]*["']?([a-z][a-z_-]*)""")
+
+
+def test_every_deploy_file_that_releases_goes_through_dpdist_run():
+    """A scheduled release must be charged to the ledger: the files here call `dpdist run` with
+    a job file (or `plan`, `budget`, `report`), never a releasing command directly."""
+    calls = {}
+    for path in sorted(DEPLOY.rglob("*")):
+        if not path.is_file() or path.suffix in (".md", ".png") or "docs" in path.parts:
+            continue
+        for line in path.read_text().splitlines():
+            if line.lstrip().startswith("#"):
+                continue
+            for sub in _CALL.findall(line):
+                calls.setdefault(sub, []).append(str(path.relative_to(DEPLOY)))
+    assert "etl-job.sh" in calls.get("run", [])
+    assert not RELEASING & set(calls), {k: v for k, v in calls.items() if k in RELEASING}

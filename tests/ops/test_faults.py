@@ -167,6 +167,7 @@ def setup(tmp_path, tiny_dataset):
                         scheduler=address, estimator=estimator)
         if seed is not None:  # a seeded release, to compare a disturbed run with an undisturbed one
             text = text.replace("sigma = 1.0\n", f"sigma = 1.0\nrandom_state = {seed}\n", 1)
+            text = text.replace("\n[scheduler]\n", "\npublish_not_private = true\n[scheduler]\n", 1)
         path = tmp_path / f"job-{len(list(tmp_path.glob('job-*')))}.toml"
         path.write_text(text)
         return str(path)

@@ -57,14 +57,31 @@ def test_ledger_location_precedence(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     monkeypatch.delenv("DPDIST_LEDGER", raising=False)
     assert resolve_ledger_url() == (str(tmp_path / "dpdist" / "ledger.sqlite"), "default")
+    assert resolve_ledger_url(job_file="/job.sqlite") == ("/job.sqlite", "job file")
     monkeypatch.setenv("DPDIST_LEDGER", "/env.sqlite")
     assert resolve_ledger_url() == ("/env.sqlite", "DPDIST_LEDGER")
-    assert resolve_ledger_url(job_file="/job.sqlite") == ("/job.sqlite", "job file")
-    assert resolve_ledger_url("/flag.sqlite", "/job.sqlite") == ("/flag.sqlite", "--ledger")
+    assert resolve_ledger_url("/flag.sqlite") == ("/flag.sqlite", "--ledger")
     monkeypatch.delenv("DPDIST_LEDGER")
     with open_ledger():  # the default directory is created when missing
         pass
     assert (tmp_path / "dpdist" / "ledger.sqlite").exists()
+
+
+def test_the_operator_pins_the_ledger_over_the_job_file(monkeypatch, tmp_path):
+    """--ledger and DPDIST_LEDGER win over a job file's [ledger]; a job file naming another
+    ledger than the pinned one is refused, one naming the same ledger (spelled differently) is not."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DPDIST_LEDGER", str(tmp_path / "ops.sqlite"))
+    for job_file in ("ops.sqlite", f"sqlite:///{tmp_path}/ops.sqlite", str(tmp_path / "ops.sqlite")):
+        assert resolve_ledger_url(job_file=job_file) == (str(tmp_path / "ops.sqlite"), "DPDIST_LEDGER")
+    with pytest.raises(ValidationError, match="job file names the ledger .*own.sqlite.* DPDIST_LEDGER pins"):
+        resolve_ledger_url(job_file=str(tmp_path / "own.sqlite"))
+    with pytest.raises(ValidationError, match="--ledger pins"):
+        resolve_ledger_url(str(tmp_path / "flag.sqlite"), str(tmp_path / "ops.sqlite"))
+    assert resolve_ledger_url(str(tmp_path / "flag.sqlite"), "flag.sqlite")[1] == "--ledger"
+    with pytest.raises(ValidationError, match=r"postgresql://u:\*\*\*@db/other"):  # the password is masked
+        resolve_ledger_url("postgresql://u@db/ledger", "postgresql://u:secret@db/other")
+    assert resolve_ledger_url("postgresql://u@db:5432/ledger", "postgresql://u:secret@db:5432/ledger")[1] == "--ledger"
 
 
 def test_dataset_identifier_is_the_canonical_url(tmp_path):

@@ -226,3 +226,83 @@ def test_a_refusal_during_the_pass_counts_as_spent(setup, capsys, tmp_path):
     assert (doc["entry"], doc["spent"], doc["noise_drawn"]) == (entry.id, entry.cost, True)
     assert f"ledger entry {entry.id} committed as spent (eps=0.1 delta=1e-08)" in err
     assert os.listdir(out) == []
+
+
+def _seeded(job: str, *, publish_not_private: bool) -> str:
+    """``job`` with random_state in its parameters (and, if asked, publish_not_private)."""
+    with open(job) as f:
+        text = f.read().replace("sigma = 1.0\n", "sigma = 1.0\nrandom_state = 0\n", 1)
+    if publish_not_private:
+        text = text.replace("\n[scheduler]\n", "\npublish_not_private = true\n[scheduler]\n", 1)
+    with open(job, "w") as f:
+        f.write(text)
+    return job
+
+
+@pytest.mark.parametrize("command", ["run", "plan"])
+def test_a_seeded_job_is_refused_before_anything_is_reserved(setup, capsys, command):
+    led, make, out, ds = setup
+    led.set_budget(ds, ApproxDP(1.0, 1e-6))
+    code, _, err = cli(capsys, command, _seeded(make(), publish_not_private=False))
+    assert code == 2
+    assert "estimator.params.random_state" in err and "NOT PRIVATE" in err and "publish_not_private" in err
+    assert [e.state for e in led.history(ds)] == ["budget-set"] and os.listdir(out) == []
+
+
+def test_a_job_that_says_publish_not_private_publishes_a_seeded_release_and_pays(setup, capsys):
+    led, make, out, ds = setup
+    led.set_budget(ds, ApproxDP(1.0, 1e-6))
+    code, text, err = cli(capsys, "run", _seeded(make(), publish_not_private=True), "--json")
+    assert code == 0, err
+    res = json.loads(text)
+    assert res["private"] is False and "NOT PRIVATE" in err  # the banner says it
+    meta = load_result(res["output"]).metadata
+    assert meta["private"] is False and meta["job"]["published_not_private"] is True
+    assert [(e.state, e.output) for e in led.history(ds)][1:] == [("committed", res["output"])]
+
+
+def test_a_release_that_is_not_private_is_neither_published_nor_committed_as_released(setup, monkeypatch):
+    """The runner's last guard: a not-private release without publish_not_private (here a
+    seeded estimator let past the job file's and the cost's checks) ends as no private result
+    (exit 4), publishes nothing, and counts the reservation as spent."""
+    import dataclasses
+
+    from dpdist.exceptions import NoPrivateResult
+    from dpdist.ops import runner
+    from dpdist.ops.job import load_job
+    from dpdist.ops.runner import run_job
+
+    monkeypatch.setattr(runner, "estimator_cost", lambda est, **kw: est.privacy_cost())
+    led, make, out, ds = setup
+    led.set_budget(ds, ApproxDP(1.0, 1e-6))
+    job = dataclasses.replace(load_job(_seeded(make(), publish_not_private=True)), publish_not_private=False)
+    with pytest.raises(NoPrivateResult, match="not private") as info:
+        run_job(job, ledger=led)
+    assert info.value.exit_code == 4
+    assert os.listdir(out) == []
+    assert [(e.state, e.outcome) for e in led.history(ds)][1:] == [("committed", "no-private-result")]
+
+
+def test_the_operators_ledger_wins_over_the_job_files(setup, capsys, tmp_path, monkeypatch):
+    """DPDIST_LEDGER (or --ledger) pins the ledger: a job file naming another ledger is refused
+    with exit 2 and neither ledger changes; a job file naming none is charged to the pinned one."""
+    led, make, out, ds = setup
+    led.set_budget(ds, ApproxDP(1.0, 1e-6))
+    own = str(tmp_path / "own.sqlite")
+    with open_ledger(own) as other:
+        other.set_budget(ds, ApproxDP(100.0, 1e-3))
+    job = tmp_path / "job-own.toml"
+    job.write_text(job_toml(ds, f"{out}/own-{{run}}.zarr", ledger=own))
+    monkeypatch.setenv("DPDIST_LEDGER", led.url)
+    for args in (["run", str(job)], ["plan", str(job)], ["run", str(job), "--ledger", led.url]):
+        code, _, err = cli(capsys, *args)
+        assert code == 2 and "pins" in err, args
+    assert os.listdir(out) == []
+    for url in (own, led.url):
+        with open_ledger(url) as check:
+            assert [e.state for e in check.history(ds)] == ["budget-set"]
+    unpinned = tmp_path / "job-none.toml"
+    unpinned.write_text(job_toml(ds, f"{out}/none-{{run}}.zarr"))
+    code, text, err = cli(capsys, "run", str(unpinned), "--json")
+    assert code == 0, err
+    assert [(e.state, e.output) for e in led.history(ds)][1:] == [("committed", json.loads(text)["output"])]

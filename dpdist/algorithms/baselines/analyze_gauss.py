@@ -114,7 +114,7 @@ class AnalyzeGauss(Estimator):
         As for the other estimators (:mod:`dpdist.engine.runtime` for scheduler and timeout).
     ledger, dataset
         A privacy-budget ledger charged by ``fit``, and the dataset's identifier (see
-        :class:`~dpdist.SparseCovariance`).
+        :class:`~dpdist.SparseCovariance`). Without ``ledger``, ``fit`` is recorded in no ledger.
 
     Attributes
     ----------

@@ -99,7 +99,7 @@ class GaussianPCA(Estimator):
         Passed to :class:`~dpdist.baselines.GaussianCovariance`.
     ledger, dataset
         A privacy-budget ledger charged by ``fit``, and the dataset's identifier (see
-        :class:`~dpdist.SparseCovariance`).
+        :class:`~dpdist.SparseCovariance`). Without ``ledger``, ``fit`` is recorded in no ledger.
 
     Attributes
     ----------

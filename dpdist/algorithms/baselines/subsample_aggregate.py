@@ -474,6 +474,7 @@ class SubsampleAggregateSecondMoment(Estimator):
         A privacy-budget ledger charged ``(2 epsilon, 4 e^epsilon delta)`` by ``fit`` (refused
         with ``unsafe_no_privacy=True``), and the dataset's identifier (see
         :class:`~dpdist.SparseCovariance`). A rejection (bottom) commits the whole cost.
+        Without ``ledger``, ``fit`` is recorded in no ledger.
 
     Attributes
     ----------
