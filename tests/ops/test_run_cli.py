@@ -215,3 +215,36 @@ def test_a_refusal_during_the_pass_counts_as_spent(setup, capsys, tmp_path):
     [entry] = [e for e in led.history(nan_ds) if e.state != "budget-set"]
     assert (entry.state, entry.outcome) == ("committed", "refused-during-pass")
     assert os.listdir(out) == []
+
+
+def test_neighbouring_stores_that_differ_in_a_stored_chunk_are_run_and_charged_alike(tmp_path, capsys):
+    """zarr's default config leaves out a chunk equal to the fill value, so one row decides
+    whether a chunk file exists. The store with the row and its neighbour without it give the
+    same exit code, the same kind of output, and a committed ledger entry each."""
+    import zarr
+
+    x = np.random.default_rng(0).standard_normal((2000, 6))
+    x[500:1000] = 0.0
+    y = x.copy()
+    x[700, 3] = 1.0  # the only non-zero entry of chunk 1
+    ledger = str(tmp_path / "ledger.sqlite")
+    outcomes = []
+    for name, values in (("with-row", x), ("without-row", y)):
+        ds = str(tmp_path / f"{name}.zarr")
+        zarr.create_array(ds, shape=values.shape, chunks=(500, 6), dtype="f8")[...] = values  # default config
+        assert os.path.exists(os.path.join(ds, "c", "1", "0")) == (name == "with-row")
+        job = tmp_path / f"{name}.toml"
+        job.write_text(job_toml(ds, str(tmp_path / f"out-{name}-{{run}}.zarr"), epsilon=0.25, ledger=ledger))
+        assert cli(capsys, "budget", "set", ds, "--epsilon", "1.0", "--delta", "1e-6", "--ledger", ledger)[0] == 0
+        code, text, err = cli(capsys, "run", str(job), "--json")
+        doc = json.loads(text)
+        with open_ledger(ledger) as led:
+            states = [e.state for e in led.history(ds) if e.state != "budget-set"]
+        notes = load_result(doc["output"]).metadata["notes"] if code == 0 else None
+        outcomes.append((code, doc["status"], sorted(doc), states, notes))
+    assert outcomes[0][0] == 0, outcomes
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][3] == ["committed"]
+    from dpdist.data.validation import READING_NOTES
+
+    assert READING_NOTES["fill"] in outcomes[0][4]  # read per the Zarr specification, and said so
