@@ -248,3 +248,26 @@ def test_neighbouring_stores_that_differ_in_a_stored_chunk_are_run_and_charged_a
     from dpdist.data.validation import READING_NOTES
 
     assert READING_NOTES["fill"] in outcomes[0][4]  # read per the Zarr specification, and said so
+
+
+def test_a_store_that_lost_a_chunk_its_manifest_records_is_refused_before_reserving(tmp_path, capsys):
+    """The manifest is public (it says every chunk was written), so the refusal is decided
+    before anything is reserved or read, and its message names no chunk."""
+    import zarr
+
+    from dpdist.data.validation import write_chunk_manifest
+    from tests.ops.conftest import write_dataset
+
+    ds = write_dataset(str(tmp_path / "lost.zarr"))
+    write_chunk_manifest(zarr.open_array(ds, mode="r+"))
+    os.remove(os.path.join(ds, "c", "2", "0"))
+    ledger = str(tmp_path / "ledger.sqlite")
+    job = tmp_path / "job.toml"
+    job.write_text(job_toml(ds, str(tmp_path / "out-{run}.zarr"), epsilon=0.25, ledger=ledger))
+    assert cli(capsys, "budget", "set", ds, "--epsilon", "1.0", "--delta", "1e-6", "--ledger", ledger)[0] == 0
+    code, text, _ = cli(capsys, "run", str(job), "--json")
+    doc = json.loads(text)
+    assert code == 2 and "lost chunk files" in doc["error"]["message"] and "c/2" not in doc["error"]["message"]
+    with open_ledger(ledger) as led:
+        assert [e.state for e in led.history(ds)] == ["budget-set"]
+    assert not list(tmp_path.glob("out-*"))
