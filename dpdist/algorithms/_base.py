@@ -305,7 +305,8 @@ class Estimator:
         self._check_fit(n_samples, n_features)
 
     def _open(self, X: Any):
-        """``X`` as a validated dask array (metadata only; refuses missing chunks)."""
+        """``X`` as a validated dask array (metadata only; its chunk reading is decided from public
+        information: :func:`dpdist.data.validation.chunk_reading`)."""
         from dpdist.data.validation import as_dask_array
 
         rows, cols = self._min_shape

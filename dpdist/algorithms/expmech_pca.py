@@ -13,7 +13,7 @@ import numpy as np
 
 from dpdist._validation import check_int, check_positive, check_probability
 from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, reports_empirical
-from dpdist.data.validation import as_dask_array
+from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine.gram import clipped_second_moment, nonfinite_guard
 from dpdist.engine.gumbel_max import exact_gumbel_max_subset
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
@@ -286,6 +286,7 @@ def expmech_pca(
         f"block noise scale: {cal.gaussian_rule}",
         "components are post-processing of the noisy block (symmetrised, top eigenvector)",
         nonfinite_note(on_nonfinite),
+        *chunk_reading_notes(Xd),
     )
     return warn_if_unsafe(Release(
         mechanism=MECHANISM,

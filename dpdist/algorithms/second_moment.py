@@ -20,7 +20,7 @@ import numpy as np
 
 from dpdist._validation import check_bool, check_positive, check_probability, check_real
 from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, refuse_nonfinite
-from dpdist.data.validation import as_dask_array
+from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine import second_moment as engine
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute, open_runtime
 from dpdist.exceptions import NoPrivateResult, ValidationError
@@ -393,7 +393,7 @@ def second_moment(
         "sensitivity": cfg.sensitivity, "init_fraction": cfg.init_fraction, "budget_split": split,
         "psd": cfg.psd, "on_nonfinite": cfg.on_nonfinite,
     }
-    notes = list(_NOTES) + [nonfinite_note(cfg.on_nonfinite)]
+    notes = list(_NOTES) + [nonfinite_note(cfg.on_nonfinite), *chunk_reading_notes(X)]
     events: list = []  # (label, Event), in the order the steps ran
     mechanisms: list = []  # their public descriptions
     n_bins = 0  # released histogram entries (for the exhaustion residual)
@@ -609,7 +609,7 @@ def one_shot_second_moment(
         noise_scales={"sigma": sigma},
         values={"second_moment": noisy},
         seeding=seed.describe(),
-        notes=(residual_note(d * (d + 1) // 2, mech.noise), nonfinite_note(on_nonfinite)),
+        notes=(residual_note(d * (d + 1) // 2, mech.noise), nonfinite_note(on_nonfinite), *chunk_reading_notes(X)),
         events=tuple(events),
         mechanisms=(mech.describe(),),
     ))

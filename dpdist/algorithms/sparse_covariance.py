@@ -16,7 +16,7 @@ import scipy.sparse as sp
 
 from dpdist._validation import check_int, check_positive, check_probability
 from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, reports_empirical
-from dpdist.data.validation import as_dask_array
+from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine.gram import DEFAULT_TILE, clipped_second_moment, nonfinite_guard
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
 from dpdist.engine.topk import row_topk_release
@@ -223,7 +223,7 @@ def private_sparse_covariance(
     M = assemble_privcov(cols, values, diag)
 
     notes = [K_PLUS_ONE_NOTE, f"Laplace scale: {cal.laplace_rule}", residual_note(d * (2 * k + 1), mech.noise)]
-    notes.append(nonfinite_note(on_nonfinite))
+    notes += [nonfinite_note(on_nonfinite), *chunk_reading_notes(X)]
     return warn_if_unsafe(Release(
         mechanism=MECHANISM,
         privacy=privacy,

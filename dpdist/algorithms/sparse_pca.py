@@ -26,7 +26,7 @@ import numpy as np
 
 from dpdist._validation import check_int, check_positive, check_probability
 from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, refuse_nonfinite, reports_empirical
-from dpdist.data.validation import as_dask_array
+from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine.friendly import (
     DEFAULT_GROUP_BYTES,
     DEFAULT_TILE_BYTES,
@@ -312,7 +312,7 @@ def _run(
         parameters["budget_split"] = budget_split
     values: dict[str, Any] = {"tests": {}}
     spent = None
-    notes = list(_COMMON_NOTES) + [nonfinite_note(on_nonfinite)]
+    notes = list(_COMMON_NOTES) + [nonfinite_note(on_nonfinite), *chunk_reading_notes(X)]
     clip = setup.float_bounds.entry_clip
 
     def reject(stage: str, why: str):

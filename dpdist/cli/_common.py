@@ -104,10 +104,12 @@ def add_runtime_args(p: argparse.ArgumentParser) -> None:
                    help=f"fail (exit 5) when the run has not finished after SECONDS (default "
                         f"{DEFAULT_TIMEOUT:g}: one day), "
                         "or when the cluster has had no worker for 30 s; 'none': no limit")
-    p.add_argument("--missing-chunks", choices=("raise", "fill"), default=None,
-                   help="an input Zarr store whose chunk files are not all present is refused before "
-                        "anything is read ('raise', the default), or its missing chunks are read as the "
-                        "array's fill value ('fill')")
+    p.add_argument("--missing-chunks", choices=("auto", "fill", "raise"), default=None,
+                   help="how chunk files absent from the input Zarr store are read: 'auto' (the default) "
+                        "refuses a store whose chunk manifest (written by dpdist) records chunks it no longer "
+                        "holds, and reads a store without one per the Zarr specification (missing chunks are "
+                        "the fill value); 'fill' always reads them as the fill value; 'raise' also refuses a "
+                        "store without a chunk manifest")
     p.add_argument("--progress", dest="progress", action="store_true", default=None,
                    help="show a progress bar (default: only on a terminal)")
     p.add_argument("--no-progress", dest="progress", action="store_false")
@@ -371,7 +373,7 @@ def open_input(args):
     missing = getattr(args, "missing_chunks", None)
     if missing is not None and input_format(args.input) != "zarr":
         refuse(["missing_chunks"], context_of(args), "it applies to a Zarr INPUT")
-    return as_dask_array(args.input, missing_chunks=missing or "raise", columns=getattr(args, "columns", None))
+    return as_dask_array(args.input, missing_chunks=missing or "auto", columns=getattr(args, "columns", None))
 
 
 def input_shape(args) -> tuple[int, int]:

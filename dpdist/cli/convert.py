@@ -29,9 +29,9 @@ def register(sub) -> None:
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32", help="dtype of OUTPUT")
     p.add_argument("--chunk-rows", type=int, default=None,
                    help="rows per chunk (default: about 64 MiB of rows, at most 262,144)")
-    p.add_argument("--missing-chunks", choices=("raise", "fill"), default=None,
-                   help="a Zarr INPUT whose chunk files are not all present is refused ('raise', the default), "
-                        "or its missing chunks are read as the fill value ('fill')")
+    p.add_argument("--missing-chunks", choices=("auto", "fill", "raise"), default=None,
+                   help="how chunk files absent from a Zarr INPUT are read, as for `dpdist covariance` "
+                        "(default 'auto')")
     p.add_argument("--scheduler", default=None,
                    help="where to run (as for `dpdist covariance`; default: dask's configured scheduler)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT once the new one is complete")
@@ -51,7 +51,7 @@ def run(args) -> int:
     check_output_path(args.output, overwrite=args.overwrite)  # before the scheduler starts
     with run_context(args) as scheduler:
         path = convert(args.input, args.output, columns=args.columns, dtype=args.dtype, chunk_rows=args.chunk_rows,
-                       overwrite=args.overwrite, missing_chunks=args.missing_chunks or "raise",
+                       overwrite=args.overwrite, missing_chunks=args.missing_chunks or "auto",
                        scheduler=scheduler)
     import zarr
 

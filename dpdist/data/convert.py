@@ -55,7 +55,7 @@ def convert(
     dtype: str = "float32",
     chunk_rows: int | None = None,
     overwrite: bool = False,
-    missing_chunks: str = "raise",
+    missing_chunks: str = "auto",
     scheduler: Any = None,
 ) -> str:
     """Write ``source`` as a Zarr array at ``output`` (a local path); returns its absolute path.
@@ -75,7 +75,7 @@ def convert(
         Rows per chunk (default :func:`default_chunk_rows`).
     overwrite : bool, default False
         Replace an existing ``output`` (only once the new array is complete).
-    missing_chunks : {"raise", "fill"}, default "raise"
+    missing_chunks : {"auto", "fill", "raise"}, default "auto"
         For a Zarr source (see :func:`~dpdist.data.validation.as_dask_array`).
     scheduler : optional
         Where to run (as the estimators' ``scheduler``); default: dask's configured scheduler.
@@ -92,7 +92,7 @@ def convert(
     from dpdist.data.publish import is_remote
     from dpdist.data.results import check_output_path
     from dpdist.data.formats import column_names, input_format
-    from dpdist.data.validation import _resolve_path, as_dask_array
+    from dpdist.data.validation import _resolve_path, as_dask_array, write_chunk_manifest
     from dpdist.engine.runtime import check_scheduler, compute
 
     if dtype not in OUTPUT_DTYPES:
@@ -123,6 +123,7 @@ def convert(
                                 fill_value=0.0, attributes=attributes,
                                 config={"write_empty_chunks": True})  # every chunk file present
         compute(da.store(X, arr, lock=False, compute=False), scheduler=scheduler, noised=False)
+        write_chunk_manifest(arr)  # the public record of every chunk written, for later readers
         if os.path.exists(path):
             backup = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.old-", dir=parent)
             os.rmdir(backup)

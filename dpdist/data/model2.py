@@ -47,6 +47,7 @@ import dask.array as da
 import numpy as np
 import scipy.sparse as sp
 
+from dpdist.data.validation import write_chunk_manifest
 from dpdist.exceptions import ValidationError
 
 __all__ = ["DEFAULT_ROW_CHUNK", "Model2", "load_model2_truth", "make_construction2", "make_model2"]
@@ -253,7 +254,8 @@ class Model2:
     def write_zarr(self, path: str | os.PathLike, *, overwrite: bool = False, scheduler: str | None = None) -> str:
         """Write the samples (chunk by chunk) and the truth as a Zarr group at ``path``.
 
-        Layout: ``path/X`` the samples (same chunks as :attr:`X`), ``path/truth/covariance``
+        Layout: ``path/X`` the samples (same chunks as :attr:`X`, with its chunk manifest:
+        :func:`~dpdist.data.validation.write_chunk_manifest`), ``path/truth/covariance``
         (CSR parts ``data``, ``indices``, ``indptr``), ``path/truth/v1``, and the model
         parameters in ``attrs["model2"]``. ``scheduler`` is a dask local scheduler name
         (default: dask's default). ``dpdist`` commands accept ``path`` directly (they read
@@ -267,9 +269,10 @@ class Model2:
         root = zarr.open_group(path, mode="w")
         root.attrs["model2"] = json.loads(json.dumps(self.parameters()))
         arr = root.create_array("X", shape=self.X.shape, chunks=tuple(c[0] for c in self.X.chunks), dtype=self.X.dtype,
-                                config={"write_empty_chunks": True})  # readers refuse missing chunks
+                                config={"write_empty_chunks": True})
         kwargs = {} if scheduler is None else {"scheduler": scheduler}
         da.store(self.X, arr, lock=False, compute=True, **kwargs)
+        write_chunk_manifest(arr)  # readers check the store's listing against it
         truth = root.create_group("truth")
         cov = truth.create_group("covariance")
         cov.attrs["format"] = "csr"

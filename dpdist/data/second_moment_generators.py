@@ -21,6 +21,7 @@ from typing import Callable
 import dask.array as da
 import numpy as np
 
+from dpdist.data.validation import write_chunk_manifest
 from dpdist.exceptions import ValidationError
 
 __all__ = [
@@ -271,10 +272,14 @@ def outlier_mixture(
 
 
 def to_zarr(data: SyntheticData | da.Array, path: str | os.PathLike, *, overwrite: bool = False) -> str:
-    """Write the rows to a Zarr array at ``path``, chunk by chunk (``dask.array.to_zarr``)."""
+    """Write the rows to a Zarr array at ``path``, chunk by chunk (``dask.array.to_zarr``), with
+    its chunk manifest (:func:`~dpdist.data.validation.write_chunk_manifest`)."""
     X = data.X if isinstance(data, SyntheticData) else data
     path = os.fspath(path)
     if os.path.exists(path) and not overwrite:
         raise ValidationError(f"{path!r} already exists (pass overwrite=True)")
-    da.to_zarr(X, path, overwrite=overwrite, config={"write_empty_chunks": True})  # readers refuse missing chunks
+    import zarr
+
+    da.to_zarr(X, path, overwrite=overwrite, config={"write_empty_chunks": True})
+    write_chunk_manifest(zarr.open_array(path, mode="r+"))
     return path

@@ -32,6 +32,7 @@ import scipy.sparse as sp
 from scipy import stats
 from scipy.sparse import linalg as splinalg
 
+from dpdist.data.validation import write_chunk_manifest
 from dpdist.exceptions import ValidationError
 
 __all__ = ["Model1", "STRUCTURES", "load_truth", "make_model1"]
@@ -100,7 +101,8 @@ class Model1:
                    overwrite: bool = False) -> str:
         """Write ``n_samples`` rows to a Zarr group at ``path`` chunk by chunk in parallel.
 
-        The group holds ``X`` (the samples, chunked ``chunk_rows`` x d) and ``truth/`` (the
+        The group holds ``X`` (the samples, chunked ``chunk_rows`` x d, with its chunk manifest:
+        :func:`~dpdist.data.validation.write_chunk_manifest`) and ``truth/`` (the
         covariance as CSR arrays) with the model's parameters in ``attrs["model"]``. Written
         into a temporary directory and renamed, so a failure leaves nothing at ``path``.
         """
@@ -122,10 +124,11 @@ class Model1:
             root = zarr.open_group(tmp, mode="w")
             root.attrs["model"] = self.describe() | {"n_samples": int(n_samples)}
             X = self.samples(n_samples, chunk_rows=chunk_rows)
-            # every chunk file written (also all-zero ones): readers refuse missing chunks
+            # every chunk file written (also all-zero ones), and recorded so in the chunk manifest
             arr = root.create_array("X", shape=X.shape, chunks=(X.chunks[0][0], X.shape[1]), dtype="float64",
                                     config={"write_empty_chunks": True})
             compute(da.store(X, arr, lock=False, compute=False), scheduler=scheduler, noised=False)
+            write_chunk_manifest(arr)
             truth = root.create_group("truth")
             cov = sp.csr_array(self.covariance)
             truth.attrs["format"] = "csr"

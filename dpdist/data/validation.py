@@ -12,20 +12,36 @@ Zarr inputs, as the workers see them
 * **Paths.** A local path is made absolute here, on the client, before anything is put in
   the graph: workers of a remote cluster run in other directories, and a relative path
   would make them open an empty store there.
-* **Missing chunks.** Zarr reads a chunk whose file is absent as its fill value, and writers
-  omit chunks equal to the fill value unless asked not to (``write_empty_chunks=True``). A
-  deleted or never-written chunk would silently become rows of zeros. With
-  ``missing_chunks="raise"`` (the default) a store whose chunk files are not all present is
-  refused with :class:`ValidationError` before any data is read (the listing reads keys, not
-  chunk data), and each read on a worker checks again that its chunk files exist (a worker
-  that sees another filesystem raises :class:`InfrastructureError` instead of reading
-  zeros). ``missing_chunks="fill"`` declares that missing chunks mean the fill value.
+* **Missing chunks.** Under the Zarr specification a chunk whose file is absent *is* the
+  array's fill value, and zarr's writers skip chunks equal to the fill value unless asked not
+  to (``write_empty_chunks=True``, a runtime setting zarr does not record in the store). So
+  whether a chunk file exists can depend on the values: a store where one row is the only
+  non-zero entry of its chunk has that chunk, and its neighbour with the row zeroed does not.
+  A decision taken on the listing alone (refuse, name the chunk) would reveal that bit with
+  no noise. The reading is therefore decided from public information only:
+
+  - A store that dpdist wrote carries a **chunk manifest** in the array's attributes
+    (:data:`CHUNK_MANIFEST_ATTR`, written by :func:`write_chunk_manifest`): every chunk (or
+    shard) of its grid was stored, fill-valued ones too. Its listing is checked against the
+    manifest before anything is read, and a store that lost a chunk file since is refused
+    with :class:`ValidationError`; the message names the store, never a chunk. Each read on a
+    worker checks again that its chunk files exist (a worker that sees another filesystem
+    raises :class:`InfrastructureError` instead of reading fill values).
+  - A store without a manifest is read per the specification: missing chunks are the fill
+    value. Each read on a worker checks that the array's metadata document is there (a
+    worker that sees another filesystem raises :class:`InfrastructureError`).
+
+  ``missing_chunks`` (:data:`MISSING_CHUNKS`) chooses: ``"auto"`` (the default) as above;
+  ``"fill"`` reads missing chunks as the fill value even when a manifest records them;
+  ``"raise"`` also refuses a store that carries no manifest (decided from its metadata, not
+  its listing). Releases record which reading was used in their notes
+  (:func:`chunk_reading_notes`), never how many chunks were absent.
   Sharded arrays are checked shard by shard.
 * **Storage errors.** A chunk that cannot be read or decoded (a corrupt file, a codec
   error, an unreachable object store) raises :class:`InfrastructureError` from the task that
   read it; unreadable or invalid metadata (a truncated ``zarr.json``) raises
-  :class:`ValidationError` here, before anything is read. Messages name the store and the
-  chunk key, never data values.
+  :class:`ValidationError` here, before anything is read. Messages name the store, never
+  data values, and never a chunk whose presence could depend on the data.
 """
 
 from __future__ import annotations
@@ -44,19 +60,36 @@ from dpdist.data.formats import FORMATS, input_format, open_file
 from dpdist.exceptions import DataConversionWarning, InfrastructureError, ValidationError
 
 __all__ = [
+    "CHUNK_MANIFEST_ATTR",
     "DEFAULT_ROW_CHUNK_BYTES",
     "MISSING_CHUNKS",
     "as_dask_array",
     "canonical_location",
     "check_chunks_present",
+    "chunk_reading",
+    "chunk_reading_notes",
     "open_zarr_array",
+    "write_chunk_manifest",
 ]
 
 #: Target bytes of one row chunk when dpdist has to choose the chunking (numpy input, or a
 #: Zarr array whose chunks are far too small or too large).
 DEFAULT_ROW_CHUNK_BYTES = 64 * 2**20
-#: Values of ``missing_chunks``.
-MISSING_CHUNKS = ("raise", "fill")
+#: Values of ``missing_chunks`` (see the module docstring); "auto" is the default.
+MISSING_CHUNKS = ("auto", "fill", "raise")
+#: The array attribute holding the chunk manifest of :func:`write_chunk_manifest`.
+CHUNK_MANIFEST_ATTR = "dpdist_chunk_manifest"
+#: The two readings of a Zarr input, as releases record them (:func:`chunk_reading_notes`).
+READING_NOTES = {
+    "manifest": (
+        "input chunks: the store's chunk manifest records every chunk as written, and the listing "
+        "matched it before anything was read"
+    ),
+    "fill": (
+        "input chunks: read per the Zarr specification, a chunk file absent from the store is the "
+        "array's fill value (the store carries no chunk manifest, or missing_chunks='fill')"
+    ),
+}
 #: What a path may be, for messages.
 _READABLE = ("dpdist reads Zarr stores and, by their suffix, " + ", ".join(sorted(FORMATS)) + " files")
 
@@ -95,18 +128,19 @@ def canonical_location(url: str) -> str:
     return os.path.realpath(os.path.expanduser(url))
 
 
-def open_zarr_array(path: str | os.PathLike, *, missing_chunks: str = "raise"):
+def open_zarr_array(path: str | os.PathLike, *, missing_chunks: str = "auto"):
     """Open the Zarr array at ``path`` (local path or fsspec URL) read-only.
 
     A local path is made absolute first (see the module docstring). A dpdist dataset group
-    opens as its ``"X"`` array. With ``missing_chunks="raise"`` the store's chunk keys are
-    listed (no chunk data is read) and a store with a missing chunk is refused.
+    opens as its ``"X"`` array. The chunk reading is decided by :func:`chunk_reading` (for a
+    store with a chunk manifest its keys are listed; no chunk data is read).
 
     Raises
     ------
     ValidationError
         Nothing at ``path``; a group without an ``"X"`` array; unreadable or invalid
-        metadata; a missing chunk (``missing_chunks="raise"``).
+        metadata; a chunk file its manifest records is missing; no manifest with
+        ``missing_chunks="raise"``.
     InfrastructureError
         The storage could not be reached (nothing was read or spent).
     """
@@ -138,8 +172,7 @@ def open_zarr_array(path: str | os.PathLike, *, missing_chunks: str = "raise"):
             node = node["X"]
         else:
             raise ValidationError(f"{path!r} is a Zarr group, not an array (and has no 'X' array)")
-    if missing_chunks == "raise":
-        check_chunks_present(node, path)
+    chunk_reading(node, missing_chunks, path)
     return node
 
 
@@ -176,13 +209,21 @@ def _expected_keys(arr, lo: tuple[int, ...] | None = None, hi: tuple[int, ...] |
     return [arr.metadata.encode_chunk_key(c) for c in cells]
 
 
-def check_chunks_present(arr, where: str | None = None) -> None:
-    """Refuse (:class:`ValidationError`) a Zarr array whose chunk (or shard) files are not all
-    present, naming the store and the first missing key in C order.
+def _manifest_of(arr) -> dict:
+    """What a chunk manifest must hold for ``arr`` (from its metadata alone)."""
+    block = _storage_block(arr)
+    grid = [-(-n // b) for n, b in zip(arr.shape, block)]
+    return {
+        "version": 1,
+        "shape": [int(n) for n in arr.shape],
+        "storage_block": [int(b) for b in block],
+        "n_chunks": int(np.prod(grid, dtype=np.int64)),
+        "write_empty_chunks": True,
+    }
 
-    Lists the store's keys under the array (never reads chunk data).
-    """
-    where = where or _describe(arr)
+
+def _list_keys(arr, where: str) -> set[str]:
+    """The store's keys under ``arr``, relative to it (a listing; no chunk data is read)."""
     prefix = _key_prefix(arr)
 
     async def _list() -> set[str]:
@@ -195,17 +236,107 @@ def check_chunks_present(arr, where: str | None = None) -> None:
             f"cannot list the chunks of the Zarr array at {where!r} ({_one_line(exc)}); "
             "no noise was drawn: nothing was spent"
         ) from None
-    present = {k[len(prefix):] for k in present if k.startswith(prefix)}
-    expected = _expected_keys(arr)
-    missing = [k for k in expected if k not in present]
-    if missing:
+    return {k[len(prefix):] for k in present if k.startswith(prefix)}
+
+
+def write_chunk_manifest(arr) -> dict:
+    """Make every chunk of ``arr`` a stored file and record that in its attributes.
+
+    For writers of input stores: call it once on the written array (opened writable), after
+    every value is written. Chunks the writer skipped because they equal the fill value
+    (zarr's default ``write_empty_chunks=False``) are written now as stored fill-value
+    chunks, so the store is complete, then the manifest is set as the array attribute
+    :data:`CHUNK_MANIFEST_ATTR`: the shape, the storage block (shard or chunk) and the number
+    of chunk files, all public (they follow from the metadata). Readers compare the store's
+    listing with it (:func:`chunk_reading`): a chunk file lost afterwards is refused, and no
+    decision ever depends on which chunks the values left empty. Writing to the array
+    afterwards with ``write_empty_chunks=False`` may drop chunks again: call it again then.
+
+    Returns the manifest.
+    """
+    where = _describe(arr)
+    present = _list_keys(arr, where)
+    block = _storage_block(arr)
+    grid = tuple(-(-n // b) for n, b in zip(arr.shape, block))
+    full = arr.with_config({"write_empty_chunks": True})
+    for cell in itertools.product(*(range(g) for g in grid)):
+        if arr.metadata.encode_chunk_key(cell) not in present:
+            region = tuple(slice(c * b, min((c + 1) * b, n)) for c, b, n in zip(cell, block, arr.shape))
+            full[region] = full[region]  # the fill value, now stored
+    manifest = _manifest_of(arr)
+    arr.attrs[CHUNK_MANIFEST_ATTR] = manifest
+    return manifest
+
+
+def chunk_reading(arr, missing_chunks: str = "auto", where: str | None = None) -> str:
+    """Decide how ``arr``'s chunks are read, from public information only; returns
+    ``"manifest"`` or ``"fill"`` (see the module docstring).
+
+    ``"manifest"``: ``arr`` carries a chunk manifest (:func:`write_chunk_manifest`) and its
+    listing holds every chunk the manifest records. ``"fill"``: missing chunks are the fill
+    value (no manifest, or ``missing_chunks="fill"``). Lists the store's keys only for a
+    store with a manifest; never reads chunk data.
+
+    Raises
+    ------
+    ValidationError
+        The manifest does not describe this array (resized or rechunked since), chunk files
+        it records are missing (the message names the store, never a chunk), or
+        ``missing_chunks="raise"`` and there is no manifest.
+    """
+    missing_chunks = _check_missing_chunks(missing_chunks)
+    if missing_chunks == "fill":
+        return "fill"
+    where = where or _describe(arr)
+    manifest = arr.attrs.get(CHUNK_MANIFEST_ATTR)
+    if manifest is None:
+        if missing_chunks == "raise":
+            raise ValidationError(
+                f"the Zarr array at {where!r} carries no chunk manifest (attribute {CHUNK_MANIFEST_ATTR!r}), "
+                "so lost chunk files cannot be told from chunks left out because they equal the fill value; "
+                "nothing was read or spent. Record one after writing with "
+                "dpdist.data.validation.write_chunk_manifest, or pass missing_chunks='auto' to read missing "
+                "chunks as the fill value, as the Zarr specification does (CLI: --missing-chunks auto)"
+            )
+        return "fill"
+    expected = _manifest_of(arr)
+    if not isinstance(manifest, dict) or any(manifest.get(k) != v for k, v in expected.items()):
         raise ValidationError(
-            f"the Zarr array at {where!r} is missing {len(missing)} of {len(expected)} chunk files "
-            f"(first: {prefix + missing[0]!r}); nothing was read or spent. Zarr reads a missing chunk as "
-            f"the fill value ({arr.metadata.fill_value}), and writers omit chunks equal to it unless "
-            "write_empty_chunks=True. If missing chunks mean the fill value here, pass "
-            "missing_chunks='fill' (CLI: --missing-chunks fill)"
+            f"the chunk manifest of the Zarr array at {where!r} does not describe the array (was it resized "
+            "or rechunked after writing?); nothing was read or spent. Record it again with "
+            "dpdist.data.validation.write_chunk_manifest, or pass missing_chunks='fill' "
+            "(CLI: --missing-chunks fill)"
         )
+    present = _list_keys(arr, where)
+    if not all(k in present for k in _expected_keys(arr)):
+        raise ValidationError(
+            f"the Zarr array at {where!r} has lost chunk files: its chunk manifest records every chunk as "
+            "written and the store no longer holds them all; nothing was read or spent. Restore the store, "
+            "or pass missing_chunks='fill' to read the missing chunks as the fill value (CLI: --missing-chunks fill)"
+        )
+    return "manifest"
+
+
+def check_chunks_present(arr, where: str | None = None) -> None:
+    """Refuse (:class:`ValidationError`) ``arr`` unless it carries a chunk manifest whose
+    chunks are all present: :func:`chunk_reading` with ``missing_chunks="raise"``."""
+    chunk_reading(arr, "raise", where)
+
+
+def chunk_reading_notes(X) -> tuple[str, ...]:
+    """The release notes saying how the Zarr inputs of dask array ``X`` were read (one per
+    distinct reading; empty for an input not read from Zarr by :func:`as_dask_array`)."""
+    graph = getattr(X, "dask", None)
+    layers = getattr(graph, "layers", {}) if graph is not None else {}
+    readings: list[str] = []
+    for name, layer in layers.items():
+        if not str(name).startswith("original-zarr-"):
+            continue
+        for value in layer.values():
+            reading = getattr(value, "reading", None)
+            if isinstance(value, ZarrSource) and reading not in readings:
+                readings.append(reading)
+    return tuple(READING_NOTES[r] for r in readings)
 
 
 def _describe(arr) -> str:
@@ -231,15 +362,16 @@ class ZarrSource:
     """A read-only Zarr array as dask reads it, on any worker.
 
     Holds the opened array (its store has an absolute root, see the module docstring) and
-    turns what can go wrong while reading a chunk into :class:`InfrastructureError` naming
-    the store and the chunk: a missing chunk file (``missing_chunks="raise"``: the worker
-    does not see the client's store), or an unreadable or undecodable chunk. Picklable.
+    its chunk reading (:func:`chunk_reading`), and turns what can go wrong while reading a
+    chunk into :class:`InfrastructureError` naming the store: the array's metadata not found
+    where the task runs (the worker does not see the client's store), with a manifest a
+    chunk file missing there, or an unreadable or undecodable chunk. Picklable.
     """
 
-    def __init__(self, array, where: str, missing_chunks: str):
+    def __init__(self, array, where: str, reading: str):
         self.array = array
         self.where = where
-        self.missing_chunks = missing_chunks
+        self.reading = reading
         self.shape = tuple(array.shape)
         self.dtype = np.dtype(array.dtype)
         self.ndim = len(self.shape)
@@ -257,25 +389,32 @@ class ZarrSource:
 
     def _require_present(self, key: tuple) -> None:
         prefix = _key_prefix(self.array)
-        keys = self._keys(key)
+        meta = "zarr.json" if self.array.metadata.zarr_format == 3 else ".zarray"
+        keys = [meta]
+        if self.reading == "manifest" and all(isinstance(k, slice) for k in key):
+            keys += self._keys(key)
         store = self.array.store_path.store
 
         async def _exists() -> list[bool]:
             return list(await asyncio.gather(*(store.exists(prefix + k) for k in keys)))
 
-        for k, ok in zip(keys, _sync(_exists())):
-            if not ok:
-                raise InfrastructureError(
-                    f"chunk {prefix + k!r} of the Zarr array at {self.where!r} is missing where the task ran "
-                    "(do the workers see the same store as this process?)"
-                )
+        found = _sync(_exists())
+        if not found[0]:
+            raise InfrastructureError(
+                f"the Zarr array at {self.where!r} is not there where the task ran "
+                "(do the workers see the same store as this process?)"
+            )
+        if not all(found):
+            raise InfrastructureError(
+                f"a chunk file that the chunk manifest of the Zarr array at {self.where!r} records is missing "
+                "where the task ran (do the workers see the same store as this process?)"
+            )
 
     def __getitem__(self, key):
         if not isinstance(key, tuple):
             key = (key,)
         try:
-            if self.missing_chunks == "raise" and all(isinstance(k, slice) for k in key):
-                self._require_present(key)
+            self._require_present(key)
             return self.array[key]
         except InfrastructureError:
             raise
@@ -283,13 +422,13 @@ class ZarrSource:
             raise InfrastructureError(f"reading the Zarr array at {self.where!r} failed ({_one_line(exc)})") from None
 
 
-def _zarr_to_dask(arr, where: str, missing_chunks: str) -> da.Array:
+def _zarr_to_dask(arr, where: str, reading: str) -> da.Array:
     from dask.base import tokenize
 
     arr = _absolute_local_array(arr)
     meta_json = json.dumps(arr.metadata.to_dict(), sort_keys=True, default=str)
-    name = "zarr-" + tokenize(_describe(arr), arr.store_path.path, meta_json, missing_chunks)
-    source = ZarrSource(arr, where, missing_chunks)
+    name = "zarr-" + tokenize(_describe(arr), arr.store_path.path, meta_json, reading)
+    source = ZarrSource(arr, where, reading)
     return da.from_array(
         source, chunks=arr.chunks, name=name, meta=np.empty((0,) * arr.ndim, dtype=arr.dtype),
         asarray=True, fancy=False, inline_array=False,
@@ -301,7 +440,7 @@ def _row_chunk(n_rows: int, n_cols: int, itemsize: int) -> int:
 
 
 def as_dask_array(
-    X, *, name: str = "X", min_rows: int = 2, min_cols: int = 2, missing_chunks: str = "raise",
+    X, *, name: str = "X", min_rows: int = 2, min_cols: int = 2, missing_chunks: str = "auto",
     columns: list[str] | None = None,
 ) -> da.Array:
     """Return ``X`` as a validated 2-D float32/float64 dask array with known chunks.
@@ -314,11 +453,14 @@ def as_dask_array(
         path is a Zarr store.
     name : str
         Name used in error messages.
-    missing_chunks : {"raise", "fill"}, default "raise"
-        For a Zarr input: refuse a store whose chunk files are not all present ("raise"), or
-        read missing chunks as the fill value ("fill"). See the module docstring. To declare
-        "fill" for an estimator, pass it the array returned here:
-        ``est.fit(as_dask_array("data.zarr", missing_chunks="fill"))``.
+    missing_chunks : {"auto", "fill", "raise"}, default "auto"
+        For a Zarr input, how chunk files absent from the store are read (decided from public
+        information only; see the module docstring): "auto" checks a store that carries a
+        chunk manifest against it (refusing one that lost chunk files) and reads a store
+        without one per the Zarr specification (missing chunks are the fill value); "fill"
+        always reads missing chunks as the fill value; "raise" also refuses a store without
+        a manifest. To choose for an estimator, pass it the array returned here:
+        ``est.fit(as_dask_array("data.zarr", missing_chunks="raise"))``.
     columns : list of str, optional
         For a Parquet or CSV input: the names of the columns to read, in this order
         (default: all of them). Refused for any other input.
@@ -327,7 +469,8 @@ def as_dask_array(
     ------
     ValidationError
         Not 2-D, fewer than ``min_rows`` rows or ``min_cols`` columns, unknown chunk sizes,
-        non-numeric dtype, a missing Zarr path, invalid metadata, or a missing chunk; for a
+        non-numeric dtype, a missing Zarr path, invalid metadata, or a store refused by
+        :func:`chunk_reading`; for a
         file: see :func:`dpdist.data.formats.open_file`.
 
     Warns
@@ -346,12 +489,11 @@ def as_dask_array(
         arr = open_file(_resolve_path(os.fspath(X)), fmt, columns=columns)
     elif isinstance(X, (str, os.PathLike)):
         where = _resolve_path(os.fspath(X))
-        X = open_zarr_array(where, missing_chunks=missing_chunks)
-        arr = _zarr_to_dask(X, where, missing_chunks)
+        X = open_zarr_array(where, missing_chunks="fill")
+        arr = _zarr_to_dask(X, where, chunk_reading(X, missing_chunks, where))
     elif isinstance(X, zarr.Array):
-        if missing_chunks == "raise":
-            check_chunks_present(X)
-        arr = _zarr_to_dask(X, _describe(_absolute_local_array(X)), missing_chunks)
+        where = _describe(_absolute_local_array(X))
+        arr = _zarr_to_dask(X, where, chunk_reading(X, missing_chunks, where))
     elif isinstance(X, da.Array):
         arr = X
     else:

@@ -183,18 +183,15 @@ def chunk_rows(
     an infinity (anywhere, all columns) replaced by zeros and every entry clipped to
     ``[-clip, clip]``. ``bad`` (:func:`nonfinite_rows`) may be passed when known.
 
-    With ``copy=True`` the result is a new C-contiguous array (one copy: float64 input is
-    clipped into it, float32 input converted exactly and clipped in place). With
-    ``copy=False`` (read-only use) float64 columns that need no change (no non-finite row,
-    every entry already within the clip: two reductions, no write) are returned as a view.
-    Either way the values are the same."""
+    The result is a new C-contiguous array (one copy: float64 input is clipped into it,
+    float32 input converted exactly and clipped in place), whatever the values: a view for
+    columns that need no change would make the time a chunk takes say whether it held a
+    non-finite row or an entry beyond the clip. ``copy`` is accepted for callers that only
+    read the result; it changes nothing."""
     if bad is None:
         bad = nonfinite_rows(x)
     part = np.asarray(x)[:, cols[0] : cols[1]]
     if part.dtype == np.float64:
-        if not copy and not len(bad) and (part.size == 0 or not math.isfinite(clip)
-                                          or (part.max() <= clip and part.min() >= -clip)):
-            return part
         out = np.clip(part, -clip, clip) if math.isfinite(clip) else np.array(part, copy=True)
     else:
         out = part.astype(np.float64)

@@ -114,15 +114,14 @@ def block_zero_nonfinite(x: np.ndarray) -> np.ndarray:
     """The block with every row that holds a NaN or an infinity replaced by a zero row.
 
     The block must hold whole rows (all columns); :func:`zero_nonfinite_rows` applies the
-    rule to a dask array whatever its column chunks.
+    rule to a dask array whatever its column chunks. The work is the same whatever the
+    values: one ``isfinite`` scan and one masked copy, also when every row is finite (a
+    shortcut for all-finite blocks would make the time per block say whether it held a NaN
+    or an infinity).
     """
     x = np.asarray(x)
-    bad = ~np.isfinite(x).all(axis=1)
-    if not bad.any():
-        return x
-    out = np.array(x, copy=True)
-    out[bad] = 0
-    return out
+    ok = np.isfinite(x).all(axis=1)
+    return np.where(ok[:, None], x, x.dtype.type(0))
 
 
 def zero_nonfinite_rows(X: da.Array) -> da.Array:
@@ -131,9 +130,9 @@ def zero_nonfinite_rows(X: da.Array) -> da.Array:
     neighbours; nothing counts the rows). Works across column chunks.
 
     When each row block holds whole rows (one column chunk, the usual streaming layout) it is
-    one :func:`block_zero_nonfinite` per block, which returns the block itself when every row
-    is finite: one ``isfinite`` scan instead of a masked copy (0.05 against 0.2 microseconds a
-    row at d = 100, float32: PrivCov's per-row work is read, this, the clip and the Gram)."""
+    one :func:`block_zero_nonfinite` per block; otherwise a row-wise ``isfinite`` reduction
+    and a ``where``. Either way each block costs the same whether or not it holds a NaN or an
+    infinity."""
     if X.numblocks[1] == 1:
         return X.map_blocks(block_zero_nonfinite, dtype=X.dtype, meta=np.empty((0, 0), dtype=X.dtype))
     ok = da.isfinite(X).all(axis=1, keepdims=True)

@@ -99,11 +99,11 @@ _BLAS_SINGLE_THREAD = 262144
 
 
 def chunk_sanitize(x: np.ndarray) -> np.ndarray:
-    """float64 copy of ``x`` with every row that holds a NaN or inf replaced by zeros."""
+    """float64 copy of ``x`` with every row that holds a NaN or inf replaced by zeros (the
+    same scan, copy and masked write whether or not a row is bad)."""
     y = np.array(x, dtype=np.float64, copy=True)
     bad = ~np.isfinite(y).all(axis=1)
-    if bad.any():
-        y[bad] = 0.0
+    y[bad] = 0.0
     return y
 
 

@@ -83,7 +83,7 @@ Stream layout and independence
 ------------------------------
 An entry addressed ``(index, position)`` (say row i, column j) under ``purpose`` reads
 exactly: its main word, position ``position`` of stream ``index`` under key(purpose) (the
-layout of :class:`~dpdist.privacy.noise.NoiseField`), and, only if needed, the words at
+layout of :meth:`~dpdist.privacy.noise.NoiseSeed.uniforms`), and, only if needed, the words at
 positions ``position * FALLBACK_WORDS + r`` (r = 0, 1, ...) of stream ``index`` under
 key(purpose + FALLBACK_SUFFIX), consumed in order. Distinct entries read disjoint sets of
 (key, counter) pairs; under the standard assumption that ChaCha20 is a pseudo-random function

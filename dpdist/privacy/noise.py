@@ -2,14 +2,14 @@
 
 Everything here is pure NumPy/SciPy and can be reviewed without reading the engine.
 
-Seeding (STYLE.md principle 7)
-------------------------------
+Seeding
+-------
 One ``random_state`` enters a fit and is resolved once into a :class:`NoiseSeed`: 128 bits of
 root entropy, from the operating system (``secrets``) when ``random_state is None`` or from
 the user's integer (then the release is marked *seeded* and not private: seeded noise is for
 tests and reproduction only).
 
-A noise seed never drives two fits (issue 9): ``None`` draws fresh entropy for every fit, and
+A noise seed never drives two fits: ``None`` draws fresh entropy for every fit, and
 a :class:`NoiseSeed` object passed as ``random_state`` is consumed by the first fit that
 resolves it; a second fit refuses it (two releases with the same noise reveal the difference
 of their exact statistics). An int may be reused on purpose (reproduction); such releases
@@ -29,16 +29,24 @@ about 3.2e7 doubles/s per core, against 5.2e7 for NumPy's PCG64 (see benchmarks/
 is small next to the Gram matrix, so the secure generator is the default and only choice.
 
 Each uniform consumes exactly one 64-bit word (``(w >> 11) + 0.5) * 2**-53``, which lies in
-the open interval (0, 1)), and every sampler below is an inverse-CDF transform of one
-uniform, so positions count draws exactly.
+the open interval (0, 1)), and every float sampler below is an inverse-CDF transform of one
+uniform, so positions count draws exactly. :func:`chacha20_words` computes the same words at
+scattered ``(index, position)`` pairs, vectorised.
 
-Caveat: the samplers of this module use floating-point inverse CDFs. Textbook floating-point
-Laplace sampling leaks through the low-order bits of its output (Mironov, CCS 2012). Released
-values no longer come from them: every mechanism draws float-safe noise on a public lattice
-(:mod:`dpdist.privacy.lattice`, :mod:`dpdist.privacy.mechanisms`) from the same keyed streams.
-What still uses these samplers: PrivPCA's projector (its release states
-:data:`FLOAT_NOISE_CAVEAT` in its notes) and the inverse-CDF twins that the support tests of
-:mod:`dpdist.testing.support` must catch.
+What releases use, and what they do not
+---------------------------------------
+Every released value is drawn float-safe on a public lattice by the mechanism objects
+(:mod:`dpdist.privacy.mechanisms`, :mod:`dpdist.privacy.lattice`; PrivPCA's projector by the
+exact order-statistics sampler of :mod:`dpdist.privacy.topk_sampler`), from the keyed streams
+of this module (:class:`NoiseSeed`, :func:`chacha20_words`). No release uses the float
+samplers here (:func:`laplace_from_uniform`, :func:`gaussian_from_uniform`,
+:func:`bounded_laplace_from_uniform`, and :class:`NoiseField` built on them): floating-point
+inverse-CDF noise leaks through the low-order bits of its output (Mironov, CCS 2012;
+:data:`FLOAT_NOISE_CAVEAT`, which no release states). They remain as reference laws and
+twins: the inverse-CDF samplers that the support test of :mod:`dpdist.testing.support` must
+catch, the calibration audits' reference mechanisms in :mod:`dpdist.testing.mechanisms`, the
+truncated-Laplace reference of :mod:`dpdist.privacy.second_moment_noise`, and the noise model
+of the simulator (:mod:`dpdist.simulate.methods`, which releases nothing).
 """
 
 from __future__ import annotations
@@ -69,6 +77,8 @@ __all__ = [
 ]
 
 GENERATOR_NAME = "ChaCha20 (randomgen.ChaCha, rounds=20), keyed per purpose, counter per index"
+#: What floating-point inverse-CDF noise (the float samplers here) would cost a release. No
+#: release uses those samplers, so none states it; kept to name the failure of the twins.
 FLOAT_NOISE_CAVEAT = (
     "noise is sampled by floating-point inverse CDF without snapping (Mironov 2012): the "
     "guarantee is for the idealised real-valued mechanism"
@@ -323,9 +333,10 @@ def chacha20_words(seed: NoiseSeed | None, key: int, index: np.ndarray, position
 
 @dataclass(frozen=True)
 class NoiseField:
-    """A noise value for every entry (i, j) of a matrix, as a pure function of (i, j).
+    """A float noise value for every entry (i, j) of a matrix, as a pure function of (i, j).
 
-    Entry (i, j) is the draw at position j of stream i under the key of ``purpose``, so any
+    Not used to release (see the module docstring): released noise comes from the lattice
+    fields of :mod:`dpdist.privacy.lattice` with the same stream layout. Entry (i, j) is the draw at position j of stream i under the key of ``purpose``, so any
     tile of the matrix, on any worker, sees the same noise. ``distribution`` is
     ``"laplace"`` (scale = b) or ``"gaussian"`` (scale = standard deviation).
     ``symmetric=True`` reads entry (i, j) with i > j from (j, i): a symmetric noise matrix

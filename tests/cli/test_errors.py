@@ -317,18 +317,31 @@ def test_unsafe_no_privacy_banner(tmp_path, capsys):
 
 
 
-def test_missing_chunks_are_refused_unless_declared_fill(tmp_path, capsys):
-    """A store with a deleted chunk file is refused (exit 2, naming the chunk) before anything
-    is read or written; --missing-chunks fill declares the gap to mean the fill value."""
+def test_missing_chunks_follow_the_public_record_not_the_listing(tmp_path, capsys):
+    """A store whose chunk manifest records a chunk it lost is refused (exit 2, naming no
+    chunk) before anything is read or written, and --missing-chunks fill reads the gap as the
+    fill value; a store without a manifest is read per the Zarr specification by default and
+    refused by --missing-chunks raise, whatever its chunks."""
+    from dpdist.data.validation import READING_NOTES, write_chunk_manifest
+
     x = np.random.default_rng(1).standard_normal((2_000, 6))
-    z = zarr.create_array(str(tmp_path / "holey.zarr"), shape=x.shape, chunks=(500, 6), dtype="f8")
-    z[...] = x
+    for name in ("holey", "plain"):
+        z = zarr.create_array(str(tmp_path / f"{name}.zarr"), shape=x.shape, chunks=(500, 6), dtype="f8")
+        z[...] = x
+    write_chunk_manifest(zarr.open_array(str(tmp_path / "holey.zarr"), mode="r+"))
     (tmp_path / "holey.zarr" / "c" / "2" / "0").unlink()
+    (tmp_path / "plain.zarr" / "c" / "2" / "0").unlink()
     out = tmp_path / "c.zarr"
     argv = ["covariance", str(tmp_path / "holey.zarr"), *COV, "--output", str(out)]
     assert main(argv) == 2
     err = _one_line(capsys.readouterr().err)
-    assert "missing" in err and "c/2/0" in err and not out.exists()
+    assert "lost chunk files" in err and "c/2" not in err and not out.exists()
     assert main([*argv, "--missing-chunks", "fill"]) == 0
     res = dpdist.load_result(out)
-    assert res.covariance.shape == (6, 6)
+    assert res.covariance.shape == (6, 6) and READING_NOTES["fill"] in res.metadata["notes"]
+    plain = ["covariance", str(tmp_path / "plain.zarr"), *COV]
+    assert main([*plain, "--output", str(tmp_path / "p.zarr")]) == 0
+    assert READING_NOTES["fill"] in dpdist.load_result(tmp_path / "p.zarr").metadata["notes"]
+    capsys.readouterr()
+    assert main([*plain, "--missing-chunks", "raise", "--output", str(tmp_path / "q.zarr")]) == 2
+    assert "carries no chunk manifest" in _one_line(capsys.readouterr().err)

@@ -37,7 +37,7 @@ CLI_FLAG_TESTS = {
     "target_sin2": "test_pca_cli.py::test_plan_reads_no_data",
     "report_delta": "test_flags.py::test_report_delta_is_honoured",
     "debug": "test_errors.py::test_unexpected_errors_are_one_line_with_a_hint",
-    "missing_chunks": "test_errors.py::test_missing_chunks_are_refused_unless_declared_fill",
+    "missing_chunks": "test_errors.py::test_missing_chunks_follow_the_public_record_not_the_listing",
     "columns": "../data/test_formats.py::test_columns_select_named_columns_in_order",
     "ledger": "test_ledger_paths.py::test_pca_second_moment_and_norm_are_charged",
     "no_ledger": "test_ledger_paths.py::test_a_budget_in_the_default_ledger_refuses_an_unconfigured_run",

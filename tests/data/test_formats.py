@@ -288,6 +288,13 @@ def test_convert_writes_float32_whole_row_chunks_every_chunk_present(tmp_path, X
     files = {p.relative_to(out).as_posix() for p in Path(out).rglob("*") if p.is_file() and p.name != "zarr.json"}
     assert files == {f"c/{i}/0" for i in range(4)}  # every chunk file, the all-zero one too
     np.testing.assert_array_equal(arr[...], Z[:, [3, 0, 1]].astype(np.float32))
+    # the public chunk manifest is recorded, so a chunk file lost later is refused, not read as zeros
+    from dpdist.data.validation import CHUNK_MANIFEST_ATTR
+
+    assert arr.attrs[CHUNK_MANIFEST_ATTR]["n_chunks"] == 4
+    os.remove(os.path.join(out, "c", "1", "0"))
+    with pytest.raises(ValidationError):
+        as_dask_array(out)
 
 
 def test_convert_default_layout_and_overflow_without_a_warning(tmp_path, X):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dpdist.data.model2 import load_model2_truth, make_model2
-from dpdist.data.validation import as_dask_array
+from dpdist.data.validation import READING_NOTES, as_dask_array, chunk_reading_notes
 from dpdist.exceptions import ValidationError
 
 
@@ -64,7 +64,8 @@ def test_float32_samples():
 def test_write_zarr_round_trip(tmp_path):
     m = make_model2(500, 7, 2, chunks=(120, 7), random_state=2)
     path = m.write_zarr(tmp_path / "m2.zarr")
-    X = as_dask_array(str(path))  # dpdist reads the group's "X"
+    X = as_dask_array(str(path), missing_chunks="raise")  # dpdist reads the group's "X"; it has a manifest
+    assert chunk_reading_notes(X) == (READING_NOTES["manifest"],)
     np.testing.assert_array_equal(X.compute(), m.X.compute())
     truth = load_model2_truth(path)
     np.testing.assert_array_equal(truth["v1"], m.v1)

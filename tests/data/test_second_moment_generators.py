@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dpdist.data import second_moment_generators as gen
-from dpdist.data.validation import as_dask_array
+from dpdist.data.validation import READING_NOTES, as_dask_array, chunk_reading_notes
 from dpdist.exceptions import ValidationError
 
 
@@ -115,7 +115,9 @@ def test_violating_outliers_break_compliance():
 def test_to_zarr_round_trip(tmp_path):
     data = gen.lambda_v(5000, 3, random_state=2, chunk_rows=1000)
     path = gen.to_zarr(data, tmp_path / "x.zarr")
-    back = as_dask_array(path).compute()
+    X = as_dask_array(path, missing_chunks="raise")  # written with its chunk manifest
+    assert chunk_reading_notes(X) == (READING_NOTES["manifest"],)
+    back = X.compute()
     np.testing.assert_array_equal(back, data.X.compute())
     with pytest.raises(ValidationError, match="exists"):
         gen.to_zarr(data, tmp_path / "x.zarr")

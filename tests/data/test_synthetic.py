@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from dpdist.data.synthetic import STRUCTURES, load_truth, make_model1
-from dpdist.data.validation import as_dask_array
+from dpdist.data.validation import READING_NOTES, as_dask_array, chunk_reading_notes
 from dpdist.exceptions import ValidationError
 
 
@@ -47,8 +47,9 @@ def test_samples_do_not_depend_on_the_scheduler():
 def test_write_zarr_round_trip(tmp_path):
     m = make_model1(10, 3, random_state=4)
     path = m.write_zarr(str(tmp_path / "d.zarr"), 2500, chunk_rows=1000, scheduler="sync")
-    X = as_dask_array(path)
+    X = as_dask_array(path, missing_chunks="raise")  # dpdist's stores carry a chunk manifest
     assert X.shape == (2500, 10) and X.chunks[0] == (1000, 1000, 500)
+    assert chunk_reading_notes(X) == (READING_NOTES["manifest"],)
     np.testing.assert_array_equal(X.compute(scheduler="sync"), m.samples(2500, chunk_rows=1000).compute(scheduler="sync"))
     np.testing.assert_array_equal(load_truth(path).toarray(), m.covariance.toarray())
     with pytest.raises(ValidationError, match="already exists"):

@@ -85,23 +85,114 @@ def test_a_relative_path_is_read_from_the_same_place_in_another_directory(tmp_pa
     np.testing.assert_array_equal(from_array.compute(scheduler="sync"), x)
 
 
+def _neighbours(tmp_path, chunks=(40, 5)):
+    """Two stores written with zarr's default config (write_empty_chunks=False): in the first,
+    row 50 is the only non-zero entry of chunk 1, so that chunk is stored; in its neighbour
+    the row is zeroed, and zarr leaves the chunk out."""
+    x = np.zeros((120, 5))
+    x[:40] = 1.0
+    x[80:] = 2.0
+    y = x.copy()
+    x[50, 2] = 3.0
+    _store(tmp_path / "x.zarr", x, chunks)
+    _store(tmp_path / "y.zarr", y, chunks)
+    assert (tmp_path / "x.zarr" / "c" / "1" / "0").exists()
+    assert not (tmp_path / "y.zarr" / "c" / "1" / "0").exists()
+    return x, y
+
+
 @pytest.mark.parametrize("as_path", [True, False])
-def test_a_store_with_a_missing_chunk_is_refused_before_reading(tmp_path, x, as_path):
+def test_neighbouring_default_config_stores_are_read_alike(tmp_path, as_path):
+    """Whether zarr stored a chunk depends on one row: neither store is refused, both read
+    per the Zarr specification, and the release notes say so in the same words."""
+    from dpdist.data.validation import READING_NOTES, chunk_reading_notes
+
+    x, y = _neighbours(tmp_path)
+    arrays = []
+    for name in ("x.zarr", "y.zarr"):
+        path = str(tmp_path / name)
+        arrays.append(as_dask_array(path if as_path else zarr.open_array(path, mode="r")))
+    np.testing.assert_array_equal(arrays[0].compute(scheduler="sync"), x)
+    np.testing.assert_array_equal(arrays[1].compute(scheduler="sync"), y)  # the absent chunk is the fill value
+    assert chunk_reading_notes(arrays[0]) == chunk_reading_notes(arrays[1]) == (READING_NOTES["fill"],)
+    assert chunk_reading_notes(arrays[0] * 2.0) == (READING_NOTES["fill"],)  # found through derived graphs too
+    assert chunk_reading_notes(da.from_array(x)) == ()
+
+
+def test_write_chunk_manifest_stores_every_chunk_and_records_it(tmp_path):
+    from dpdist.data.validation import CHUNK_MANIFEST_ATTR, READING_NOTES, chunk_reading_notes, write_chunk_manifest
+
+    _, y = _neighbours(tmp_path)
+    z = zarr.open_array(str(tmp_path / "y.zarr"), mode="r+")
+    manifest = write_chunk_manifest(z)
+    assert manifest["n_chunks"] == 3 and manifest["shape"] == [120, 5] and manifest["storage_block"] == [40, 5]
+    assert (tmp_path / "y.zarr" / "c" / "1" / "0").exists()
+    assert zarr.open_array(str(tmp_path / "y.zarr"), mode="r").attrs[CHUNK_MANIFEST_ATTR] == manifest
+    arr = as_dask_array(str(tmp_path / "y.zarr"))
+    np.testing.assert_array_equal(arr.compute(scheduler="sync"), y)
+    assert chunk_reading_notes(arr) == (READING_NOTES["manifest"],)
+
+
+def test_write_chunk_manifest_completes_a_sharded_array(tmp_path):
+    from dpdist.data.validation import write_chunk_manifest
+
+    x = np.zeros((120, 5))
+    x[:10] = 1.0
+    z = zarr.create_array(str(tmp_path / "s.zarr"), shape=x.shape, chunks=(20, 5), shards=(40, 5), dtype="f8")
+    z[...] = x
+    assert sorted(os.listdir(tmp_path / "s.zarr" / "c")) == ["0"]
+    assert write_chunk_manifest(z)["n_chunks"] == 3
+    assert sorted(os.listdir(tmp_path / "s.zarr" / "c")) == ["0", "1", "2"]
+    np.testing.assert_array_equal(as_dask_array(str(tmp_path / "s.zarr"), missing_chunks="raise").compute(), x)
+
+
+@pytest.mark.parametrize("as_path", [True, False])
+def test_a_store_that_lost_a_chunk_its_manifest_records_is_refused_before_reading(tmp_path, x, as_path):
+    from dpdist.data.validation import write_chunk_manifest
+
     z = _store(tmp_path / "a.zarr", x)
+    write_chunk_manifest(z)
     os.remove(tmp_path / "a.zarr" / "c" / "1" / "0")
-    with pytest.raises(ValidationError, match=r"missing 1 of 3 chunk files \(first: 'c/1/0'\).*missing_chunks='fill'"):
-        as_dask_array(str(tmp_path / "a.zarr") if as_path else z)
-    filled = as_dask_array(str(tmp_path / "a.zarr") if as_path else z, missing_chunks="fill").compute(scheduler="sync")
+    source = str(tmp_path / "a.zarr") if as_path else zarr.open_array(str(tmp_path / "a.zarr"), mode="r")
+    for mode in ("auto", "raise"):
+        with pytest.raises(ValidationError, match=r"a\.zarr' has lost chunk files: its chunk manifest") as info:
+            as_dask_array(source, missing_chunks=mode)
+        assert "c/1" not in str(info.value) and "1 of" not in str(info.value)  # no chunk named or counted
+    filled = as_dask_array(source, missing_chunks="fill").compute(scheduler="sync")
     np.testing.assert_array_equal(filled[40:80], 0.0)  # the fill value, as declared
     np.testing.assert_array_equal(filled[:40], x[:40])
 
 
-def test_a_dataset_group_names_the_missing_chunk_of_x(tmp_path, x):
+def test_raise_refuses_a_store_without_a_manifest_whatever_its_chunks(tmp_path):
+    _neighbours(tmp_path)
+    messages = []
+    for name in ("x.zarr", "y.zarr"):  # one has every chunk, one does not: the same refusal
+        with pytest.raises(ValidationError, match="carries no chunk manifest") as info:
+            as_dask_array(str(tmp_path / name), missing_chunks="raise")
+        messages.append(str(info.value).replace(name, "STORE"))
+    assert messages[0] == messages[1]
+
+
+def test_a_manifest_that_does_not_describe_the_array_is_refused(tmp_path, x):
+    from dpdist.data.validation import CHUNK_MANIFEST_ATTR, write_chunk_manifest
+
+    z = _store(tmp_path / "a.zarr", x)
+    manifest = write_chunk_manifest(z)
+    z.attrs[CHUNK_MANIFEST_ATTR] = {**manifest, "shape": [80, 5]}
+    with pytest.raises(ValidationError, match="does not describe the array"):
+        as_dask_array(str(tmp_path / "a.zarr"))
+
+
+def test_a_dataset_group_with_a_manifest_refuses_a_lost_chunk_of_x(tmp_path, x):
+    from dpdist.data.validation import write_chunk_manifest
+
     g = zarr.open_group(str(tmp_path / "g.zarr"), mode="w")
     g.create_array("X", shape=x.shape, chunks=(50, 5), dtype="f8")[...] = x
+    write_chunk_manifest(g["X"])
     os.remove(tmp_path / "g.zarr" / "X" / "c" / "2" / "0")
-    with pytest.raises(ValidationError, match=r"first: 'X/c/2/0'"):
+    with pytest.raises(ValidationError, match=r"g\.zarr' has lost chunk files") as info:
         as_dask_array(str(tmp_path / "g.zarr"))
+    assert "c/2" not in str(info.value)
 
 
 def test_bad_missing_chunks_value_refused(x):
@@ -120,10 +211,22 @@ def test_validation_lists_keys_and_reads_no_chunk_data(tmp_path, x):
 
 
 def test_a_chunk_that_vanishes_after_validation_is_not_read_as_zeros(tmp_path, x):
-    _store(tmp_path / "a.zarr", x)
+    from dpdist.data.validation import write_chunk_manifest
+
+    write_chunk_manifest(_store(tmp_path / "a.zarr", x))
     arr = as_dask_array(str(tmp_path / "a.zarr"))
     os.remove(tmp_path / "a.zarr" / "c" / "2" / "0")  # as a worker on another filesystem would see it
-    with pytest.raises(InfrastructureError, match=r"chunk 'c/2/0' .* is missing where the task ran"):
+    with pytest.raises(InfrastructureError, match=r"a chunk file that the chunk manifest .* is missing where the task ran"):
+        arr.compute(scheduler="sync")
+
+
+def test_a_store_without_manifest_that_a_worker_cannot_see_is_not_read_as_zeros(tmp_path, x):
+    import shutil
+
+    _store(tmp_path / "a.zarr", x)
+    arr = as_dask_array(str(tmp_path / "a.zarr"))
+    shutil.rmtree(tmp_path / "a.zarr")  # a worker on another filesystem sees nothing there
+    with pytest.raises(InfrastructureError, match=r"a\.zarr' is not there where the task ran"):
         arr.compute(scheduler="sync")
 
 

@@ -346,15 +346,16 @@ def test_chunk_group_moments_equal_a_numpy_oracle_for_whole_and_partial_spans(dt
                     assert not np.tril(sums, -1).any()
 
 
-def test_chunk_rows_returns_a_view_only_when_nothing_changes():
+def test_chunk_rows_copies_whatever_the_values():
+    """A fresh contiguous copy every time: a view for unchanged columns would make a chunk's
+    time say whether it held a non-finite row or an entry beyond the clip."""
     from dpdist.engine.friendly import chunk_rows, nonfinite_rows
 
     x = np.random.default_rng(2).standard_normal((50, 6))
-    view = chunk_rows(x, (1, 4), 10.0, nonfinite_rows(x), copy=False)
-    assert np.shares_memory(view, x) and np.array_equal(view, x[:, 1:4])
-    copied = chunk_rows(x, (1, 4), 10.0, nonfinite_rows(x))
-    assert not np.shares_memory(copied, x) and copied.flags.c_contiguous
-    x[3, 2] = 11.0  # above the clip: a copy, clipped
+    for copy in (False, True):
+        got = chunk_rows(x, (1, 4), 10.0, nonfinite_rows(x), copy=copy)
+        assert not np.shares_memory(got, x) and got.flags.c_contiguous and np.array_equal(got, x[:, 1:4])
+    x[3, 2] = 11.0  # above the clip: clipped
     got = chunk_rows(x, (1, 4), 10.0, nonfinite_rows(x), copy=False)
     assert not np.shares_memory(got, x) and got[3, 1] == 10.0
     x[9, 5] = np.nan  # a non-finite entry outside the columns still zeroes its row

@@ -306,3 +306,59 @@ def test_the_operators_ledger_wins_over_the_job_files(setup, capsys, tmp_path, m
     code, text, err = cli(capsys, "run", str(unpinned), "--json")
     assert code == 0, err
     assert [(e.state, e.output) for e in led.history(ds)][1:] == [("committed", json.loads(text)["output"])]
+
+
+def test_neighbouring_stores_that_differ_in_a_stored_chunk_are_run_and_charged_alike(tmp_path, capsys):
+    """zarr's default config leaves out a chunk equal to the fill value, so one row decides
+    whether a chunk file exists. The store with the row and its neighbour without it give the
+    same exit code, the same kind of output, and a committed ledger entry each."""
+    import zarr
+
+    x = np.random.default_rng(0).standard_normal((2000, 6))
+    x[500:1000] = 0.0
+    y = x.copy()
+    x[700, 3] = 1.0  # the only non-zero entry of chunk 1
+    ledger = str(tmp_path / "ledger.sqlite")
+    outcomes = []
+    for name, values in (("with-row", x), ("without-row", y)):
+        ds = str(tmp_path / f"{name}.zarr")
+        zarr.create_array(ds, shape=values.shape, chunks=(500, 6), dtype="f8")[...] = values  # default config
+        assert os.path.exists(os.path.join(ds, "c", "1", "0")) == (name == "with-row")
+        job = tmp_path / f"{name}.toml"
+        job.write_text(job_toml(ds, str(tmp_path / f"out-{name}-{{run}}.zarr"), epsilon=0.25, ledger=ledger))
+        assert cli(capsys, "budget", "set", ds, "--epsilon", "1.0", "--delta", "1e-6", "--ledger", ledger)[0] == 0
+        code, text, err = cli(capsys, "run", str(job), "--json")
+        doc = json.loads(text)
+        with open_ledger(ledger) as led:
+            states = [e.state for e in led.history(ds) if e.state != "budget-set"]
+        notes = load_result(doc["output"]).metadata["notes"] if code == 0 else None
+        outcomes.append((code, doc["status"], sorted(doc), states, notes))
+    assert outcomes[0][0] == 0, outcomes
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][3] == ["committed"]
+    from dpdist.data.validation import READING_NOTES
+
+    assert READING_NOTES["fill"] in outcomes[0][4]  # read per the Zarr specification, and said so
+
+
+def test_a_store_that_lost_a_chunk_its_manifest_records_is_refused_before_reserving(tmp_path, capsys):
+    """The manifest is public (it says every chunk was written), so the refusal is decided
+    before anything is reserved or read, and its message names no chunk."""
+    import zarr
+
+    from dpdist.data.validation import write_chunk_manifest
+    from tests.ops.conftest import write_dataset
+
+    ds = write_dataset(str(tmp_path / "lost.zarr"))
+    write_chunk_manifest(zarr.open_array(ds, mode="r+"))
+    os.remove(os.path.join(ds, "c", "2", "0"))
+    ledger = str(tmp_path / "ledger.sqlite")
+    job = tmp_path / "job.toml"
+    job.write_text(job_toml(ds, str(tmp_path / "out-{run}.zarr"), epsilon=0.25, ledger=ledger))
+    assert cli(capsys, "budget", "set", ds, "--epsilon", "1.0", "--delta", "1e-6", "--ledger", ledger)[0] == 0
+    code, text, _ = cli(capsys, "run", str(job), "--json")
+    doc = json.loads(text)
+    assert code == 2 and "lost chunk files" in doc["error"]["message"] and "c/2" not in doc["error"]["message"]
+    with open_ledger(ledger) as led:
+        assert [e.state for e in led.history(ds)] == ["budget-set"]
+    assert not list(tmp_path.glob("out-*"))

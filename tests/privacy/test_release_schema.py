@@ -207,3 +207,49 @@ def test_public_metadata_does_not_depend_on_the_data(name):
             for key in keys:
                 meta[part].pop(key, None)
     assert a == b
+
+
+# ------------------------------------------------------------------------------------------
+# the schema declared in the code: Release refuses any parameter or noise scale not on it
+
+
+def test_the_declared_schema_covers_every_allow_list_here_and_names_nothing_forbidden():
+    from dpdist.privacy.release import NOISE_SCALE_SCHEMA, PARAMETER_SCHEMA
+
+    for name, (params, scales, _) in ALLOWED.items():
+        assert params <= set(PARAMETER_SCHEMA), (name, params - set(PARAMETER_SCHEMA))
+        assert scales <= set(NOISE_SCALE_SCHEMA), (name, scales - set(NOISE_SCALE_SCHEMA))
+    for key in (*PARAMETER_SCHEMA, *NOISE_SCALE_SCHEMA):
+        assert not FORBIDDEN.search(key.lower()), key
+
+
+@pytest.mark.parametrize("name", list(FITS))
+def test_every_estimator_releases_only_declared_keys_and_types(name):
+    """Every estimator's release (on data and on a hostile neighbour) passes the declared
+    schema key by key, with the value types it declares."""
+    from dpdist.privacy.release import NOISE_SCALE_SCHEMA, PARAMETER_SCHEMA, _plain_type
+
+    X = np.array(FITS[name][1](), dtype=np.float64)
+    Xp = X.copy()
+    Xp[7, 0] = 9.97e36
+    for data in (X, Xp):
+        rel = _release(name, data)
+        for part, schema in (("parameters", PARAMETER_SCHEMA), ("noise_scales", NOISE_SCALE_SCHEMA)):
+            for key, value in getattr(rel, part).items():
+                assert key in schema, (part, key)
+                assert _plain_type(value) in schema[key], (part, key, type(value))
+
+
+def test_release_refuses_an_undeclared_parameter_or_a_wrong_type():
+    from dpdist.privacy.release import Release
+
+    base = {"mechanism": "m", "privacy": None, "private": False, "noise_scales": {"sigma": 1.0}}
+    Release(parameters={"n_samples": np.int64(3), "sigma": None, "kappas": np.array([1.0])}, **base)  # declared
+    with pytest.raises(TypeError, match="key 'elapsed' is not declared"):
+        Release(parameters={"n_samples": 3, "elapsed": 1.5}, **base)
+    with pytest.raises(TypeError, match=r"parameters\['n_samples'\] must be of type int, got float"):
+        Release(parameters={"n_samples": 3.0}, **base)
+    with pytest.raises(TypeError, match=r"parameters\['k'\] must be of type int, got list"):
+        Release(parameters={"k": np.arange(3)}, **base)
+    with pytest.raises(TypeError, match="noise_scales key 'n_zeroed_rows' is not declared"):
+        Release(parameters={}, **{**base, "noise_scales": {"n_zeroed_rows": 2}})

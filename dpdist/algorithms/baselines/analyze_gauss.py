@@ -14,7 +14,7 @@ from dpdist._validation import check_int, check_positive, check_probability
 from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note
 from dpdist.algorithms.baselines._common import triples_to_csr
 from dpdist.algorithms.expmech_pca import leading_eigenvector
-from dpdist.data.validation import as_dask_array
+from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine.gram import DEFAULT_TILE, clipped_second_moment, nonfinite_guard
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
 from dpdist.engine.second_moment import chunk_clip_rows
@@ -230,7 +230,7 @@ class AnalyzeGauss(Estimator):
         v, lam = leading_eigenvector(M)
         notes = [residual_note(d * (d + 1) // 2, mech.noise), f"Gaussian scale rule: {cal['rule']}",
                  "components are post-processing (top eigenvector of the released noisy matrix)",
-                 nonfinite_note(self.on_nonfinite)]
+                 nonfinite_note(self.on_nonfinite), *chunk_reading_notes(X)]
         return warn_if_unsafe(Release(
             mechanism=MECHANISM,
             privacy=release_guarantee(

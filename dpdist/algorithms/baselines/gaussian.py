@@ -11,7 +11,7 @@ from dpdist._validation import check_int, check_positive, check_probability
 from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, reports_empirical
 from dpdist.algorithms.baselines._common import triples_to_csr
 from dpdist.algorithms.baselines.thresholded import ThresholdedCovariancePlan, bickel_levina_threshold
-from dpdist.data.validation import as_dask_array
+from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine.gram import DEFAULT_TILE, clipped_second_moment, nonfinite_guard
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
 from dpdist.engine.threshold import threshold_triples
@@ -208,7 +208,7 @@ class GaussianCovariance(Estimator):
                           scheduler=self.scheduler, timeout=timeout)
         M = triples_to_csr(list(results), d)
         notes = [residual_note(d * (d + 1) // 2, mech.noise), f"Gaussian scale rule: {p['rule']}",
-                 nonfinite_note(self.on_nonfinite)]
+                 nonfinite_note(self.on_nonfinite), *chunk_reading_notes(X)]
         return Release(
             mechanism=MECHANISM,
             privacy=release_guarantee([mech.event()], budget=ApproxDP(p["epsilon"], p["delta"])),

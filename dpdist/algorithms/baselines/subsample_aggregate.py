@@ -14,7 +14,7 @@ import numpy as np
 from dpdist._validation import check_bool, check_int
 from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, refuse_nonfinite
 from dpdist.algorithms.second_moment import group_partition
-from dpdist.data.validation import as_dask_array
+from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine import second_moment as engine
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute, open_runtime
 from dpdist.exceptions import NoPrivateResult, ValidationError
@@ -431,6 +431,7 @@ def subsample_aggregate_second_moment(
         "Sigma_hat exact rationals, N a real Gaussian matrix and every entry rounded exactly to "
         f"{GRID_BITS} significant bits (dpdist.privacy.masking; residuals in dpdist.privacy.mechanisms.subsample)",
         nonfinite_note(on_nonfinite),
+        *chunk_reading_notes(X),
     ]
     reasons: tuple = ()
     if not private:

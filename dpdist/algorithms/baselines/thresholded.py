@@ -11,7 +11,7 @@ import numpy as np
 from dpdist._validation import check_int, check_positive, check_probability
 from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, reports_empirical
 from dpdist.algorithms.baselines._common import triples_to_csr
-from dpdist.data.validation import as_dask_array
+from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine.gram import DEFAULT_TILE, clipped_second_moment, nonfinite_guard
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
 from dpdist.engine.threshold import threshold_triples
@@ -135,7 +135,7 @@ class ThresholdedCovariance(Estimator):
                         "on_nonfinite": self.on_nonfinite},
             noise_scales={},
             values={"covariance": M},
-            notes=(NOT_PRIVATE_REASON, nonfinite_note(self.on_nonfinite)),
+            notes=(NOT_PRIVATE_REASON, nonfinite_note(self.on_nonfinite), *chunk_reading_notes(X)),
             private=False,
             not_private_reasons=(NOT_PRIVATE_REASON,),
         )
