@@ -1,0 +1,151 @@
+"""Centring: ``covariance_`` is a covariance (assume_centered, mean=, the private mean)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import dpdist
+from dpdist.exceptions import ValidationError
+from dpdist.privacy.accounting import GaussianEvent, release_guarantee
+
+SYNC = "synchronous"
+
+
+def _fit(X, **kw):
+    params = dict(k=2, epsilon=1.0, delta=1e-6, sigma=1.0, random_state=3, scheduler=SYNC)
+    params.update(kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # seeded (and possibly vacuous) on purpose
+        return dpdist.SparseCovariance(**params).fit(X)
+
+
+def test_data_with_mean_five_give_a_covariance_within_the_predicted_error():
+    """N(5, I) data: the default (centred) estimate lies within the plan's error bound of the
+    true covariance I, a non-vacuous bound; the second moment (assume_centered=True, what the
+    estimator released before) is about 25 on the diagonal (clipped to clip**2), far outside."""
+    n, d = 200_000, 2
+    X = np.random.default_rng(1).standard_normal((n, d)) + 5.0
+    params = dict(k=1, epsilon=4.0, delta=1e-3, sigma=1.0, clip=5.0, mean_clip=12.0)
+    est = _fit(X, **params)
+    plan = est.plan(n, d)
+    assert not plan.vacuous and plan.error_bound < 1.0
+    err = np.linalg.norm(est.covariance_.toarray() - np.eye(d), 2)
+    assert err <= plan.error_bound
+    assert np.abs(est.location_ - 5.0).max() < 0.05
+    moment = _fit(X, assume_centered=True, **params)
+    assert np.linalg.norm(moment.covariance_.toarray() - np.eye(d), 2) > 10 * plan.error_bound
+
+
+#: A seeded release of main before centring existed (SparseCovariance(k=2, epsilon=1, delta=1e-6,
+#: sigma=1, random_state=3) on the data of the test below): its non-zero entries, as float.hex.
+_TODAY = {
+    (0, 0): "-0x1.1dc334f000000p+6",
+    (1, 1): "0x1.b151768000000p+3",
+    (2, 2): "-0x1.2c5c04a000000p+5",
+    (2, 3): "-0x1.c9b706c000000p+4",
+    (3, 2): "-0x1.c9b706c000000p+4",
+    (3, 3): "-0x1.3590a80000000p+6",
+    (4, 4): "-0x1.3baad2d800000p+7",
+}
+
+
+def test_assume_centered_on_centred_data_is_todays_release_bit_for_bit():
+    X = np.random.default_rng(7).standard_normal((500, 5))
+    X -= X.mean(axis=0)
+    est = _fit(X, assume_centered=True)
+    M = est.covariance_.toarray()
+    assert {(i, j) for i, j in zip(*np.nonzero(M))} == set(_TODAY)
+    for (i, j), hx in _TODAY.items():
+        assert M[i, j] == float.fromhex(hx), (i, j)
+    assert est.selected_.tolist() == [[4, 3], [1, 4], [2, 3], [2, 1], [2, 4]]
+    rel = est.release_
+    assert rel.parameters["centering"]["mode"] == "assume-centered"
+    assert [label for label, _ in rel.events] == ["PrivCov rows"] and "mean" not in rel.values
+    np.testing.assert_array_equal(est.location_, 0.0)
+
+
+def test_a_public_mean_is_recorded_as_public_and_costs_nothing():
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((400, 4)) + np.array([1.0, -2.0, 0.5, 3.0])
+    mu = np.array([1.0, -2.0, 0.5, 3.0])
+    est = _fit(X, mean=mu)
+    ref = _fit(X - mu, assume_centered=True)  # the same noise on the same centred rows
+    np.testing.assert_array_equal(est.covariance_.toarray(), ref.covariance_.toarray())
+    c = est.release_.parameters["centering"]
+    assert c["mode"] == "public-mean" and c["mean"] == mu.tolist() and "public" in c["mean_source"]
+    assert [label for label, _ in est.release_.events] == ["PrivCov rows"]
+    np.testing.assert_array_equal(est.location_, mu)
+    assert est.plan(400, 4).centering == "public-mean" and est.plan(400, 4).lambda_center == 0.0
+
+
+def test_the_private_mean_spends_its_stated_share():
+    X = np.random.default_rng(4).standard_normal((600, 3)) + 2.0
+    est = _fit(X, clip=4.0, mean_fraction=0.25, mean_clip=8.0)
+    rel = est.release_
+    assert rel.privacy.epsilon == 1.0 and rel.privacy.delta == 1e-6
+    labels = [label for label, _ in rel.events]
+    assert labels == ["mean", "PrivCov rows"]
+    mean_event, cov_event = (e for _, e in rel.events)
+    assert isinstance(mean_event, GaussianEvent)
+    # each stage fits its share; the shares add up to the budget (basic composition)
+    assert release_guarantee([mean_event], delta=0.25e-6).epsilon <= 0.25 * (1 + 1e-9)
+    assert release_guarantee([cov_event], delta=0.75e-6).epsilon <= 0.75 * (1 + 1e-9)
+    assert rel.parameters["calibration"]["epsilon"] == pytest.approx(0.75)
+    c = rel.parameters["centering"]
+    assert c["mode"] == "private-mean" and c["mean_fraction"] == 0.25 and c["mean_clip"] == 8.0
+    assert c["mean_budget"] == {"epsilon": 0.25, "delta": 0.25e-6}
+    np.testing.assert_array_equal(rel.values["mean"], est.location_)
+    assert c["mean"] == est.location_.tolist()
+    assert rel.noise_scales["mean_gaussian"] > 0
+    assert any(m["mechanism"].startswith("clipped-mean") for m in rel.mechanisms)
+
+
+def test_plan_includes_the_means_cost_and_error():
+    base = dict(k=2, epsilon=1.0, delta=1e-6, sigma=1.0)
+    n, d = 10**7, 50
+    centred = dpdist.SparseCovariance(**base).plan(n, d)
+    moment = dpdist.SparseCovariance(**base, assume_centered=True).plan(n, d)
+    at_share = dpdist.SparseCovariance(2, 0.9, 0.9e-6, sigma=1.0, assume_centered=True).plan(n, d)
+    assert centred.privacy == moment.privacy  # the whole budget, charged once
+    assert centred.noise_scale == at_share.noise_scale > moment.noise_scale
+    assert centred.centering == "private-mean" and centred.mean_noise_scale > 0
+    assert centred.lambda_center > 0
+    assert centred.error_bound == pytest.approx(at_share.error_bound + 6 * 2 * centred.lambda_center)
+    assert "2 beta" in centred.error_metric
+    assert moment.centering == "assume-centered" and moment.mean_noise_scale is None
+
+
+def test_the_private_mean_does_not_depend_on_the_chunks():
+    import dask.array as da
+
+    X = np.random.default_rng(5).standard_normal((300, 4)) + 1.0
+    a = _fit(da.from_array(X, chunks=(300, 4)), clip=4.0)
+    b = _fit(da.from_array(X, chunks=(37, 3)), clip=4.0)
+    np.testing.assert_array_equal(a.location_, b.location_)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(mean=[0.0, 1.0]), "mean has 2 entries"),
+    (dict(mean=[0.0, np.nan, 1.0]), "finite"),
+    (dict(mean="zero"), "mean"),
+    (dict(assume_centered=True, mean=[0.0, 0.0, 0.0]), "not both"),
+    (dict(assume_centered="yes"), "assume_centered"),
+    (dict(mean_fraction=1.0), "mean_fraction"),
+    (dict(mean_clip=0.0), "mean_clip"),
+])
+def test_bad_centring_parameters_are_refused_by_name(kw, match):
+    X = np.zeros((50, 3))
+    est = dpdist.SparseCovariance(1, 1.0, 1e-6, sigma=1.0, scheduler=SYNC, **kw)
+    with pytest.raises(ValidationError, match=match):
+        est.fit(X)
+    assert not hasattr(est, "covariance_")
+
+
+def test_nonfinite_data_are_refused_before_the_mean_is_released():
+    X = np.random.default_rng(6).standard_normal((100, 3))
+    X[5, 1] = np.nan
+    with pytest.raises(ValidationError, match="nothing was released"):
+        _fit(X, on_nonfinite="raise")
