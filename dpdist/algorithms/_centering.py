@@ -81,13 +81,15 @@ class Centering:
             raise ValidationError("the private mean needs mean_clip (an L2 bound on the rows' norms) or clip")
         return float(clip) * math.sqrt(int(n_features))
 
-    def record(self, mean: np.ndarray | None = None, mech: ClippedMeanMechanism | None = None) -> dict:
-        """What a release records under ``parameters["centering"]`` (public values only)."""
+    def record(self, mech: ClippedMeanMechanism | None = None) -> dict:
+        """What a release records under ``parameters["centering"]``: public values only (a
+        public mean, the private mean's share, clip and noise scale; the released mean itself is
+        a value, ``values["mean"]``)."""
         if self.mode == "assume-centered":
             return {"mode": self.mode, "estimate": "second moment (1/n) sum x x^T, data taken as mean-zero"}
-        out = {"mode": self.mode, "estimate": "covariance (1/n) sum (x - mean)(x - mean)^T",
-               "mean": None if mean is None else [float(v) for v in mean]}
+        out = {"mode": self.mode, "estimate": "covariance (1/n) sum (x - mean)(x - mean)^T"}
         if self.mode == "public-mean":
+            out["mean"] = [float(v) for v in self.mean]
             out["mean_source"] = "public: given by the user, costs no budget"
         else:
             out["mean_source"] = "released privately (clipped-mean Gaussian mechanism)"

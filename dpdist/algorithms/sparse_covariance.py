@@ -296,7 +296,7 @@ def private_sparse_covariance(
             "on_nonfinite": on_nonfinite,
             "tile_size": tile_size,
             "calibration": cal.to_dict(),
-            "centering": centering.record(mu, mean_mech),
+            "centering": centering.record(mean_mech),
         },
         noise_scales={
             **{f"laplace_{role}": scale for role, scale in mech.noise_scales().items()},

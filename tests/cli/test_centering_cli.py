@@ -50,7 +50,6 @@ def test_the_default_releases_a_private_mean_and_assume_centered_the_second_mome
     assert meta["parameters"]["centering"]["mean_fraction"] == 0.2
     assert [e["step"] for e in meta["events"]] == ["mean", "PrivCov rows"]
     res = dpdist.load_result(out)
-    assert res["mean"].tolist() == meta["parameters"]["centering"]["mean"]
     assert np.abs(res["mean"] - MU).max() < 6 * meta["noise_scales"]["mean_gaussian"]
     assert main(["covariance", shifted, *BASE, "--assume-centered", "--output", str(tmp_path / "m.zarr"),
                  "--json"]) == 0

@@ -60,9 +60,9 @@ FORBIDDEN = re.compile(r"seconds|_time|time_|elapsed|duration|_noisy|\bn_nonfini
 COMMON_PRIVCOV = {"n_samples", "n_features", "sigma", "clip", "beta", "on_nonfinite"}
 ALLOWED = {
     "SparseCovariance": (
-        COMMON_PRIVCOV | {"k", "clip_rule", "tile_size", "calibration"},
-        {"laplace_select", "laplace_release"},
-        {"covariance", "selected", "selected_values", "diagonal"},
+        COMMON_PRIVCOV | {"k", "clip_rule", "tile_size", "calibration", "centering"},
+        {"laplace_select", "laplace_release", "mean_gaussian"},
+        {"covariance", "selected", "selected_values", "diagonal", "mean"},
     ),
     "GaussianCovariance": (
         COMMON_PRIVCOV | {"epsilon", "delta", "threshold", "sensitivity", "float_factor", "gaussian_sigma", "rule"},
