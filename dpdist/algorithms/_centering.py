@@ -41,8 +41,8 @@ from dpdist.privacy.mechanisms.base import residual_note
 from dpdist.privacy.mechanisms.mean import ClippedMeanMechanism
 
 __all__ = [
-    "DEFAULT_MEAN_FRACTION", "Centering", "centre", "centring_error", "check_centering", "compose_stages",
-    "mean_mechanism", "mean_notes", "release_mean",
+    "DEFAULT_MEAN_FRACTION", "Centering", "centre", "centre_data", "centring_error", "check_centering",
+    "compose_stages", "mean_mechanism", "mean_notes", "release_mean", "stage_guarantee",
 ]
 
 #: Default share of (epsilon, delta) spent on the private mean.
@@ -200,3 +200,23 @@ def centring_error(centering: Centering, mech: ClippedMeanMechanism | None, sigm
     b = mech.error_bound(beta / 2.0)
     a = float(sigma) * math.sqrt(2.0 * math.log(4.0 * n_features / beta) / n_samples)
     return max(b * b, a * a)
+
+
+def centre_data(Xg, all_finite, centering: Centering, mean_mech: ClippedMeanMechanism | None, seed, *,
+                scheduler, progress=None, timeout) -> tuple[Any, np.ndarray | None]:
+    """The rows the second stage reads, ``Xg - mean``, and the mean: the public one, or the
+    private one released here (first stage) when ``mean_mech`` is given; ``Xg`` unchanged with
+    ``assume_centered``."""
+    mu = centering.mean
+    if mean_mech is not None:
+        mu = release_mean(Xg, all_finite, mean_mech, seed, scheduler=scheduler, progress=progress, timeout=timeout)
+    return centre(Xg, mu), mu
+
+
+def stage_guarantee(budget: ApproxDP, main_events: list, main_share: ApproxDP,
+                    mean_mech: ClippedMeanMechanism | None, mean_share: ApproxDP | None) -> ApproxDP:
+    """The release's guarantee: the main stage's events certified within the budget, or, with a
+    private mean, each stage within its share (:func:`compose_stages`)."""
+    if mean_mech is None:
+        return release_guarantee(main_events, budget=budget)
+    return compose_stages(budget, [([mean_mech.event()], mean_share), (main_events, main_share)])

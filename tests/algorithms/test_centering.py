@@ -149,3 +149,52 @@ def test_nonfinite_data_are_refused_before_the_mean_is_released():
     X[5, 1] = np.nan
     with pytest.raises(ValidationError, match="nothing was released"):
         _fit(X, on_nonfinite="raise")
+
+
+# ------------------------------------------------------------------ the Gaussian baselines
+_WX_TODAY = [
+    ["0x1.d8a817a000000p+0", "-0x1.699bedf000000p-1", "0x1.a5486f4000000p-3", "-0x1.9b38b34000000p-1"],
+    ["-0x1.699bedf000000p-1", "0x1.497d0fd000000p-1", "-0x1.fef8920000000p-3", "-0x1.2cb9740000000p-2"],
+    ["0x1.a5486f4000000p-3", "-0x1.fef8920000000p-3", "-0x1.4639d00000000p-6", "0x1.7897b9b000000p-1"],
+    ["-0x1.9b38b34000000p-1", "-0x1.2cb9740000000p-2", "0x1.7897b9b000000p-1", "0x1.4fdeb28000000p-3"],
+]
+
+
+def _centred(n, d, seed=7):
+    X = np.random.default_rng(seed).standard_normal((n, d))
+    return X - X.mean(axis=0)
+
+
+def test_wang_xu_assume_centered_is_todays_release_bit_for_bit():
+    """Main's seeded GaussianCovariance(1, 1e-6, clip=3, threshold=1e-9, random_state=3)."""
+    from dpdist.baselines import GaussianCovariance
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = GaussianCovariance(1.0, 1e-6, clip=3.0, threshold=1e-9, random_state=3, scheduler=SYNC,
+                                 assume_centered=True).fit(_centred(500, 4))
+    expected = np.array([[float.fromhex(h) for h in row] for row in _WX_TODAY])
+    np.testing.assert_array_equal(est.covariance_.toarray(), expected)
+
+
+def test_wang_xu_on_mean_five_data_is_within_its_predicted_error():
+    from dpdist.baselines import GaussianCovariance, GaussianPCA
+
+    n, d = 50_000, 3
+    scale = np.array([1.0, 2.0, 1.0])
+    X = np.random.default_rng(3).standard_normal((n, d)) * scale + 5.0
+    params = dict(sigma=2.0, clip=8.0, mean_clip=20.0, random_state=0, scheduler=SYNC)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = GaussianCovariance(2.0, 1e-5, **params).fit(X)
+        moment = GaussianCovariance(2.0, 1e-5, assume_centered=True, **params).fit(X)
+        pca = GaussianPCA(2.0, 1e-5, **params).fit(X)
+    plan = est.plan(n, d)
+    assert plan.centering == "private-mean" and plan.lambda_center > 0 and not plan.vacuous
+    truth = np.diag(scale**2)
+    assert np.abs(est.covariance_.toarray() - truth).max() <= plan.error_bound
+    assert np.abs(moment.covariance_.toarray() - truth).max() > 20  # the second moment, about 25 + var
+    assert [label for label, _ in est.release_.events] == ["mean", "gaussian"]
+    assert est.release_.parameters["centering"]["mode"] == "private-mean"
+    assert abs(pca.components_[0, 1]) == pytest.approx(1.0)  # the largest variance, not the mean direction
+    np.testing.assert_array_equal(pca.location_, est.location_)

@@ -358,5 +358,11 @@ def test_privcov_with_a_private_mean_reads_each_chunk_twice(tmp_path):
 
 def test_wang_xu_reads_each_chunk_once(tmp_path):
     fit = lambda z: dpdist.baselines.GaussianCovariance(1.0, 1e-5, clip=2.0, random_state=0,  # noqa: E731
-                                                        scheduler="synchronous").fit(z)
+                                                        scheduler="synchronous", assume_centered=True).fit(z)
     assert _count_chunk_reads(fit, tmp_path) == 4
+
+
+def test_wang_xu_with_a_private_mean_reads_each_chunk_twice(tmp_path):
+    fit = lambda z: dpdist.baselines.GaussianCovariance(1.0, 1e-5, clip=2.0, random_state=0,  # noqa: E731
+                                                        scheduler="synchronous").fit(z)
+    assert _count_chunk_reads(fit, tmp_path) == 8

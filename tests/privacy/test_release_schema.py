@@ -65,14 +65,16 @@ ALLOWED = {
         {"covariance", "selected", "selected_values", "diagonal", "mean"},
     ),
     "GaussianCovariance": (
-        COMMON_PRIVCOV | {"epsilon", "delta", "threshold", "sensitivity", "float_factor", "gaussian_sigma", "rule"},
-        {"gaussian"},
-        {"covariance"},
+        COMMON_PRIVCOV | {"epsilon", "delta", "threshold", "sensitivity", "float_factor", "gaussian_sigma", "rule",
+                          "centering"},
+        {"gaussian", "mean_gaussian"},
+        {"covariance", "mean"},
     ),
     "GaussianPCA": (
-        COMMON_PRIVCOV | {"epsilon", "delta", "threshold", "sensitivity", "float_factor", "gaussian_sigma", "rule"},
-        {"gaussian"},
-        {"covariance", "components", "eigenvalue"},
+        COMMON_PRIVCOV | {"epsilon", "delta", "threshold", "sensitivity", "float_factor", "gaussian_sigma", "rule",
+                          "centering"},
+        {"gaussian", "mean_gaussian"},
+        {"covariance", "components", "eigenvalue", "mean"},
     ),
     "AnalyzeGauss": (
         {"n_samples", "n_features", "radius", "sensitivity", "float_factor", "rule", "on_nonfinite"},
