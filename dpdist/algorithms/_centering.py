@@ -72,11 +72,13 @@ class Centering:
         f = self.mean_fraction
         return ApproxDP(epsilon * f, delta * f), ApproxDP(epsilon * (1.0 - f), delta * (1.0 - f))
 
-    def mean_clip_for(self, n_features: int, clip: float | None) -> float:
-        """The mean's L2 radius: ``mean_clip``, or ``clip * sqrt(d)`` (rows inside the box
-        ``[-clip, clip]^d`` of the second stage) when not given."""
+    def mean_clip_for(self, n_features: int, clip: float | None, radius: float | None = None) -> float:
+        """The mean's L2 radius: ``mean_clip``; when not given, the second stage's L2 bound
+        ``radius`` on the rows, or ``clip * sqrt(d)`` (rows inside its box ``[-clip, clip]^d``)."""
         if self.mean_clip is not None:
             return self.mean_clip
+        if radius is not None:
+            return float(radius)
         if clip is None:
             raise ValidationError("the private mean needs mean_clip (an L2 bound on the rows' norms) or clip")
         return float(clip) * math.sqrt(int(n_features))
@@ -125,10 +127,11 @@ def check_centering(assume_centered: Any, mean: Any, mean_fraction: Any, mean_cl
 
 
 def mean_mechanism(centering: Centering, share: ApproxDP, n_samples: int, n_features: int,
-                   clip: float | None) -> ClippedMeanMechanism:
-    """The private mean's mechanism at its share of the budget."""
+                   clip: float | None, *, radius: float | None = None) -> ClippedMeanMechanism:
+    """The private mean's mechanism at its share of the budget (``radius``: the second stage's
+    L2 bound on the rows, the default ``mean_clip`` when it has one)."""
     return ClippedMeanMechanism.calibrate(share.epsilon, share.delta, n_samples, n_features,
-                                          centering.mean_clip_for(n_features, clip))
+                                          centering.mean_clip_for(n_features, clip, radius))
 
 
 def _noised_mean(total, all_finite, release):

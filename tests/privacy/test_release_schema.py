@@ -77,9 +77,9 @@ ALLOWED = {
         {"covariance", "components", "eigenvalue", "mean"},
     ),
     "AnalyzeGauss": (
-        {"n_samples", "n_features", "radius", "sensitivity", "float_factor", "rule", "on_nonfinite"},
-        {"gaussian"},
-        {"components", "covariance", "eigenvalue"},
+        {"n_samples", "n_features", "radius", "sensitivity", "float_factor", "rule", "on_nonfinite", "centering"},
+        {"gaussian", "mean_gaussian"},
+        {"components", "covariance", "eigenvalue", "mean"},
     ),
     "ExpMechSparsePCA": (
         COMMON_PRIVCOV | {"k", "clip_source", "max_subsets", "budget_split", "calibration"},
