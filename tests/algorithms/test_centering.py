@@ -230,3 +230,33 @@ def test_analyze_gauss_finds_the_largest_variance_not_the_mean():
     truth = np.diag([1.0, 4.0, 1.0])
     assert np.linalg.norm(est.covariance_ - truth, 2) <= plan.error_bound
     assert est.release_.parameters["centering"]["mean_clip"] == 20.0
+
+
+# ------------------------------------------------------------------ ExpMechSparsePCA
+def test_expmech_assume_centered_is_todays_release_bit_for_bit():
+    """Main's seeded ExpMechSparsePCA(2, 1, 1e-6, sigma=1, random_state=3)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = dpdist.ExpMechSparsePCA(2, 1.0, 1e-6, sigma=1.0, random_state=3, scheduler=SYNC,
+                                      assume_centered=True).fit(_centred(500, 5))
+    assert est.support_.tolist() == [2, 4]
+    assert [v.hex() for v in est.components_[0]] == [
+        "0x0.0p+0", "0x0.0p+0", "0x1.91a8bf9fef077p-1", "0x0.0p+0", "-0x1.3d83165603f8cp-1"]
+
+
+def test_expmech_on_shifted_data_finds_the_support_of_the_covariance():
+    from dpdist.data.model2 import make_model2
+
+    m = make_model2(20_000, 12, 2, gap=0.5, lambda1=2.0, random_state=0)
+    X = m.X + 5.0
+    params = dict(sigma=m.sigma, clip=6 * m.sigma, mean_clip=40.0, random_state=0, scheduler=SYNC)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = dpdist.ExpMechSparsePCA(2, 1.0, 1e-6, **params).fit(X)
+        ref = dpdist.ExpMechSparsePCA(2, 1.0, 1e-6, **params, assume_centered=True).fit(m.X)
+    assert sorted(est.support_.tolist()) == sorted(ref.support_.tolist())
+    assert [label for label, _ in est.release_.events] == ["mean", "ExpMechPCA selection and block"]
+    plan, plain = est.plan(20_000, 12), dpdist.ExpMechSparsePCA(2, 1.0, 1e-6, **params, assume_centered=True).plan(
+        20_000, 12)
+    assert plan.centering == "private-mean" and plan.error["eta_center"] > 0
+    assert plan.noise_scale > plain.noise_scale and plan.privacy == plain.privacy

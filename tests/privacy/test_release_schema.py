@@ -82,9 +82,9 @@ ALLOWED = {
         {"components", "covariance", "eigenvalue", "mean"},
     ),
     "ExpMechSparsePCA": (
-        COMMON_PRIVCOV | {"k", "clip_source", "max_subsets", "budget_split", "calibration"},
-        {"selection_gumbel_scale", "block_gaussian_sigma"},
-        {"components", "support", "noisy_block", "block_eigenvalue"},
+        COMMON_PRIVCOV | {"k", "clip_source", "max_subsets", "budget_split", "calibration", "centering"},
+        {"selection_gumbel_scale", "block_gaussian_sigma", "mean_gaussian"},
+        {"components", "support", "noisy_block", "block_eigenvalue", "mean"},
     ),
     "SecondMoment": (
         {"n_samples", "n_features", "rho", "m", "alpha", "xi", "sensitivity", "init_fraction", "budget_split", "psd",
