@@ -135,7 +135,7 @@ def real_error(method: str, inst: Instance, n: int, rep: int, *, epsilon: float 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyWarning)
         if method == "thresholded":
-            M = dpdist.baselines.ThresholdedCovariance(sigma=sigma, scheduler=scheduler).fit(X).covariance_
+            M = dpdist.baselines.ThresholdedCovariance(sigma=sigma, scheduler=scheduler, **MEAN_ZERO).fit(X).covariance_
         elif method == "wang_xu":
             M = dpdist.baselines.GaussianCovariance(epsilon, delta, sigma=sigma, random_state=seed,
                                                     scheduler=scheduler, **MEAN_ZERO).fit(X).covariance_
@@ -143,7 +143,8 @@ def real_error(method: str, inst: Instance, n: int, rep: int, *, epsilon: float 
             M = dpdist.SparseCovariance(inst.k, epsilon, delta, sigma=sigma, random_state=seed, scheduler=scheduler,
                                         progress=False, **MEAN_ZERO).fit(X).covariance_
         elif method == "thresholded_pca":
-            return _sin2(dpdist.baselines.ThresholdedPCA(sigma=sigma, scheduler=scheduler).fit(X).components_, truth["v1"])
+            est = dpdist.baselines.ThresholdedPCA(sigma=sigma, scheduler=scheduler, **MEAN_ZERO)
+            return _sin2(est.fit(X).components_, truth["v1"])
         elif method == "wang_xu_pca":
             est = dpdist.baselines.GaussianPCA(epsilon, delta, sigma=sigma, random_state=seed, scheduler=scheduler,
                                                **MEAN_ZERO)

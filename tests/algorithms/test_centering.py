@@ -260,3 +260,20 @@ def test_expmech_on_shifted_data_finds_the_support_of_the_covariance():
         20_000, 12)
     assert plan.centering == "private-mean" and plan.error["eta_center"] > 0
     assert plan.noise_scale > plain.noise_scale and plan.privacy == plain.privacy
+
+
+# ------------------------------------------------------------------ the NOT PRIVATE baselines
+def test_thresholded_baselines_centre_at_the_exact_mean():
+    from dpdist.baselines import ThresholdedCovariance, ThresholdedPCA
+
+    X = np.random.default_rng(0).standard_normal((2000, 3)) * np.array([1.0, 2.0, 1.0]) + 5.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = ThresholdedCovariance(threshold=1e-12, scheduler=SYNC).fit(X)
+        moment = ThresholdedCovariance(threshold=1e-12, scheduler=SYNC, assume_centered=True).fit(X)
+        pca = ThresholdedPCA(threshold=1e-12, scheduler=SYNC).fit(X)
+    np.testing.assert_allclose(est.covariance_.toarray(), np.cov(X.T, bias=True), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(est.location_, X.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(moment.covariance_.toarray(), X.T @ X / len(X), rtol=1e-9)
+    assert est.release_.parameters["centering"]["mode"] == "exact-mean"
+    assert abs(pca.components_[0, 1]) == pytest.approx(1.0, abs=1e-3)

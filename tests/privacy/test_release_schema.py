@@ -137,9 +137,12 @@ ALLOWED = {
         {"tlap_scale", "tlap_support", "masking_eta_b"},
         {"second_moment"},
     ),
-    "ThresholdedCovariance": ({"n_samples", "n_features", "threshold", "sigma", "on_nonfinite"}, set(), {"covariance"}),
+    # NOT PRIVATE: the default centres at the exact empirical mean (a value of the release)
+    "ThresholdedCovariance": ({"n_samples", "n_features", "threshold", "sigma", "on_nonfinite", "centering"}, set(),
+                              {"covariance", "mean"}),
     "ThresholdedPCA": (
-        {"n_samples", "n_features", "threshold", "sigma", "on_nonfinite"}, set(), {"covariance", "components", "eigenvalue"},
+        {"n_samples", "n_features", "threshold", "sigma", "on_nonfinite", "centering"}, set(),
+        {"covariance", "components", "eigenvalue", "mean"},
     ),
 }
 

@@ -195,8 +195,9 @@ class ThresholdedPCA(Estimator):
 
     Parameters
     ----------
-    threshold, sigma, scheduler, tile_size, on_nonfinite, timeout
-        Passed to :class:`~dpdist.baselines.ThresholdedCovariance`.
+    threshold, sigma, scheduler, tile_size, on_nonfinite, timeout, assume_centered, mean
+        Passed to :class:`~dpdist.baselines.ThresholdedCovariance` (by default the data are
+        centred at their exact mean: this estimator is not private).
 
     Attributes
     ----------
@@ -215,9 +216,12 @@ class ThresholdedPCA(Estimator):
 
     def __init__(self, *, threshold: float | None = None, sigma: float | None = None, scheduler: Any = None,
                  tile_size: int = DEFAULT_TILE, on_nonfinite: str = "zero",
-                 timeout: float | None = DEFAULT_TIMEOUT, ledger: Any = None, dataset: str | None = None) -> None:
+                 timeout: float | None = DEFAULT_TIMEOUT, ledger: Any = None, dataset: str | None = None,
+                 assume_centered: bool = False, mean: Any = None) -> None:
         self.threshold = threshold
         self.sigma = sigma
+        self.assume_centered = assume_centered
+        self.mean = mean
         self.scheduler = scheduler
         self.tile_size = tile_size
         self.on_nonfinite = on_nonfinite
@@ -241,7 +245,8 @@ class ThresholdedPCA(Estimator):
         """Top eigenvector of the thresholded second moment (NOT PRIVATE: one PrivacyWarning)."""
         cov_rel = ThresholdedCovariance(threshold=self.threshold, sigma=self.sigma, scheduler=self.scheduler,
                                         tile_size=self.tile_size, on_nonfinite=self.on_nonfinite,
-                                        timeout=self.timeout)._release(X)
+                                        timeout=self.timeout, assume_centered=self.assume_centered,
+                                        mean=self.mean)._release(X)
         v, lam = leading_eigenvector(cov_rel.values["covariance"])
         return warn_if_unsafe(_pca_release(cov_rel, v[None, :], lam, "NOT PRIVATE"), stacklevel=4)
 
@@ -249,6 +254,7 @@ class ThresholdedPCA(Estimator):
         return {
             "covariance_": rel.values["covariance"],
             "components_": rel.values["components"],
+            "location_": _location(rel),
             "threshold_": rel.parameters["threshold"],
             "release_": rel,
         }
