@@ -203,8 +203,8 @@ SYNC = dict(scheduler="synchronous")
 PRIVATE = {
     "SparseCovariance": (
         # the second moment: with a private mean every centred row moves, not one
-        lambda X, rs: dpdist.SparseCovariance(2, 1.0, 1e-5, clip=2.0, random_state=rs, tile_size=3, assume_centered=True,
-                                              **SYNC).fit(X).release_,
+        lambda X, rs: dpdist.SparseCovariance(2, 1.0, 1e-5, clip=2.0, random_state=rs, tile_size=3,
+                                              assume_centered=True, **SYNC).fit(X).release_,
         lambda: gauss(300, 6),
         privcov_ratio,
     ),

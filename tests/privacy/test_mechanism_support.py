@@ -1,6 +1,6 @@
 """The support test (issue 10, item 5) on the released quantities of the second-moment, Gaussian
-baseline, subsample-and-aggregate, ExpMech, PrivPCA-projector and private-mean mechanisms: draws go through each mechanism's own
-release callable (the object the algorithm calls inside the graph), with statistics of
+baseline, subsample-and-aggregate, ExpMech, PrivPCA-projector and private-mean mechanisms: draws go
+through each mechanism's own release callable (the object the algorithm calls inside the graph), with statistics of
 neighbouring inputs that differ by the mechanism's sensitivity, and every output drawn under D
 is checked exactly for attainability under D'. Outside a law's designed tail the count must be
 0. The old inverse-CDF path at the same scales fails the same test.
