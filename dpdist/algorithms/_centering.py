@@ -108,6 +108,7 @@ def check_centering(assume_centered: Any, mean: Any, mean_fraction: Any, mean_cl
     """Validate the centring parameters (and the mean's length when ``n_features`` is known)."""
     assume_centered = check_bool(assume_centered, "assume_centered")
     mean_clip = check_positive(mean_clip, "mean_clip", allow_none=True)
+    f = check_probability(mean_fraction, "mean_fraction")
     if assume_centered:
         if mean is not None:
             raise ValidationError("give either assume_centered=True or mean=, not both")
@@ -122,7 +123,6 @@ def check_centering(assume_centered: Any, mean: Any, mean_fraction: Any, mean_cl
         if n_features is not None and arr.size != int(n_features):
             raise ValidationError(f"mean has {arr.size} entries but the data have {n_features} features")
         return Centering("public-mean", mean=arr.copy())
-    f = check_probability(mean_fraction, "mean_fraction")
     return Centering("private-mean", mean_fraction=f, mean_clip=mean_clip)
 
 

@@ -277,3 +277,9 @@ def test_thresholded_baselines_centre_at_the_exact_mean():
     np.testing.assert_allclose(moment.covariance_.toarray(), X.T @ X / len(X), rtol=1e-9)
     assert est.release_.parameters["centering"]["mode"] == "exact-mean"
     assert abs(pca.components_[0, 1]) == pytest.approx(1.0, abs=1e-3)
+
+
+def test_centring_parameters_are_checked_even_when_unused():
+    est = dpdist.SparseCovariance(1, 1.0, 1e-6, sigma=1.0, assume_centered=True, mean_fraction=5.0)
+    with pytest.raises(ValidationError, match="mean_fraction"):
+        est.plan(100, 3)
