@@ -19,7 +19,15 @@ from dpdist.engine.gumbel_max import exact_gumbel_max_subset
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
 from dpdist.engine.subsets import DEFAULT_CHUNK_SIZE, block_release
 from dpdist.exceptions import ValidationError
-from dpdist.privacy.accounting import release_guarantee
+from dpdist.algorithms._centering import (
+    DEFAULT_MEAN_FRACTION,
+    centre_data,
+    centring_error,
+    check_centering,
+    mean_mechanism,
+    mean_notes,
+    stage_guarantee,
+)
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
 from dpdist.privacy.expmech_calibration import (
     ExpMechCalibration,
@@ -154,13 +162,19 @@ def expmech_pca(
     on_nonfinite: str = "zero",
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     timeout: float | None = DEFAULT_TIMEOUT,
+    assume_centered: bool = False,
+    mean: Any = None,
+    mean_fraction: float = DEFAULT_MEAN_FRACTION,
+    mean_clip: float | None = None,
 ) -> Release:
     """Private k-sparse leading eigenvector by the exhaustive exponential mechanism.
 
     Parameters
     ----------
     X : array-like, dask array, zarr.Array or str
-        ``(n, d)`` data, rows are individuals, assumed mean-zero (the second moment is used).
+        ``(n, d)`` data, rows are individuals. The scores and the block are those of the
+        covariance around a private or public mean, or with ``assume_centered=True`` of the
+        second moment.
     k : int
         Support size of the released vector.
     epsilon, delta : float
@@ -187,6 +201,10 @@ def expmech_pca(
         Subsets per task of the enumeration (does not change the output).
     timeout : float or None, default one day
         Seconds for the fit; see :mod:`dpdist.engine.runtime`.
+    assume_centered, mean, mean_fraction, mean_clip
+        Centring, as :func:`~dpdist.algorithms.sparse_covariance.private_sparse_covariance`:
+        by default a mean released with ``mean_fraction`` of (epsilon, delta) (rows scaled to
+        L2 norm ``mean_clip``, default ``tau sqrt(d)``), the rest for Lemma 29.
 
     Returns
     -------
@@ -222,27 +240,38 @@ def expmech_pca(
     one bit). Floating point: the Gumbel weight and the block noise use the sensitivities of
     the computed scores and block
     (:func:`~dpdist.privacy.expmech_calibration.expmech_calibration`).
+
+    Centring: the private mean (:mod:`dpdist.privacy.mechanisms.mean`) is released first;
+    ``x -> x - mu_hat`` is then a fixed per-row map before the truncation to tau, so the
+    sensitivities above are unchanged (the mean is public by then); tau must cover the
+    entries of ``x - mu_hat``. The stages compose by basic composition
+    (:mod:`dpdist.algorithms._centering`).
     """
     _check_params(k, epsilon, delta, sigma, clip, max_subsets, beta)
     check_nonfinite(on_nonfinite)
     check_int(chunk_size, "chunk_size")
     check_scheduler(scheduler)
     timeout = check_timeout(timeout)
+    check_centering(assume_centered, mean, mean_fraction, mean_clip)
     Xd = as_dask_array(X, min_rows=1, min_cols=1)
     n, d = (int(s) for s in Xd.shape)
     k = int(k)
     if k > d:
         raise ValidationError(f"k must satisfy 1 <= k <= d = {d}, got k={k}")
     tau, clip_source = _resolve_clip(sigma, clip, n, d, beta)
-    cal = expmech_calibration(epsilon, delta, n, d, k, tau)
+    centering = check_centering(assume_centered, mean, mean_fraction, mean_clip, n_features=d)
+    mean_share, share = centering.split(epsilon, delta)
+    cal = expmech_calibration(share.epsilon, share.delta, n, d, k, tau)
     _check_range(cal, int(max_subsets))
+    mean_mech = mean_mechanism(centering, mean_share, n, d, tau) if centering.private else None
     seed = resolve_random_state(random_state)
 
     mech = ExpMechMechanism.from_calibration(cal)
-    privacy = release_guarantee([mech.event()], budget=ApproxDP(cal.epsilon, cal.delta))
+    privacy = stage_guarantee(ApproxDP(epsilon, delta), [mech.event()], share, mean_mech, mean_share)
 
     Xg, all_finite = nonfinite_guard(Xd, on_nonfinite)
-    M = clipped_second_moment(Xg, tau)
+    Xc, mu = centre_data(Xg, all_finite, centering, mean_mech, seed, scheduler=scheduler, timeout=timeout)
+    M = clipped_second_moment(Xc, tau)
     release_fn = mech.release(seed)
     rank = exact_gumbel_max_subset(M, k, mech.selection(seed), chunk_size=chunk_size)
     # as a Delayed on the unoptimised graph the finiteness check shares the data's keys with
@@ -277,6 +306,7 @@ def expmech_pca(
             "block": {"epsilon": cal.release_epsilon, "delta": cal.release_delta},
         },
         "calibration": cal.to_dict(),
+        "centering": centering.record(mean_mech),
     }
     notes = (
         "support drawn by the exact exponential mechanism over all C(d, k) supports (Lemma 28 at epsilon/2): "
@@ -288,21 +318,26 @@ def expmech_pca(
         nonfinite_note(on_nonfinite),
         *chunk_reading_notes(Xd),
     )
+    events, mechanisms = [("ExpMechPCA selection and block", mech.event())], [mech.describe()]
+    noise_scales = {"selection_gumbel_scale": mech.gumbel_scale, "block_gaussian_sigma": cal.gaussian_sigma}
+    values = {"components": components, "support": subset, "noisy_block": noisy_block, "block_eigenvalue": lam}
+    if mu is not None:
+        values["mean"] = mu
+    if mean_mech is not None:
+        events.insert(0, ("mean", mean_mech.event()))  # in the order they ran
+        mechanisms.append(mean_mech.describe())
+        noise_scales["mean_gaussian"] = mean_mech.noise_scales()["gaussian"]
+        notes = (*notes, *mean_notes(mean_mech))
     return warn_if_unsafe(Release(
         mechanism=MECHANISM,
         privacy=privacy,
         parameters=parameters,
-        noise_scales={"selection_gumbel_scale": mech.gumbel_scale, "block_gaussian_sigma": cal.gaussian_sigma},
-        values={
-            "components": components,
-            "support": subset,
-            "noisy_block": noisy_block,
-            "block_eigenvalue": lam,
-        },
+        noise_scales=noise_scales,
+        values=values,
         seeding=seed.describe(),
         notes=notes,
-        events=(("ExpMechPCA selection and block", mech.event()),),
-        mechanisms=(mech.describe(),),
+        events=tuple(events),
+        mechanisms=tuple(mechanisms),
     ))
 
 
@@ -314,7 +349,10 @@ class ExpMechPlan(Plan):
     the Rayleigh deficit ``lambda_1 - v_hat^T Sigma v_hat`` (scale ``sigma**2``, which bounds
     lambda_1 for sigma-sub-Gaussian rows). With ``clip`` only, both use ``sigma = clip``
     (entries clipped to [-clip, clip] are clip-sub-Gaussian). An infeasible enumeration
-    (``C(d, k) > max_subsets``) is an unmet condition.
+    (``C(d, k) > max_subsets``) is an unmet condition. With a private mean the calibration is
+    at the share ``1 - mean_fraction`` (``privacy`` is the whole budget) and ``error`` adds
+    ``eta_center`` (k times :func:`~dpdist.algorithms._centering.centring_error`, at beta) to
+    the deficit like the sampling term; the bound then holds with probability >= 1 - 2 beta.
     """
 
     mechanism: str
@@ -327,6 +365,8 @@ class ExpMechPlan(Plan):
     noise_scales: dict
     calibration: ExpMechCalibration
     error: dict
+    centering: str = "assume-centered"
+    mean_noise_scale: float | None = None
 
 
 class ExpMechSparsePCA(Estimator):
@@ -407,6 +447,10 @@ class ExpMechSparsePCA(Estimator):
         timeout: float | None = DEFAULT_TIMEOUT,
         ledger: Any = None,
         dataset: str | None = None,
+        assume_centered: bool = False,
+        mean: Any = None,
+        mean_fraction: float = DEFAULT_MEAN_FRACTION,
+        mean_clip: float | None = None,
     ) -> None:
         self.k = k
         self.epsilon = epsilon
@@ -422,6 +466,10 @@ class ExpMechSparsePCA(Estimator):
         self.timeout = timeout
         self.ledger = ledger
         self.dataset = dataset
+        self.assume_centered = assume_centered
+        self.mean = mean
+        self.mean_fraction = mean_fraction
+        self.mean_clip = mean_clip
 
     #: ExpMechPCA accepts one row and one column.
     _min_shape = (1, 1)
@@ -441,12 +489,18 @@ class ExpMechSparsePCA(Estimator):
             on_nonfinite=self.on_nonfinite,
             chunk_size=self.chunk_size,
             timeout=self.timeout,
+            assume_centered=self.assume_centered,
+            mean=self.mean,
+            mean_fraction=self.mean_fraction,
+            mean_clip=self.mean_clip,
         )
 
     def _fitted_attributes(self, rel: Release) -> dict:
+        mu = rel.values.get("mean")
         return {
             "release_": rel,
             "components_": rel.values["components"],
+            "location_": np.zeros(rel.parameters["n_features"]) if mu is None else np.asarray(mu, dtype=np.float64),
             "support_": rel.values["support"],
             "noise_scale_": rel.noise_scales["block_gaussian_sigma"],
             "selection_scale_": rel.noise_scales["selection_gumbel_scale"],
@@ -459,7 +513,16 @@ class ExpMechSparsePCA(Estimator):
         n = check_int(n_samples, "n_samples", low=1)
         d = check_int(n_features, "n_features", low=1)
         tau, _ = _resolve_clip(self.sigma, self.clip, n, d, self.beta)
-        return expmech_calibration(self.epsilon, self.delta, n, d, self.k, tau)
+        _, _, share = self._centering(n, d, tau)
+        return expmech_calibration(share.epsilon, share.delta, n, d, self.k, tau)
+
+    def _centering(self, n: int, d: int, tau: float) -> tuple:
+        """(centering, mean mechanism or None, the share of the selection and block)."""
+        centering = check_centering(self.assume_centered, self.mean, self.mean_fraction, self.mean_clip,
+                                    n_features=d)
+        mean_share, share = centering.split(self.epsilon, self.delta)
+        mech = mean_mechanism(centering, mean_share, n, d, tau) if centering.private else None
+        return centering, mech, share
 
     def _check_fit(self, n_samples: int, n_features: int) -> None:
         super()._check_fit(n_samples, n_features)
@@ -487,19 +550,28 @@ class ExpMechSparsePCA(Estimator):
         cal = self._calibration(n_samples, n_features)
         sigma = float(self.sigma) if self.sigma is not None else cal.clip
         error = expmech_error_bound(cal, sigma, float(self.beta), eigengap)
+        centering, mean_mech, _ = self._centering(cal.n_samples, cal.n_features, cal.clip)
+        # centring at the released mean moves every k x k block by at most k lambda_center in
+        # operator norm: the sampling term's role in the deficit (twice)
+        error["eta_center"] = cal.k * centring_error(centering, mean_mech, sigma, cal.n_samples, cal.n_features,
+                                                     float(self.beta))
+        error["rayleigh_deficit_bound"] += 2.0 * error["eta_center"]
+        if eigengap is not None:
+            error["sin2_bound"] = min(1.0, error["rayleigh_deficit_bound"] / error["eigengap"])
+        prob = "1 - 2 beta (Theorem 7, plus centring at the private mean)" if mean_mech else "1 - beta (Theorem 7)"
         feasible = cal.n_subsets <= self.max_subsets and cal.n_subsets < 1 << 62
         if eigengap is not None:
-            bound, metric, scale, rule = (error["sin2_bound"], "sin^2(v_hat, v_1), w.p. >= 1 - beta (Theorem 7)",
+            bound, metric, scale, rule = (error["sin2_bound"], f"sin^2(v_hat, v_1), w.p. >= {prob}",
                                           1.0, "1: sin^2 <= 1 always")
         else:
             bound, metric, scale = (error["rayleigh_deficit_bound"],
-                                    "lambda_1 - v_hat^T Sigma v_hat, w.p. >= 1 - beta (Theorem 7)", sigma * sigma)
+                                    f"lambda_1 - v_hat^T Sigma v_hat, w.p. >= {prob}", sigma * sigma)
             rule = "sigma**2 (lambda_1 <= sigma^2)" if self.sigma is not None else \
                 "clip**2: no sigma given, clipped entries are clip-sub-Gaussian"
         return ExpMechPlan(
             n_samples=cal.n_samples,
             n_features=cal.n_features,
-            privacy=ApproxDP(cal.epsilon, cal.delta),
+            privacy=ApproxDP(self.epsilon, self.delta),
             noise_scale=cal.gaussian_sigma,
             error_bound=bound,
             error_metric=metric,
@@ -517,6 +589,8 @@ class ExpMechSparsePCA(Estimator):
             noise_scales={"selection_gumbel_scale": cal.gumbel_scale, "block_gaussian_sigma": cal.gaussian_sigma},
             calibration=cal,
             error=error,
+            centering=centering.mode,
+            mean_noise_scale=None if mean_mech is None else mean_mech.noise_scales()["gaussian"],
         )
 
     def min_samples(self, target_sin2: float, n_features: int, *, eigengap: float) -> int:
@@ -524,6 +598,14 @@ class ExpMechSparsePCA(Estimator):
         _check_params(self.k, self.epsilon, self.delta, self.sigma, self.clip, self.max_subsets, self.beta)
         if self.sigma is None:
             raise ValidationError("min_samples needs sigma (the sub-Gaussian scale of the model)")
+        d = check_int(n_features, "n_features")
+        if check_centering(self.assume_centered, self.mean, self.mean_fraction, self.mean_clip, n_features=d).private:
+            # the plan's bound, with the private mean's share and error
+            from dpdist.privacy.calibration import search_min_samples
+
+            target = check_positive(target_sin2, "target_sin2")
+            return search_min_samples(lambda n: self.plan(n, d, eigengap=eigengap).error_bound, target, start=4,
+                                      limit=1 << 62)
         return expmech_min_samples(
             target_sin2,
             self.epsilon,

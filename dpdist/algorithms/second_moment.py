@@ -623,6 +623,11 @@ def one_shot_second_moment(
 class SecondMoment(Estimator):
     """Private second-moment matrix of a subsamplable input (RecDPSME, MS25), rho-zCDP.
 
+    It estimates the second moment ``E[x x^T]`` (``(1/n) sum x x^T`` of the rows), not a
+    covariance: the data are never centred, whatever their mean, and it takes no
+    ``assume_centered``. For a covariance, centre the data first or use a covariance estimator
+    (``SparseCovariance``, the ``baselines``), which centre by default.
+
     Parameters
     ----------
     rho : float

@@ -16,6 +16,16 @@ import scipy.sparse as sp
 
 from dpdist._validation import check_int, check_positive, check_probability
 from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, reports_empirical
+from dpdist.algorithms._centering import (
+    DEFAULT_MEAN_FRACTION,
+    centre,
+    centring_error,
+    check_centering,
+    compose_stages,
+    mean_mechanism,
+    mean_notes,
+    release_mean,
+)
 from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine.gram import DEFAULT_TILE, clipped_second_moment, nonfinite_guard
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
@@ -27,6 +37,7 @@ from dpdist.privacy.calibration import (
     privcov_calibration,
     privcov_error_bound,
     privcov_min_samples,
+    search_min_samples,
     subgaussian_clip,
     wang_xu_calibration,
 )
@@ -121,14 +132,19 @@ def private_sparse_covariance(
     tile_size: int = DEFAULT_TILE,
     progress: bool | None = None,
     timeout: float | None = DEFAULT_TIMEOUT,
+    assume_centered: bool = False,
+    mean: Any = None,
+    mean_fraction: float = DEFAULT_MEAN_FRACTION,
+    mean_clip: float | None = None,
 ) -> Release:
-    """Release an (epsilon, delta)-DP sparse estimate of the second moment of ``X``.
+    """Release an (epsilon, delta)-DP sparse estimate of the covariance of ``X``.
 
     Parameters
     ----------
     X : array-like, dask array, zarr.Array or str
-        ``n x d`` data, one row per individual, assumed mean-zero (the estimate is the
-        second moment ``(1/n) sum x x^T``).
+        ``n x d`` data, one row per individual. The estimate is the covariance ``(1/n)
+        sum (x - mean)(x - mean)^T`` around a private or public mean, or with
+        ``assume_centered=True`` the second moment ``(1/n) sum x x^T``.
     k : int
         Row sparsity: S_i keeps the k largest noisy entries of row i.
     epsilon, delta : float
@@ -152,12 +168,25 @@ def private_sparse_covariance(
         Tile width of the second moment (memory per task ~ 8 * tile_size**2 bytes).
     timeout : float or None, default one day
         Seconds for the fit; see :mod:`dpdist.engine.runtime`.
+    assume_centered : bool, default False
+        True: the data are taken as mean-zero and the whole budget estimates the second
+        moment (scikit-learn's ``assume_centered``). False: the data are centred first.
+    mean : array-like (d,), optional
+        A public mean to centre at (recorded in the release as public; costs no budget).
+        Without it (and ``assume_centered=False``) the mean is released privately.
+    mean_fraction : float in (0, 1), default 0.1
+        Share of (epsilon, delta) spent on the private mean.
+    mean_clip : float, optional
+        L2 radius the rows are scaled to for the private mean: it must cover the norms
+        ``||x||`` of the raw rows. Default ``clip * sqrt(d)`` (rows in the box
+        ``[-R, R]^d``).
 
     Returns
     -------
     Release
         ``values["covariance"]`` (scipy.sparse CSR, d x d, symmetric), ``values["selected"]``
-        (d x k, the sets S_i), ``values["selected_values"]`` and ``values["diagonal"]``.
+        (d x k, the sets S_i), ``values["selected_values"]``, ``values["diagonal"]`` and, when
+        centred, ``values["mean"]``; ``parameters["centering"]`` records how.
 
     Notes
     -----
@@ -186,28 +215,48 @@ def private_sparse_covariance(
     computed, each once, and each serves both its row blocks: memory is O(tile + d k), never
     a d x d array.
 
+    **Centring.** With ``assume_centered=False`` and no public ``mean``, the mean is released
+    first by :class:`~dpdist.privacy.mechanisms.mean.ClippedMeanMechanism` with the share
+    ``mean_fraction`` of (epsilon, delta) and PrivCov runs with the rest on the rows ``x -
+    mu_hat``. PrivCov's sensitivity ``2 R^2 / n`` is unchanged: ``mu_hat`` is public once
+    released, ``x -> x - mu_hat`` is a fixed per-row map applied before the clip, so neighbours
+    stay neighbours and every row's clipped term is bounded as before. The clip R (or sigma)
+    must now cover the entries of ``x - mu_hat``, ``mean_clip`` the norms of the raw rows.
+    The two stages compose by basic composition (:mod:`dpdist.algorithms._centering`).
+
     **What leaves the workers.** Only, per row block, S_i and the noised values of S_i and
-    of the diagonal. Raw and clipped rows, tiles of Sigma_hat and candidate lists stay in the
-    task graph.
+    of the diagonal, and the noised mean. Raw and clipped rows, tiles of Sigma_hat and
+    candidate lists stay in the task graph.
     """
     k, epsilon, delta, sigma, clip, beta = _check_params(k, epsilon, delta, sigma, clip, beta)
     check_nonfinite(on_nonfinite)
     tile_size = check_int(tile_size, "tile_size", low=1)
     check_scheduler(scheduler)
     timeout = check_timeout(timeout)
+    centering = check_centering(assume_centered, mean, mean_fraction, mean_clip)
     seed = resolve_random_state(random_state)
     X = as_dask_array(X)  # metadata only
     n, d = X.shape
     if k > d:
         raise ValidationError(f"k must satisfy k <= d = {d} (the number of features), got k={k}")
+    centering = check_centering(assume_centered, mean, mean_fraction, mean_clip, n_features=d)
     R, clip_rule = _resolve_clip(clip, sigma, n, d, beta)
-    cal = privcov_calibration(epsilon, delta, n, d, k, R)
+    mean_share, cov_share = centering.split(epsilon, delta)
+    cal = privcov_calibration(cov_share.epsilon, cov_share.delta, n, d, k, R)
     mech = PrivCovMechanism.from_calibration(cal)
-    # the stated guarantee is the charged budget, certified by the accountant from the event
-    privacy = release_guarantee([mech.event()], budget=ApproxDP(epsilon, delta))
+    mean_mech = mean_mechanism(centering, mean_share, n, d, R) if centering.private else None
+    # the stated guarantee is the charged budget, certified by the accountant from the events
+    if mean_mech is None:
+        privacy = release_guarantee([mech.event()], budget=ApproxDP(epsilon, delta))
+    else:
+        privacy = compose_stages(ApproxDP(epsilon, delta), [([mean_mech.event()], mean_share),
+                                                            ([mech.event()], cov_share)])
 
     Xg, all_finite = nonfinite_guard(X, on_nonfinite)
-    S = clipped_second_moment(Xg, R, tile=tile_size)
+    mu = centering.mean
+    if mean_mech is not None:
+        mu = release_mean(Xg, all_finite, mean_mech, seed, scheduler=scheduler, progress=progress, timeout=timeout)
+    S = clipped_second_moment(centre(Xg, mu), R, tile=tile_size)
     # selection noise drawn lazily: exactly the law of d i.i.d. lattice Laplace per row, O(d k) draws
     parts = row_topk_release(S, k, mech.selection(seed), mech.release(seed), guard=all_finite, symmetric=True)
     results = compute(*parts, scheduler=scheduler, progress=progress, timeout=timeout)
@@ -224,6 +273,15 @@ def private_sparse_covariance(
 
     notes = [K_PLUS_ONE_NOTE, f"Laplace scale: {cal.laplace_rule}", residual_note(d * (2 * k + 1), mech.noise)]
     notes += [nonfinite_note(on_nonfinite), *chunk_reading_notes(X)]
+    events = [("PrivCov rows", mech.event())]
+    mechanisms = [mech.describe()]
+    values = {"covariance": M, "selected": cols, "selected_values": values, "diagonal": diag}
+    if mu is not None:
+        values["mean"] = mu
+    if mean_mech is not None:
+        events.insert(0, ("mean", mean_mech.event()))  # in the order they ran
+        mechanisms.append(mean_mech.describe())
+        notes.extend(mean_notes(mean_mech))
     return warn_if_unsafe(Release(
         mechanism=MECHANISM,
         privacy=privacy,
@@ -238,13 +296,17 @@ def private_sparse_covariance(
             "on_nonfinite": on_nonfinite,
             "tile_size": tile_size,
             "calibration": cal.to_dict(),
+            "centering": centering.record(mean_mech),
         },
-        noise_scales={f"laplace_{role}": scale for role, scale in mech.noise_scales().items()},
-        values={"covariance": M, "selected": cols, "selected_values": values, "diagonal": diag},
+        noise_scales={
+            **{f"laplace_{role}": scale for role, scale in mech.noise_scales().items()},
+            **({} if mean_mech is None else {"mean_gaussian": mean_mech.noise_scales()["gaussian"]}),
+        },
+        values=values,
         seeding=seed.describe(),
         notes=tuple(notes),
-        events=(("PrivCov rows", mech.event()),),
-        mechanisms=(mech.describe(),),
+        events=tuple(events),
+        mechanisms=tuple(mechanisms),
     ))
 
 
@@ -259,6 +321,15 @@ class SparseCovariancePlan(Plan):
     (every entry of Sigma is at most sigma^2 in magnitude; Problem 1's alpha is the error over
     sigma^2). With ``clip`` only, the bound and the scale use ``sigma = clip`` (entries clipped
     to [-R, R] are R-sub-Gaussian, Hoeffding's lemma), so the scale is ``clip**2``.
+
+    **Centring.** ``centering`` is how the fit centres (``"private-mean"``,
+    ``"public-mean"`` or ``"assume-centered"``). With a private mean, ``calibration`` is
+    PrivCov's at its share ``1 - mean_fraction`` of the budget (``privacy`` is the whole
+    budget), ``mean_noise_scale`` the standard deviation of the mean's noise, and
+    ``lambda_center`` the largest-entry error of centring at the released mean instead of
+    the true one (:func:`~dpdist.algorithms._centering.centring_error`, at beta), added to
+    ``lambda_samp``: the bound then holds with probability >= 1 - 2 beta, when no row is
+    clipped in either stage.
     """
 
     k: int
@@ -272,19 +343,29 @@ class SparseCovariancePlan(Plan):
     lambda_samp: float
     lambda_priv: float
     relative_error_bound: float
+    centering: str = "assume-centered"
+    mean_noise_scale: float | None = None
+    lambda_center: float = 0.0
 
 
-def _privcov_plan(cal: PrivCovCalibration, clip_rule: str, sigma: float | None, beta: float) -> SparseCovariancePlan:
+def _privcov_plan(cal: PrivCovCalibration, clip_rule: str, sigma: float | None, beta: float, *,
+                  budget: ApproxDP | None = None, centering=None, mean_mech=None) -> SparseCovariancePlan:
     s = float(sigma) if sigma is not None else cal.clip
     err = privcov_error_bound(cal, s, beta)
     rule = "sigma**2" if sigma is not None else "clip**2: no sigma given, clipped entries are clip-sub-Gaussian"
+    lam_c = 0.0 if centering is None else centring_error(centering, mean_mech, s, cal.n_samples, cal.n_features,
+                                                         beta)
+    bound = err["error_bound"] + 6 * cal.k * lam_c
+    metric = "||M - Sigma||_op, w.p. >= 1 - beta (Theorem 1)"
+    if mean_mech is not None:
+        metric = "||M - Sigma||_op, w.p. >= 1 - 2 beta (Theorem 1, plus centring at the private mean)"
     return SparseCovariancePlan(
         n_samples=cal.n_samples,
         n_features=cal.n_features,
-        privacy=ApproxDP(cal.epsilon, cal.delta),
+        privacy=budget if budget is not None else ApproxDP(cal.epsilon, cal.delta),
         noise_scale=cal.laplace_scale,
-        error_bound=err["error_bound"],
-        error_metric="||M - Sigma||_op, w.p. >= 1 - beta (Theorem 1)",
+        error_bound=bound,
+        error_metric=metric,
         error_scale=s * s,
         error_scale_rule=rule,
         k=cal.k,
@@ -298,7 +379,10 @@ def _privcov_plan(cal: PrivCovCalibration, clip_rule: str, sigma: float | None, 
         beta=beta,
         lambda_samp=err["lambda_samp"],
         lambda_priv=err["lambda_priv"],
-        relative_error_bound=err["relative_error_bound"],
+        relative_error_bound=bound / (s * s),
+        centering=centering.mode if centering is not None else "assume-centered",
+        mean_noise_scale=None if mean_mech is None else mean_mech.noise_scales()["gaussian"],
+        lambda_center=lam_c,
     )
 
 
@@ -340,11 +424,27 @@ class SparseCovariance(Estimator):
         The dataset's identifier in the ledger: its URL or path, as ``dpdist budget set`` took it
         (the ledger canonicalises it). Default: the location of a path input; required with
         ``ledger=`` for in-memory data.
+    assume_centered : bool, default False
+        As scikit-learn's ``EmpiricalCovariance``: False (default) centres the data and
+        estimates the covariance; True takes the data as mean-zero and estimates the second
+        moment ``(1/n) sum x x^T`` with the whole budget.
+    mean : array-like (d,), optional
+        A public mean to centre at (recorded as public in the release; costs nothing).
+        Without it the mean is released privately with ``mean_fraction`` of the budget.
+    mean_fraction : float in (0, 1), default 0.1
+        Share of (epsilon, delta) spent on the private mean.
+    mean_clip : float, optional
+        L2 radius the rows are scaled to for the private mean; it must cover the norms of the
+        raw rows (default ``clip * sqrt(d)``). ``clip`` / ``sigma`` must cover the entries of
+        the centred rows ``x - mean``.
 
     Attributes
     ----------
     covariance_ : scipy.sparse.csr_array, (d, d)
         The released symmetric (k+1)-RCS estimate M.
+    location_ : ndarray (d,)
+        The mean the data were centred at (released or public); zeros with
+        ``assume_centered=True``.
     support_ : scipy.sparse.csr_array of bool
         Non-zero pattern of ``covariance_`` (diagonal included).
     selected_ : ndarray (d, k)
@@ -393,6 +493,10 @@ class SparseCovariance(Estimator):
         timeout: float | None = DEFAULT_TIMEOUT,
         ledger: Any = None,
         dataset: str | None = None,
+        assume_centered: bool = False,
+        mean: Any = None,
+        mean_fraction: float = DEFAULT_MEAN_FRACTION,
+        mean_clip: float | None = None,
     ):
         self.k = k
         self.epsilon = epsilon
@@ -408,6 +512,10 @@ class SparseCovariance(Estimator):
         self.timeout = timeout
         self.ledger = ledger
         self.dataset = dataset
+        self.assume_centered = assume_centered
+        self.mean = mean
+        self.mean_fraction = mean_fraction
+        self.mean_clip = mean_clip
 
     def _fit_release(self, X: Any) -> Release:
         return private_sparse_covariance(
@@ -424,12 +532,18 @@ class SparseCovariance(Estimator):
             tile_size=self.tile_size,
             progress=self.progress,
             timeout=self.timeout,
+            assume_centered=self.assume_centered,
+            mean=self.mean,
+            mean_fraction=self.mean_fraction,
+            mean_clip=self.mean_clip,
         )
 
     def _fitted_attributes(self, rel: Release) -> dict:
         M = rel.values["covariance"]
+        mu = rel.values.get("mean")
         return {
             "covariance_": M,
+            "location_": np.zeros(M.shape[0]) if mu is None else np.asarray(mu, dtype=np.float64),
             "support_": sp.csr_array(M != 0) if M.nnz else sp.csr_array(M.shape, dtype=bool),
             "selected_": rel.values["selected"],
             "clip_": rel.parameters["clip"],
@@ -438,15 +552,19 @@ class SparseCovariance(Estimator):
             "release_": rel,
         }
 
-    def _calibration(self, n_samples: int, n_features: int) -> tuple[PrivCovCalibration, str]:
+    def _calibration(self, n_samples: int, n_features: int) -> tuple[PrivCovCalibration, str, Any, Any]:
         k, epsilon, delta, sigma, clip, beta = _check_params(self.k, self.epsilon, self.delta, self.sigma,
                                                              self.clip, self.beta)
         n = check_int(n_samples, "n_samples", low=2)
         d = check_int(n_features, "n_features", low=2)
         if k > d:
             raise ValidationError(f"k must satisfy k <= d = {d} (the number of features), got k={k}")
+        centering = check_centering(self.assume_centered, self.mean, self.mean_fraction, self.mean_clip,
+                                    n_features=d)
         R, rule = _resolve_clip(clip, sigma, n, d, beta)
-        return privcov_calibration(epsilon, delta, n, d, k, R), rule
+        mean_share, cov_share = centering.split(epsilon, delta)
+        mean_mech = mean_mechanism(centering, mean_share, n, d, R) if centering.private else None
+        return privcov_calibration(cov_share.epsilon, cov_share.delta, n, d, k, R), rule, centering, mean_mech
 
     @reports_empirical("privcov")
     def plan(self, n_samples: int, n_features: int) -> "SparseCovariancePlan":
@@ -459,15 +577,22 @@ class SparseCovariance(Estimator):
         vacuous, and for comparison the Gaussian scale of the Wang-Xu baseline
         (``wang_xu_sigma``) at the same budget and clip.
         """
-        cal, rule = self._calibration(n_samples, n_features)
-        return _privcov_plan(cal, rule, self.sigma, float(self.beta))
+        cal, rule, centering, mean_mech = self._calibration(n_samples, n_features)
+        return _privcov_plan(cal, rule, self.sigma, float(self.beta), budget=ApproxDP(self.epsilon, self.delta),
+                             centering=centering, mean_mech=mean_mech)
 
     def min_samples(self, target_error: float, n_features: int) -> int:
-        """Least n at which :meth:`plan`'s error bound is <= ``target_error`` (needs sigma)."""
+        """Least n at which :meth:`plan`'s error bound is <= ``target_error`` (needs sigma;
+        with a private mean, the bound includes its share of the budget and its error)."""
         k, epsilon, delta, sigma, clip, beta = _check_params(self.k, self.epsilon, self.delta, self.sigma,
                                                              self.clip, self.beta)
         if sigma is None:
             raise ValidationError("min_samples needs sigma (the error bound depends on it)")
         d = check_int(n_features, "n_features", low=2)
+        centering = check_centering(self.assume_centered, self.mean, self.mean_fraction, self.mean_clip,
+                                    n_features=d)
+        if centering.private:  # the plan's bound, with the private mean's share and error
+            target = check_positive(target_error, "target_error")
+            return search_min_samples(lambda n: self.plan(n, d).error_bound, target, start=4, limit=1 << 62)
         return privcov_min_samples(target_error, epsilon, delta, d, check_int(k, "k", high=d), sigma=sigma,
                                    beta=beta, clip=clip)

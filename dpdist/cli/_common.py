@@ -27,6 +27,7 @@ __all__ = [
     "EstimatorCall",
     "HelpFormatter",
     "Method",
+    "add_centering_args",
     "add_columns_arg",
     "add_input_arg",
     "add_json_arg",
@@ -157,6 +158,38 @@ def add_plan_args(p: argparse.ArgumentParser, what: str) -> None:
                    help=f"print {what} for the input's size; read no data (but a CSV INPUT's rows are counted)")
     p.add_argument("--n-samples", type=int, help="with --plan and no INPUT: n")
     p.add_argument("--n-features", type=int, help="with --plan and no INPUT: d")
+
+
+def parse_mean(text: str) -> Any:
+    """``--mean``: comma-separated numbers, or the path of a ``.npy`` file holding the vector."""
+    t = str(text).strip()
+    if t.endswith(".npy"):
+        import numpy as np
+
+        try:
+            return np.load(t, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise argparse.ArgumentTypeError(f"cannot read the mean from {t!r}: {exc}") from None
+    try:
+        return [float(v) for v in t.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--mean takes comma-separated numbers (e.g. --mean=-1.5,2) or a .npy file, got {text!r}") from None
+
+
+def add_centering_args(p: argparse.ArgumentParser) -> None:
+    """--assume-centered, --mean, --mean-fraction, --mean-clip (the estimators' centring)."""
+    p.add_argument("--assume-centered", action="store_true", default=None,
+                   help="take the data as mean-zero and release the second moment (1/n) sum x x^T "
+                   "(default: centre the data and release the covariance)")
+    p.add_argument("--mean", type=parse_mean,
+                   help="a public mean to centre at: comma-separated numbers (--mean=-1.5,2,...) or a .npy "
+                   "file; recorded as public, costs no budget (default: a private mean)")
+    p.add_argument("--mean-fraction", type=float,
+                   help="share of (epsilon, delta) spent on the private mean (default 0.1)")
+    p.add_argument("--mean-clip", type=float,
+                   help="L2 radius the rows are scaled to for the private mean; must cover the rows' norms "
+                   "(default: clip * sqrt(d))")
 
 
 def add_nonfinite_arg(p: argparse.ArgumentParser) -> None:

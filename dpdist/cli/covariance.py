@@ -5,6 +5,7 @@ from __future__ import annotations
 from dpdist.cli._common import (
     HelpFormatter,
     Method,
+    add_centering_args,
     add_input_arg,
     add_nonfinite_arg,
     add_output_args,
@@ -30,10 +31,11 @@ def register(sub) -> None:
     p = sub.add_parser(
         "covariance",
         help="private sparse covariance of a Zarr array (Algorithm 1, PrivCov)",
-        description="Release an (epsilon, delta)-DP sparse covariance (second moment) of the "
-        "rows of a Zarr array with PrivCov (COLT 2026, Algorithm 1), or a baseline: the Wang-Xu "
-        "Gaussian mechanism, or the NON-PRIVATE thresholded covariance. A flag the chosen "
-        "method does not use is refused.",
+        description="Release an (epsilon, delta)-DP sparse covariance of the rows of a Zarr array "
+        "with PrivCov (COLT 2026, Algorithm 1), or a baseline: the Wang-Xu Gaussian mechanism, or "
+        "the NON-PRIVATE thresholded covariance. PrivCov centres the data at a private mean (or "
+        "--mean) unless --assume-centered asks for the second moment. A flag the chosen method "
+        "does not use is refused.",
         formatter_class=HelpFormatter,
     )
     add_input_arg(p)
@@ -47,6 +49,7 @@ def register(sub) -> None:
     g.add_argument("--clip", type=float, help="entrywise truncation level R (privcov, wang-xu)")
     p.add_argument("--threshold", type=float, help="threshold (wang-xu, thresholded)")
     p.add_argument("--beta", type=float, help="failure probability (privcov, wang-xu; default 0.1)")
+    add_centering_args(p)
     add_nonfinite_arg(p)
     p.add_argument("--tile-size", type=int, help="features per Gram tile (default: the estimator's)")
     add_plan_args(p, "clip, noise scale and error bound")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dpdist.cli._common import (
     HelpFormatter,
     Method,
+    add_centering_args,
     add_input_arg,
     add_nonfinite_arg,
     add_output_args,
@@ -64,6 +65,7 @@ def register(sub) -> None:
                    help="public bound on the row L2 norms (analyze-gauss; --row-norm is an alias)")
     p.add_argument("--threshold", type=float, help="hard threshold (wang-xu, thresholded)")
     p.add_argument("--beta", type=float, help="failure probability (default: the estimator's)")
+    add_centering_args(p)
     add_nonfinite_arg(p)
     p.add_argument("--tile-size", type=int, help="features per Gram tile (analyze-gauss, wang-xu, thresholded)")
     add_plan_args(p, "noise scales and the predicted error")

@@ -148,9 +148,10 @@ def run_peer_comparison(*, smoke: bool = False, delta: float = 1e-6, seed: int =
                        "reference_numpy_eigh": ref, "methods": {}}
                 ests = {
                     "analyze_gauss": lambda: dpdist.baselines.AnalyzeGauss(eps, delta, row_norm=row_norm,
-                                                                           random_state=seed, scheduler="threads"),
+                                                                           random_state=seed, scheduler="threads",
+                                                                           assume_centered=True),
                     "wang_xu_pca": lambda: dpdist.baselines.GaussianPCA(eps, delta, sigma=sigma, random_state=seed,
-                                                                        scheduler="threads"),
+                                                                        scheduler="threads", assume_centered=True),
                 }
                 if kind == "sparse":
                     ests["expmech"] = lambda: dpdist.ExpMechSparsePCA(m.k, eps, delta, sigma=sigma, random_state=seed,

@@ -72,6 +72,9 @@ PARAMETER_SCHEMA: dict[str, tuple[type, ...]] = {
     "calibration": _RECORD, "threshold": _REAL, "sensitivity": (int, float, str), "float_factor": _REAL,
     "gaussian_sigma": _REAL, "rule": _STR, "radius": _REAL, "max_subsets": _INT,
     "utility": _RECORD, "rejected_stage": _STR,
+    # centring: how the rows were centred (assumed, a public mean, or a released one) and the
+    # share of the budget the released mean took; the mean itself is a released value
+    "centering": _RECORD,
     # SecondMoment (radius and lambda_min public, or released by its private initialisation)
     "m": _INT, "alpha": _REAL, "xi": _REAL, "init_fraction": _REAL, "psd": _BOOL, "radius_source": _STR,
     "lambda_source": _STR, "lambda_min": _REAL, "n_levels": _INT, "normalised_radius": _REAL,
@@ -91,7 +94,7 @@ NOISE_SCALE_SCHEMA: dict[str, tuple[type, ...]] = {
     "laplace_select": _REAL, "laplace_release": _REAL, "gaussian": _REAL, "sigma": _REAL,
     "selection_gumbel_scale": _REAL, "block_gaussian_sigma": _REAL,
     "level_sigmas": _LIST, "level_sigmas_units": _STR, "radius_histogram_sigma": _REAL,
-    "lambda_histogram_sigma": _REAL, "tlap_scale": _REAL, "tlap_support": _REAL, "masking_eta_b": _REAL,
+    "lambda_histogram_sigma": _REAL, "mean_gaussian": _REAL, "tlap_scale": _REAL, "tlap_support": _REAL, "masking_eta_b": _REAL,
     **{f"{stage}/{key}": _REAL for stage in ("norm", "pca") for key in (
         "count_test_scale", "count_test_bound", "weight_test_scale", "weight_test_bound", "sensitivity")},
     "norm/sigma": _REAL, "pca/sigma_priv": _REAL, "norm/rule": _STR, "pca/rule": _STR,

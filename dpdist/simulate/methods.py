@@ -301,7 +301,8 @@ def simulate_wang_xu(model: BlockModel, n: float, epsilon: float, delta: float, 
     from dpdist.baselines import GaussianCovariance
 
     sigma = math.sqrt(model.sigma2) if sigma is None else float(sigma)
-    plan = GaussianCovariance(epsilon, delta, sigma=sigma, beta=beta).plan(max(2, int(n)), model.n_features)
+    plan = GaussianCovariance(epsilon, delta, sigma=sigma, beta=beta, assume_centered=True).plan(max(2, int(n)),
+                                                                                                 model.n_features)
     out = _threshold_estimate(model, n, plan["threshold"], plan["gaussian_sigma"], rng, "wang-xu", error)
     out.info.update(p_clip=clip_probability(model, n, plan["clip"]), clip=plan["clip"], epsilon=epsilon, delta=delta)
     return out
@@ -331,7 +332,7 @@ def simulate_privcov(model: BlockModel, n: float, epsilon: float, delta: float, 
 
     sigma = math.sqrt(model.sigma2) if sigma is None else float(sigma)
     d, k, s, B = model.n_features, model.k, model.block_size, model.n_blocks
-    plan = SparseCovariance(k, epsilon, delta, sigma=sigma, beta=beta).plan(max(2, int(n)), d)
+    plan = SparseCovariance(k, epsilon, delta, sigma=sigma, beta=beta, assume_centered=True).plan(max(2, int(n)), d)
     b = float(plan["noise_scale"])
     blocks, bulk = _sample_hat(model, n, rng)
     # candidates inside the row's own block (a bulk row's block is its diagonal; -1 pads)

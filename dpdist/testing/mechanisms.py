@@ -548,7 +548,7 @@ def privcov_estimator_case(noise_multiplier: float = 1.0) -> AuditCase:
             for t in range(n):
                 rel = module.private_sparse_covariance(
                     data[which], k, cal.epsilon, cal.delta, clip=PRIVCOV_CLIP, random_state=int(seed) * 1_000_003 + t,
-                    scheduler="synchronous", progress=False, tile_size=2,
+                    scheduler="synchronous", progress=False, tile_size=2, assume_centered=True,
                 )
                 cols, vals = rel.values["selected"][0], rel.values["selected_values"][0]
                 out[t] = vals[cols == 1][0] if np.any(cols == 1) else -1e6
@@ -779,7 +779,7 @@ def analyze_gauss_estimator_case(noise_multiplier: float = 1.0) -> AuditCase:
         with mock.patch.object(module, "analyze_gauss_mechanism", patched), _seeded_fits_are_expected():
             for t in range(n):
                 est = module.AnalyzeGauss(GAUSS_EPS, GAUSS_DELTA, row_norm=1.0, random_state=int(seed) * 1_000_003 + t,
-                                          scheduler="synchronous", tile_size=2).fit(data[which])
+                                          scheduler="synchronous", tile_size=2, assume_centered=True).fit(data[which])
                 out[t] = est.covariance_[0, 0] - est.covariance_[1, 1]
         return out
 
@@ -1243,6 +1243,59 @@ def subsample_aggregate_test_case(noise_multiplier: float = 1.0) -> AuditCase:
 
 
 # ---------------------------------------------------------------------------------------
+# the private mean (clipped-mean Gaussian mechanism): the engine's integer row sum and the
+# mechanism's own release
+# ---------------------------------------------------------------------------------------
+
+#: Private-mean audit instance: n rows, d coordinates, L2 clip C, budget.
+MEAN_N, MEAN_D, MEAN_CLIP, MEAN_EPS, MEAN_DELTA = 20, 3, 1.0, 2.0, 1e-3
+
+
+def mean_data_case(noise_multiplier: float = 1.0) -> AuditCase:
+    """The clipped-mean Gaussian mechanism, data-level: the replaced row is ``3 C e_0`` in D and
+    ``-3 C e_0`` in D' (scaled to norm C by the mechanism's clip; the other rows are fixed
+    random rows), so the integer sums differ by about the claimed 2C in coordinate 0. Each
+    trial sums the rows with :func:`~dpdist.engine.mean.block_clipped_row_sum` (the engine's
+    kernel) and releases through :meth:`ClippedMeanMechanism.release
+    <dpdist.privacy.mechanisms.mean.ClippedMeanMechanism.release>` (trial t reads noise
+    stream t, i.i.d. across trials); statistic: released coordinate 0. Claim: ``Delta /
+    sigma``-GDP with ``Delta = 2 C / n`` and (MEAN_EPS, MEAN_DELTA)-DP."""
+    from dpdist.engine.mean import block_clipped_row_sum
+    from dpdist.privacy.mechanisms.mean import ClippedMeanMechanism
+
+    real = ClippedMeanMechanism.calibrate(MEAN_EPS, MEAN_DELTA, MEAN_N, MEAN_D, MEAN_CLIP)
+    mech = _twin_of(real, noise_multiplier)
+    base = np.random.default_rng(5).uniform(-0.5, 0.5, (MEAN_N, MEAN_D))
+    D, Dp = base.copy(), base.copy()
+    D[0] = 0.0
+    Dp[0] = 0.0
+    D[0, 0], Dp[0, 0] = 3 * MEAN_CLIP, -3 * MEAN_CLIP
+    sums = {w: block_clipped_row_sum(X, mech.clip, mech.unit, mech.norm_bound_sq)[0]
+            for w, X in enumerate((D, Dp))}
+
+    def run(which: int, n: int, seed: int) -> np.ndarray:
+        S = np.broadcast_to(sums[which], (n, MEAN_D))
+        return mech.release(_seed(seed))(S)[:, 0]
+
+    return AuditCase(
+        name=_twin_name("mean/data", noise_multiplier),
+        family="mean",
+        component="clipped-mean Gaussian mechanism on the worst row change (L2 move 2C/n): "
+        "Delta/sigma-GDP with the claimed Delta = 2C/n",
+        notion="gdp",
+        claimed_epsilon=MEAN_EPS,
+        claimed_delta=MEAN_DELTA,
+        claimed_mu=real.sensitivity / real.sigma,
+        claimed_rho=None,
+        mechanism=run,
+        neighbours=(0, 1),
+        default_trials=10_000,
+        noise_multiplier=noise_multiplier,
+        parameters={"sensitivity": real.sensitivity, "sigma": real.sigma, "mechanism": real.describe()},
+    )
+
+
+# ---------------------------------------------------------------------------------------
 # registry
 # ---------------------------------------------------------------------------------------
 
@@ -1261,6 +1314,7 @@ CASES: dict[str, Callable[..., AuditCase]] = {
     "analyze-gauss/release": analyze_gauss_release_case,
     "analyze-gauss/data": analyze_gauss_data_case,
     "analyze-gauss/estimator": analyze_gauss_estimator_case,
+    "mean/data": mean_data_case,
     "privnorm-privpca/count-test": friendly_count_test_case,
     "privnorm-privpca/weight-test": friendly_weight_test_case,
     "privnorm-privpca/norm-release": privnorm_release_case,

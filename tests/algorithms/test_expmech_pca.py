@@ -155,7 +155,8 @@ def test_release_is_identical_on_a_distributed_cluster(local_cluster):
 
 def test_fit_sets_attributes_and_metadata():
     m = make_model2(5000, 8, 2, gap=0.5, lambda1=2.0, random_state=1)
-    est = ExpMechSparsePCA(2, 1.0, 1e-6, sigma=m.sigma, random_state=0, scheduler="synchronous").fit(m.X)
+    est = ExpMechSparsePCA(2, 1.0, 1e-6, sigma=m.sigma, random_state=0, scheduler="synchronous",
+                           assume_centered=True).fit(m.X)
     c = est.components_
     assert c.shape == (1, 8)
     assert np.linalg.norm(c) == pytest.approx(1.0, abs=1e-12)
@@ -250,7 +251,8 @@ def test_data_are_read_once_per_release():
         return block
 
     Xd = da.from_array(X, chunks=(100, 7)).map_blocks(count, dtype=float)
-    expmech_pca(Xd, 2, 1.0, 1e-6, clip=2.0, random_state=0, scheduler="synchronous", chunk_size=5)
+    expmech_pca(Xd, 2, 1.0, 1e-6, clip=2.0, random_state=0, scheduler="synchronous", chunk_size=5,
+                assume_centered=True)
     # each row chunk read once: the Gram (shared by selection and block release) and the
     # finiteness check share the data's keys
     assert len(calls) == 4

@@ -37,7 +37,8 @@ def test_analyze_gauss_adds_symmetric_noise_of_the_calibrated_scale():
     rng = np.random.default_rng(0)
     n, d, L = 2_000, 40, 3.0
     X = rng.standard_normal((n, d))
-    est = AnalyzeGauss(0.5, 1e-5, row_norm=L, random_state=1, scheduler="synchronous", tile_size=16).fit(X)
+    est = AnalyzeGauss(0.5, 1e-5, row_norm=L, random_state=1, scheduler="synchronous", tile_size=16,
+                       assume_centered=True).fit(X)
     s = analyze_gauss_calibration(0.5, 1e-5, n, L)["gaussian_sigma"]
     assert est.noise_scale_ == s
     E = est.covariance_ - _norm_clipped_moment(X, L)
@@ -77,7 +78,9 @@ def test_analyze_gauss_plan_noise_grows_with_d():
     ops = [est.plan(100_000, d).noise_operator_bound for d in (100, 1_000, 10_000)]
     assert ops[0] < ops[1] < ops[2]
     p = est.plan(100_000, 100, sigma=1.0, eigengap=1.0)
-    assert p.operator_error_bound == pytest.approx(p.noise_operator_bound + p.sampling_operator_bound)
+    assert p.operator_error_bound == pytest.approx(p.noise_operator_bound + p.sampling_operator_bound
+                                                   + p.center_operator_bound)
+    assert p.center_operator_bound > 0 and p.centering == "private-mean"
     assert 0 < p.sin2_bound <= 1 and p.error_bound == p.sin2_bound
 
 

@@ -65,7 +65,8 @@ def test_released_values_have_laplace_scale_noise_scale():
 
 def test_noise_scale_attribute_is_the_calibrated_scale():
     X = np.random.default_rng(0).standard_normal((500, 10))
-    est = dpdist.SparseCovariance(2, 0.8, 1e-5, clip=2.5, random_state=0, scheduler="synchronous").fit(X)
+    est = dpdist.SparseCovariance(2, 0.8, 1e-5, clip=2.5, random_state=0, scheduler="synchronous",
+                                  assume_centered=True).fit(X)
     delta_row = 1e-5 / 20
     eps_row = 0.2 / math.sqrt(20 * math.log(2e5))
     b = 2 * (2 * 2.5**2 / 500) / eps_row * math.sqrt(3 * math.log(10 / delta_row))
@@ -118,7 +119,7 @@ def test_crossover_with_wang_xu_through_plan():
     k, eps, delta, n = 3, 0.5, 1e-6, 10**9
 
     def ratio(d):
-        p = dpdist.SparseCovariance(k, eps, delta, clip=4.0).plan(n, d)
+        p = dpdist.SparseCovariance(k, eps, delta, clip=4.0, assume_centered=True).plan(n, d)
         return p.noise_scale / p.wang_xu_sigma
 
     for d in (60, 1000, 20_000, 100_000):
@@ -347,10 +348,21 @@ def _count_chunk_reads(fit, tmp_path):
 
 def test_privcov_reads_each_chunk_once(tmp_path):
     """The non-finite check and the Gram share one read of every chunk."""
-    assert _count_chunk_reads(lambda z: _fit(z, k=2), tmp_path) == 4
+    assert _count_chunk_reads(lambda z: _fit(z, k=2, assume_centered=True), tmp_path) == 4
+
+
+def test_privcov_with_a_private_mean_reads_each_chunk_twice(tmp_path):
+    """The mean must be released before the second moment around it: one more read, no more."""
+    assert _count_chunk_reads(lambda z: _fit(z, k=2), tmp_path) == 8
 
 
 def test_wang_xu_reads_each_chunk_once(tmp_path):
     fit = lambda z: dpdist.baselines.GaussianCovariance(1.0, 1e-5, clip=2.0, random_state=0,  # noqa: E731
-                                                        scheduler="synchronous").fit(z)
+                                                        scheduler="synchronous", assume_centered=True).fit(z)
     assert _count_chunk_reads(fit, tmp_path) == 4
+
+
+def test_wang_xu_with_a_private_mean_reads_each_chunk_twice(tmp_path):
+    fit = lambda z: dpdist.baselines.GaussianCovariance(1.0, 1e-5, clip=2.0, random_state=0,  # noqa: E731
+                                                        scheduler="synchronous").fit(z)
+    assert _count_chunk_reads(fit, tmp_path) == 8

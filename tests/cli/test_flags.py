@@ -78,6 +78,8 @@ def _sample(action: argparse.Action, cls) -> tuple[list[str], object]:
         return [flag, str(value)], value
     if action.dest == "timeout":  # seconds, parsed by the flag's own type
         return [flag, "37"], 37.0
+    if action.dest == "mean":  # a vector, parsed by the flag's own type
+        return [f"{flag}=0.37,-1"], [0.37, -1.0]
     value = {int: 7, float: 0.37}.get(action.type, "synchronous" if action.dest == "scheduler" else "x")
     assert value != _default(cls, action.dest)
     return [flag, str(value)], value

@@ -1,6 +1,6 @@
 """The support test (issue 10, item 5) on the released quantities of the second-moment, Gaussian
-baseline, subsample-and-aggregate, ExpMech and PrivPCA-projector mechanisms: draws go through each mechanism's own
-release callable (the object the algorithm calls inside the graph), with statistics of
+baseline, subsample-and-aggregate, ExpMech, PrivPCA-projector and private-mean mechanisms: draws go
+through each mechanism's own release callable (the object the algorithm calls inside the graph), with statistics of
 neighbouring inputs that differ by the mechanism's sensitivity, and every output drawn under D
 is checked exactly for attainability under D'. Outside a law's designed tail the count must be
 0. The old inverse-CDF path at the same scales fails the same test.
@@ -21,6 +21,7 @@ from dpdist.privacy.gumbel import GumbelMax
 from dpdist.privacy.mechanisms.expmech import ExpMechMechanism
 from dpdist.privacy.mechanisms.friendly import PrivPCAMechanism
 from dpdist.privacy.mechanisms.gaussian import analyze_gauss_mechanism, wang_xu_mechanism
+from dpdist.privacy.mechanisms.mean import ClippedMeanMechanism
 from dpdist.privacy.mechanisms.second_moment import histogram_mechanism, level_mechanisms, moment_release
 from dpdist.privacy.mechanisms.subsample import agreement_sensitivity, subsample_aggregate_mechanism
 from dpdist.privacy.noise import NoiseSeed
@@ -120,7 +121,21 @@ def _projector_draws():
     return _Draws(draw, mech.noise), cal.sensitivity, mech
 
 
+def _mean_draws():
+    """The private mean's release (ClippedMeanMechanism.release) with n = 1, so the released
+    value is the noised integer row sum times gamma: ``count`` coordinates whose sums all equal
+    ``rint(value / gamma)``; neighbours' sums differ by the claimed 2C."""
+    mech = ClippedMeanMechanism.calibrate(1.0, 1e-6, 1, N, 1.0)
+
+    def draw(value, count, seed):
+        units = mech.noise.lattice.to_units(np.full(count, value)).astype(np.int64)
+        return mech.release(seed)(units)
+
+    return _Draws(draw, mech.noise), mech.sensitivity, mech
+
+
 CASES = {
+    "mean": _mean_draws,
     "privpca/projector": _projector_draws,
     "second-moment/level": _level_draws,
     "second-moment/init-histogram": _histogram_draws,

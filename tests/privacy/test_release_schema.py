@@ -60,29 +60,31 @@ FORBIDDEN = re.compile(r"seconds|_time|time_|elapsed|duration|_noisy|\bn_nonfini
 COMMON_PRIVCOV = {"n_samples", "n_features", "sigma", "clip", "beta", "on_nonfinite"}
 ALLOWED = {
     "SparseCovariance": (
-        COMMON_PRIVCOV | {"k", "clip_rule", "tile_size", "calibration"},
-        {"laplace_select", "laplace_release"},
-        {"covariance", "selected", "selected_values", "diagonal"},
+        COMMON_PRIVCOV | {"k", "clip_rule", "tile_size", "calibration", "centering"},
+        {"laplace_select", "laplace_release", "mean_gaussian"},
+        {"covariance", "selected", "selected_values", "diagonal", "mean"},
     ),
     "GaussianCovariance": (
-        COMMON_PRIVCOV | {"epsilon", "delta", "threshold", "sensitivity", "float_factor", "gaussian_sigma", "rule"},
-        {"gaussian"},
-        {"covariance"},
+        COMMON_PRIVCOV | {"epsilon", "delta", "threshold", "sensitivity", "float_factor", "gaussian_sigma", "rule",
+                          "centering"},
+        {"gaussian", "mean_gaussian"},
+        {"covariance", "mean"},
     ),
     "GaussianPCA": (
-        COMMON_PRIVCOV | {"epsilon", "delta", "threshold", "sensitivity", "float_factor", "gaussian_sigma", "rule"},
-        {"gaussian"},
-        {"covariance", "components", "eigenvalue"},
+        COMMON_PRIVCOV | {"epsilon", "delta", "threshold", "sensitivity", "float_factor", "gaussian_sigma", "rule",
+                          "centering"},
+        {"gaussian", "mean_gaussian"},
+        {"covariance", "components", "eigenvalue", "mean"},
     ),
     "AnalyzeGauss": (
-        {"n_samples", "n_features", "radius", "sensitivity", "float_factor", "rule", "on_nonfinite"},
-        {"gaussian"},
-        {"components", "covariance", "eigenvalue"},
+        {"n_samples", "n_features", "radius", "sensitivity", "float_factor", "rule", "on_nonfinite", "centering"},
+        {"gaussian", "mean_gaussian"},
+        {"components", "covariance", "eigenvalue", "mean"},
     ),
     "ExpMechSparsePCA": (
-        COMMON_PRIVCOV | {"k", "clip_source", "max_subsets", "budget_split", "calibration"},
-        {"selection_gumbel_scale", "block_gaussian_sigma"},
-        {"components", "support", "noisy_block", "block_eigenvalue"},
+        COMMON_PRIVCOV | {"k", "clip_source", "max_subsets", "budget_split", "calibration", "centering"},
+        {"selection_gumbel_scale", "block_gaussian_sigma", "mean_gaussian"},
+        {"components", "support", "noisy_block", "block_eigenvalue", "mean"},
     ),
     "SecondMoment": (
         {"n_samples", "n_features", "rho", "m", "alpha", "xi", "sensitivity", "init_fraction", "budget_split", "psd",
@@ -135,9 +137,12 @@ ALLOWED = {
         {"tlap_scale", "tlap_support", "masking_eta_b"},
         {"second_moment"},
     ),
-    "ThresholdedCovariance": ({"n_samples", "n_features", "threshold", "sigma", "on_nonfinite"}, set(), {"covariance"}),
+    # NOT PRIVATE: the default centres at the exact empirical mean (a value of the release)
+    "ThresholdedCovariance": ({"n_samples", "n_features", "threshold", "sigma", "on_nonfinite", "centering"}, set(),
+                              {"covariance", "mean"}),
     "ThresholdedPCA": (
-        {"n_samples", "n_features", "threshold", "sigma", "on_nonfinite"}, set(), {"covariance", "components", "eigenvalue"},
+        {"n_samples", "n_features", "threshold", "sigma", "on_nonfinite", "centering"}, set(),
+        {"covariance", "components", "eigenvalue", "mean"},
     ),
 }
 

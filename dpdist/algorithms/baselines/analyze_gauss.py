@@ -12,6 +12,15 @@ import numpy as np
 
 from dpdist._validation import check_int, check_positive, check_probability
 from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note
+from dpdist.algorithms._centering import (
+    DEFAULT_MEAN_FRACTION,
+    centre_data,
+    centring_error,
+    check_centering,
+    mean_mechanism,
+    mean_notes,
+    stage_guarantee,
+)
 from dpdist.algorithms.baselines._common import triples_to_csr
 from dpdist.algorithms.expmech_pca import leading_eigenvector
 from dpdist.data.validation import as_dask_array, chunk_reading_notes
@@ -20,7 +29,6 @@ from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeou
 from dpdist.engine.second_moment import chunk_clip_rows
 from dpdist.engine.threshold import threshold_triples
 from dpdist.exceptions import ValidationError
-from dpdist.privacy.accounting import release_guarantee
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
 from dpdist.privacy.expmech_calibration import (
     analyze_gauss_calibration,
@@ -84,7 +92,11 @@ class AnalyzeGaussPlan(Plan):
     ``noise_operator_bound``, plus Lemma 2's sampling error with ``sigma``); with ``sigma``
     and ``eigengap``, the Davis-Kahan ``sin^2`` bound (scale 1). **Scale** (vacuity) of the
     operator error: ``radius**2``, the largest ``||Sigma||_op`` rows of norm at most
-    ``radius`` allow.
+    ``radius`` allow. With a private mean the noise is calibrated at the share ``1 -
+    mean_fraction`` and ``center_operator_bound`` (``d`` times
+    :func:`~dpdist.algorithms._centering.centring_error`: ``||b b^T - a a^T||_op <= d
+    max(||b||_inf, ||a||_inf)^2``, at beta) is added to the error, which then holds with
+    probability >= 1 - 2 beta.
     """
 
     radius: float
@@ -93,6 +105,9 @@ class AnalyzeGaussPlan(Plan):
     sampling_operator_bound: float | None = None
     operator_error_bound: float | None = None
     sin2_bound: float | None = None
+    centering: str = "assume-centered"
+    mean_noise_scale: float | None = None
+    center_operator_bound: float = 0.0
 
 
 class AnalyzeGauss(Estimator):
@@ -115,13 +130,21 @@ class AnalyzeGauss(Estimator):
     ledger, dataset
         A privacy-budget ledger charged by ``fit``, and the dataset's identifier (see
         :class:`~dpdist.SparseCovariance`). Without ``ledger``, ``fit`` is recorded in no ledger.
+    assume_centered, mean, mean_fraction, mean_clip
+        Centring, as :class:`~dpdist.SparseCovariance`: by default the rows are centred at a
+        mean released with ``mean_fraction`` of the budget (rows scaled to L2 norm
+        ``mean_clip``, default ``radius``) before their norms are clipped to ``radius``, which
+        must then cover ``||x - mean||``.
 
     Attributes
     ----------
     components_ : ndarray of shape (1, d)
-        Unit top eigenvector of the released noisy second moment.
+        Unit top eigenvector of the released noisy covariance.
     covariance_ : ndarray (d, d)
-        The released ``(1/n) sum x x^T + E`` (E symmetric Gaussian).
+        The released ``(1/n) sum (x - mean)(x - mean)^T + E`` (E symmetric Gaussian; the
+        second moment with ``assume_centered=True``).
+    location_ : ndarray (d,)
+        The mean the rows were centred at (zeros with ``assume_centered=True``).
     noise_scale_ : float
     privacy_, release_
 
@@ -142,13 +165,17 @@ class AnalyzeGauss(Estimator):
     rows (``on_nonfinite="zero"``, the default; "raise" reveals one bit). Float-safe noise:
     the released entries are lattice points with an exactly sampled rounded Gaussian
     (:mod:`dpdist.privacy.mechanisms.gaussian`, where the argument is written). Parameters are validated in :meth:`fit`; a failed fit
-    changes nothing (:mod:`dpdist.algorithms._base`).
+    changes nothing (:mod:`dpdist.algorithms._base`). **Centring.** The private mean
+    (:mod:`dpdist.privacy.mechanisms.mean`) is released first; ``x -> x - mu_hat`` is then a
+    fixed per-row map before the norm clip, so the sensitivity ``2 L^2 / n`` is unchanged; the
+    stages compose by basic composition (:mod:`dpdist.algorithms._centering`).
     """
 
     def __init__(self, epsilon: float, delta: float, *, radius: float | None = None, row_norm: float | None = None,
                  random_state: Any = None, beta: float = 0.1, scheduler: Any = None, tile_size: int = DEFAULT_TILE,
                  on_nonfinite: str = "zero", timeout: float | None = DEFAULT_TIMEOUT, ledger: Any = None,
-                 dataset: str | None = None) -> None:
+                 dataset: str | None = None, assume_centered: bool = False, mean: Any = None,
+                 mean_fraction: float = DEFAULT_MEAN_FRACTION, mean_clip: float | None = None) -> None:
         self.epsilon = epsilon
         self.delta = delta
         self.radius = radius
@@ -161,11 +188,27 @@ class AnalyzeGauss(Estimator):
         self.timeout = timeout
         self.ledger = ledger
         self.dataset = dataset
+        self.assume_centered = assume_centered
+        self.mean = mean
+        self.mean_fraction = mean_fraction
+        self.mean_clip = mean_clip
 
-    def _calibration(self, n: int) -> dict:
+    def _centering(self, n: int, d: int | None) -> tuple:
+        """(centering, mean mechanism or None, the mean's share, the Gaussian release's share)."""
         eps = check_epsilon(self.epsilon)
         delta = check_delta(self.delta)
-        return analyze_gauss_calibration(eps, delta, n, resolve_radius(self.radius, self.row_norm))
+        radius = resolve_radius(self.radius, self.row_norm)
+        centering = check_centering(self.assume_centered, self.mean, self.mean_fraction, self.mean_clip,
+                                    n_features=d)
+        mean_share, share = centering.split(eps, delta)
+        mech = None
+        if centering.private and d is not None:
+            mech = mean_mechanism(centering, mean_share, n, d, None, radius=radius)
+        return centering, mech, mean_share, share
+
+    def _calibration(self, n: int) -> dict:
+        _, _, _, share = self._centering(n, None)
+        return analyze_gauss_calibration(share.epsilon, share.delta, n, resolve_radius(self.radius, self.row_norm))
 
     def plan(self, n_samples: int, n_features: int, *, sigma: float | None = None,
              eigengap: float | None = None) -> AnalyzeGaussPlan:
@@ -188,9 +231,16 @@ class AnalyzeGauss(Estimator):
             samp = sampling_operator_error(sigma, n, d, d, beta / 2)
             fields = {"sampling_operator_bound": samp, "operator_error_bound": noise_op + samp,
                       "error_bound": noise_op + samp, "error_metric": "||M - Sigma||_op, w.p. >= 1 - beta (Lemma 2)"}
+        centering, mean_mech, _, _ = self._centering(n, d)
+        center_op = d * centring_error(centering, mean_mech, sigma if sigma is not None else radius, n, d, beta)
+        if mean_mech is not None:
+            fields["error_bound"] += center_op
+            fields["error_metric"] += " plus centring at the private mean, w.p. >= 1 - 2 beta"
+            if sigma is not None:
+                fields["operator_error_bound"] += center_op
         scale, rule = radius**2, "radius**2 (||Sigma||_op <= radius^2 for rows of norm <= radius)"
         if sigma is not None and eigengap is not None:
-            fields["sin2_bound"] = fields["error_bound"] = davis_kahan_sin2(noise_op + samp, eigengap)
+            fields["sin2_bound"] = fields["error_bound"] = davis_kahan_sin2(fields["operator_error_bound"], eigengap)
             fields["error_metric"] = "sin^2(v_hat, v_1), w.p. >= 1 - beta (Davis-Kahan)"
             scale, rule = 1.0, "1: sin^2 <= 1 always"
         return AnalyzeGaussPlan(
@@ -203,6 +253,9 @@ class AnalyzeGauss(Estimator):
             radius=radius,
             calibration=cal,
             noise_operator_bound=noise_op,
+            centering=centering.mode,
+            mean_noise_scale=None if mean_mech is None else mean_mech.noise_scales()["gaussian"],
+            center_operator_bound=center_op,
             **fields,
         )
 
@@ -216,14 +269,19 @@ class AnalyzeGauss(Estimator):
         check_delta(self.delta)
         check_probability(self.beta, "beta")
         resolve_radius(self.radius, self.row_norm)
+        check_centering(self.assume_centered, self.mean, self.mean_fraction, self.mean_clip)
         seed = resolve_random_state(self.random_state)
         X = as_dask_array(X)
         n, d = (int(s) for s in X.shape)
         cal = self._calibration(n)
-        Xg, finite = nonfinite_guard(X, self.on_nonfinite)
-        Y = row_norm_clip(Xg, cal["row_norm"])
-        S = clipped_second_moment(Y, math.inf, tile=tile)
+        centering, mean_mech, mean_share, share = self._centering(n, d)
         mech = analyze_gauss_mechanism(cal, d)
+        budget = ApproxDP(check_epsilon(self.epsilon), check_delta(self.delta))
+        privacy = stage_guarantee(budget, [mech.event()], share, mean_mech, mean_share)
+        Xg, finite = nonfinite_guard(X, self.on_nonfinite)
+        Xc, mu = centre_data(Xg, finite, centering, mean_mech, seed, scheduler=self.scheduler, timeout=timeout)
+        Y = row_norm_clip(Xc, cal["row_norm"])
+        S = clipped_second_moment(Y, math.inf, tile=tile)
         results = compute(*threshold_triples(S, 0.0, guard=finite, release=mech.release(seed)),
                           scheduler=self.scheduler, timeout=timeout)
         M = triples_to_csr(list(results), d).toarray()
@@ -231,26 +289,36 @@ class AnalyzeGauss(Estimator):
         notes = [residual_note(d * (d + 1) // 2, mech.noise), f"Gaussian scale rule: {cal['rule']}",
                  "components are post-processing (top eigenvector of the released noisy matrix)",
                  nonfinite_note(self.on_nonfinite), *chunk_reading_notes(X)]
+        events, mechanisms = [("gaussian", mech.event())], [mech.describe()]
+        noise_scales = {"gaussian": cal["gaussian_sigma"]}
+        values = {"components": v[None, :], "covariance": M, "eigenvalue": lam}
+        if mu is not None:
+            values["mean"] = mu
+        if mean_mech is not None:
+            events.insert(0, ("mean", mean_mech.event()))  # in the order they ran
+            mechanisms.append(mean_mech.describe())
+            noise_scales["mean_gaussian"] = mean_mech.noise_scales()["gaussian"]
+            notes.extend(mean_notes(mean_mech))
         return warn_if_unsafe(Release(
             mechanism=MECHANISM,
-            privacy=release_guarantee(
-                [mech.event()], budget=ApproxDP(check_epsilon(self.epsilon), check_delta(self.delta))
-            ),
+            privacy=privacy,
             parameters={"n_samples": n, "n_features": d, "radius": cal["row_norm"],
                         "sensitivity": cal["sensitivity"], "float_factor": cal["float_factor"], "rule": cal["rule"],
-                        "on_nonfinite": self.on_nonfinite},
-            noise_scales={"gaussian": cal["gaussian_sigma"]},
-            values={"components": v[None, :], "covariance": M, "eigenvalue": lam},
+                        "on_nonfinite": self.on_nonfinite, "centering": centering.record(mean_mech)},
+            noise_scales=noise_scales,
+            values=values,
             seeding=seed.describe(),
             notes=tuple(notes),
-            events=(("gaussian", mech.event()),),
-            mechanisms=(mech.describe(),),
+            events=tuple(events),
+            mechanisms=tuple(mechanisms),
         ), stacklevel=4)
 
     def _fitted_attributes(self, rel: Release) -> dict:
         return {
             "components_": rel.values["components"],
             "covariance_": rel.values["covariance"],
+            "location_": (np.zeros(rel.parameters["n_features"]) if "mean" not in rel.values
+                          else np.asarray(rel.values["mean"], dtype=np.float64)),
             "noise_scale_": rel.noise_scales["gaussian"],
             "privacy_": rel.privacy,
             "release_": rel,

@@ -9,6 +9,15 @@ from typing import Any
 
 from dpdist._validation import check_int, check_positive, check_probability
 from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, reports_empirical
+from dpdist.algorithms._centering import (
+    DEFAULT_MEAN_FRACTION,
+    centre_data,
+    centring_error,
+    check_centering,
+    mean_mechanism,
+    mean_notes,
+    stage_guarantee,
+)
 from dpdist.algorithms.baselines._common import triples_to_csr
 from dpdist.algorithms.baselines.thresholded import ThresholdedCovariancePlan, bickel_levina_threshold
 from dpdist.data.validation import as_dask_array, chunk_reading_notes
@@ -16,7 +25,6 @@ from dpdist.engine.gram import DEFAULT_TILE, clipped_second_moment, nonfinite_gu
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
 from dpdist.engine.threshold import threshold_triples
 from dpdist.exceptions import ValidationError
-from dpdist.privacy.accounting import release_guarantee
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
 from dpdist.privacy.calibration import subgaussian_clip, wang_xu_calibration
 from dpdist.privacy.mechanisms.base import residual_note
@@ -46,6 +54,11 @@ class GaussianCovariancePlan(ThresholdedCovariancePlan):
     hard thresholding at ``t`` moves an entry by at most ``t`` more. **Scale** (vacuity):
     ``sigma**2`` (every entry of a sigma-sub-Gaussian covariance is at most sigma^2); with
     ``clip`` only, ``sigma = clip`` (clipped entries are clip-sub-Gaussian).
+
+    **Centring.** With a private mean, the Gaussian noise is calibrated at the share
+    ``1 - mean_fraction`` of the budget (``privacy`` is the whole budget) and the bound adds
+    ``lambda_center`` (:func:`~dpdist.algorithms._centering.centring_error`, at beta): it then
+    holds with probability >= 1 - 3 beta. ``mean_noise_scale`` is the mean's noise.
     """
 
     epsilon: float
@@ -56,6 +69,9 @@ class GaussianCovariancePlan(ThresholdedCovariancePlan):
     gaussian_sigma: float
     rule: str
     noise_threshold: float
+    centering: str = "assume-centered"
+    mean_noise_scale: float | None = None
+    lambda_center: float = 0.0
 
 
 class GaussianCovariance(Estimator):
@@ -79,10 +95,17 @@ class GaussianCovariance(Estimator):
     on_nonfinite : {"zero", "raise"}, default "zero"
         "zero": rows holding NaN or inf become zero rows before any statistic (uncounted);
         "raise": explicit validation mode (reveals one bit, recorded in the release).
+    assume_centered, mean, mean_fraction, mean_clip
+        Centring, as :class:`~dpdist.SparseCovariance`: by default the data are centred at a
+        mean released with ``mean_fraction`` of the budget (rows scaled to L2 norm
+        ``mean_clip``, default ``clip * sqrt(d)``); ``mean=`` a public mean;
+        ``assume_centered=True`` the second moment with the whole budget.
 
     Attributes
     ----------
     covariance_ : scipy.sparse.csr_array (d, d)
+    location_ : ndarray (d,)
+        The mean the data were centred at (zeros with ``assume_centered=True``).
     noise_scale_ : float
         Gaussian standard deviation per released entry.
     clip_, threshold_, privacy_, release_
@@ -102,6 +125,10 @@ class GaussianCovariance(Estimator):
     matrix. The noise grows linearly with d: this is the baseline PrivCov is
     compared against (better below d of roughly 64 (k+1) log(d / delta_row)).
     Noise is added tile by tile on the workers; only entries surviving the threshold leave.
+    **Centring.** The private mean (:mod:`dpdist.privacy.mechanisms.mean`) is released first;
+    the rows ``x - mu_hat`` are then clipped: the sensitivity above is unchanged (the mean is
+    public by then, a fixed per-row map), and ``clip`` must cover the centred entries. The two
+    stages compose by basic composition (:mod:`dpdist.algorithms._centering`).
     **Float-safe noise.** Released entries are lattice points with an exactly sampled rounded
     Gaussian (:mod:`dpdist.privacy.mechanisms.gaussian`, where the argument is written); the
     release records the mechanism's event and states the requested (epsilon, delta).
@@ -111,7 +138,9 @@ class GaussianCovariance(Estimator):
     def __init__(self, epsilon: float, delta: float, *, sigma: float | None = None, clip: float | None = None,
                  threshold: float | None = None, random_state: int | None = None, beta: float = 0.1,
                  scheduler: Any = None, tile_size: int = DEFAULT_TILE, on_nonfinite: str = "zero",
-                 timeout: float | None = DEFAULT_TIMEOUT, ledger: Any = None, dataset: str | None = None):
+                 timeout: float | None = DEFAULT_TIMEOUT, ledger: Any = None, dataset: str | None = None,
+                 assume_centered: bool = False, mean: Any = None, mean_fraction: float = DEFAULT_MEAN_FRACTION,
+                 mean_clip: float | None = None):
         self.epsilon = epsilon
         self.delta = delta
         self.sigma = sigma
@@ -125,6 +154,10 @@ class GaussianCovariance(Estimator):
         self.timeout = timeout
         self.ledger = ledger
         self.dataset = dataset
+        self.assume_centered = assume_centered
+        self.mean = mean
+        self.mean_fraction = mean_fraction
+        self.mean_clip = mean_clip
 
     def _check_params(self) -> tuple:
         eps = check_epsilon(self.epsilon)
@@ -137,10 +170,21 @@ class GaussianCovariance(Estimator):
             raise ValidationError("give either sigma (the sub-Gaussian scale) or clip (the truncation level R)")
         return eps, delta, beta, sigma, clip, threshold
 
+    def _centering(self, n: int, d: int) -> tuple:
+        """(centering, mean mechanism or None, the mean's share, the Gaussian release's share)."""
+        eps, delta, beta, sigma, clip, threshold = self._check_params()
+        centering = check_centering(self.assume_centered, self.mean, self.mean_fraction, self.mean_clip,
+                                    n_features=d)
+        R = clip if clip is not None else subgaussian_clip(sigma, n, d, beta)
+        mean_share, main_share = centering.split(eps, delta)
+        mech = mean_mechanism(centering, mean_share, n, d, R) if centering.private else None
+        return centering, mech, mean_share, main_share
+
     def _resolve(self, n: int, d: int) -> dict:
         eps, delta, beta, sigma, clip, threshold = self._check_params()
         R = clip if clip is not None else subgaussian_clip(sigma, n, d, beta)
-        cal = wang_xu_calibration(eps, delta, n, d, R)
+        _, _, _, share = self._centering(n, d)
+        cal = wang_xu_calibration(share.epsilon, share.delta, n, d, R)
         if threshold is not None:
             lam = threshold
         else:
@@ -160,13 +204,16 @@ class GaussianCovariance(Estimator):
         sigma = float(self.sigma) if self.sigma is not None else p["clip"]
         noise = wang_xu_noise_threshold(p["gaussian_sigma"], d, beta)
         samp = bickel_levina_threshold(sigma, n, d, beta)
+        centering, mean_mech, _, _ = self._centering(n, d)
+        lam_c = centring_error(centering, mean_mech, sigma, n, d, beta)
         return GaussianCovariancePlan(
             n_samples=n,
             n_features=d,
             privacy=ApproxDP(p["epsilon"], p["delta"]),
             noise_scale=p["gaussian_sigma"],
-            error_bound=p["threshold"] + samp + noise,
-            error_metric="||M - Sigma||_max (largest entry error), w.p. >= 1 - 2 beta",
+            error_bound=p["threshold"] + samp + noise + lam_c,
+            error_metric="||M - Sigma||_max (largest entry error), w.p. >= 1 - "
+            + ("3 beta (with the private mean)" if mean_mech is not None else "2 beta"),
             error_scale=sigma * sigma,
             error_scale_rule="sigma**2" if self.sigma is not None else
             "clip**2: no sigma given, clipped entries are clip-sub-Gaussian",
@@ -174,6 +221,9 @@ class GaussianCovariance(Estimator):
             beta=beta,
             sampling_threshold=samp,
             noise_threshold=noise,
+            centering=centering.mode,
+            mean_noise_scale=None if mean_mech is None else mean_mech.noise_scales()["gaussian"],
+            lambda_center=lam_c,
             **p,
         )
 
@@ -183,6 +233,7 @@ class GaussianCovariance(Estimator):
     def _fitted_attributes(self, rel: Release) -> dict:
         return {
             "covariance_": rel.values["covariance"],
+            "location_": _location(rel),
             "noise_scale_": rel.noise_scales["gaussian"],
             "clip_": rel.parameters["clip"],
             "threshold_": rel.parameters["threshold"],
@@ -197,29 +248,52 @@ class GaussianCovariance(Estimator):
         timeout = check_timeout(self.timeout)
         check_nonfinite(self.on_nonfinite)
         self._check_params()
+        check_centering(self.assume_centered, self.mean, self.mean_fraction, self.mean_clip)
         seed = resolve_random_state(self.random_state)
         X = as_dask_array(X)
         n, d = X.shape
         p = self._resolve(n, d)
-        Xg, finite = nonfinite_guard(X, self.on_nonfinite)
-        S = clipped_second_moment(Xg, p["clip"], tile=tile)
+        centering, mean_mech, mean_share, share = self._centering(n, d)
         mech = wang_xu_mechanism(p, d)
+        privacy = stage_guarantee(ApproxDP(p["epsilon"], p["delta"]), [mech.event()], share, mean_mech, mean_share)
+        Xg, finite = nonfinite_guard(X, self.on_nonfinite)
+        Xc, mu = centre_data(Xg, finite, centering, mean_mech, seed, scheduler=self.scheduler, timeout=timeout)
+        S = clipped_second_moment(Xc, p["clip"], tile=tile)
         results = compute(*threshold_triples(S, p["threshold"], guard=finite, release=mech.release(seed)),
                           scheduler=self.scheduler, timeout=timeout)
         M = triples_to_csr(list(results), d)
         notes = [residual_note(d * (d + 1) // 2, mech.noise), f"Gaussian scale rule: {p['rule']}",
                  nonfinite_note(self.on_nonfinite), *chunk_reading_notes(X)]
+        events, mechanisms = [("gaussian", mech.event())], [mech.describe()]
+        noise_scales, values = {"gaussian": p["gaussian_sigma"]}, {"covariance": M}
+        if mu is not None:
+            values["mean"] = mu
+        if mean_mech is not None:
+            events.insert(0, ("mean", mean_mech.event()))  # in the order they ran
+            mechanisms.append(mean_mech.describe())
+            noise_scales["mean_gaussian"] = mean_mech.noise_scales()["gaussian"]
+            notes.extend(mean_notes(mean_mech))
         return Release(
             mechanism=MECHANISM,
-            privacy=release_guarantee([mech.event()], budget=ApproxDP(p["epsilon"], p["delta"])),
-            parameters={"n_samples": n, "n_features": d, "sigma": self.sigma, "on_nonfinite": self.on_nonfinite, **p},
-            noise_scales={"gaussian": p["gaussian_sigma"]},
-            values={"covariance": M},
+            privacy=privacy,
+            parameters={"n_samples": n, "n_features": d, "sigma": self.sigma, "on_nonfinite": self.on_nonfinite, **p,
+                        "centering": centering.record(mean_mech)},
+            noise_scales=noise_scales,
+            values=values,
             seeding=seed.describe(),
             notes=tuple(notes),
-            events=(("gaussian", mech.event()),),
-            mechanisms=(mech.describe(),),
+            events=tuple(events),
+            mechanisms=tuple(mechanisms),
         )
+
+
+def _location(rel: Release):
+    """The mean a release centred at (zeros when the data were taken as centred)."""
+    import numpy as np
+
+    mu = rel.values.get("mean")
+    d = rel.parameters["n_features"]
+    return np.zeros(d) if mu is None else np.asarray(mu, dtype=np.float64)
 
 
 #: The Wang-Xu baseline's canonical name (``--method wang-xu`` on the command line): the same

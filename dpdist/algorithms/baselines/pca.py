@@ -11,7 +11,8 @@ import numpy as np
 
 from dpdist._validation import check_int
 from dpdist.algorithms._base import Estimator, reports_empirical
-from dpdist.algorithms.baselines.gaussian import GaussianCovariance, GaussianCovariancePlan
+from dpdist.algorithms._centering import DEFAULT_MEAN_FRACTION
+from dpdist.algorithms.baselines.gaussian import GaussianCovariance, GaussianCovariancePlan, _location
 from dpdist.algorithms.baselines.thresholded import (
     ThresholdedCovariance,
     ThresholdedCovariancePlan,
@@ -77,7 +78,8 @@ def _pca_release(cov_release: Release, components: np.ndarray, eigenvalue: float
         privacy=cov_release.privacy,
         parameters=dict(cov_release.parameters),
         noise_scales=dict(cov_release.noise_scales),
-        values={"components": components, "eigenvalue": eigenvalue, "covariance": cov_release.values["covariance"]},
+        values={"components": components, "eigenvalue": eigenvalue, "covariance": cov_release.values["covariance"],
+                **({"mean": cov_release.values["mean"]} if "mean" in cov_release.values else {})},
         seeding=dict(cov_release.seeding),
         notes=tuple(cov_release.notes) + ("components are post-processing of the released covariance",),
         status=cov_release.status,
@@ -97,6 +99,9 @@ class GaussianPCA(Estimator):
     ----------
     epsilon, delta, sigma, clip, threshold, random_state, beta, scheduler, tile_size, on_nonfinite, timeout
         Passed to :class:`~dpdist.baselines.GaussianCovariance`.
+    assume_centered, mean, mean_fraction, mean_clip
+        Centring, passed to :class:`~dpdist.baselines.GaussianCovariance`: by default the
+        component is that of the covariance around a privately released mean.
     ledger, dataset
         A privacy-budget ledger charged by ``fit``, and the dataset's identifier (see
         :class:`~dpdist.SparseCovariance`). Without ``ledger``, ``fit`` is recorded in no ledger.
@@ -121,12 +126,18 @@ class GaussianPCA(Estimator):
     def __init__(self, epsilon: float, delta: float, *, sigma: float | None = None, clip: float | None = None,
                  threshold: float | None = None, random_state: Any = None, beta: float = 0.1,
                  scheduler: Any = None, tile_size: int = DEFAULT_TILE, on_nonfinite: str = "zero",
-                 timeout: float | None = DEFAULT_TIMEOUT, ledger: Any = None, dataset: str | None = None) -> None:
+                 timeout: float | None = DEFAULT_TIMEOUT, ledger: Any = None, dataset: str | None = None,
+                 assume_centered: bool = False, mean: Any = None, mean_fraction: float = DEFAULT_MEAN_FRACTION,
+                 mean_clip: float | None = None) -> None:
         self.epsilon = epsilon
         self.delta = delta
         self.sigma = sigma
         self.clip = clip
         self.threshold = threshold
+        self.assume_centered = assume_centered
+        self.mean = mean
+        self.mean_fraction = mean_fraction
+        self.mean_clip = mean_clip
         self.random_state = random_state
         self.beta = beta
         self.scheduler = scheduler
@@ -141,6 +152,8 @@ class GaussianPCA(Estimator):
             self.epsilon, self.delta, sigma=self.sigma, clip=self.clip, threshold=self.threshold,
             random_state=self.random_state, beta=self.beta, scheduler=self.scheduler,
             tile_size=self.tile_size, on_nonfinite=self.on_nonfinite, timeout=self.timeout,
+            assume_centered=self.assume_centered, mean=self.mean, mean_fraction=self.mean_fraction,
+            mean_clip=self.mean_clip,
         )
 
     @reports_empirical("wang_xu_pca")
@@ -168,6 +181,7 @@ class GaussianPCA(Estimator):
         return {
             "covariance_": rel.values["covariance"],
             "components_": rel.values["components"],
+            "location_": _location(rel),
             "noise_scale_": rel.noise_scales["gaussian"],
             "clip_": rel.parameters["clip"],
             "threshold_": rel.parameters["threshold"],
@@ -181,8 +195,9 @@ class ThresholdedPCA(Estimator):
 
     Parameters
     ----------
-    threshold, sigma, scheduler, tile_size, on_nonfinite, timeout
-        Passed to :class:`~dpdist.baselines.ThresholdedCovariance`.
+    threshold, sigma, scheduler, tile_size, on_nonfinite, timeout, assume_centered, mean
+        Passed to :class:`~dpdist.baselines.ThresholdedCovariance` (by default the data are
+        centred at their exact mean: this estimator is not private).
 
     Attributes
     ----------
@@ -201,9 +216,12 @@ class ThresholdedPCA(Estimator):
 
     def __init__(self, *, threshold: float | None = None, sigma: float | None = None, scheduler: Any = None,
                  tile_size: int = DEFAULT_TILE, on_nonfinite: str = "zero",
-                 timeout: float | None = DEFAULT_TIMEOUT, ledger: Any = None, dataset: str | None = None) -> None:
+                 timeout: float | None = DEFAULT_TIMEOUT, ledger: Any = None, dataset: str | None = None,
+                 assume_centered: bool = False, mean: Any = None) -> None:
         self.threshold = threshold
         self.sigma = sigma
+        self.assume_centered = assume_centered
+        self.mean = mean
         self.scheduler = scheduler
         self.tile_size = tile_size
         self.on_nonfinite = on_nonfinite
@@ -227,7 +245,8 @@ class ThresholdedPCA(Estimator):
         """Top eigenvector of the thresholded second moment (NOT PRIVATE: one PrivacyWarning)."""
         cov_rel = ThresholdedCovariance(threshold=self.threshold, sigma=self.sigma, scheduler=self.scheduler,
                                         tile_size=self.tile_size, on_nonfinite=self.on_nonfinite,
-                                        timeout=self.timeout)._release(X)
+                                        timeout=self.timeout, assume_centered=self.assume_centered,
+                                        mean=self.mean)._release(X)
         v, lam = leading_eigenvector(cov_rel.values["covariance"])
         return warn_if_unsafe(_pca_release(cov_rel, v[None, :], lam, "NOT PRIVATE"), stacklevel=4)
 
@@ -235,6 +254,7 @@ class ThresholdedPCA(Estimator):
         return {
             "covariance_": rel.values["covariance"],
             "components_": rel.values["components"],
+            "location_": _location(rel),
             "threshold_": rel.parameters["threshold"],
             "release_": rel,
         }

@@ -10,6 +10,7 @@ import numpy as np
 
 from dpdist._validation import check_int, check_positive, check_probability
 from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, reports_empirical
+from dpdist.algorithms._centering import DEFAULT_MEAN_FRACTION, check_centering
 from dpdist.algorithms.baselines._common import triples_to_csr
 from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine.gram import DEFAULT_TILE, clipped_second_moment, nonfinite_guard
@@ -63,10 +64,17 @@ class ThresholdedCovariance(Estimator):
         Where and how long the fit may run (:mod:`dpdist.engine.runtime`).
     on_nonfinite : {"zero", "raise"}, default "zero"
         As for the private estimators.
+    assume_centered : bool, default False
+        False: the data are centred at ``mean`` when given, else at their exact empirical mean
+        (this estimator is not private); True: the second moment ``(1/n) sum x x^T``.
+    mean : array-like (d,), optional
+        A mean to centre at.
 
     Attributes
     ----------
     covariance_ : scipy.sparse.csr_array
+    location_ : ndarray (d,)
+        The mean the data were centred at (zeros with ``assume_centered=True``).
     threshold_ : float
     release_ : Release
         With ``private=False`` and ``privacy=None``.
@@ -83,9 +91,12 @@ class ThresholdedCovariance(Estimator):
 
     def __init__(self, *, threshold: float | None = None, sigma: float | None = None,
                  scheduler: Any = None, tile_size: int = DEFAULT_TILE, on_nonfinite: str = "zero",
-                 timeout: float | None = DEFAULT_TIMEOUT, ledger: Any = None, dataset: str | None = None):
+                 timeout: float | None = DEFAULT_TIMEOUT, ledger: Any = None, dataset: str | None = None,
+                 assume_centered: bool = False, mean: Any = None):
         self.threshold = threshold
         self.sigma = sigma
+        self.assume_centered = assume_centered
+        self.mean = mean
         self.scheduler = scheduler
         self.tile_size = tile_size
         self.on_nonfinite = on_nonfinite
@@ -98,7 +109,8 @@ class ThresholdedCovariance(Estimator):
         return warn_if_unsafe(self._release(X))
 
     def _fitted_attributes(self, rel: Release) -> dict:
-        return {"covariance_": rel.values["covariance"], "threshold_": rel.parameters["threshold"], "release_": rel}
+        return {"covariance_": rel.values["covariance"], "location_": exact_location(rel),
+                "threshold_": rel.parameters["threshold"], "release_": rel}
 
     @reports_empirical("thresholded")
     def plan(self, n_samples: int, n_features: int, *, beta: float = 0.1) -> ThresholdedCovariancePlan:
@@ -115,11 +127,18 @@ class ThresholdedCovariance(Estimator):
         check_nonfinite(self.on_nonfinite)
         if self.threshold is None and self.sigma is None:
             raise ValidationError("give either threshold or sigma")
+        check_centering(self.assume_centered, self.mean, DEFAULT_MEAN_FRACTION, None)
         X = as_dask_array(X)
         n, d = X.shape
+        centering = check_centering(self.assume_centered, self.mean, DEFAULT_MEAN_FRACTION, None, n_features=d)
         lam = threshold if threshold is not None else bickel_levina_threshold(sigma, n, d)
         Xg, finite = nonfinite_guard(X, self.on_nonfinite)
-        S = clipped_second_moment(Xg, math.inf, tile=tile)  # no clipping: plain (1/n) X^T X
+        mu = centering.mean
+        if centering.private:  # not private here: the exact empirical mean
+            mu = np.asarray(compute(Xg.mean(axis=0, dtype=np.float64), scheduler=self.scheduler, timeout=timeout,
+                                    noised=False)[0], dtype=np.float64)
+        Xc = Xg if mu is None else Xg - mu
+        S = clipped_second_moment(Xc, math.inf, tile=tile)  # no clipping: plain (1/n) X^T X
         results = compute(*threshold_triples(S, lam, guard=finite), scheduler=self.scheduler, timeout=timeout,
                           noised=False)
         M = triples_to_csr(list(results), d)
@@ -132,14 +151,28 @@ class ThresholdedCovariance(Estimator):
             mechanism="Hard-thresholded empirical second moment (Bickel-Levina)",
             privacy=None,
             parameters={"n_samples": n, "n_features": d, "threshold": lam, "sigma": self.sigma,
-                        "on_nonfinite": self.on_nonfinite},
+                        "on_nonfinite": self.on_nonfinite, "centering": _exact_record(centering)},
             noise_scales={},
-            values={"covariance": M},
+            values={"covariance": M, **({} if mu is None else {"mean": mu})},
             notes=(NOT_PRIVATE_REASON, nonfinite_note(self.on_nonfinite), *chunk_reading_notes(X)),
             private=False,
             not_private_reasons=(NOT_PRIVATE_REASON,),
         )
 
+
+
+def _exact_record(centering) -> dict:
+    """How the NOT PRIVATE estimator centred (the default: the exact empirical mean)."""
+    if not centering.private:
+        return centering.record()
+    return {"mode": "exact-mean", "estimate": "covariance (1/n) sum (x - mean)(x - mean)^T",
+            "mean_source": "the exact empirical mean (NOT PRIVATE, as this estimator)"}
+
+
+def exact_location(rel: Release) -> np.ndarray:
+    """The mean a release centred at (zeros when the data were taken as centred)."""
+    mu = rel.values.get("mean")
+    return np.zeros(rel.parameters["n_features"]) if mu is None else np.asarray(mu, dtype=np.float64)
 
 
 def thresholded_plan(cls: type, threshold, sigma, n_samples: int, n_features: int, beta: float, **extra):
