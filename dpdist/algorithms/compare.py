@@ -255,9 +255,22 @@ class Comparison:
             return None
         return next(c for c in CANDIDATES if (c.task, c.name) == (self.question.task, self.best))
 
+    def choice_record(self) -> dict:
+        """What a release made by the chosen method records of the choice (public values only)."""
+        from dpdist.privacy.release import to_jsonable
+
+        return to_jsonable({
+            "method": self.best, "estimator": None if self.best is None else self.row(self.best).estimator,
+            "reason": self.reason, "rule": RULE, "question": dataclasses.asdict(self.question), "metric": self.metric,
+            "predicted_errors": {r.name: r.predicted_error for r in self.rows if r.applicable},
+        })
+
     def to_dict(self) -> dict:
-        return {"question": dataclasses.asdict(self.question), "metric": self.metric, "best": self.best,
-                "reason": self.reason, "rule": RULE, "rows": [r.to_dict() for r in self.rows]}
+        """JSON-compatible values (an unbounded error is the string ``"inf"``)."""
+        from dpdist.privacy.release import to_jsonable
+
+        return to_jsonable({"question": dataclasses.asdict(self.question), "metric": self.metric, "best": self.best,
+                            "reason": self.reason, "rule": RULE, "rows": [r.to_dict() for r in self.rows]})
 
 
 #: The choice rule, in words (recorded with every choice).
