@@ -288,7 +288,7 @@ def _measured_n_star(measured: tuple) -> float:
     return math.inf
 
 
-def _tier(row: MethodRow, scale: float) -> int:
+def _tier(row: MethodRow) -> int:
     if row.plan is not None and row.plan.unmet_conditions:
         return 2
     return 1 if row.vacuous else 0
@@ -302,7 +302,7 @@ def _fmt(value: float | None) -> str:
     return "no bound" if value is None or math.isinf(value) else f"{value:.3g}"
 
 
-def _row(c: Candidate, q: Question, order: int) -> MethodRow:
+def _row(c: Candidate, q: Question) -> MethodRow:
     try:
         est, plan, err = c.predict(q)
         est.check_fit(q.n_samples, q.n_features)  # what a fit would refuse before reading data
@@ -351,13 +351,13 @@ def _choose(rows: list[MethodRow], q: Question) -> tuple[str | None, str, list[M
         return None, f"no private method applies ({why})", []
 
     def key(r: MethodRow):
-        return (_tier(r, q.scale), _err(r.predicted_error), _measured_n_star(r.measured), order[r.name])
+        return (_tier(r), _err(r.predicted_error), _measured_n_star(r.measured), order[r.name])
 
     ranked = sorted(eligible, key=key)
     best = ranked[0]
-    tier, err = _tier(best, q.scale), _err(best.predicted_error)
+    tier, err = _tier(best), _err(best.predicted_error)
     metric = TASKS[q.task]["metric"]
-    tied = [r for r in ranked[1:] if _tier(r, q.scale) == tier and
+    tied = [r for r in ranked[1:] if _tier(r) == tier and
             (_err(r.predicted_error) == err or math.isclose(_err(r.predicted_error), err, rel_tol=1e-9))]
     others = [r for r in ranked[1:] if r not in tied]
     if tied:
@@ -441,7 +441,7 @@ def compare_methods(n_samples: int, n_features: int, *, k: int, epsilon: float, 
     if not q.delta < 1:
         raise ValidationError(f"delta must be in (0, 1), got {delta!r}")
     cands = [c for c in CANDIDATES if c.task == task]
-    rows = [_row(c, q, i) for i, c in enumerate(cands)]
+    rows = [_row(c, q) for c in cands]
     best, reason, ranked = _choose(rows, q)
     rank = {r.name: i + 1 for i, r in enumerate(ranked)}
     rows = [dataclasses.replace(r, rank=rank.get(r.name), best=r.name == best) for r in rows]

@@ -132,3 +132,25 @@ def test_method_auto_refuses_flags_it_does_not_use_and_writes_nothing(rows, tmp_
     code, _, err = _run(capsys, *argv)
     assert code == 2 and match in err
     assert not os.path.exists(out)
+
+
+def test_method_auto_through_a_ledger_records_the_choice_in_the_published_release(tmp_path, capsys, monkeypatch):
+    from dpdist.ops.ledger import open_ledger
+    from dpdist.privacy.budget import ApproxDP
+    from tests.ops.conftest import write_dataset
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("DPDIST_LEDGER", raising=False)
+    data = write_dataset(str(tmp_path / "x.zarr"), n=1000, d=5)
+    ledger = str(tmp_path / "ledger.sqlite")
+    with open_ledger(ledger) as led:
+        led.set_budget(data, ApproxDP(1.0, 1e-6))
+    out = tmp_path / "cov.zarr"
+    code, text, err = _run(capsys, "covariance", data, "--method", "auto", "--k", "2", "--epsilon", "1", "--delta",
+                           "1e-6", "--sigma", "1", "--scheduler", "synchronous", "--ledger", ledger, "-o", str(out),
+                           "--json")
+    assert code == 0, err
+    meta = json.loads(text)
+    assert meta["ledger"]["recorded"] is True
+    assert meta["method_choice"]["method"] == "wang-xu" and "method auto: wang-xu" in err
+    assert load_result(out).metadata["method_choice"] == meta["method_choice"]
