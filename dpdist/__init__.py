@@ -7,6 +7,7 @@ data is read, and results are set as ``*_`` attributes, with the full privacy re
 
 from dpdist import baselines  # noqa: F401  (dpdist.baselines.X)
 from dpdist._version import __version__
+from dpdist.algorithms.compare import compare_methods
 from dpdist.algorithms.expmech_pca import ExpMechSparsePCA
 from dpdist.algorithms.second_moment import SecondMoment
 from dpdist.algorithms.sparse_covariance import SparseCovariance
@@ -38,5 +39,6 @@ __all__ = [
     "UtilityWarning",
     "ValidationError",
     "__version__",
+    "compare_methods",
     "load_result",
 ]

@@ -588,6 +588,7 @@ def fit_and_write(
     summary: Callable[[object], list[str]],
     extra_values: Callable[[object], dict] | None = None,
     report_delta: float | None = None,
+    extra_metadata: dict | None = None,
 ) -> int:
     """Check INPUT, --output and the ledger, fit, write the release atomically, print a summary.
 
@@ -602,6 +603,8 @@ def fit_and_write(
     writes the record of the spent budget to ``OUTPUT.rejected.json`` (atomically) and
     propagates (exit 4). Banners for seeded, NOT PRIVATE and unsafe releases go to stderr; with
     ``--json`` stdout holds one document, the release metadata plus ``"output"``.
+    ``extra_metadata`` (public fields, e.g. how ``--method auto`` chose) is added to the
+    published metadata.
     """
     from dpdist.data.results import check_output_path, write_json, write_result
     from dpdist.exceptions import NoPrivateResult, ValidationError
@@ -640,7 +643,8 @@ def fit_and_write(
                 dataset = canonical_dataset(args.input)
 
                 def annotate(reservation) -> dict:
-                    return {"ledger": {**ledger_record, "dataset": dataset, "entry": reservation.id,
+                    return {**(extra_metadata or {}),
+                            "ledger": {**ledger_record, "dataset": dataset, "entry": reservation.id,
                                        "backend": type(ledger).__name__}}
 
                 with privacy_warnings() as warned:
@@ -663,7 +667,7 @@ def fit_and_write(
         if extra_values is not None:
             for key, value in extra_values(est).items():
                 values.setdefault(key, value)
-        meta = {**rel.metadata(), "ledger": ledger_record}
+        meta = {**rel.metadata(), **(extra_metadata or {}), "ledger": ledger_record}
         write_result(out, meta, values, overwrite=args.overwrite)
     banner(args, privacy_banners(meta, warned=warned))
     if args.json:

@@ -39,8 +39,10 @@ def register(sub) -> None:
         formatter_class=HelpFormatter,
     )
     add_input_arg(p)
-    p.add_argument("--method", choices=(*METHODS, *ALIASES), default="privcov",
-                   help="estimator (gaussian is an alias of wang-xu)")
+    p.add_argument("--method", choices=(*METHODS, *ALIASES, "auto"), default="privcov",
+                   help="estimator (gaussian is an alias of wang-xu); auto: the private method whose plan "
+                        "predicts the smallest error for the input's size (`dpdist plan --compare`), chosen "
+                        "from public parameters only")
     p.add_argument("--k", type=int, help="row sparsity k (privcov)")
     p.add_argument("--epsilon", type=float, help="privacy epsilon (> 0) (privcov, wang-xu)")
     p.add_argument("--delta", type=float, help="privacy delta in (0, 1) (privcov, wang-xu)")
@@ -60,6 +62,8 @@ def register(sub) -> None:
 
 def run(args) -> int:
     args.method = ALIASES.get(args.method, args.method)
+    if args.method == "auto":
+        return _run_auto(args)
     check_cli_flags(args)
     call = estimator_call(args, METHODS)
     if args.plan:
@@ -71,8 +75,24 @@ def run(args) -> int:
             extra["min n, error <= sigma^2"] = est.min_samples(args.sigma**2, d)
         return print_plan(args, plan, extra)
 
-    def summary(fitted) -> list[str]:
-        M = fitted.covariance_
-        return [f"released  : {M.shape[0]} x {M.shape[1]} sparse matrix, {M.nnz} non-zeros"]
+    return fit_and_write(call, args, _summary)
 
-    return fit_and_write(call, args, summary)
+
+def _summary(fitted) -> list[str]:
+    M = fitted.covariance_
+    return [f"released  : {M.shape[0]} x {M.shape[1]} sparse matrix, {M.nnz} non-zeros"]
+
+
+def _run_auto(args) -> int:
+    """``--method auto``: say which method :func:`dpdist.compare_methods` chose and why, then
+    plan or run it; the release records the choice under ``method_choice``."""
+    from dpdist.cli._auto import auto_call, say
+
+    check_cli_flags(args)
+    call, record, line = auto_call(args, "covariance")
+    if args.plan:
+        n, d = input_shape(args)
+        say(args, line)
+        return print_plan(args, call.build().plan(n, d, **call.plan_kwargs), {"method_choice": record} if args.json else None)
+    say(args, line)
+    return fit_and_write(call, args, _summary, extra_metadata={"method_choice": record})

@@ -46,8 +46,10 @@ def register(sub) -> None:
         formatter_class=HelpFormatter,
     )
     add_input_arg(p)
-    p.add_argument("--method", choices=(*METHODS, *ALIASES), default="privpca",
-                   help="estimator (gaussian is an alias of wang-xu)")
+    p.add_argument("--method", choices=(*METHODS, *ALIASES, "auto"), default="privpca",
+                   help="estimator (gaussian is an alias of wang-xu); auto: the private method whose plan "
+                        "predicts the smallest error for the input's size (`dpdist plan --compare`), chosen "
+                        "from public parameters only")
     p.add_argument("--k", type=int, help="sparsity k (privpca, expmech; with --plan also wang-xu, thresholded)")
     p.add_argument("--epsilon", type=float, help="privacy epsilon (> 0)")
     p.add_argument("--delta", type=float, help="privacy delta in (0, 1)")
@@ -80,6 +82,8 @@ def register(sub) -> None:
 
 def run(args) -> int:
     args.method = ALIASES.get(args.method, args.method)
+    if args.method == "auto":
+        return _run_auto(args)
     check_cli_flags(args, plan_flags=("target_sin2",))
     call = estimator_call(args, METHODS)
     if args.plan:
@@ -95,8 +99,24 @@ def run(args) -> int:
             extra["min_samples_for_target"] = est.min_samples(args.target_sin2, d, **call.plan_kwargs)
         return print_plan(args, plan, extra, width=24)
 
-    def summary(fitted) -> list[str]:
-        comp = fitted.components_
-        return [f"released  : leading component, {comp.shape[1]} features, {int((comp != 0).sum())} non-zeros"]
+    return fit_and_write(call, args, _summary)
 
-    return fit_and_write(call, args, summary)
+
+def _summary(fitted) -> list[str]:
+    comp = fitted.components_
+    return [f"released  : leading component, {comp.shape[1]} features, {int((comp != 0).sum())} non-zeros"]
+
+
+def _run_auto(args) -> int:
+    """``--method auto``: say which method :func:`dpdist.compare_methods` chose and why, then
+    plan or run it; the release records the choice under ``method_choice``."""
+    from dpdist.cli._auto import auto_call, say
+
+    check_cli_flags(args, plan_flags=("target_sin2",))
+    call, record, line = auto_call(args, "pca")
+    if args.plan:
+        n, d = input_shape(args)
+        say(args, line)
+        return print_plan(args, call.build().plan(n, d, **call.plan_kwargs), {"method_choice": record} if args.json else None)
+    say(args, line)
+    return fit_and_write(call, args, _summary, extra_metadata={"method_choice": record})
