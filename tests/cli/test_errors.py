@@ -1,8 +1,7 @@
 """Exit codes, one-line errors, --json documents, the rejection record and output checks.
 
-Errors that are untyped in the library today (a truncated zarr.json, a corrupt chunk, an
-epsilon so large that calibration overflows) exit 1 with one line; the issue-8-runtime and
-issue-9 branches give them their own codes (5, 2) and these tests keep holding.
+Errors that are untyped in the library today (a truncated zarr.json, a corrupt chunk) exit 1
+with one line; an epsilon above the largest supported one is refused with exit 2.
 """
 
 from __future__ import annotations
@@ -106,7 +105,7 @@ def test_failures_are_one_line_and_write_nothing(store, tmp_path, capsys, case):
     import distributed  # noqa: F401  (its config defaults must be loaded before dask.config.set)
 
     argv = {
-        "huge epsilon": ["covariance", store["ok"], "--k", "2", "--epsilon", "1e6", "--delta", "1e-6", "--sigma", "1",
+        "huge epsilon": ["covariance", store["ok"], "--k", "2", "--epsilon", "1e308", "--delta", "1e-6", "--sigma", "1",
                          "--scheduler", "synchronous"],
         "truncated zarr.json": ["covariance", store["truncated"], *COV],
         "corrupt chunk": ["covariance", store["corrupt"], *COV],
@@ -118,10 +117,29 @@ def test_failures_are_one_line_and_write_nothing(store, tmp_path, capsys, case):
     line = _one_line(capsys.readouterr().err)
     assert line.startswith("dpdist covariance: ") and "Traceback" not in line
     # today: 1 (untyped) for the first three; the runtime and issue-9 branches type them (5, 2)
-    assert rc in {"huge epsilon": (1, 2), "truncated zarr.json": (1, 2, 5), "corrupt chunk": (1, 5),
+    assert rc in {"huge epsilon": (2,), "truncated zarr.json": (1, 2, 5), "corrupt chunk": (1, 5),
                   "unreachable scheduler": (5,)}[case], line
     if rc == 5:
         assert "nothing was" in line and "spent" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("epsilon", ["1e5", "1e100", "1e308"])
+def test_huge_epsilon_computes_or_is_refused_before_reading(store, tmp_path, capsys, epsilon):
+    # the corrupt store fails on reading its second chunk: a refusal naming the largest epsilon
+    # with exit 2 shows the data were never read
+    out = tmp_path / "o.zarr"
+    source = store["ok"] if epsilon == "1e5" else store["corrupt"]
+    rc = main(["covariance", source, "--k", "2", "--epsilon", epsilon, "--delta", "1e-6", "--sigma", "1",
+               "--scheduler", "synchronous", "--random-state", "0", "--output", str(out)])
+    err = capsys.readouterr().err
+    if epsilon == "1e5":
+        assert rc == 0, err
+        cov = dpdist.load_result(out).covariance
+        assert np.isfinite(cov.toarray() if hasattr(cov, "toarray") else cov).all()
+        return
+    line = _one_line(err)
+    assert rc == 2 and "largest epsilon dpdist supports, 1e+06" in line and f"epsilon={float(epsilon):g}" in line
     assert list(tmp_path.iterdir()) == []
 
 
