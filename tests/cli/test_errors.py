@@ -143,6 +143,19 @@ def test_huge_epsilon_computes_or_is_refused_before_reading(store, tmp_path, cap
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("address", ["tpc://127.0.0.1:8786", "localhost"])
+def test_a_bad_scheduler_address_is_refused_before_connecting(store, tmp_path, monkeypatch, capsys, address):
+    from dpdist.engine import runtime
+
+    tried = []
+    monkeypatch.setattr(runtime, "_connect", lambda *a: tried.append(a))
+    rc = main(["covariance", store["ok"], "--k", "2", "--epsilon", "1", "--delta", "1e-6", "--sigma", "1",
+               "--scheduler", address, "--output", str(tmp_path / "o.zarr")])
+    line = _one_line(capsys.readouterr().err)
+    assert rc == 2 and tried == [] and f"scheduler {address!r} is not a dask scheduler address" in line
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_unexpected_errors_are_one_line_with_a_hint(store, tmp_path, monkeypatch, capsys):
     def boom(self, X, y=None):
         raise RuntimeError("first line\nsecond line")
