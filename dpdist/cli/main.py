@@ -141,7 +141,12 @@ def _run(argv: list[str]) -> int:
         if getattr(args, "job", None) is not None:
             report.extra["job"] = args.job
         args.argv = argv
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            from dpdist.exceptions import DataConversionWarning
+
+            warnings.showwarning = _WarningLine(report.label)
+            warnings.simplefilter("always", DataConversionWarning)  # a note of the run, never an error
+            return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return report("interrupted; nothing was written", EXIT_INTERRUPTED, "KeyboardInterrupt", prefix="")
     except _UsageError as exc:
@@ -166,6 +171,30 @@ def _run(argv: list[str]) -> int:
         return report(f"{type(exc).__name__}: {_one_line(exc)} (a bug or an unexpected failure; rerun with "
                       "--debug or DPDIST_DEBUG=1 for the traceback)", EXIT_INTERNAL, type(exc).__name__,
                       prefix="internal error: ")
+
+
+class _WarningLine:
+    """``warnings.showwarning`` of a command: each warning as one line on stderr,
+    ``dpdist COMMAND: note: ...`` for an input conversion (:class:`dpdist.DataConversionWarning`),
+    ``dpdist COMMAND: warning: ...`` otherwise (with the category when it is not dpdist's),
+    without the source line Python adds."""
+
+    def __init__(self, label: str):
+        self.label = label
+
+    def __call__(self, message, category, filename, lineno, file=None, line=None) -> None:
+        from dpdist.exceptions import DataConversionWarning
+
+        if issubclass(category, DataConversionWarning):
+            text = f"note: {_one_line(message)}"
+        elif category.__module__.startswith("dpdist"):
+            text = f"warning: {_one_line(message)}"
+        else:
+            text = f"warning: {category.__name__}: {_one_line(message)}"
+        try:
+            print(f"{self.label}: {text}", file=sys.stderr if file is None else file)
+        except (OSError, ValueError):  # stderr closed: as warnings.showwarning, say nothing
+            pass
 
 
 class _Reporter:

@@ -156,6 +156,24 @@ def test_a_bad_scheduler_address_is_refused_before_connecting(store, tmp_path, m
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("dtype", ["int32", "bool", "complex64"])
+def test_input_dtypes_are_converted_with_one_line_or_refused(tmp_path, capsys, dtype):
+    z = zarr.create_array(str(tmp_path / "x.zarr"), shape=(200, 4), chunks=(100, 4), dtype=dtype)
+    z[...] = (np.arange(800).reshape(200, 4) % 3).astype(dtype)
+    out = tmp_path / "o.zarr"
+    rc = main(["covariance", str(tmp_path / "x.zarr"), *COV, "--output", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    if dtype == "complex64":
+        assert rc == 2 and _one_line("\n".join(err)).startswith(
+            "dpdist covariance: error: X has dtype complex64, which dpdist does not read")
+        assert not out.exists()
+        return
+    assert rc == 0
+    notes = [line for line in err if "dtype" in line]
+    assert notes == [f"dpdist covariance: note: X has dtype {dtype}; converted to float64"]
+    assert not any("Warning" in line or "est.fit" in line for line in err), err
+
+
 def test_unexpected_errors_are_one_line_with_a_hint(store, tmp_path, monkeypatch, capsys):
     def boom(self, X, y=None):
         raise RuntimeError("first line\nsecond line")
