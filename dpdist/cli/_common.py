@@ -43,6 +43,7 @@ __all__ = [
     "input_shape",
     "need",
     "option",
+    "plain_progress",
     "print_json",
     "print_mapping",
     "print_plan",
@@ -107,14 +108,16 @@ def add_runtime_args(p: argparse.ArgumentParser) -> None:
                         "anything is read ('raise', the default), or its missing chunks are read as the "
                         "array's fill value ('fill')")
     p.add_argument("--progress", dest="progress", action="store_true", default=None,
-                   help="show a progress bar (default: only on a terminal)")
+                   help="show progress on stderr as plain lines for logs: one per stage or pass, per 10%% and "
+                        "per finished stage (default: a redrawn line, only on a terminal)")
     p.add_argument("--no-progress", dest="progress", action="store_false")
 
 
 def add_progress_args(p: argparse.ArgumentParser) -> None:
     """--progress/--no-progress for commands without :func:`add_runtime_args`."""
     p.add_argument("--progress", dest="progress", action="store_true", default=None,
-                   help="show a progress line on stderr (default: only on a terminal)")
+                   help="show progress on stderr as plain lines for logs: one per stage or pass, per 10%% and "
+                        "per finished stage (default: a redrawn line, only on a terminal)")
     p.add_argument("--no-progress", dest="progress", action="store_false")
 
 
@@ -350,6 +353,12 @@ def show_progress(args) -> bool:
     return bool(flag) if flag is not None else sys.stderr.isatty()
 
 
+def plain_progress(args) -> bool:
+    """Progress for logs (plain lines, nothing redrawn): with --progress, or when stderr is
+    not a terminal; a terminal without the flag gets the redrawn line."""
+    return getattr(args, "progress", None) is True or not sys.stderr.isatty()
+
+
 @contextlib.contextmanager
 def _children_ignore_sigint() -> Iterator[None]:
     """Processes started inside (LocalCluster workers) inherit an ignored SIGINT.
@@ -389,7 +398,8 @@ def run_context(args, scheduler: Any = None) -> Iterator[Any]:
             raise InfrastructureError(
                 f"cannot reach the Dask scheduler {scheduler!r}: {' '.join(str(exc).split())}; nothing was read or spent"
             ) from exc
-        stack.enter_context(progress_display(show_progress(args), f"dpdist {args.command}", client))
+        stack.enter_context(progress_display(show_progress(args), f"dpdist {args.command}", client,
+                                             plain=plain_progress(args)))
         yield client if client is not None else scheduler
 
 

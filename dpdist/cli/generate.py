@@ -11,6 +11,7 @@ from dpdist.cli._common import (
     refuse,
     run_context,
 )
+from dpdist.cli._progress import stage
 
 #: Flags only one model uses (the others serve both).
 MODEL_FLAGS = {1: ("structure", "strength"), 2: ("gap", "lambda1")}
@@ -60,7 +61,7 @@ def run(args) -> int:
 
         model = make_model2(args.n_samples, args.n_features, args.k, chunks=args.chunk_rows,
                             random_state=args.random_state, **_given(args, "gap", "lambda1"))
-        with run_context(args) as scheduler:
+        with run_context(args) as scheduler, stage("writing the samples"):
             path = model.write_zarr(path, overwrite=args.overwrite, scheduler=scheduler)
         params = model.parameters()
         text = (f"Model 2, k={args.k}, gap={params.get('gap')}, lambda1={params.get('lambda1')}")
@@ -69,7 +70,7 @@ def run(args) -> int:
 
         model = make_model1(args.n_features, args.k, random_state=args.random_state,
                             **_given(args, "structure", "strength"))
-        with run_context(args) as scheduler:
+        with run_context(args) as scheduler, stage("writing the samples"):
             path = model.write_zarr(path, args.n_samples, chunk_rows=args.chunk_rows, scheduler=scheduler,
                                     overwrite=args.overwrite)
         params = model.describe()
