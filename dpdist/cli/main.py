@@ -17,6 +17,7 @@ import importlib
 import logging
 import multiprocessing
 import os
+import re
 import signal
 import sys
 import threading
@@ -136,8 +137,10 @@ def _run(argv: list[str]) -> int:
     debug = "--debug" in argv or os.environ.get("DPDIST_DEBUG", "") not in ("", "0")
     report = _Reporter("dpdist", want_json="--json" in argv, debug=debug)
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args = parser.parse_args(argv)
         report.label = f"dpdist {args.command}"
+        report.words = _FlagWords(parser, args)
         if getattr(args, "job", None) is not None:
             report.extra["job"] = args.job
         args.argv = argv
@@ -153,7 +156,7 @@ def _run(argv: list[str]) -> int:
         report.label = exc.prog
         return report(str(exc), exc.exit_code, "UsageError")
     except DpdistError as exc:  # exit codes: see dpdist.exceptions
-        message, extra = _one_line(exc), {}
+        message, extra = report.words(_one_line(exc)), {}
         if exc.exit_code == 4:
             message = f"no private result: {message}"
         if isinstance(exc, InfrastructureError) and "spent" not in message:
@@ -171,6 +174,45 @@ def _run(argv: list[str]) -> int:
         return report(f"{type(exc).__name__}: {_one_line(exc)} (a bug or an unexpected failure; rerun with "
                       "--debug or DPDIST_DEBUG=1 for the traceback)", EXIT_INTERNAL, type(exc).__name__,
                       prefix="internal error: ")
+
+
+class _FlagWords:
+    """Rewrites a library message in the command line's words: ``name=value`` of a parameter
+    the command has a flag for becomes ``--flag value`` (``--flag`` alone for a switch set to
+    True), and a parameter name with an underscore becomes its flag (``lambda_min`` ->
+    ``--lambda-min``). ``n_samples``/``n_features`` are flags only with ``--plan``."""
+
+    def __init__(self, parser: argparse.ArgumentParser | None = None, args: argparse.Namespace | None = None):
+        self.flags: dict[str, tuple[str, bool]] = {}
+        if parser is None or args is None:
+            return
+        sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        command = sub.choices.get(args.command) if sub is not None else None
+        for action in getattr(command, "_actions", ()):
+            longs = [o for o in action.option_strings if o.startswith("--")]
+            if not longs or action.dest in ("help", "debug", "json"):
+                continue
+            if action.dest in ("n_samples", "n_features") and not getattr(args, "plan", False):
+                continue
+            switch = isinstance(action, argparse._StoreTrueAction)
+            self.flags.setdefault(action.dest, (longs[0], switch))
+
+    def __call__(self, message: str) -> str:
+        if not self.flags:
+            return message
+        names = "|".join(sorted(map(re.escape, self.flags), key=len, reverse=True))
+
+        def with_value(m: re.Match) -> str:
+            flag, switch = self.flags[m["name"]]
+            if switch and m["value"] == "True":
+                return flag
+            return f"{flag} {m['value']}"
+
+        message = re.sub(rf"(?<![\w.-])(?P<name>{names})=(?P<value>'[^']*'|[^\s,;)]+)", with_value, message)
+        bare = "|".join(re.escape(n) for n in self.flags if "_" in n)
+        if bare:
+            message = re.sub(rf"(?<![\w.-])({bare})(?![\w=])", lambda m: self.flags[m[1]][0], message)
+        return message
 
 
 class _WarningLine:
@@ -203,6 +245,7 @@ class _Reporter:
     def __init__(self, label: str, *, want_json: bool, debug: bool):
         self.label, self.want_json, self.debug = label, want_json, debug
         self.extra: dict = {}
+        self.words = _FlagWords()
 
     def __call__(self, message: str, code: int, kind: str, *, prefix: str = "error: ", extra: dict | None = None) -> int:
         if self.debug:

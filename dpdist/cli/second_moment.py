@@ -14,6 +14,7 @@ from dpdist.cli._common import (
     estimator_call,
     fit_and_write,
     input_shape,
+    need,
     print_plan,
     refuse,
 )
@@ -94,6 +95,8 @@ def run(args) -> int:
     call = estimator_call(args, METHODS)
     if args.plan:
         n, d = input_shape(args)
+        if args.method == "recursive":  # a plan needs values (or guesses) for what a fit would estimate
+            need(args, "radius", "lambda_min", context="`dpdist second-moment --plan`")
         return print_plan(args, call.build().plan(n, d, **call.plan_kwargs))
     report_delta = None
     if args.method == "recursive":

@@ -139,7 +139,7 @@ def test_huge_epsilon_computes_or_is_refused_before_reading(store, tmp_path, cap
         assert np.isfinite(cov.toarray() if hasattr(cov, "toarray") else cov).all()
         return
     line = _one_line(err)
-    assert rc == 2 and "largest epsilon dpdist supports, 1e+06" in line and f"epsilon={float(epsilon):g}" in line
+    assert rc == 2 and "largest epsilon dpdist supports, 1e+06" in line and f"--epsilon {float(epsilon):g}" in line
     assert list(tmp_path.iterdir()) == []
 
 
@@ -172,6 +172,28 @@ def test_input_dtypes_are_converted_with_one_line_or_refused(tmp_path, capsys, d
     notes = [line for line in err if "dtype" in line]
     assert notes == [f"dpdist covariance: note: X has dtype {dtype}; converted to float64"]
     assert not any("Warning" in line or "est.fit" in line for line in err), err
+
+
+@pytest.mark.parametrize(("argv", "expected", "python_words"), [
+    (["second-moment", "X", "--rho", "1", "--m", "1", "--radius", "5", "--lambda-min", "-1", "--output", "O"],
+     "--lambda-min must be a finite real number > 0, got -1.0", "lambda_min"),
+    (["second-moment", "X", "--rho", "1", "--m", "1", "--radius", "5", "--output", "O"],
+     "the private --lambda-min step needs m >= n_features (groups of m rows are singular otherwise), got --m 1, "
+     "n_features=6; pass a public --lambda-min", "lambda_min"),
+    (["covariance", "X", "--k", "9", "--epsilon", "1", "--delta", "1e-6", "--sigma", "1", "--output", "O"],
+     "got --k 9", "k=9"),
+    (["covariance", "X", "--k", "2", "--epsilon", "1", "--delta", "1e-6", "--sigma", "1", "--output", "EXISTS"],
+     "already exists (pass --overwrite to replace it)", "overwrite=True"),
+    (["generate", "EXISTS", "--n-samples", "10"], "already exists (pass --overwrite to replace it)", "overwrite=True"),
+    (["second-moment", "--plan", "--n-samples", "100", "--n-features", "5", "--rho", "1", "--m", "3"],
+     "`dpdist second-moment --plan` needs option(s): --radius, --lambda-min", "lambda_min"),
+])
+def test_errors_name_flags_not_python_parameters(store, tmp_path, capsys, argv, expected, python_words):
+    (tmp_path / "exists.zarr").mkdir()
+    subst = {"X": store["ok"], "O": str(tmp_path / "o.zarr"), "EXISTS": str(tmp_path / "exists.zarr")}
+    rc = main([subst.get(a, a) for a in argv])
+    line = _one_line(capsys.readouterr().err)
+    assert rc == 2 and expected in line and python_words not in line, line
 
 
 def test_unexpected_errors_are_one_line_with_a_hint(store, tmp_path, monkeypatch, capsys):
