@@ -41,6 +41,7 @@ __all__ = [
     "fit_and_write",
     "given_flags",
     "input_shape",
+    "mark_required",
     "need",
     "option",
     "plain_progress",
@@ -65,12 +66,30 @@ RUN_ONLY_DESTS = frozenset({"random_state", "scheduler", "timeout", "missing_chu
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows ``(default: X)`` only for real defaults; None means "the library's default"."""
+    """Shows ``(default: X)`` only for real defaults that the help text does not already
+    state: None means "the library's default", and a help saying "default" in prose is kept
+    as written."""
 
     def _get_help_string(self, action):
-        if action.default in (None, False, argparse.SUPPRESS):
+        no_default = action.default is None or action.default is False or action.default == argparse.SUPPRESS
+        if no_default or "default" in (action.help or "").lower():
             return action.help
         return super()._get_help_string(action)
+
+
+def mark_required(p: argparse.ArgumentParser, methods: dict[str, "Method"], *, method_flag: bool = True) -> None:
+    """Append "(required)" to the help of every option all ``methods`` require, and
+    "(required by --method a, b)" to one only some require (the checks themselves stay in
+    :func:`estimator_call`, which also covers --plan)."""
+    for action in p._actions:
+        needed_by = [name for name, m in methods.items() if action.dest in m.required]
+        if not needed_by or not action.option_strings:
+            continue
+        if len(needed_by) == len(methods) or not method_flag:
+            mark = "(required)"
+        else:
+            mark = f"(required by --method {', '.join(needed_by)})"
+        action.help = f"{action.help} {mark}" if action.help else mark
 
 
 def _timeout_arg(text: str) -> float:
@@ -110,7 +129,7 @@ def add_runtime_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--progress", dest="progress", action="store_true", default=None,
                    help="show progress on stderr as plain lines for logs: one per stage or pass, per 10%% and "
                         "per finished stage (default: a redrawn line, only on a terminal)")
-    p.add_argument("--no-progress", dest="progress", action="store_false")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="show no progress at all")
 
 
 def add_progress_args(p: argparse.ArgumentParser) -> None:
@@ -118,7 +137,7 @@ def add_progress_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--progress", dest="progress", action="store_true", default=None,
                    help="show progress on stderr as plain lines for logs: one per stage or pass, per 10%% and "
                         "per finished stage (default: a redrawn line, only on a terminal)")
-    p.add_argument("--no-progress", dest="progress", action="store_false")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="show no progress at all")
 
 
 def add_json_arg(p: argparse.ArgumentParser, what: str = "the result") -> None:
@@ -127,7 +146,8 @@ def add_json_arg(p: argparse.ArgumentParser, what: str = "the result") -> None:
 
 
 def add_input_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("input", nargs="?", help="Zarr array path/URL (or a dpdist dataset group with X)")
+    p.add_argument("input", nargs="?", metavar="INPUT",
+                   help="Zarr array path/URL (or a dpdist dataset group with X); required unless --plan")
 
 
 def add_plan_args(p: argparse.ArgumentParser, what: str) -> None:
@@ -143,7 +163,8 @@ def add_nonfinite_arg(p: argparse.ArgumentParser) -> None:
 
 
 def add_output_args(p: argparse.ArgumentParser, required: bool = True) -> None:
-    p.add_argument("--output", "-o", required=required, help="result Zarr group to write (atomically)")
+    p.add_argument("--output", "-o", required=required,
+                   help="result Zarr group to write (atomically)" + ("" if required else "; required unless --plan"))
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
     add_json_arg(p, "the release metadata (or the plan)")
 

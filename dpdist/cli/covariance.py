@@ -14,6 +14,7 @@ from dpdist.cli._common import (
     estimator_call,
     fit_and_write,
     input_shape,
+    mark_required,
     print_plan,
 )
 
@@ -52,6 +53,7 @@ def register(sub) -> None:
     add_plan_args(p, "clip, noise scale and error bound")
     add_runtime_args(p)
     add_output_args(p, required=False)
+    mark_required(p, METHODS)
     p.set_defaults(func=run)
 
 

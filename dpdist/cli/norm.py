@@ -13,6 +13,7 @@ from dpdist.cli._common import (
     estimator_call,
     fit_and_write,
     input_shape,
+    mark_required,
     print_plan,
 )
 
@@ -41,6 +42,7 @@ def register(sub) -> None:
     add_plan_args(p, "noise scales and the predicted error")
     add_runtime_args(p)
     add_output_args(p, required=False)
+    mark_required(p, {'privnorm': METHOD}, method_flag=False)
     p.set_defaults(func=run)
 
 

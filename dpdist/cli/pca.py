@@ -15,6 +15,7 @@ from dpdist.cli._common import (
     estimator_call,
     fit_and_write,
     input_shape,
+    mark_required,
     need,
     print_plan,
     refuse,
@@ -73,6 +74,7 @@ def register(sub) -> None:
                    help="with --plan (expmech, privpca): also print the least n predicted to reach this sin^2")
     add_runtime_args(p)
     add_output_args(p, required=False)
+    mark_required(p, METHODS)
     p.set_defaults(func=run)
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
+from dpdist.cli._common import HelpFormatter
 from dpdist.cli.budget import _fmt, add_ledger_args
 
 
@@ -18,7 +18,7 @@ def register(sub) -> None:
         "(the shape comes from the job file or the store's metadata) and changes no ledger. "
         "Exit codes: 0 the job would run, 2 invalid job, 3 the budget would refuse it, 5 ledger or "
         "storage unreachable.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     p.add_argument("job", help="job file (TOML)")
     add_ledger_args(p)

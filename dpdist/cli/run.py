@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import argparse
-
-from dpdist.cli._common import banner, print_json, privacy_banners, privacy_warnings
+from dpdist.cli._common import HelpFormatter, banner, print_json, privacy_banners, privacy_warnings
 
 
 def register(sub) -> None:
@@ -16,7 +14,7 @@ def register(sub) -> None:
         "result (the budget counts as spent); 5 infrastructure failure (scheduler, workers or storage; "
         "the reservation is released when no noise was drawn); 1 a bug. With --json one JSON object "
         "on standard output says the same (on failure: status, exit_code, error, job).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     p.add_argument("job", help="job file (TOML)")
     from dpdist.cli.budget import add_ledger_args

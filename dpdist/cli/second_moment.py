@@ -14,6 +14,7 @@ from dpdist.cli._common import (
     estimator_call,
     fit_and_write,
     input_shape,
+    mark_required,
     need,
     print_plan,
     refuse,
@@ -64,6 +65,7 @@ def register(sub) -> None:
     add_plan_args(p, "levels, noise scales and predicted gamma")
     add_runtime_args(p)
     add_output_args(p, required=False)
+    mark_required(p, METHODS)
     p.set_defaults(func=run)
 
 
