@@ -208,11 +208,17 @@ class _FlagWords:
                 return flag
             return f"{flag} {m['value']}"
 
-        message = re.sub(rf"(?<![\w.-])(?P<name>{names})=(?P<value>'[^']*'|[^\s,;)]+)", with_value, message)
         bare = "|".join(re.escape(n) for n in self.flags if "_" in n)
-        if bare:
-            message = re.sub(rf"(?<![\w.-])({bare})(?![\w=])", lambda m: self.flags[m[1]][0], message)
-        return message
+
+        def words(part: str) -> str:
+            part = re.sub(rf"(?<![\w.-])(?P<name>{names})=(?P<value>'[^']*'|[^\s,;)']+)", with_value, part)
+            if bare:
+                part = re.sub(rf"(?<![\w.-])({bare})(?![\w=])", lambda m: self.flags[m[1]][0], part)
+            return part
+
+        # quoted text (paths, URLs, values echoed back) is left as it is
+        parts = re.split(r"('[^']*')", message)
+        return "".join(part if i % 2 else words(part) for i, part in enumerate(parts))
 
 
 class _WarningLine:

@@ -196,6 +196,15 @@ def test_errors_name_flags_not_python_parameters(store, tmp_path, capsys, argv, 
     assert rc == 2 and expected in line and python_words not in line, line
 
 
+def test_flag_words_leave_quoted_text_alone():
+    from dpdist.cli.main import _FlagWords
+
+    parser = build_parser()
+    words = _FlagWords(parser, parser.parse_args(["second-moment", "x", "--rho", "1", "--m", "2"]))
+    assert (words("output '/d/m=3/lambda_min.zarr' exists (pass overwrite=True); got m=1")
+            == "output '/d/m=3/lambda_min.zarr' exists (pass --overwrite); got --m 1")
+
+
 def test_unexpected_errors_are_one_line_with_a_hint(store, tmp_path, monkeypatch, capsys):
     def boom(self, X, y=None):
         raise RuntimeError("first line\nsecond line")
