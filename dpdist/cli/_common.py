@@ -117,7 +117,8 @@ def add_runtime_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scheduler", default=None,
                    help="where to run: 'threads', 'synchronous', 'processes', 'local-cluster' (start a "
                         "Dask LocalCluster for this run), or the address of a running cluster "
-                        "(tcp://HOST:PORT or HOST:PORT; any address dask accepts). Default: dask's configured scheduler (threads), starting nothing")
+                        "(tcp://HOST:PORT or HOST:PORT; any address dask accepts). Default: dask's configured "
+                        "scheduler (threads), starting nothing")
     p.add_argument("--timeout", type=_timeout_arg, default=None, metavar="SECONDS",
                    help=f"fail (exit 5) when the run has not finished after SECONDS (default "
                         f"{DEFAULT_TIMEOUT:g}: one day), "

@@ -17,6 +17,7 @@ from dpdist.cli._common import (
     mark_required,
     print_plan,
 )
+from dpdist.privacy.budget import MAX_EPSILON
 
 METHODS = {
     "privcov": Method("dpdist.SparseCovariance", required=("k", "epsilon", "delta")),
@@ -41,7 +42,7 @@ def register(sub) -> None:
     p.add_argument("--method", choices=(*METHODS, *ALIASES), default="privcov",
                    help="estimator (gaussian is an alias of wang-xu)")
     p.add_argument("--k", type=int, help="row sparsity k (privcov)")
-    p.add_argument("--epsilon", type=float, help="privacy epsilon (> 0) (privcov, wang-xu)")
+    p.add_argument("--epsilon", type=float, help=f"privacy epsilon (> 0, at most {MAX_EPSILON:g}) (privcov, wang-xu)")
     p.add_argument("--delta", type=float, help="privacy delta in (0, 1) (privcov, wang-xu)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--sigma", type=float, help="public sub-Gaussian scale (sets the clip level)")

@@ -16,6 +16,7 @@ from dpdist.cli._common import (
     mark_required,
     print_plan,
 )
+from dpdist.privacy.budget import MAX_EPSILON
 
 METHOD = Method("dpdist.SpectralNorm", required=("k", "epsilon", "delta", "gap", "sigma"))
 
@@ -30,7 +31,7 @@ def register(sub) -> None:
     )
     add_input_arg(p)
     p.add_argument("--k", type=int, help="row sparsity k")
-    p.add_argument("--epsilon", type=float, help="privacy epsilon (> 0)")
+    p.add_argument("--epsilon", type=float, help=f"privacy epsilon (> 0, at most {MAX_EPSILON:g})")
     p.add_argument("--delta", type=float, help="privacy delta in (0, 1)")
     p.add_argument("--gap", type=float, help="relative eigengap gamma")
     p.add_argument("--sigma", type=float, help="public sub-Gaussian scale")

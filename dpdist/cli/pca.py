@@ -20,6 +20,7 @@ from dpdist.cli._common import (
     print_plan,
     refuse,
 )
+from dpdist.privacy.budget import MAX_EPSILON
 
 METHODS = {
     "privpca": Method("dpdist.SparsePCA", required=("k", "epsilon", "delta", "gap", "sigma")),
@@ -49,7 +50,7 @@ def register(sub) -> None:
     p.add_argument("--method", choices=(*METHODS, *ALIASES), default="privpca",
                    help="estimator (gaussian is an alias of wang-xu)")
     p.add_argument("--k", type=int, help="sparsity k (privpca, expmech; with --plan also wang-xu, thresholded)")
-    p.add_argument("--epsilon", type=float, help="privacy epsilon (> 0)")
+    p.add_argument("--epsilon", type=float, help=f"privacy epsilon (> 0, at most {MAX_EPSILON:g})")
     p.add_argument("--delta", type=float, help="privacy delta in (0, 1)")
     p.add_argument("--sigma", type=float, help="public sub-Gaussian scale")
     p.add_argument("--clip", type=float, help="entrywise truncation level (expmech, wang-xu)")

@@ -19,6 +19,7 @@ from dpdist.cli._common import (
     print_plan,
     refuse,
 )
+from dpdist.privacy.zcdp import MAX_RHO
 
 METHODS = {
     "recursive": Method("dpdist.SecondMoment", required=("rho", "m")),
@@ -39,7 +40,7 @@ def register(sub) -> None:
     )
     add_input_arg(p)
     p.add_argument("--method", choices=tuple(METHODS), default="recursive")
-    p.add_argument("--rho", type=float, help="zCDP budget rho (> 0) (recursive)")
+    p.add_argument("--rho", type=float, help=f"zCDP budget rho (> 0, at most {MAX_RHO:g}) (recursive)")
     p.add_argument("--m", type=int, help="subsamplability size m (>= 1)")
     p.add_argument("--alpha", type=float, help="subsamplability accuracy alpha in (0, 0.5] (default 0.5)")
     p.add_argument("--radius", "--row-norm", dest="radius", type=float, default=None,

@@ -95,7 +95,8 @@ def test_progress_line_at_a_terminal_and_flags(data, tmp_path, capsys, command):
     _check_plain_lines(capsys.readouterr().err, command)
 
 
-PLAIN = re.compile(r"dpdist (?P<cmd>[\w-]+): (?P<what>[^:]+): (?:(?P<pct>\d+)% \| (?P<t>\d+\.\d)s|done in (?P<done>\d+\.\d)s)")
+PLAIN = re.compile(r"dpdist (?P<cmd>[\w-]+): (?P<what>[^:]+): "
+                   r"(?:(?P<pct>\d+)% \| (?P<t>\d+\.\d)s|done in (?P<done>\d+\.\d)s)")
 
 
 def _check_plain_lines(err: str, command: str) -> list[re.Match]:

@@ -58,8 +58,9 @@ def test_bool_integer_and_float16_are_converted_to_float64_with_one_warning(dtyp
     raw = (np.arange(12).reshape(4, 3) % 3).astype(dtype)
     with pytest.warns(DataConversionWarning) as caught:
         arr = as_dask_array(raw)
-    assert len(caught) == 1 and str(caught[0].message).startswith(f"X has dtype {np.dtype(dtype)}; converted to float64")
-    assert ("rounded" in str(caught[0].message)) == (dtype in ("int64", "uint64"))
+    message = str(caught[0].message)
+    assert len(caught) == 1 and message.startswith(f"X has dtype {np.dtype(dtype)}; converted to float64")
+    assert ("rounded" in message) == (dtype in ("int64", "uint64"))
     assert arr.dtype == np.float64
     np.testing.assert_array_equal(arr.compute(scheduler="sync"), raw.astype(np.float64))
 
