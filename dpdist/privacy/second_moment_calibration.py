@@ -518,10 +518,11 @@ def tlap_support(sensitivity: float, epsilon: float, delta: float) -> float:
     (Geng-Ding-Guo-Kumar 2020; GAP 13)."""
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
-    if epsilon > 700.0:  # e^eps overflows float64: ln(e^eps - 1) = eps + ln(1 - e^-eps)
+    ratio = math.expm1(epsilon) / (2.0 * delta) if epsilon <= 700.0 else math.inf
+    if math.isinf(ratio):  # beyond float64: the same logarithm, with ln(e^eps - 1) = eps + ln(1 - e^-eps)
         return float(sensitivity) / epsilon * float(np.logaddexp(0.0, epsilon + math.log1p(-math.exp(-epsilon))
                                                                  - math.log(2.0 * delta)))
-    return float(sensitivity) / epsilon * math.log1p(math.expm1(epsilon) / (2.0 * delta))
+    return float(sensitivity) / epsilon * math.log1p(ratio)
 
 
 def baseline_threshold(n_groups: int, epsilon: float, delta: float) -> float:
