@@ -313,7 +313,10 @@ def private_sparse_covariance(
 @dataclass(frozen=True, kw_only=True)
 class SparseCovariancePlan(Plan):
     """:meth:`SparseCovariance.plan`: a :class:`~dpdist.privacy.plan.Plan` whose
-    ``noise_scale`` is the Laplace scale b (selection and release) and whose ``error_bound``
+    ``noise_scale`` is the Laplace scale b (selection and release) that the release uses and
+    reports in its ``noise_scales``: the calibrated scale ``calibrated_noise_scale`` enlarged by
+    the charge for rounding the noise onto its lattice (a relative change near 1e-6); and whose
+    ``error_bound``
     is Theorem 1's ``||M - Sigma||_op <= 6 k (lambda_samp + lambda_priv)`` (probability >=
     1 - beta, when no entry is clipped).
 
@@ -336,6 +339,7 @@ class SparseCovariancePlan(Plan):
     clip: float
     clip_rule: str
     laplace_rule: str
+    calibrated_noise_scale: float
     calibration: PrivCovCalibration
     wang_xu_sigma: float
     sigma: float | None
@@ -363,7 +367,7 @@ def _privcov_plan(cal: PrivCovCalibration, clip_rule: str, sigma: float | None, 
         n_samples=cal.n_samples,
         n_features=cal.n_features,
         privacy=budget if budget is not None else ApproxDP(cal.epsilon, cal.delta),
-        noise_scale=cal.laplace_scale,
+        noise_scale=PrivCovMechanism.from_calibration(cal).noise_scales()["select"],
         error_bound=bound,
         error_metric=metric,
         error_scale=s * s,
@@ -372,6 +376,7 @@ def _privcov_plan(cal: PrivCovCalibration, clip_rule: str, sigma: float | None, 
         clip=cal.clip,
         clip_rule=clip_rule,
         laplace_rule=cal.laplace_rule,
+        calibrated_noise_scale=cal.laplace_scale,
         calibration=cal,
         wang_xu_sigma=wang_xu_calibration(cal.epsilon, cal.delta, cal.n_samples, cal.n_features,
                                           cal.clip)["gaussian_sigma"],

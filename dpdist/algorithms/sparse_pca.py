@@ -647,7 +647,9 @@ def _tests_unmet(tests: dict, name: str) -> tuple:
 @dataclass(frozen=True, kw_only=True)
 class SpectralNormPlan(Plan):
     """:meth:`SpectralNorm.plan`: a :class:`~dpdist.privacy.plan.Plan` whose ``noise_scale``
-    is the Gaussian sigma on the norm and whose ``error_bound`` is Lemma 21's
+    is the Gaussian sigma on the norm as the release uses and reports it (after the lattice's
+    rounding charge; ``sensitivity`` and the error bound use the calibrated sigma, a relative
+    difference near 1e-9) and whose ``error_bound`` is Lemma 21's
     ``|lambda_hat - lambda_1| <= 10 k tau + sigma sqrt(2 log(4/beta))`` (when the tests pass).
 
     **Scale** (vacuity): ``lambda_1``, the norm estimated (``lambda_1`` of :meth:`plan`,
@@ -670,7 +672,9 @@ class SpectralNormPlan(Plan):
 @dataclass(frozen=True, kw_only=True)
 class SparsePCAPlan(Plan):
     """:meth:`SparsePCA.plan`: a :class:`~dpdist.privacy.plan.Plan` whose ``noise_scale`` is
-    sigma_priv (the projector's Gaussian noise) and whose ``error_bound`` is the ``sin^2``
+    the projector's Gaussian noise as the release uses and reports it (after the lattice's
+    rounding charge; ``sigma_priv`` is the calibrated value; with a private ``lambda_hat`` both
+    are for the assumed one) and whose ``error_bound`` is the ``sin^2``
     bound of the proof of Theorem 3 (``min(1, 4 E^2)``, when the tests pass).
 
     **Scale** (vacuity): 1, since ``sin^2 <= 1`` always (a bound of 1 says nothing about the
@@ -806,7 +810,7 @@ class SpectralNorm(Estimator):
             n_samples=setup.n_samples,
             n_features=setup.n_features,
             privacy=ApproxDP(epsilon, delta),
-            noise_scale=cal.sigma,
+            noise_scale=PrivNormMechanism.from_calibration(cal).noise_scales()["release"],  # as released
             error_bound=err["error_bound"],
             error_metric="|lambda_hat - lambda_1|, w.p. >= 1 - beta when the tests pass (Lemma 21)",
             error_scale=lam,
@@ -967,7 +971,7 @@ class SparsePCA(Estimator):
             ncal = privnorm_calibration(norm_budget[0], norm_budget[1], setup.k, setup.tau, setup.float_bounds)
             nerr = privnorm_error_bound(ncal, setup.k, setup.tau, setup.beta)
             norm = {
-                "norm_noise_scale": ncal.sigma,
+                "norm_noise_scale": PrivNormMechanism.from_calibration(ncal).noise_scales()["release"],
                 "norm_error_bound": nerr["error_bound"],
                 "norm_within_gap_over_10": nerr["error_bound"] <= setup.gap * lam / 10,
                 "norm_tests": _plan_tests(setup, friendly_test_calibration(*norm_budget, setup.n_batches)),
@@ -981,7 +985,7 @@ class SparsePCA(Estimator):
             n_samples=setup.n_samples,
             n_features=setup.n_features,
             privacy=ApproxDP(check_epsilon(self.epsilon), check_delta(self.delta)),
-            noise_scale=pcal.sigma,
+            noise_scale=PrivPCAMechanism.from_calibration(pcal, setup.n_features).noise_scales()["projector"],
             error_bound=err["sin2_error_bound"],
             error_metric="sin^2(v_hat, v_1), w.p. >= 1 - beta when the tests pass (proof of Theorem 3)",
             error_scale=1.0,

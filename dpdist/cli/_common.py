@@ -43,8 +43,10 @@ __all__ = [
     "fit_and_write",
     "given_flags",
     "input_shape",
+    "mark_required",
     "need",
     "option",
+    "plain_progress",
     "print_json",
     "print_mapping",
     "print_plan",
@@ -67,12 +69,30 @@ RUN_ONLY_DESTS = frozenset({"random_state", "scheduler", "timeout", "missing_chu
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows ``(default: X)`` only for real defaults; None means "the library's default"."""
+    """Shows ``(default: X)`` only for real defaults that the help text does not already
+    state: None means "the library's default", and a help saying "default" in prose is kept
+    as written."""
 
     def _get_help_string(self, action):
-        if action.default in (None, False, argparse.SUPPRESS):
+        no_default = action.default is None or action.default is False or action.default == argparse.SUPPRESS
+        if no_default or "default" in (action.help or "").lower():
             return action.help
         return super()._get_help_string(action)
+
+
+def mark_required(p: argparse.ArgumentParser, methods: dict[str, "Method"], *, method_flag: bool = True) -> None:
+    """Append "(required)" to the help of every option all ``methods`` require, and
+    "(required by --method a, b)" to one only some require (the checks themselves stay in
+    :func:`estimator_call`, which also covers --plan)."""
+    for action in p._actions:
+        needed_by = [name for name, m in methods.items() if action.dest in m.required]
+        if not needed_by or not action.option_strings:
+            continue
+        if len(needed_by) == len(methods) or not method_flag:
+            mark = "(required)"
+        else:
+            mark = f"(required by --method {', '.join(needed_by)})"
+        action.help = f"{action.help} {mark}" if action.help else mark
 
 
 def _timeout_arg(text: str) -> float:
@@ -100,7 +120,8 @@ def add_runtime_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scheduler", default=None,
                    help="where to run: 'threads', 'synchronous', 'processes', 'local-cluster' (start a "
                         "Dask LocalCluster for this run), or the address of a running cluster "
-                        "tcp://HOST:PORT. Default: dask's configured scheduler (threads), starting nothing")
+                        "(tcp://HOST:PORT or HOST:PORT; any address dask accepts). Default: dask's configured "
+                        "scheduler (threads), starting nothing")
     p.add_argument("--timeout", type=_timeout_arg, default=None, metavar="SECONDS",
                    help=f"fail (exit 5) when the run has not finished after SECONDS (default "
                         f"{DEFAULT_TIMEOUT:g}: one day), "
@@ -112,15 +133,17 @@ def add_runtime_args(p: argparse.ArgumentParser) -> None:
                         "the fill value); 'fill' always reads them as the fill value; 'raise' also refuses a "
                         "store without a chunk manifest")
     p.add_argument("--progress", dest="progress", action="store_true", default=None,
-                   help="show a progress bar (default: only on a terminal)")
-    p.add_argument("--no-progress", dest="progress", action="store_false")
+                   help="show progress on stderr as plain lines for logs: one per stage or pass, per 10%% and "
+                        "per finished stage (default: a redrawn line, only on a terminal)")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="show no progress at all")
 
 
 def add_progress_args(p: argparse.ArgumentParser) -> None:
     """--progress/--no-progress for commands without :func:`add_runtime_args`."""
     p.add_argument("--progress", dest="progress", action="store_true", default=None,
-                   help="show a progress line on stderr (default: only on a terminal)")
-    p.add_argument("--no-progress", dest="progress", action="store_false")
+                   help="show progress on stderr as plain lines for logs: one per stage or pass, per 10%% and "
+                        "per finished stage (default: a redrawn line, only on a terminal)")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="show no progress at all")
 
 
 def add_json_arg(p: argparse.ArgumentParser, what: str = "the result") -> None:
@@ -143,7 +166,7 @@ def _columns_arg(text: str) -> list[str]:
 
 def add_input_arg(p: argparse.ArgumentParser) -> None:
     """INPUT and --columns (``columns`` of :func:`dpdist.data.as_dask_array`)."""
-    p.add_argument("input", nargs="?", help=INPUT_HELP)
+    p.add_argument("input", nargs="?", metavar="INPUT", help=INPUT_HELP)
     add_columns_arg(p)
 
 
@@ -200,7 +223,8 @@ def add_nonfinite_arg(p: argparse.ArgumentParser) -> None:
 def add_output_args(p: argparse.ArgumentParser, required: bool = True) -> None:
     """--output, --overwrite, --json, and the ledger the release is charged to (--ledger,
     --no-ledger)."""
-    p.add_argument("--output", "-o", required=required, help="result Zarr group to write (atomically)")
+    p.add_argument("--output", "-o", required=required,
+                   help="result Zarr group to write (atomically)" + ("" if required else "; required unless --plan"))
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
     add_json_arg(p, "the release metadata (or the plan)")
     g = p.add_mutually_exclusive_group()
@@ -427,6 +451,12 @@ def show_progress(args) -> bool:
     return bool(flag) if flag is not None else sys.stderr.isatty()
 
 
+def plain_progress(args) -> bool:
+    """Progress for logs (plain lines, nothing redrawn): with --progress, or when stderr is
+    not a terminal; a terminal without the flag gets the redrawn line."""
+    return getattr(args, "progress", None) is True or not sys.stderr.isatty()
+
+
 @contextlib.contextmanager
 def _children_ignore_sigint() -> Iterator[None]:
     """Processes started inside (LocalCluster workers) inherit an ignored SIGINT.
@@ -466,7 +496,8 @@ def run_context(args, scheduler: Any = None) -> Iterator[Any]:
             raise InfrastructureError(
                 f"cannot reach the Dask scheduler {scheduler!r}: {' '.join(str(exc).split())}; nothing was read or spent"
             ) from exc
-        stack.enter_context(progress_display(show_progress(args), f"dpdist {args.command}", client))
+        stack.enter_context(progress_display(show_progress(args), f"dpdist {args.command}", client,
+                                             plain=plain_progress(args)))
         yield client if client is not None else scheduler
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import argparse
+from dpdist.cli._common import HelpFormatter
 
 
 def register(sub) -> None:
@@ -20,7 +20,7 @@ def register(sub) -> None:
         "twins carrying the two reproduced float bugs; --long runs them in their long form. "
         "Exit status 1 when an outcome is not the expected one (a real mechanism flagged, or a "
         "catchable twin not flagged).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     format_help = p.format_help
 

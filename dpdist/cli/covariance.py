@@ -15,8 +15,10 @@ from dpdist.cli._common import (
     estimator_call,
     fit_and_write,
     input_shape,
+    mark_required,
     print_plan,
 )
+from dpdist.privacy.budget import MAX_EPSILON
 
 METHODS = {
     "privcov": Method("dpdist.SparseCovariance", required=("k", "epsilon", "delta")),
@@ -44,7 +46,7 @@ def register(sub) -> None:
                         "predicts the smallest error for the input's size (`dpdist plan --compare`), chosen "
                         "from public parameters only")
     p.add_argument("--k", type=int, help="row sparsity k (privcov)")
-    p.add_argument("--epsilon", type=float, help="privacy epsilon (> 0) (privcov, wang-xu)")
+    p.add_argument("--epsilon", type=float, help=f"privacy epsilon (> 0, at most {MAX_EPSILON:g}) (privcov, wang-xu)")
     p.add_argument("--delta", type=float, help="privacy delta in (0, 1) (privcov, wang-xu)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--sigma", type=float, help="public sub-Gaussian scale (sets the clip level)")
@@ -57,6 +59,7 @@ def register(sub) -> None:
     add_plan_args(p, "clip, noise scale and error bound")
     add_runtime_args(p)
     add_output_args(p, required=False)
+    mark_required(p, METHODS)
     p.set_defaults(func=run)
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import time
 
 from dpdist.cli._common import (
     HelpFormatter,
@@ -30,6 +29,7 @@ from dpdist.cli._common import (
     privacy_warnings,
     run_context,
 )
+from dpdist.cli._progress import stage
 
 
 #: What the demo's summary and kept releases record about the ledger.
@@ -96,15 +96,17 @@ def run(args) -> int:
             cluster = None
             if not isinstance(sched, (str, type(None))):
                 cluster = f"cluster   : {sched.scheduler.address} ({len(sched.scheduler_info()['workers'])} workers)"
-            t0 = time.perf_counter()
-            data = model.write_zarr(os.path.join(workdir, "model1.zarr"), args.n_samples, scheduler=sched,
-                                    overwrite=True)
-            t_data = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            privcov = dpdist.SparseCovariance(args.k, **budget, scheduler=sched, progress=False).fit(data)
-            t_priv = time.perf_counter() - t0
-            wang_xu = dpdist.baselines.GaussianCovariance(**budget, scheduler=sched).fit(data)
-            thresholded = dpdist.baselines.ThresholdedCovariance(sigma=sigma, scheduler=sched).fit(data)
+            with stage("writing the data") as timer:
+                data = model.write_zarr(os.path.join(workdir, "model1.zarr"), args.n_samples, scheduler=sched,
+                                        overwrite=True)
+            t_data = timer.seconds
+            with stage("PrivCov") as timer:
+                privcov = dpdist.SparseCovariance(args.k, **budget, scheduler=sched, progress=False).fit(data)
+            t_priv = timer.seconds
+            with stage("Wang-Xu Gaussian"):
+                wang_xu = dpdist.baselines.GaussianCovariance(**budget, scheduler=sched).fit(data)
+            with stage("thresholded"):
+                thresholded = dpdist.baselines.ThresholdedCovariance(sigma=sigma, scheduler=sched).fit(data)
         if cluster:
             say(cluster)
         say(f"data      : {data if keep else 'Model-1 samples'} written in {t_data:.1f}s")

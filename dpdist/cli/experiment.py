@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import argparse
+from dpdist.cli._common import HelpFormatter
 
 
 def register(sub) -> None:
@@ -17,7 +17,7 @@ def register(sub) -> None:
     sc = inner.add_parser(
         "sample-complexity",
         help="n*(d) per method (bisection over repeated seeds), fitted exponents, PrivCov/Wang-Xu crossover",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     sc.add_argument("--mode", choices=("simulated", "real"), default="simulated",
                     help="draw the statistics (simulated, reaches d = 1e5) or fit the estimators on rows (real)")
@@ -34,20 +34,20 @@ def register(sub) -> None:
     sc.set_defaults(func=run_sample_complexity)
 
     va = inner.add_parser("validate-simulation", help="simulated vs real error distributions (two-sample tests)",
-                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                          formatter_class=HelpFormatter)
     va.add_argument("--reps-sim", type=int, default=300)
     _common(va)
     va.set_defaults(func=run_validation)
 
     sm = inner.add_parser("second-moment-curves", help="NeurIPS 2025 curves: RecDPSME vs one-shot vs "
                           "subsample-and-aggregate (condition numbers, outliers)",
-                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                          formatter_class=HelpFormatter)
     sm.add_argument("--rho", type=float, default=1.0)
     _common(sm)
     sm.set_defaults(func=run_second_moment)
 
     pe = inner.add_parser("peers", help="dpdist vs OpenDP vs diffprivlib PCA (needs .[compare])",
-                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                          formatter_class=HelpFormatter)
     _common(pe)
     pe.set_defaults(func=run_peers)
 

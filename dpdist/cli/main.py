@@ -24,6 +24,7 @@ import importlib
 import logging
 import multiprocessing
 import os
+import re
 import signal
 import sys
 import threading
@@ -152,12 +153,19 @@ def _run(argv: list[str]) -> int:
     debug = "--debug" in argv or os.environ.get("DPDIST_DEBUG", "") not in ("", "0")
     report = _Reporter("dpdist", want_json="--json" in argv, debug=debug)
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args = parser.parse_args(argv)
         report.label = f"dpdist {args.command}"
+        report.words = _FlagWords(parser, args)
         if getattr(args, "job", None) is not None:
             report.extra["job"] = args.job
         args.argv = argv
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            from dpdist.exceptions import DataConversionWarning
+
+            warnings.showwarning = _WarningLine(report.label)
+            warnings.simplefilter("always", DataConversionWarning)  # a note of the run, never an error
+            return int(args.func(args) or 0)
     except KeyboardInterrupt as exc:
         what, code = ("terminated (SIGTERM)", EXIT_TERMINATED) if isinstance(exc, Terminated) else \
             ("interrupted", EXIT_INTERRUPTED)
@@ -168,7 +176,7 @@ def _run(argv: list[str]) -> int:
         report.label = exc.prog
         return report(str(exc), exc.exit_code, "UsageError")
     except DpdistError as exc:  # exit codes: see dpdist.exceptions
-        message = _one_line(exc)
+        message = report.words(_one_line(exc))
         told, extra = _ledger_outcome(exc)
         if exc.exit_code == 4:
             message = f"no private result: {message}"
@@ -215,12 +223,82 @@ def _ledger_outcome(exc: BaseException) -> tuple[str, dict]:
             {"entry": entry.id, "spent": entry.cost, "noise_drawn": running})
 
 
+class _FlagWords:
+    """Rewrites a library message in the command line's words: ``name=value`` of a parameter
+    the command has a flag for becomes ``--flag value`` (``--flag`` alone for a switch set to
+    True), and a parameter name with an underscore becomes its flag (``lambda_min`` ->
+    ``--lambda-min``). ``n_samples``/``n_features`` are flags only with ``--plan``."""
+
+    def __init__(self, parser: argparse.ArgumentParser | None = None, args: argparse.Namespace | None = None):
+        self.flags: dict[str, tuple[str, bool]] = {}
+        if parser is None or args is None:
+            return
+        sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        command = sub.choices.get(args.command) if sub is not None else None
+        for action in getattr(command, "_actions", ()):
+            longs = [o for o in action.option_strings if o.startswith("--")]
+            if not longs or action.dest in ("help", "debug", "json"):
+                continue
+            if action.dest in ("n_samples", "n_features") and not getattr(args, "plan", False):
+                continue
+            switch = isinstance(action, argparse._StoreTrueAction)
+            self.flags.setdefault(action.dest, (longs[0], switch))
+
+    def __call__(self, message: str) -> str:
+        if not self.flags:
+            return message
+        names = "|".join(sorted(map(re.escape, self.flags), key=len, reverse=True))
+
+        def with_value(m: re.Match) -> str:
+            flag, switch = self.flags[m["name"]]
+            if switch and m["value"] == "True":
+                return flag
+            return f"{flag} {m['value']}"
+
+        bare = "|".join(re.escape(n) for n in self.flags if "_" in n)
+
+        def words(part: str) -> str:
+            part = re.sub(rf"(?<![\w.-])(?P<name>{names})=(?P<value>'[^']*'|[^\s,;)']+)", with_value, part)
+            if bare:
+                part = re.sub(rf"(?<![\w.-])({bare})(?![\w=])", lambda m: self.flags[m[1]][0], part)
+            return part
+
+        # quoted text (paths, URLs, values echoed back) is left as it is
+        parts = re.split(r"('[^']*')", message)
+        return "".join(part if i % 2 else words(part) for i, part in enumerate(parts))
+
+
+class _WarningLine:
+    """``warnings.showwarning`` of a command: each warning as one line on stderr,
+    ``dpdist COMMAND: note: ...`` for an input conversion (:class:`dpdist.DataConversionWarning`),
+    ``dpdist COMMAND: warning: ...`` otherwise (with the category when it is not dpdist's),
+    without the source line Python adds."""
+
+    def __init__(self, label: str):
+        self.label = label
+
+    def __call__(self, message, category, filename, lineno, file=None, line=None) -> None:
+        from dpdist.exceptions import DataConversionWarning
+
+        if issubclass(category, DataConversionWarning):
+            text = f"note: {_one_line(message)}"
+        elif category.__module__.startswith("dpdist"):
+            text = f"warning: {_one_line(message)}"
+        else:
+            text = f"warning: {category.__name__}: {_one_line(message)}"
+        try:
+            print(f"{self.label}: {text}", file=sys.stderr if file is None else file)
+        except (OSError, ValueError):  # stderr closed: as warnings.showwarning, say nothing
+            pass
+
+
 class _Reporter:
     """Prints an error: the traceback (debug only), one line on stderr, the JSON document."""
 
     def __init__(self, label: str, *, want_json: bool, debug: bool):
         self.label, self.want_json, self.debug = label, want_json, debug
         self.extra: dict = {}
+        self.words = _FlagWords()
 
     def __call__(self, message: str, code: int, kind: str, *, prefix: str = "error: ", extra: dict | None = None) -> int:
         if self.debug:

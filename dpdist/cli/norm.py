@@ -13,8 +13,10 @@ from dpdist.cli._common import (
     estimator_call,
     fit_and_write,
     input_shape,
+    mark_required,
     print_plan,
 )
+from dpdist.privacy.budget import MAX_EPSILON
 
 METHOD = Method("dpdist.SpectralNorm", required=("k", "epsilon", "delta", "gap", "sigma"))
 
@@ -29,7 +31,7 @@ def register(sub) -> None:
     )
     add_input_arg(p)
     p.add_argument("--k", type=int, help="row sparsity k")
-    p.add_argument("--epsilon", type=float, help="privacy epsilon (> 0)")
+    p.add_argument("--epsilon", type=float, help=f"privacy epsilon (> 0, at most {MAX_EPSILON:g})")
     p.add_argument("--delta", type=float, help="privacy delta in (0, 1)")
     p.add_argument("--gap", type=float, help="relative eigengap gamma")
     p.add_argument("--sigma", type=float, help="public sub-Gaussian scale")
@@ -41,6 +43,7 @@ def register(sub) -> None:
     add_plan_args(p, "noise scales and the predicted error")
     add_runtime_args(p)
     add_output_args(p, required=False)
+    mark_required(p, {'privnorm': METHOD}, method_flag=False)
     p.set_defaults(func=run)
 
 

@@ -16,10 +16,12 @@ from dpdist.cli._common import (
     estimator_call,
     fit_and_write,
     input_shape,
+    mark_required,
     need,
     print_plan,
     refuse,
 )
+from dpdist.privacy.budget import MAX_EPSILON
 
 METHODS = {
     "privpca": Method("dpdist.SparsePCA", required=("k", "epsilon", "delta", "gap", "sigma")),
@@ -51,7 +53,7 @@ def register(sub) -> None:
                         "predicts the smallest error for the input's size (`dpdist plan --compare`), chosen "
                         "from public parameters only")
     p.add_argument("--k", type=int, help="sparsity k (privpca, expmech; with --plan also wang-xu, thresholded)")
-    p.add_argument("--epsilon", type=float, help="privacy epsilon (> 0)")
+    p.add_argument("--epsilon", type=float, help=f"privacy epsilon (> 0, at most {MAX_EPSILON:g})")
     p.add_argument("--delta", type=float, help="privacy delta in (0, 1)")
     p.add_argument("--sigma", type=float, help="public sub-Gaussian scale")
     p.add_argument("--clip", type=float, help="entrywise truncation level (expmech, wang-xu)")
@@ -77,6 +79,7 @@ def register(sub) -> None:
                    help="with --plan (expmech, privpca): also print the least n predicted to reach this sin^2")
     add_runtime_args(p)
     add_output_args(p, required=False)
+    mark_required(p, METHODS)
     p.set_defaults(func=run)
 
 

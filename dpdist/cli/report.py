@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 
-from dpdist.cli._common import print_json
+from dpdist.cli._common import HelpFormatter, print_json
 
 
 def register(sub) -> None:
@@ -15,7 +14,7 @@ def register(sub) -> None:
         description="Write a PNG beside RESULT (RESULT without .zarr, plus .png) and print a summary: "
         "the released matrix's support as a heatmap and its spectrum against the error band the plan "
         "predicted. With --ledger and no RESULT: the budget spent over time per dataset.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     p.add_argument("result", nargs="?", help="a dpdist result (Zarr group path or URL)")
     p.add_argument("--ledger", default=None,

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import argparse
-
-from dpdist.cli._common import banner, print_json, privacy_banners, privacy_warnings
+from dpdist.cli._common import HelpFormatter, banner, print_json, privacy_banners, privacy_warnings
 
 
 def register(sub) -> None:
@@ -23,7 +21,7 @@ def register(sub) -> None:
         "its noise (random_state) or set unsafe_no_privacy, and a release that is not private is not "
         "published (exit 4, the budget counts as spent), unless the job sets [output] "
         "publish_not_private = true.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     p.add_argument("job", help="job file (TOML)")
     from dpdist.cli.budget import add_ledger_args

@@ -14,9 +14,12 @@ from dpdist.cli._common import (
     estimator_call,
     fit_and_write,
     input_shape,
+    mark_required,
+    need,
     print_plan,
     refuse,
 )
+from dpdist.privacy.zcdp import MAX_RHO
 
 METHODS = {
     "recursive": Method("dpdist.SecondMoment", required=("rho", "m")),
@@ -37,7 +40,7 @@ def register(sub) -> None:
     )
     add_input_arg(p)
     p.add_argument("--method", choices=tuple(METHODS), default="recursive")
-    p.add_argument("--rho", type=float, help="zCDP budget rho (> 0) (recursive)")
+    p.add_argument("--rho", type=float, help=f"zCDP budget rho (> 0, at most {MAX_RHO:g}) (recursive)")
     p.add_argument("--m", type=int, help="subsamplability size m (>= 1)")
     p.add_argument("--alpha", type=float, help="subsamplability accuracy alpha in (0, 0.5] (default 0.5)")
     p.add_argument("--radius", "--row-norm", dest="radius", type=float, default=None,
@@ -63,6 +66,7 @@ def register(sub) -> None:
     add_plan_args(p, "levels, noise scales and predicted gamma")
     add_runtime_args(p)
     add_output_args(p, required=False)
+    mark_required(p, METHODS)
     p.set_defaults(func=run)
 
 
@@ -94,6 +98,8 @@ def run(args) -> int:
     call = estimator_call(args, METHODS)
     if args.plan:
         n, d = input_shape(args)
+        if args.method == "recursive":  # a plan needs values (or guesses) for what a fit would estimate
+            need(args, "radius", "lambda_min", context="`dpdist second-moment --plan`")
         return print_plan(args, call.build().plan(n, d, **call.plan_kwargs))
     report_delta = None
     if args.method == "recursive":

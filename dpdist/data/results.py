@@ -41,7 +41,7 @@ def check_output_path(path: str | os.PathLike, *, overwrite: bool = False) -> st
     if not os.path.isdir(parent):
         raise ValidationError(f"output directory {parent!r} does not exist")
     if os.path.exists(path) and not overwrite:
-        raise ValidationError(f"output {path!r} already exists (pass overwrite=True / --overwrite)")
+        raise ValidationError(f"output {path!r} already exists (pass overwrite=True to replace it)")
     try:
         os.rmdir(tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.probe-", dir=parent))
     except OSError as exc:

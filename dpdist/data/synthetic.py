@@ -118,7 +118,7 @@ class Model1:
         if not os.path.isdir(parent):
             raise ValidationError(f"output directory {parent!r} does not exist")
         if os.path.exists(path) and not overwrite:
-            raise ValidationError(f"{path!r} already exists (pass overwrite=True / --overwrite)")
+            raise ValidationError(f"{path!r} already exists (pass overwrite=True to replace it)")
         tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.tmp-", dir=parent)
         try:
             root = zarr.open_group(tmp, mode="w")

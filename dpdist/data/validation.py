@@ -42,6 +42,14 @@ Zarr inputs, as the workers see them
   read it; unreadable or invalid metadata (a truncated ``zarr.json``) raises
   :class:`ValidationError` here, before anything is read. Messages name the store, never
   data values, and never a chunk whose presence could depend on the data.
+
+Data types
+----------
+One rule for every input (NumPy, dask, Zarr), applied by :func:`as_float_dtype` from the
+dtype alone: float64 and float32 are used as they are; booleans, signed and unsigned
+integers and float16 are converted to float64 (exact, except integers beyond 2**53 in
+magnitude, which are rounded), with one :class:`DataConversionWarning` naming the dtype;
+every other dtype (complex, extended precision, strings, objects, dates) is refused.
 """
 
 from __future__ import annotations
@@ -64,6 +72,7 @@ __all__ = [
     "DEFAULT_ROW_CHUNK_BYTES",
     "MISSING_CHUNKS",
     "as_dask_array",
+    "as_float_dtype",
     "canonical_location",
     "check_chunks_present",
     "chunk_reading",
@@ -439,6 +448,26 @@ def _row_chunk(n_rows: int, n_cols: int, itemsize: int) -> int:
     return int(max(1, min(n_rows, DEFAULT_ROW_CHUNK_BYTES // max(1, n_cols * itemsize))))
 
 
+def as_float_dtype(arr, name: str = "X", *, stacklevel: int = 2):
+    """``arr`` (a NumPy or dask array) with a float32 or float64 dtype, by the rule of this
+    module's docstring: float32/float64 unchanged; bool, integer and float16 converted to
+    float64 with one :class:`DataConversionWarning`; any other dtype refused with a
+    :class:`ValidationError`. Decided from the dtype alone (metadata, never values)."""
+    dtype = np.dtype(arr.dtype)
+    if dtype in (np.float32, np.float64):
+        return arr
+    if dtype.kind in "biu" or dtype == np.float16:
+        wide = dtype.kind in "iu" and dtype.itemsize > 4
+        rounded = "; integers beyond 2**53 in magnitude are rounded" if wide else ""
+        warnings.warn(f"{name} has dtype {dtype}; converted to float64{rounded}", DataConversionWarning,
+                      stacklevel=stacklevel)
+        return arr.astype(np.float64)
+    raise ValidationError(
+        f"{name} has dtype {dtype}, which dpdist does not read: use float64 or float32 (bool, integer and "
+        "float16 are converted to float64)"
+    )
+
+
 def as_dask_array(
     X, *, name: str = "X", min_rows: int = 2, min_cols: int = 2, missing_chunks: str = "auto",
     columns: list[str] | None = None,
@@ -476,7 +505,7 @@ def as_dask_array(
     Warns
     -----
     DataConversionWarning
-        Integer or boolean input converted to float64.
+        Boolean, integer or float16 input converted to float64 (:func:`as_float_dtype`).
     """
     import zarr
 
@@ -515,14 +544,7 @@ def as_dask_array(
         raise ValidationError(f"{name} needs at least {min_rows} rows (samples), got {n}")
     if d < min_cols:
         raise ValidationError(f"{name} needs at least {min_cols} columns (features), got {d}")
-    kind = arr.dtype.kind
-    if kind in "iub":
-        warnings.warn(
-            f"{name} has dtype {arr.dtype}; converted to float64", DataConversionWarning, stacklevel=3
-        )
-        arr = arr.astype(np.float64)
-    elif kind != "f" or arr.dtype.itemsize not in (4, 8):
-        raise ValidationError(f"{name} must have dtype float32 or float64 (or integer), got {arr.dtype}")
+    arr = as_float_dtype(arr, name, stacklevel=4)
     # Rechunk rows only when the chunks are pathological (tiny or huge); columns stay as given.
     row_sizes = arr.chunks[0]
     target = _row_chunk(n, d, arr.dtype.itemsize)

@@ -24,8 +24,9 @@ Every estimator takes ``scheduler`` (CLI ``--scheduler``) with these values:
     A ``distributed.LocalCluster`` of worker processes sized to the machine (one
     single-threaded worker per core, at most 8), started by the first fit that asks for it
     in this process, reused by the later ones, and closed when the process exits.
-``"tcp://host:port"`` (any ``distributed`` address)
-    Connect to that running cluster for this fit.
+``"tcp://host:port"``, ``"host:port"`` (any ``distributed`` address)
+    Connect to that running cluster for this fit. The address is checked with
+    ``distributed``'s own parsing before anything runs (:func:`check_scheduler_address`).
 a ``distributed.Client``, or a ``LocalCluster`` (any ``distributed`` cluster object)
     Use it (a cluster gets a private client for this fit; neither is closed).
 
@@ -138,18 +139,52 @@ def check_scheduler(scheduler: Any) -> Any:
     if scheduler is None or isinstance(scheduler, Runtime):
         return scheduler
     if isinstance(scheduler, str):
-        if scheduler in LOCAL_SCHEDULERS or scheduler == LOCAL_CLUSTER or "://" in scheduler:
+        if scheduler in LOCAL_SCHEDULERS or scheduler == LOCAL_CLUSTER:
             return scheduler
-        raise ValidationError(
-            f"scheduler must be None, one of {LOCAL_SCHEDULERS + (LOCAL_CLUSTER,)}, an address like "
-            f"'tcp://host:port', a distributed.Client or a LocalCluster; got {scheduler!r}"
-        )
+        return check_scheduler_address(scheduler)
     client_t, cluster_t = _distributed_types()
     if isinstance(scheduler, client_t) or isinstance(scheduler, cluster_t):
         return scheduler
     raise ValidationError(
         f"scheduler must be None, a string, a distributed.Client or a LocalCluster, got {scheduler!r}"
     )
+
+
+def check_scheduler_address(address: str) -> str:
+    """``address`` unchanged when ``distributed`` can connect to it: ``SCHEME://LOCATION`` with
+    a scheme ``distributed`` has a backend for (``tcp``, ``tls``, ``inproc``, ``ucx``, ``ws``,
+    ``wss``, or one a plugin registers), or ``host:port``, which ``distributed`` reads with its
+    default scheme (``distributed.comm.default-scheme``, tcp). The host-based schemes need a
+    host and a port. Parsed by ``distributed``'s own functions; nothing is contacted."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.comm.registry import backends, get_backend
+
+    local = "'threads', 'synchronous', 'processes', 'local-cluster'"
+
+    def refuse(problem: str) -> ValidationError:
+        return ValidationError(
+            f"scheduler {address!r} is not a dask scheduler address: {problem} (expected one of {local}, "
+            "or an address like tcp://HOST:PORT or HOST:PORT)"
+        )
+
+    scheme, location = parse_address(address)
+    try:
+        get_backend(scheme)
+    except ValueError:
+        raise refuse(f"unknown scheme {scheme + '://'!r}; dask knows {', '.join(sorted(backends))}") from None
+    if not location.strip():
+        raise refuse("no location after the scheme")
+    if scheme in ("tcp", "tls", "ws", "wss"):
+        try:
+            host, port = parse_host_port(location)
+        except ValueError as exc:
+            problem = str(exc)
+            if problem.startswith("invalid literal"):  # int(port)
+                problem = f"the port after the last ':' in {location!r} is not a number"
+            raise refuse(problem) from None
+        if not host:
+            raise refuse("no host")
+    return address
 
 
 def check_timeout(timeout: Any) -> float | None:

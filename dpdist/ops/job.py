@@ -304,6 +304,13 @@ def job_from_dict(doc: dict, source: str = "<dict>") -> Job:
 
     sch = _table(doc, "scheduler", where, required=False, allowed={"address", "timeout"})
     scheduler = _string(sch, "address", where, "scheduler")
+    if scheduler is not None:
+        from dpdist.engine.runtime import check_scheduler
+
+        try:
+            check_scheduler(scheduler)
+        except ValidationError as exc:
+            raise _err(where, "scheduler.address", str(exc)) from None
     timeout = sch.get("timeout")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, numbers.Real)
                                 or not math.isfinite(timeout) or timeout <= 0):

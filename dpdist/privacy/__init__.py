@@ -1,8 +1,18 @@
 """Privacy core: budgets, calibration, noise and releases. Pure NumPy/SciPy; no dask, no zarr."""
 
-from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
+from dpdist.privacy.budget import MAX_EPSILON, ApproxDP, check_delta, check_epsilon
 from dpdist.privacy.noise import NoiseSeed, resolve_random_state
 from dpdist.privacy.release import Release
-from dpdist.privacy.zcdp import ZCDP
+from dpdist.privacy.zcdp import MAX_RHO, ZCDP
 
-__all__ = ["ApproxDP", "NoiseSeed", "Release", "ZCDP", "check_delta", "check_epsilon", "resolve_random_state"]
+__all__ = [
+    "MAX_EPSILON",
+    "MAX_RHO",
+    "ApproxDP",
+    "NoiseSeed",
+    "Release",
+    "ZCDP",
+    "check_delta",
+    "check_epsilon",
+    "resolve_random_state",
+]

@@ -142,6 +142,8 @@ def advanced_composition_epsilon(epsilon_step: float, n_steps: int, delta_slack:
     ``k * delta_step + delta'``. Exact formula, valid for every eps > 0.
     """
     k = int(n_steps)
+    if epsilon_step > 700.0:  # e^eps overflows float64: the bound is larger than any float
+        return math.inf
     return math.sqrt(2 * k * math.log(1 / delta_slack)) * epsilon_step + k * epsilon_step * math.expm1(
         epsilon_step
     )

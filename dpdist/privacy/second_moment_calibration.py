@@ -518,7 +518,11 @@ def tlap_support(sensitivity: float, epsilon: float, delta: float) -> float:
     (Geng-Ding-Guo-Kumar 2020; GAP 13)."""
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
-    return float(sensitivity) / epsilon * math.log1p(math.expm1(epsilon) / (2.0 * delta))
+    ratio = math.expm1(epsilon) / (2.0 * delta) if epsilon <= 700.0 else math.inf
+    if math.isinf(ratio):  # beyond float64: the same logarithm, with ln(e^eps - 1) = eps + ln(1 - e^-eps)
+        return float(sensitivity) / epsilon * float(np.logaddexp(0.0, epsilon + math.log1p(-math.exp(-epsilon))
+                                                                 - math.log(2.0 * delta)))
+    return float(sensitivity) / epsilon * math.log1p(ratio)
 
 
 def baseline_threshold(n_groups: int, epsilon: float, delta: float) -> float:
@@ -583,11 +587,13 @@ def baseline_guarantee(epsilon: float, delta: float) -> ApproxDP:
     """Algorithm 3 run with (eps, delta) is (2 eps, 4 e^eps delta)-DP (Lemma A.4)."""
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
-    total_delta = 4.0 * math.exp(epsilon) * delta
-    if not total_delta < 1.0:
+    largest = -math.log(4.0 * delta)  # 4 e^eps delta < 1  <=>  eps < ln(1 / (4 delta))
+    if not epsilon < largest:
         raise ValidationError(
-            f"delta={delta!r} is too large: the baseline's guarantee 4 e^epsilon delta = {total_delta:.4g} must be < 1"
+            f"epsilon={epsilon:g} is too large for delta={delta!r}: the baseline's guarantee 4 e^epsilon delta "
+            f"must be < 1, so epsilon must be < ln(1/(4 delta)) = {largest:.6g} (or choose a smaller delta)"
         )
+    total_delta = 4.0 * math.exp(epsilon) * delta
     return ApproxDP(2.0 * epsilon, total_delta)
 
 

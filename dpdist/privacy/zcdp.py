@@ -31,10 +31,11 @@ from scipy import optimize
 
 from dpdist._validation import check_real
 from dpdist.exceptions import ValidationError
-from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
+from dpdist.privacy.budget import MAX_EPSILON, ApproxDP, check_delta, check_epsilon
 
 __all__ = [
     "CONVERSIONS",
+    "MAX_RHO",
     "ZCDP",
     "check_rho",
     "compose_zcdp",
@@ -48,15 +49,28 @@ __all__ = [
 CONVERSIONS = ("bun-steinke", "cks20")
 
 
-def check_rho(rho: float, name: str = "rho", *, allow_zero: bool = False) -> float:
+#: The largest rho a mechanism accepts: the zCDP of a MAX_EPSILON-DP mechanism (eps^2 / 2,
+#: Bun & Steinke 2016, Proposition 1.4). Every rho estimator computes its release up to it;
+#: above it the noise scales leave float64's range.
+MAX_RHO = MAX_EPSILON**2 / 2.0
+
+
+def check_rho(rho: float, name: str = "rho", *, allow_zero: bool = False, limit: bool = True) -> float:
     """Return ``rho`` as a float after checking it is a finite real number > 0 (or >= 0)
-    (:mod:`dpdist._validation`: strings and bools are refused)."""
-    return check_real(rho, name, low=0.0, closed="left" if allow_zero else "neither")
+    (:mod:`dpdist._validation`: strings and bools are refused) and, with ``limit`` (a
+    mechanism's parameter, not a composed guarantee), at most :data:`MAX_RHO`."""
+    rho = check_real(rho, name, low=0.0, closed="left" if allow_zero else "neither")
+    if limit and rho > MAX_RHO:
+        raise ValidationError(
+            f"{name}={rho:g} is larger than the largest rho dpdist supports, {MAX_RHO:g}: choose {name} <= "
+            f"{MAX_RHO:g} (a rho that large already gives no meaningful privacy)"
+        )
+    return rho
 
 
 def bun_steinke_epsilon(rho: float, delta: float) -> float:
     """epsilon = rho + 2 sqrt(rho ln(1/delta)) (Bun & Steinke 2016, Proposition 1.3)."""
-    rho = check_rho(rho, allow_zero=True)
+    rho = check_rho(rho, allow_zero=True, limit=False)
     delta = check_delta(delta)
     return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
 
@@ -82,7 +96,7 @@ def _cks20_log_delta(rho: float, epsilon: float) -> float:
 
 def cks20_delta(rho: float, epsilon: float) -> float:
     """Smallest delta of a rho-zCDP mechanism at ``epsilon`` (CKS20, Proposition 12)."""
-    rho = check_rho(rho, allow_zero=True)
+    rho = check_rho(rho, allow_zero=True, limit=False)
     epsilon = check_real(epsilon, "epsilon", low=0.0, closed="left")
     if rho == 0:
         return 0.0
@@ -96,7 +110,7 @@ def cks20_epsilon(rho: float, delta: float) -> float:
     looser conversion). The root is nudged up by one part in 1e12 so the returned epsilon is
     never below the exact one after rounding.
     """
-    rho = check_rho(rho, allow_zero=True)
+    rho = check_rho(rho, allow_zero=True, limit=False)
     delta = check_delta(delta)
     if rho == 0:
         return 0.0
@@ -142,8 +156,9 @@ class ZCDP:
     breakdown: tuple = ()
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "rho", check_rho(self.rho, allow_zero=True))
-        parts = tuple((str(label), check_rho(r, f"rho of {label!r}", allow_zero=True)) for label, r in self.breakdown)
+        object.__setattr__(self, "rho", check_rho(self.rho, allow_zero=True, limit=False))
+        parts = tuple((str(label), check_rho(r, f"rho of {label!r}", allow_zero=True, limit=False))
+                      for label, r in self.breakdown)
         object.__setattr__(self, "breakdown", parts)
         if parts:
             total = math.fsum(r for _, r in parts)

@@ -171,6 +171,7 @@ def plot_result(metadata: dict, values: dict, path: str, *, title: str | None = 
     d = M.shape[0]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5.6), dpi=120, layout="constrained",
                                    gridspec_kw={"width_ratios": [1, 1.25]})
+    fig.get_layout_engine().set(w_pad=0.15)
     grid, cells = _heatmap_grid(M)
     positive = grid[grid > 0]
     from matplotlib.colors import LogNorm

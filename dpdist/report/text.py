@@ -2,7 +2,28 @@
 
 from __future__ import annotations
 
-__all__ = ["format_release"]
+import re
+
+__all__ = ["format_release", "is_technical_note"]
+
+#: What marks a release note as written for a reviewer rather than for the person reading the
+#: summary: pointers into the papers (line, lemma and fact numbers, deviations from them),
+#: lattice exponents, sampler residuals, float-error constants and calibration rule names.
+_TECHNICAL = re.compile(
+    r"\bline \d+|\blines? \d+-\d+|\bLemma \d+|\bFact \d+|\bdeviation\b|\blattice\b|\bresidual\b"
+    r"|2\*\*-?\d+|\bkappa\(n\)|\bfloat_\w+|\bARPACK\b|\bthe paper's formula\b|\bscale: paper\b|\bscale rule\b"
+    r"|\bFeistel\b|\bshrink S\(y\)|\bfloating point\b|\bfloat-safe noise\b"
+)
+
+
+#: A reviewer's label at the start of a note (kept in the metadata, not printed).
+_REVIEW_LABEL = re.compile(r"^GAP \d+: ")
+
+
+def is_technical_note(note: str) -> bool:
+    """Whether a release note is a reviewer's detail (kept in the metadata, counted but not
+    printed by :func:`format_release`)."""
+    return bool(_TECHNICAL.search(note))
 
 
 def format_release(meta: dict, *, report_delta: float | None = None) -> str:
@@ -45,6 +66,13 @@ def format_release(meta: dict, *, report_delta: float | None = None) -> str:
         warn = "  (SEEDED: reproducible noise, NOT PRIVATE, for tests only)" if mode == "seeded" else ""
         lines.append(f"seeding   : {mode}{warn}")
     lines.append(f"status    : {meta.get('status', 'released')}; dpdist {meta.get('version')}")
-    for note in meta.get("notes", []):
-        lines.append(f"note      : {note}")
+    notes = list(meta.get("notes", []))
+    for note in notes:
+        if not is_technical_note(note):
+            lines.append(f"note      : {_REVIEW_LABEL.sub('', note)}")
+    technical = sum(map(is_technical_note, notes))
+    if technical:
+        lines.append(f"details   : {technical} technical note{'s' if technical > 1 else ''} (calibration rules, "
+                     "float-safe noise, deviations from the papers) in the release metadata (--json, or the "
+                     "written result's metadata)")
     return "\n".join(lines)

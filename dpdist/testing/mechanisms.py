@@ -1438,12 +1438,18 @@ def audit_table(pairs: list[tuple[AuditCase, AuditResult]]) -> list[dict]:
 
 
 def format_audit_table(rows: list[dict]) -> str:
-    """Fixed-width text of :func:`audit_table` rows (one line each)."""
+    """Fixed-width text of :func:`audit_table` rows (one line each).
+
+    ``claimed`` and ``lower bound`` are in the claim's own notion (``claim in``). Rows whose
+    claim is not an epsilon also show it as (epsilon, delta): the columns ``as eps`` and
+    ``eps lower``, which appear only when such a row exists and are blank for epsilon claims
+    (where they would repeat ``claimed`` and ``lower bound``)."""
     unit = {"approx-dp": "eps", "gdp": "mu/GDP", "zcdp": "rho/zCDP"}
-    head = (
-        f"{'mechanism':<46} {'claim in':<9} {'claimed':>9} {'lower bd':>9} {'claimed eps':>11} "
-        f"{'eps lower':>9} {'trials':>7} {'conf':>5}  verdict"
-    )
+    converted = any(r["notion"] != "approx-dp" for r in rows)
+    head = f"{'mechanism':<46} {'claim in':<9} {'claimed':>9} {'lower bound':>11}"
+    if converted:
+        head += f" {'as eps':>9} {'eps lower':>9}"
+    head += f" {'trials':>7} {'conf':>5}  verdict"
     lines = [head, "-" * len(head)]
     for r in rows:
         verdict = "pass" if r["passed"] else "FLAGGED"
@@ -1451,10 +1457,12 @@ def format_audit_table(rows: list[dict]) -> str:
             verdict += " (twin within slack)"
         elif not r["as_expected"]:
             verdict += "  <-- UNEXPECTED"
-        ce = "-" if r["claimed_epsilon"] is None else f"{r['claimed_epsilon']:.4g}"
-        lines.append(
-            f"{r['mechanism']:<46} {unit[r['notion']]:<9} {r['claimed']:>9.4g} "
-            f"{r['lower_bound']:>9.4g} {ce:>11} {r['epsilon_lower_bound']:>9.4g} {r['trials']:>7} "
-            f"{r['confidence']:>5.3g}  {verdict}"
-        )
+        line = f"{r['mechanism']:<46} {unit[r['notion']]:<9} {r['claimed']:>9.4g} {r['lower_bound']:>11.4g}"
+        if converted:
+            if r["notion"] == "approx-dp":
+                line += f" {'':>9} {'':>9}"
+            else:
+                ce = "-" if r["claimed_epsilon"] is None else f"{r['claimed_epsilon']:.4g}"
+                line += f" {ce:>9} {r['epsilon_lower_bound']:>9.4g}"
+        lines.append(f"{line} {r['trials']:>7} {r['confidence']:>5.3g}  {verdict}")
     return "\n".join(lines)

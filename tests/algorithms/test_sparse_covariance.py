@@ -120,7 +120,7 @@ def test_crossover_with_wang_xu_through_plan():
 
     def ratio(d):
         p = dpdist.SparseCovariance(k, eps, delta, clip=4.0, assume_centered=True).plan(n, d)
-        return p.noise_scale / p.wang_xu_sigma
+        return p.calibrated_noise_scale / p.wang_xu_sigma  # the two calibrations, before any lattice
 
     for d in (60, 1000, 20_000, 100_000):
         expected = 8 * math.sqrt((k + 1) * math.log(d / (delta / (2 * d))) / d) * math.sqrt(
@@ -366,3 +366,15 @@ def test_wang_xu_with_a_private_mean_reads_each_chunk_twice(tmp_path):
     fit = lambda z: dpdist.baselines.GaussianCovariance(1.0, 1e-5, clip=2.0, random_state=0,  # noqa: E731
                                                         scheduler="synchronous").fit(z)
     assert _count_chunk_reads(fit, tmp_path) == 8
+
+
+def test_plan_noise_scale_is_the_scale_the_release_reports():
+    # the plan's noise_scale is the scale after the lattice's rounding charge, as released;
+    # the calibrated (pre-lattice) b is calibrated_noise_scale
+    X = np.random.default_rng(0).standard_normal((400, 6))
+    est = dpdist.SparseCovariance(2, 1.0, 1e-6, sigma=1.3, random_state=0, scheduler="synchronous")
+    plan = est.plan(*X.shape)
+    est.fit(X)
+    assert plan.noise_scale == est.release_.noise_scales["laplace_select"] == est.noise_scale_
+    assert plan.calibrated_noise_scale < plan.noise_scale < plan.calibrated_noise_scale * (1 + 1e-4)
+    assert plan.to_dict()["noise_scale"] == plan.noise_scale

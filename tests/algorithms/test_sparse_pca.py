@@ -297,3 +297,17 @@ def test_top_eigenvector_of_the_symmetrised_release():
     sup, val = _top_eigenvector_of_symmetrised(np.array([0, 1]), np.array([0, 1]), np.array([-1.0, -2.0]), 8)
     np.testing.assert_array_equal(sup, [2])
     np.testing.assert_array_equal(val, [1.0])
+
+
+def test_plan_noise_scales_are_the_released_ones():
+    # SpectralNorm and SparsePCA with a public lambda_hat: the plan's noise_scale is the scale
+    # the release reports (after the lattice's rounding charge)
+    m, b = 80, 50
+    X, _ = spike_data(1, m * b)
+    for est, key in ((dpdist.SpectralNorm(2, 1e5, 1e-3, gap=0.5, sigma=math.sqrt(3), n_batches=m, tau=0.01,
+                                          random_state=0, scheduler="synchronous"), "norm/sigma"),
+                     (dpdist.SparsePCA(2, 1e5, 1e-3, gap=0.5, sigma=math.sqrt(5), n_batches=m, tau=0.01,
+                                       lambda_hat=3.0, random_state=3, scheduler="synchronous"), "pca/sigma_priv")):
+        plan = est.plan(*X.shape)
+        est.fit(X)
+        assert plan.noise_scale == est.release_.noise_scales[key] == est.noise_scale_

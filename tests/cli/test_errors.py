@@ -1,8 +1,7 @@
 """Exit codes, one-line errors, --json documents, the rejection record and output checks.
 
-Errors that are untyped in the library today (a truncated zarr.json, a corrupt chunk, an
-epsilon so large that calibration overflows) exit 1 with one line; the issue-8-runtime and
-issue-9 branches give them their own codes (5, 2) and these tests keep holding.
+Errors that are untyped in the library today (a truncated zarr.json, a corrupt chunk) exit 1
+with one line; an epsilon above the largest supported one is refused with exit 2.
 """
 
 from __future__ import annotations
@@ -106,7 +105,7 @@ def test_failures_are_one_line_and_write_nothing(store, tmp_path, capsys, case):
     import distributed  # noqa: F401  (its config defaults must be loaded before dask.config.set)
 
     argv = {
-        "huge epsilon": ["covariance", store["ok"], "--k", "2", "--epsilon", "1e6", "--delta", "1e-6", "--sigma", "1",
+        "huge epsilon": ["covariance", store["ok"], "--k", "2", "--epsilon", "1e308", "--delta", "1e-6", "--sigma", "1",
                          "--scheduler", "synchronous"],
         "truncated zarr.json": ["covariance", store["truncated"], *COV],
         "corrupt chunk": ["covariance", store["corrupt"], *COV],
@@ -118,11 +117,92 @@ def test_failures_are_one_line_and_write_nothing(store, tmp_path, capsys, case):
     line = _one_line(capsys.readouterr().err)
     assert line.startswith("dpdist covariance: ") and "Traceback" not in line
     # today: 1 (untyped) for the first three; the runtime and issue-9 branches type them (5, 2)
-    assert rc in {"huge epsilon": (1, 2), "truncated zarr.json": (1, 2, 5), "corrupt chunk": (1, 5),
+    assert rc in {"huge epsilon": (2,), "truncated zarr.json": (1, 2, 5), "corrupt chunk": (1, 5),
                   "unreachable scheduler": (5,)}[case], line
     if rc == 5:
         assert "nothing was" in line and "spent" in line
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("epsilon", ["1e5", "1e100", "1e308"])
+def test_huge_epsilon_computes_or_is_refused_before_reading(store, tmp_path, capsys, epsilon):
+    # the corrupt store fails on reading its second chunk: a refusal naming the largest epsilon
+    # with exit 2 shows the data were never read
+    out = tmp_path / "o.zarr"
+    source = store["ok"] if epsilon == "1e5" else store["corrupt"]
+    rc = main(["covariance", source, "--k", "2", "--epsilon", epsilon, "--delta", "1e-6", "--sigma", "1",
+               "--scheduler", "synchronous", "--random-state", "0", "--output", str(out)])
+    err = capsys.readouterr().err
+    if epsilon == "1e5":
+        assert rc == 0, err
+        cov = dpdist.load_result(out).covariance
+        assert np.isfinite(cov.toarray() if hasattr(cov, "toarray") else cov).all()
+        return
+    line = _one_line(err)
+    assert rc == 2 and "largest epsilon dpdist supports, 1e+06" in line and f"--epsilon {float(epsilon):g}" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("address", ["tpc://127.0.0.1:8786", "localhost"])
+def test_a_bad_scheduler_address_is_refused_before_connecting(store, tmp_path, monkeypatch, capsys, address):
+    from dpdist.engine import runtime
+
+    tried = []
+    monkeypatch.setattr(runtime, "_connect", lambda *a: tried.append(a))
+    rc = main(["covariance", store["ok"], "--k", "2", "--epsilon", "1", "--delta", "1e-6", "--sigma", "1",
+               "--scheduler", address, "--output", str(tmp_path / "o.zarr")])
+    line = _one_line(capsys.readouterr().err)
+    assert rc == 2 and tried == [] and f"scheduler {address!r} is not a dask scheduler address" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("dtype", ["int32", "bool", "complex64"])
+def test_input_dtypes_are_converted_with_one_line_or_refused(tmp_path, capsys, dtype):
+    z = zarr.create_array(str(tmp_path / "x.zarr"), shape=(200, 4), chunks=(100, 4), dtype=dtype)
+    z[...] = (np.arange(800).reshape(200, 4) % 3).astype(dtype)
+    out = tmp_path / "o.zarr"
+    rc = main(["covariance", str(tmp_path / "x.zarr"), *COV, "--output", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    if dtype == "complex64":
+        assert rc == 2 and _one_line("\n".join(err)).startswith(
+            "dpdist covariance: error: X has dtype complex64, which dpdist does not read")
+        assert not out.exists()
+        return
+    assert rc == 0
+    notes = [line for line in err if "dtype" in line]
+    assert notes == [f"dpdist covariance: note: X has dtype {dtype}; converted to float64"]
+    assert not any("Warning" in line or "est.fit" in line for line in err), err
+
+
+@pytest.mark.parametrize(("argv", "expected", "python_words"), [
+    (["second-moment", "X", "--rho", "1", "--m", "1", "--radius", "5", "--lambda-min", "-1", "--output", "O"],
+     "--lambda-min must be a finite real number > 0, got -1.0", "lambda_min"),
+    (["second-moment", "X", "--rho", "1", "--m", "1", "--radius", "5", "--output", "O"],
+     "the private --lambda-min step needs m >= n_features (groups of m rows are singular otherwise), got --m 1, "
+     "n_features=6; pass a public --lambda-min", "lambda_min"),
+    (["covariance", "X", "--k", "9", "--epsilon", "1", "--delta", "1e-6", "--sigma", "1", "--output", "O"],
+     "got --k 9", "k=9"),
+    (["covariance", "X", "--k", "2", "--epsilon", "1", "--delta", "1e-6", "--sigma", "1", "--output", "EXISTS"],
+     "already exists (pass --overwrite to replace it)", "overwrite=True"),
+    (["generate", "EXISTS", "--n-samples", "10"], "already exists (pass --overwrite to replace it)", "overwrite=True"),
+    (["second-moment", "--plan", "--n-samples", "100", "--n-features", "5", "--rho", "1", "--m", "3"],
+     "`dpdist second-moment --plan` needs option(s): --radius, --lambda-min", "lambda_min"),
+])
+def test_errors_name_flags_not_python_parameters(store, tmp_path, capsys, argv, expected, python_words):
+    (tmp_path / "exists.zarr").mkdir()
+    subst = {"X": store["ok"], "O": str(tmp_path / "o.zarr"), "EXISTS": str(tmp_path / "exists.zarr")}
+    rc = main([subst.get(a, a) for a in argv])
+    line = _one_line(capsys.readouterr().err)
+    assert rc == 2 and expected in line and python_words not in line, line
+
+
+def test_flag_words_leave_quoted_text_alone():
+    from dpdist.cli.main import _FlagWords
+
+    parser = build_parser()
+    words = _FlagWords(parser, parser.parse_args(["second-moment", "x", "--rho", "1", "--m", "2"]))
+    assert (words("output '/d/m=3/lambda_min.zarr' exists (pass overwrite=True); got m=1")
+            == "output '/d/m=3/lambda_min.zarr' exists (pass --overwrite); got --m 1")
 
 
 def test_unexpected_errors_are_one_line_with_a_hint(store, tmp_path, monkeypatch, capsys):

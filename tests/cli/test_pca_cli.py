@@ -86,7 +86,7 @@ def test_plan_with_input_reads_metadata_only(store, capsys):
     [
         (["pca", "{path}", "--method", "expmech", "--k", "2", "--delta", "1e-6", "--clip", "1", "--output", "{out}"], "--epsilon"),
         (["pca", "{path}", "--method", "expmech", "--k", "6", "--epsilon", "1", "--delta", "1e-6", "--clip", "1",
-          "--max-subsets", "10", "--output", "{out}"], "max_subsets"),
+          "--max-subsets", "10", "--output", "{out}"], "--max-subsets"),
         (["pca", "{missing}", "--method", "thresholded", "--threshold", "0.1", "--output", "{out}"], "does not exist"),
         (["pca", "{path}", "--method", "expmech", "--k", "2", "--epsilon", "-1", "--delta", "1e-6", "--clip", "1",
           "--output", "{out}"], "epsilon"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 import threading
 
@@ -89,17 +90,56 @@ def test_progress_line_at_a_terminal_and_flags(data, tmp_path, capsys, command):
     assert "%" not in seen[0] and "[#" not in seen[0]
     capsys.readouterr()
     assert main(_argv(command, data, str(tmp_path / "c"))) in ok  # not a terminal
-    assert _line(command) not in capsys.readouterr().err
+    assert "%" not in capsys.readouterr().err
     assert main([*_argv(command, data, str(tmp_path / "d")), "--progress"]) in ok
-    assert _line(command) in capsys.readouterr().err
+    _check_plain_lines(capsys.readouterr().err, command)
+
+
+PLAIN = re.compile(r"dpdist (?P<cmd>[\w-]+): (?P<what>[^:]+): "
+                   r"(?:(?P<pct>\d+)% \| (?P<t>\d+\.\d)s|done in (?P<done>\d+\.\d)s)")
+
+
+def _check_plain_lines(err: str, command: str) -> list[re.Match]:
+    """Progress for logs: nothing redrawn, one line per stage or pass start, per 10% and per
+    stage end, percentages rising by tens within each stage or pass, ending at 100%."""
+    assert "\r" not in err and "[#" not in err
+    found = [m for line in err.splitlines() if (m := PLAIN.fullmatch(line)) and m["cmd"] == command]
+    assert found, err
+    last: dict = {}
+    for m in found:
+        if m["pct"] is not None:
+            pct = int(m["pct"])
+            assert pct % 10 == 0 and pct > last.get(m["what"], -1), err
+            last[m["what"]] = pct
+    assert last and all(p == 100 for p in last.values()), err
+    assert len(found) <= 12 * len(last) + 8
+    return found
+
+
+def test_plain_progress_names_the_stages_and_shares_the_summary_clock(capsys):
+    assert main(["demo", "--n-samples", "3000", "--n-features", "6", "--scheduler", "synchronous", "--progress"]) == 0
+    out, err = capsys.readouterr()
+    found = _check_plain_lines(err, "demo")
+    stages = [m["what"] for m in found if m["done"] is not None]
+    assert stages == ["writing the data", "PrivCov", "Wang-Xu Gaussian", "thresholded"]
+    done = {m["what"]: m["done"] for m in found if m["done"] is not None}
+    assert f"written in {done['writing the data']}s" in out
+    assert f"in {done['PrivCov']}s" in out.split("released  :")[1].splitlines()[0]
+
+
+def test_progress_flag_at_a_terminal_writes_plain_lines(data, tmp_path):
+    with terminal_stderr() as seen:
+        assert main([*_argv("generate", data, str(tmp_path / "g")), "--progress"]) == 0
+    text = seen[0].replace("\r\n", "\n")
+    _check_plain_lines(text, "generate")
+    assert "dpdist generate: writing the samples: done in " in text
 
 
 def test_progress_line_on_a_distributed_cluster(data, tmp_path, capsys, local_cluster):
     address = local_cluster.scheduler.address
     assert main(["covariance", data, "--k", "2", "--epsilon", "1", "--delta", "1e-6", "--sigma", "1",
                  "--scheduler", address, "--progress", "--output", str(tmp_path / "o.zarr")]) == 0
-    err = capsys.readouterr().err
-    assert "dpdist covariance: [" in err and "100%" in err
+    _check_plain_lines(capsys.readouterr().err, "covariance")
 
 
 def test_demo_at_a_terminal(tmp_path):

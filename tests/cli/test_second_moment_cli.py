@@ -40,7 +40,7 @@ def test_subsample_aggregate_refuses_then_labels_unsafe_runs(store, tmp_path, ca
             "--m", "100", "--random-state", "0", "--scheduler", "synchronous"]
     out = tmp_path / "sa.zarr"
     assert main(base + ["--output", str(out)]) == 2
-    assert "unsafe_no_privacy" in capsys.readouterr().err
+    assert "--unsafe-no-privacy" in capsys.readouterr().err
     assert not os.path.exists(out)
     assert main(base + ["--unsafe-no-privacy", "--output", str(out)]) == 0
     text = capsys.readouterr().out

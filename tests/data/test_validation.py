@@ -42,6 +42,48 @@ def test_integers_converted_with_warning():
     assert arr.dtype == np.float64
 
 
+CONVERTED = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16"]
+REFUSED = ["complex64", "complex128", "longdouble", "<U3", "object", "datetime64[s]", "timedelta64[s]"]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_float32_and_float64_are_used_as_they_are(dtype, recwarn):
+    raw = np.arange(12, dtype=dtype).reshape(4, 3)
+    arr = as_dask_array(raw)
+    assert arr.dtype == np.dtype(dtype) and not recwarn.list
+
+
+@pytest.mark.parametrize("dtype", CONVERTED)
+def test_bool_integer_and_float16_are_converted_to_float64_with_one_warning(dtype):
+    raw = (np.arange(12).reshape(4, 3) % 3).astype(dtype)
+    with pytest.warns(DataConversionWarning) as caught:
+        arr = as_dask_array(raw)
+    message = str(caught[0].message)
+    assert len(caught) == 1 and message.startswith(f"X has dtype {np.dtype(dtype)}; converted to float64")
+    assert ("rounded" in message) == (dtype in ("int64", "uint64"))
+    assert arr.dtype == np.float64
+    np.testing.assert_array_equal(arr.compute(scheduler="sync"), raw.astype(np.float64))
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int16", "uint8"])
+def test_zarr_stores_follow_the_same_rule(tmp_path, dtype):
+    z = zarr.create_array(str(tmp_path / "a.zarr"), shape=(6, 3), chunks=(3, 3), dtype=dtype)
+    z[...] = (np.arange(18).reshape(6, 3) % 2).astype(dtype)
+    with pytest.warns(DataConversionWarning, match=f"dtype {dtype}; converted to float64"):
+        arr = as_dask_array(str(tmp_path / "a.zarr"))
+    assert arr.dtype == np.float64
+
+
+@pytest.mark.parametrize("dtype", REFUSED)
+def test_other_dtypes_are_refused_naming_them(dtype):
+    if np.dtype(dtype) == np.float64:  # platforms where longdouble is float64
+        pytest.skip("longdouble is float64 here")
+    raw = np.zeros((4, 3), dtype=dtype)
+    with pytest.raises(ValidationError, match="use float64 or float32") as info:
+        as_dask_array(raw)
+    assert f"X has dtype {np.dtype(dtype)}, which dpdist does not read" in str(info.value)
+
+
 def test_group_without_x_and_missing_path(tmp_path):
     zarr.open_group(str(tmp_path / "g.zarr"), mode="w")
     with pytest.raises(ValidationError, match="group"):

@@ -66,6 +66,43 @@ def test_bad_scheduler_refused():
             check_scheduler(bad)
 
 
+@pytest.mark.parametrize("address", ["127.0.0.1:8786", "[::1]:8786", "scheduler.example:8786", "tcp://h:1",
+                                     "tls://h:1", "inproc://h/1/2", "ws://h:1", "wss://h:1"])
+def test_scheduler_addresses_dask_accepts_are_accepted(address):
+    from distributed.comm.addressing import normalize_address, parse_host_port
+
+    assert check_scheduler(address) == address
+    if not address.startswith("inproc"):
+        parse_host_port(normalize_address(address))  # distributed reads it the same way
+
+
+@pytest.mark.parametrize(("address", "problem"), [
+    ("tpc://127.0.0.1:8786", "unknown scheme 'tpc://'; dask knows inproc, tcp, tls"),
+    ("http://h:8786", "unknown scheme 'http://'"),
+    ("tcp://localhost", "missing port number"),
+    ("localhost", "missing port number"),
+    ("tcp://:8786", "no host"),
+    ("tcp://", "no location"),
+    ("tcp://h:port", "the port after the last ':' in 'h:port' is not a number"),
+])
+def test_scheduler_addresses_dask_refuses_are_refused_naming_them(address, problem):
+    with pytest.raises(ValidationError) as info:
+        check_scheduler(address)
+    assert f"scheduler {address!r} is not a dask scheduler address: {problem}" in str(info.value)
+    assert info.value.exit_code == 2
+
+
+def test_a_host_port_address_is_handed_to_distributed():
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        with pytest.raises(InfrastructureError, match=f"cannot reach the dask scheduler at 127.0.0.1:{port}"):
+            compute(da.ones(4, chunks=2).sum(), scheduler=f"127.0.0.1:{port}")
+
+
 def test_bad_timeout_refused():
     assert check_timeout(None) is None and check_timeout(2) == 2.0
     assert check_timeout(float("inf")) is None  # math.inf: no limit, as None (CLI --timeout none)

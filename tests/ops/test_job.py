@@ -58,6 +58,8 @@ def test_job_file_loads_into_a_frozen_job(tmp_path):
     (_doc(output={"url": "/out/x.zarr", "overwrite": "yes"}), "output.overwrite: must be true or false"),
     (_doc(scheduler={"address": "tcp://h:1", "timeout": -1}), "scheduler.timeout: must be a number"),
     (_doc(scheduler={"address": "tcp://h:1"}, cluster={"kind": "slurm"}), "cluster: give either"),
+    (_doc(scheduler={"address": "tpc://h:1"}), "scheduler.address: scheduler 'tpc://h:1' is not a dask scheduler "
+                                               "address: unknown scheme 'tpc://'"),
     (_doc(cluster={"kind": "pbs"}), "cluster.kind: must be one of"),
     (_doc(cluster={"kind": "slurm", "jobs": 0}), "cluster.jobs: must be an integer >= 1"),
     (_doc(name="two words"), "name: must be letters"),

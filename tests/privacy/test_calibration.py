@@ -174,3 +174,12 @@ def test_wang_xu_sensitivity_is_frobenius_bound():
     out = cal.wang_xu_calibration(0.5, 1e-6, 1000, 50, 3.0)
     assert out["sensitivity"] == pytest.approx(2 * 9 * 50 / 1000)
     assert out["gaussian_sigma"] == pytest.approx(out["sensitivity"] * math.sqrt(2 * math.log(1.25e6)) / 0.5)
+
+
+def test_advanced_composition_is_infinite_past_the_float_range():
+    # e^eps overflows float64 beyond eps ~ 709: the bound is larger than any float, and PrivCov
+    # falls back on basic composition instead of an OverflowError
+    assert cal.advanced_composition_epsilon(800.0, 3, 1e-6) == math.inf
+    assert math.isfinite(cal.advanced_composition_epsilon(700.0, 3, 1e-6))
+    c = cal.privcov_calibration(1e5, 1e-6, 100, 6, 2, 1.0)
+    assert c.composed_epsilon <= 1e5

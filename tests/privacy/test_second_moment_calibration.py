@@ -200,3 +200,14 @@ def test_baseline_guarantee_and_equal_privacy_recipe():
     assert back.epsilon == pytest.approx(star) and back.delta == pytest.approx(1e-6)
     with pytest.raises(ValidationError, match="delta"):
         baseline_guarantee(1.0, 0.2)
+
+
+def test_tlap_support_is_continuous_where_its_log_form_takes_over():
+    from dpdist.privacy.second_moment_calibration import tlap_support
+
+    # the direct form overflows where (e^eps - 1) / (2 delta) passes the float maximum
+    edge = math.log(2e-6 * 1.7976931348623157e308)
+    below, above = tlap_support(1.0, edge * (1 - 1e-12), 1e-6), tlap_support(1.0, edge * (1 + 1e-12), 1e-6)
+    assert math.isfinite(below) and above == pytest.approx(below, rel=1e-9)
+    # (1/eps) ln(1 + (e^eps - 1) / (2 delta)) -> 1 + ln(1/(2 delta)) / eps for large eps
+    assert tlap_support(1.0, 1e6, 1e-6) == pytest.approx(1 + math.log(1 / 2e-6) / 1e6, rel=1e-12)

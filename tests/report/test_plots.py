@@ -109,3 +109,27 @@ def test_ledger_spending_series_and_png(tmp_path, capsys):
 def test_report_needs_a_result_or_a_ledger(capsys):
     assert main(["report"]) == 2
     assert result_summary({}, {}) ["predicted_error"] is None
+
+
+@pytest.mark.parametrize("d", [6, 12, 40])
+def test_every_label_lies_inside_the_picture(tmp_path, monkeypatch, d):
+    import matplotlib.figure
+
+    seen = []
+    real = matplotlib.figure.Figure.savefig
+
+    def savefig(fig, *args, **kwargs):
+        real(fig, *args, **kwargs)
+        renderer = fig.canvas.get_renderer()
+        for ax in fig.axes:
+            for label in (ax.xaxis.label, ax.yaxis.label, ax.title):
+                if label.get_text():
+                    box = label.get_window_extent(renderer)
+                    seen.append((label.get_text(), box.x0, box.y0, box.x1, box.y1, fig.bbox.x1, fig.bbox.y1))
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)
+    M = _banded(d) * 37.0  # colour-bar ticks in powers of ten, as a noisy release has
+    plot_result({**META, "parameters": {"n_samples": 500, "n_features": d}}, {"covariance": M}, str(tmp_path / "r.png"))
+    assert any(text == "feature i" for text, *_ in seen)
+    for text, x0, y0, x1, y1, width, height in seen:
+        assert 0 <= x0 and x1 <= width and 0 <= y0 and y1 <= height, (text, x0, x1)

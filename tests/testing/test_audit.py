@@ -346,3 +346,21 @@ def test_end_to_end_long_form_table(capsys):
     assert all(r["as_expected"] for r in rows)
     assert sum(r["twin"] and not r["passed"] for r in rows) == 2
     assert all(r["trials"] == (2 if r["twin"] else 1) * LONG_TRIALS for r in rows)
+
+
+def _row(name, notion, claimed, lower, claimed_eps, eps_lower):
+    return {"mechanism": name, "notion": notion, "claimed": claimed, "lower_bound": lower,
+            "claimed_epsilon": claimed_eps, "epsilon_lower_bound": eps_lower, "trials": 1000, "confidence": 0.95,
+            "passed": True, "expected": "pass", "as_expected": True}
+
+
+def test_audit_table_says_each_number_once():
+    eps_only = format_audit_table([_row("laplace", "approx-dp", 1.0, 0.8, 1.0, 0.8)])
+    head, rule, line = eps_only.splitlines()
+    assert head.split() == ["mechanism", "claim", "in", "claimed", "lower", "bound", "trials", "conf", "verdict"]
+    assert line.split()[2:4] == ["1", "0.8"] and line.count("0.8") == 1
+    mixed = format_audit_table([_row("laplace", "approx-dp", 1.0, 0.8, 1.0, 0.8),
+                                _row("gaussian", "zcdp", 0.5, 0.3, 3.2, 2.1)]).splitlines()
+    assert "as eps" in mixed[0] and "eps lower" in mixed[0]
+    assert mixed[2].count("0.8") == 1 and mixed[2].split()[2:5] == ["1", "0.8", "1000"]
+    assert mixed[3].split()[2:6] == ["0.5", "0.3", "3.2", "2.1"]

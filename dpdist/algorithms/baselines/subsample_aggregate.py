@@ -553,6 +553,7 @@ class SubsampleAggregateSecondMoment(Estimator):
         unsafe = check_bool(self.unsafe_no_privacy, "unsafe_no_privacy")
         n = check_int(n_samples, "n_samples", low=2)
         d = check_int(n_features, "n_features", low=2)
+        baseline_guarantee(epsilon, delta)  # the fit's refusal of an (epsilon, delta) with no guarantee
         sizes = _check_sizes(n, d, m, epsilon, delta, alpha, xi, True)
         k = sizes.n_groups
         utility_n = baseline_utility_min_samples(m, epsilon, delta)
