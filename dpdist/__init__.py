@@ -10,6 +10,7 @@ from dpdist._version import __version__
 from dpdist.algorithms.expmech_pca import ExpMechSparsePCA
 from dpdist.algorithms.second_moment import SecondMoment
 from dpdist.algorithms.sparse_covariance import SparseCovariance
+from dpdist.algorithms.sparse_covariance_pca import SparseCovariancePCA
 from dpdist.algorithms.sparse_pca import SparsePCA, SpectralNorm
 from dpdist.data.results import load_result
 from dpdist.exceptions import (
@@ -33,6 +34,7 @@ __all__ = [
     "PrivacyWarning",
     "SecondMoment",
     "SparseCovariance",
+    "SparseCovariancePCA",
     "SparsePCA",
     "SpectralNorm",
     "UtilityWarning",
