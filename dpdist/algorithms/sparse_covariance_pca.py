@@ -52,7 +52,6 @@ import scipy.sparse as sp
 
 from dpdist._validation import check_int, check_positive
 from dpdist.algorithms._base import reports_empirical
-from dpdist.algorithms.expmech_pca import leading_eigenvector
 from dpdist.algorithms.sparse_covariance import (
     SparseCovariance,
     SparseCovariancePlan,
@@ -99,6 +98,21 @@ def _gershgorin_shift(A: sp.csr_array) -> float:
     return float(max(0.0, -(diag - radius).min())) if A.shape[0] else 0.0
 
 
+def _leading_start(A: sp.csr_array) -> np.ndarray:
+    """A's leading eigenvector (largest algebraic eigenvalue): dense up to 200 columns, else
+    ARPACK from the all-ones vector (deterministic); if ARPACK does not converge, the unit
+    vector on A's largest diagonal entry."""
+    d = A.shape[0]
+    if d <= 200:
+        return np.linalg.eigh(A.toarray())[1][:, -1]
+    from scipy.sparse.linalg import ArpackNoConvergence, eigsh
+
+    try:
+        return eigsh(A, k=1, which="LA", v0=np.ones(d))[1][:, 0]
+    except ArpackNoConvergence:
+        return np.eye(1, d, int(np.argmax(A.diagonal())))[0]
+
+
 def truncated_power_method(A: Any, k: int, start: np.ndarray | None = None, *, max_iter: int = MAX_ITER,
                            tol: float = TOL) -> tuple[np.ndarray, np.ndarray, float, int]:
     """k-sparse unit vector with a large Rayleigh quotient on the symmetric matrix ``A``.
@@ -138,7 +152,7 @@ def truncated_power_method(A: Any, k: int, start: np.ndarray | None = None, *, m
     k = check_int(k, "k", low=1, high=d)
     A = (A + A.T) * 0.5
     if start is None:
-        start, _ = leading_eigenvector(A)
+        start = _leading_start(A)
     start = np.asarray(start, dtype=np.float64)
     if start.shape != (d,) or not np.all(np.isfinite(start)):
         raise ValidationError(f"start must be a finite vector of length {d}, got shape {start.shape}")
