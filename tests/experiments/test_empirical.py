@@ -84,6 +84,7 @@ def test_every_measured_method_is_reported_by_its_estimator():
         "wang_xu_pca": lambda d: b.GaussianPCA(1.0, 1e-6, sigma=1.0).plan(10**9, d, k=3),
         "thresholded_pca": lambda d: b.ThresholdedPCA(sigma=1.0).plan(10**9, d, k=3),
         "expmech": lambda d: dpdist.ExpMechSparsePCA(3, 1.0, 1e-6, sigma=1.0).plan(10**9, d, eigengap=0.5),
+        "privcov_power": lambda d: dpdist.SparseCovariancePCA(3, 1.0, 1e-6, sigma=1.0).plan(10**9, d, eigengap=0.5),
     }
     for mode in ("simulated", "real"):
         for name, r in _results(mode)["methods"].items():
