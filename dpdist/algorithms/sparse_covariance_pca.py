@@ -33,10 +33,10 @@ k-sparse spike, ``Sigma = lambda_2 I + (lambda_1 - lambda_2) v v^T``) is k-RCS.
 
 The condition ``u^T M u >= v^T M v`` holds for the k-sparse unit vector that maximises the
 Rayleigh quotient of ``M`` (``v`` is one of the candidates), which is what the truncated power
-method looks for. It is a local method: Yuan and Zhang (2013, Section 3) show that it reaches
-a point that good when the perturbation restricted to sparse vectors is small against the
-gap and the start is close enough to ``v``; this module does not prove that for its start,
-and the plan names it as a condition. The start is the top-k truncation of ``M``'s own
+method looks for. It is a local method: Yuan and Zhang (2013) show that it reaches a point
+that good when the perturbation restricted to sparse vectors is small against the gap and the
+start is close enough to ``v``; this module does not prove that for its start, and the plan
+names it as a condition. The start is the top-k truncation of ``M``'s own
 leading eigenvector (itself within the same Davis-Kahan bound of ``v``), and the method keeps
 the best Rayleigh quotient it meets, so the output is never worse on ``M`` than that start.
 """
