@@ -51,8 +51,7 @@ def register(sub) -> None:
     add_input_arg(p)
     p.add_argument("--method", choices=(*METHODS, *ALIASES), default="privpca",
                    help="estimator (gaussian is an alias of wang-xu)")
-    p.add_argument("--k", type=int,
-                   help="sparsity k (privpca, expmech, privcov-power; with --plan also wang-xu, thresholded)")
+    p.add_argument("--k", type=int, help="sparsity k (privpca, expmech; with --plan also wang-xu, thresholded)")
     p.add_argument("--epsilon", type=float, help="privacy epsilon (> 0)")
     p.add_argument("--delta", type=float, help="privacy delta in (0, 1)")
     p.add_argument("--sigma", type=float, help="public sub-Gaussian scale")
@@ -70,8 +69,7 @@ def register(sub) -> None:
     p.add_argument("--threshold", type=float, help="hard threshold (wang-xu, thresholded)")
     p.add_argument("--beta", type=float, help="failure probability (default: the estimator's)")
     add_nonfinite_arg(p)
-    p.add_argument("--tile-size", type=int,
-                   help="features per Gram tile (privcov-power, analyze-gauss, wang-xu, thresholded)")
+    p.add_argument("--tile-size", type=int, help="features per Gram tile (analyze-gauss, wang-xu, thresholded)")
     add_plan_args(p, "noise scales and the predicted error")
     p.add_argument("--eigengap", type=float,
                    help="with --plan: absolute eigengap lambda1 - lambda2 of the model, for the sin^2 bound")
