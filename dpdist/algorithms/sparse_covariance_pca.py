@@ -193,10 +193,8 @@ def sparse_component_release(covariance_release: Release, k: int) -> Release:
     return dataclasses.replace(
         covariance_release,
         mechanism=f"{covariance_release.mechanism}; {MECHANISM_SUFFIX}",
-        parameters={**covariance_release.parameters, "power_method": {"max_iter": MAX_ITER, "tol": TOL,
-                                                                      "n_iter": n_iter}},
         values={**covariance_release.values, "components": u[None, :], "explained_variance": np.array([rayleigh]),
-                "support": support},
+                "support": support, "n_iter": n_iter},
         notes=tuple(covariance_release.notes) + (
             "components are post-processing of the released covariance (truncated power method)",),
     )
@@ -212,9 +210,11 @@ def sparse_covariance_pca(X: Any, k: int, epsilon: float, delta: float, **privco
     Returns
     -------
     Release
-        PrivCov's release, with ``values["components"]`` (1 x d, unit, k-sparse),
-        ``values["explained_variance"]`` (the Rayleigh quotient of the component on the
-        released matrix) and ``values["support"]``.
+        PrivCov's release (parameters, noise scales, events and seeding unchanged), with
+        ``values["components"]`` (1 x d, unit, k-sparse), ``values["explained_variance"]``
+        (the Rayleigh quotient of the component on the released matrix), ``values["support"]``
+        and ``values["n_iter"]`` (power-method iterations; :data:`MAX_ITER` and :data:`TOL`
+        are fixed by the library version the release records).
 
     Notes
     -----
@@ -296,7 +296,7 @@ class SparseCovariancePCA(SparseCovariance):
             "components_": rel.values["components"],
             "explained_variance_": rel.values["explained_variance"],
             "support_": rel.values["support"],
-            "n_iter_": rel.parameters["power_method"]["n_iter"],
+            "n_iter_": rel.values["n_iter"],
         }
 
     @reports_empirical("privcov_power")
