@@ -119,8 +119,11 @@ def truncated_power_method(A: Any, k: int, start: np.ndarray | None = None, *, m
 
     The truncated power method (Yuan and Zhang 2013, Algorithm 1): ``x <- trunc_k(B x)``,
     renormalised, with ``B = A + c I`` and ``c`` a Gershgorin shift making ``B`` positive
-    semidefinite (the shift changes no Rayleigh-quotient comparison between unit vectors, and
-    on a positive semidefinite matrix the iteration does not decrease the Rayleigh quotient).
+    semidefinite. The shift adds ``c`` to every unit vector's Rayleigh quotient, so it changes
+    no comparison; and on a positive semidefinite ``B`` an iteration never lowers it: with
+    ``y = B x``, convexity gives ``x'^T B x' >= x^T B x + 2 (x' - x)^T y``, and the new iterate
+    ``x'`` maximises ``x'^T y`` over k-sparse unit vectors, of which ``x`` is one. The best
+    iterate is kept all the same (rounding).
 
     Parameters
     ----------
