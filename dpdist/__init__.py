@@ -11,6 +11,7 @@ from dpdist.algorithms.compare import compare_methods
 from dpdist.algorithms.expmech_pca import ExpMechSparsePCA
 from dpdist.algorithms.second_moment import SecondMoment
 from dpdist.algorithms.sparse_covariance import SparseCovariance
+from dpdist.algorithms.sparse_covariance_pca import SparseCovariancePCA
 from dpdist.algorithms.sparse_pca import SparsePCA, SpectralNorm
 from dpdist.data.results import load_result
 from dpdist.exceptions import (
@@ -34,6 +35,7 @@ __all__ = [
     "PrivacyWarning",
     "SecondMoment",
     "SparseCovariance",
+    "SparseCovariancePCA",
     "SparsePCA",
     "SpectralNorm",
     "UtilityWarning",

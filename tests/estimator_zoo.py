@@ -34,6 +34,8 @@ def spike(n: int = 3000) -> np.ndarray:
 FITS = {
     "SparseCovariance": (lambda X, rs, s: dpdist.SparseCovariance(2, 1.0, 1e-5, clip=2.0, random_state=rs,
                                                                   scheduler=s, progress=False).fit(X), gauss),
+    "SparseCovariancePCA": (lambda X, rs, s: dpdist.SparseCovariancePCA(2, 1.0, 1e-5, clip=2.0, random_state=rs,
+                                                                        scheduler=s, progress=False).fit(X), gauss),
     "GaussianCovariance": (lambda X, rs, s: GaussianCovariance(1.0, 1e-5, sigma=1.0, random_state=rs, scheduler=s).fit(X),
                            gauss),
     "GaussianPCA": (lambda X, rs, s: GaussianPCA(1.0, 1e-5, sigma=1.0, random_state=rs, scheduler=s).fit(X), gauss),

@@ -58,6 +58,8 @@ def spike(n: int = 3000) -> np.ndarray:
 ESTIMATORS = {
     "SparseCovariance": (lambda: dpdist.SparseCovariance(2, 1.0, 1e-5, sigma=1.0, random_state=1, progress=False,
                                                          **SYNC), gauss, (300, 6)),
+    "SparseCovariancePCA": (lambda: dpdist.SparseCovariancePCA(2, 1.0, 1e-5, sigma=1.0, random_state=1, progress=False,
+                                                               **SYNC), gauss, (300, 6)),
     "SpectralNorm": (lambda: dpdist.SpectralNorm(2, 50.0, 1e-3, gap=0.5, sigma=math.sqrt(5), n_batches=100, tau=0.02,
                                                  random_state=1, **SYNC), spike, (3000, 6)),
     "SparsePCA": (lambda: dpdist.SparsePCA(2, 50.0, 1e-3, gap=0.5, sigma=math.sqrt(5), n_batches=100, tau=0.02,

@@ -21,9 +21,10 @@ def register(sub) -> None:
     )
     sc.add_argument("--mode", choices=("simulated", "real"), default="simulated",
                     help="draw the statistics (simulated, reaches d = 1e5) or fit the estimators on rows (real)")
-    sc.add_argument("--methods", default="thresholded,privcov,wang_xu,thresholded_pca,wang_xu_pca,privpca",
+    sc.add_argument("--methods",
+                    default="thresholded,privcov,wang_xu,thresholded_pca,wang_xu_pca,privpca,privcov_power",
                     help="comma-separated: thresholded, privcov, wang_xu, thresholded_pca, wang_xu_pca, privpca, "
-                         "expmech (real mode only)")
+                         "privcov_power, expmech (real mode only)")
     sc.add_argument("--dims", default=None, help="comma-separated d grid (default: per problem)")
     sc.add_argument("--reps", type=int, default=20, help="repetitions per n (common random numbers)")
     sc.add_argument("--beta", type=float, default=0.1, help="failure probability: success needs >= (1-beta) reps")

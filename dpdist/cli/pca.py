@@ -26,6 +26,7 @@ from dpdist.privacy.budget import MAX_EPSILON
 METHODS = {
     "privpca": Method("dpdist.SparsePCA", required=("k", "epsilon", "delta", "gap", "sigma")),
     "expmech": Method("dpdist.ExpMechSparsePCA", required=("k", "epsilon", "delta")),
+    "privcov-power": Method("dpdist.SparseCovariancePCA", required=("k", "epsilon", "delta")),
     "analyze-gauss": Method("dpdist.baselines.AnalyzeGauss", required=("epsilon", "delta", "radius")),
     "wang-xu": Method("dpdist.baselines.WangXuPCA", required=("epsilon", "delta")),
     "thresholded": Method("dpdist.baselines.ThresholdedPCA"),
@@ -33,7 +34,9 @@ METHODS = {
 #: Other names accepted by --method: "gaussian", this command's earlier name of the Wang-Xu baseline.
 ALIASES = {"gaussian": "wang-xu"}
 #: Methods whose estimator has min_samples(target_sin2, ...) for --target-sin2.
-TARGET_SIN2 = ("privpca", "expmech")
+TARGET_SIN2 = ("privpca", "expmech", "privcov-power")
+#: Methods whose min_samples needs the absolute eigengap.
+NEEDS_EIGENGAP = ("expmech", "privcov-power")
 
 
 def register(sub) -> None:
@@ -42,6 +45,7 @@ def register(sub) -> None:
         help="private leading sparse principal component of a Zarr array",
         description="Release an (epsilon, delta)-DP leading principal component of the rows of a "
         "Zarr array: PrivPCA (COLT 2026, Algorithm 2 with PrivNorm), ExpMechPCA (Algorithm 4), "
+        "the truncated power method on PrivCov's released matrix (privcov-power), "
         "Analyze Gauss, the Wang-Xu Gaussian covariance's top eigenvector (wang-xu; gaussian is an alias), "
         "or the NON-PRIVATE thresholded covariance's top eigenvector. A flag the chosen method "
         "does not use is refused.",
@@ -56,7 +60,7 @@ def register(sub) -> None:
     p.add_argument("--epsilon", type=float, help=f"privacy epsilon (> 0, at most {MAX_EPSILON:g})")
     p.add_argument("--delta", type=float, help="privacy delta in (0, 1)")
     p.add_argument("--sigma", type=float, help="public sub-Gaussian scale")
-    p.add_argument("--clip", type=float, help="entrywise truncation level (expmech, wang-xu)")
+    p.add_argument("--clip", type=float, help="entrywise truncation level (expmech, privcov-power, wang-xu)")
     p.add_argument("--gap", type=float, help="relative eigengap gamma (privpca)")
     p.add_argument("--n-batches", type=int, help="number of batches (privpca)")
     p.add_argument("--tau", type=float, help="FriendlyCore threshold tau (privpca)")
@@ -76,7 +80,8 @@ def register(sub) -> None:
     p.add_argument("--eigengap", type=float,
                    help="with --plan: absolute eigengap lambda1 - lambda2 of the model, for the sin^2 bound")
     p.add_argument("--target-sin2", type=float,
-                   help="with --plan (expmech, privpca): also print the least n predicted to reach this sin^2")
+                   help="with --plan (expmech, privpca, privcov-power): also print the least n predicted to reach "
+                   "this sin^2")
     add_runtime_args(p)
     add_output_args(p, required=False)
     mark_required(p, METHODS)
@@ -97,8 +102,8 @@ def run(args) -> int:
         if args.target_sin2 is not None:
             if args.method not in TARGET_SIN2:
                 refuse(["target_sin2"], context_of(args), f"it is available for --method {' and '.join(TARGET_SIN2)}")
-            if args.method == "expmech":
-                need(args, "eigengap", context="--target-sin2 with --method expmech")
+            if args.method in NEEDS_EIGENGAP:
+                need(args, "eigengap", context=f"--target-sin2 with --method {args.method}")
             extra["min_samples_for_target"] = est.min_samples(args.target_sin2, d, **call.plan_kwargs)
         return print_plan(args, plan, extra, width=24)
 

@@ -294,6 +294,9 @@ def theory_n_star(method: str, n_features: int, *, k: int, sigma: float, target:
         if method == "expmech":
             return float(dpdist.ExpMechSparsePCA(k, epsilon, delta, sigma=sigma).min_samples(target, d,
                                                                                              eigengap=gap * s2))
+        if method == "privcov_power":
+            return float(dpdist.SparseCovariancePCA(k, epsilon, delta, sigma=sigma).min_samples(target, d,
+                                                                                                eigengap=gap * s2))
     except ValidationError:
         return None
     return None

@@ -55,6 +55,8 @@ METHODS = {
     "wang_xu_pca": Method("wang_xu_pca", "pca", "dpdist.baselines.GaussianPCA (Wang-Xu)", "d k^2 [WX21]", 1.0,
                           True),
     "expmech": Method("expmech", "pca", "dpdist.ExpMechSparsePCA (Algorithm 4)", "k log d (App. F)", 0.0, True),
+    "privcov_power": Method("privcov_power", "pca", "dpdist.SparseCovariancePCA (PrivCov, truncated power method)",
+                            "as PrivCov, via Davis-Kahan", 0.5, True),
 }
 
 
@@ -160,6 +162,10 @@ def real_error(method: str, inst: Instance, n: int, rep: int, *, epsilon: float 
                     return 1.0
                 raise
             return _sin2(est.components_, truth["v1"])
+        elif method == "privcov_power":
+            est = dpdist.SparseCovariancePCA(inst.k, epsilon, delta, sigma=sigma, random_state=seed,
+                                             scheduler=scheduler, progress=False)
+            return _sin2(est.fit(X).components_, truth["v1"])
         elif method == "expmech":
             est = dpdist.ExpMechSparsePCA(inst.k, epsilon, delta, sigma=sigma, random_state=seed, scheduler=scheduler)
             return _sin2(est.fit(X).components_, truth["v1"])
@@ -184,6 +190,8 @@ def simulated_error(method: str, inst: Instance, n: float, rng: np.random.Genera
         return simulate.simulate_thresholded(bm, n, rng, error="sin2").error
     if method == "wang_xu_pca":
         return simulate.simulate_wang_xu(bm, n, epsilon, delta, rng, error="sin2").error
+    if method == "privcov_power":
+        return simulate.simulate_privcov(bm, n, epsilon, delta, rng, error="sin2").error
     if method == "privpca":
         try:
             return simulate.simulate_privpca(bm, n, epsilon, delta, rng).error

@@ -74,6 +74,7 @@ __all__ = ["CLUSTER_KINDS", "ESTIMATORS", "ClusterSpec", "Job", "job_from_dict",
 #: predicts is in its plan(): every plan has ``error_bound`` and ``error_metric``.
 ESTIMATORS: dict[str, str] = {
     "SparseCovariance": "dpdist.algorithms.sparse_covariance:SparseCovariance",
+    "SparseCovariancePCA": "dpdist.algorithms.sparse_covariance_pca:SparseCovariancePCA",
     "SecondMoment": "dpdist.algorithms.second_moment:SecondMoment",
     "SparsePCA": "dpdist.algorithms.sparse_pca:SparsePCA",
     "SpectralNorm": "dpdist.algorithms.sparse_pca:SpectralNorm",

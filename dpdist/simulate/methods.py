@@ -322,11 +322,17 @@ def _distinct_positions(rng, n_rows: int, pool: int, count: int) -> np.ndarray:
 
 
 def simulate_privcov(model: BlockModel, n: float, epsilon: float, delta: float, rng, *,
-                     sigma: float | None = None, beta: float = 0.1) -> SimResult:
+                     sigma: float | None = None, beta: float = 0.1, error: str = "operator") -> SimResult:
     """PrivCov (:class:`~dpdist.SparseCovariance` with ``sigma`` and ``k = model.k``): the
     Laplace scale and clip come from the estimator's ``plan()`` (hence from
     :func:`dpdist.privacy.calibration.privcov_calibration`); selection and release follow
-    Algorithm 1 row by row, the AND rule is :func:`~dpdist.algorithms.sparse_covariance.assemble_privcov`."""
+    Algorithm 1 row by row, the AND rule is :func:`~dpdist.algorithms.sparse_covariance.assemble_privcov`.
+
+    ``error="operator"``: ``||M - Sigma||_op``; ``error="sin2"``: ``sin^2`` to ``v1`` of the
+    k-sparse component that :class:`~dpdist.SparseCovariancePCA` takes from M (its own
+    :func:`~dpdist.algorithms.sparse_covariance_pca.truncated_power_method`)."""
+    if error not in ("operator", "sin2"):
+        raise ValidationError(f"error must be 'operator' or 'sin2', got {error!r}")
     from dpdist import SparseCovariance
     from dpdist.algorithms.sparse_covariance import assemble_privcov
 
@@ -387,11 +393,18 @@ def simulate_privcov(model: BlockModel, n: float, epsilon: float, delta: float, 
     is_diag = sel_cols == np.arange(d)[:, None]
     sel_vals = np.where(is_diag, diag_rel[:, None], sel_vals)
     M = assemble_privcov(sel_cols, sel_vals, diag_rel)
-    coo = M.tocoo()
-    up = coo.row <= coo.col
-    err = _op_error(model, (coo.row[up].astype(np.int64), coo.col[up].astype(np.int64), coo.data[up]))
+    if error == "sin2":
+        from dpdist.algorithms.sparse_covariance_pca import truncated_power_method
+
+        u = truncated_power_method(M, k)[0]
+        err = max(0.0, 1.0 - float(u @ model.v1) ** 2)
+    else:
+        coo = M.tocoo()
+        up = coo.row <= coo.col
+        err = _op_error(model, (coo.row[up].astype(np.int64), coo.col[up].astype(np.int64), coo.data[up]))
     return SimResult(err, True, {
-        "label": SIMULATED, "method": "privcov", "n_samples": float(n), "laplace_scale": b,
+        "label": SIMULATED, "method": "privcov" if error == "operator" else "privcov_power",
+        "n_samples": float(n), "laplace_scale": b,
         "clip": plan["clip"], "p_clip": clip_probability(model, n, plan["clip"]), "epsilon": epsilon, "delta": delta,
         "approximations": ["off-block second-moment entries Gaussian and independent; raw value of a selected "
                            "off-block entry independent of its score; (i,j) and (j,i) raw values drawn apart"],

@@ -126,3 +126,30 @@ def test_privpca_and_norm_commands_run(store, tmp_path):
                "--output", str(tmp_path / "pp")])
     assert rc in (0, 4)  # 4: a private test rejected (NoPrivateResult)
     assert (tmp_path / "pp").exists() == (rc == 0)
+
+
+def test_privcov_power_round_trip(store, tmp_path):
+    path, m = store
+    out = tmp_path / "pp"
+    rc = main(["pca", path, "--method", "privcov-power", "--k", "2", "--epsilon", "1", "--delta", "1e-6",
+               "--sigma", str(m.sigma), "--random-state", "0", "--scheduler", "synchronous", "--output", str(out)])
+    assert rc == 0
+    res = load_result(out)
+    assert res.components.shape == (1, 12) and np.count_nonzero(res.components) <= 2
+    assert "PrivCov" in res.metadata["mechanism"] and "truncated power method" in res.metadata["mechanism"]
+
+
+def test_privcov_power_plan_gives_the_sin2_bound_and_the_least_n(capsys):
+    rc = main(["pca", "--method", "privcov-power", "--plan", "--n-samples", "100000", "--n-features", "50",
+               "--k", "3", "--epsilon", "1", "--delta", "1e-6", "--sigma", "1.5", "--eigengap", "1",
+               "--target-sin2", "0.1", "--json"])
+    assert rc == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["sin2_bound"] == plan["error_bound"] == 1.0  # 1e5 rows are far too few for the bound
+    n = plan["min_samples_for_target"]
+    from dpdist import SparseCovariancePCA
+
+    assert n == SparseCovariancePCA(3, 1.0, 1e-6, sigma=1.5).min_samples(0.1, 50, eigengap=1.0)
+    rc = main(["pca", "--method", "privcov-power", "--plan", "--n-samples", "100000", "--n-features", "50",
+               "--k", "3", "--epsilon", "1", "--delta", "1e-6", "--sigma", "1.5", "--target-sin2", "0.1"])
+    assert rc == 2 and "--eigengap" in capsys.readouterr().err

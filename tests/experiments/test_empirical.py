@@ -85,6 +85,7 @@ def test_every_measured_method_is_reported_by_its_estimator():
         "wang_xu_pca": lambda d: b.GaussianPCA(1.0, 1e-6, sigma=1.0).plan(10**9, d, k=3),
         "thresholded_pca": lambda d: b.ThresholdedPCA(sigma=1.0).plan(10**9, d, k=3),
         "expmech": lambda d: dpdist.ExpMechSparsePCA(3, 1.0, 1e-6, sigma=1.0).plan(10**9, d, eigengap=0.5),
+        "privcov_power": lambda d: dpdist.SparseCovariancePCA(3, 1.0, 1e-6, sigma=1.0).plan(10**9, d, eigengap=0.5),
     }
     for mode in ("simulated", "real"):
         for name, r in _results(mode)["methods"].items():
@@ -94,3 +95,11 @@ def test_every_measured_method_is_reported_by_its_estimator():
             d, n_star = reached[0]
             got = {e["mode"]: e["n_star"] for e in plans[name](d).empirical}
             assert got.get(mode) == n_star, (name, mode, got)
+
+
+def test_privcov_power_theory_value_is_its_plans_least_n():
+    import dpdist
+
+    t = emp.theory_n_star("privcov_power", 1000, k=3, sigma=math.sqrt(2.0), target=0.1, epsilon=1.0, delta=1e-6,
+                          gap=0.5)
+    assert t == dpdist.SparseCovariancePCA(3, 1.0, 1e-6, sigma=math.sqrt(2.0)).min_samples(0.1, 1000, eigengap=1.0)

@@ -39,6 +39,12 @@ def test_job_file_loads_into_a_frozen_job(tmp_path):
         job.params["k"] = 5
 
 
+def test_a_job_may_run_sparse_covariance_pca():
+    job = job_from_dict(_doc(estimator={"name": "SparseCovariancePCA",
+                                        "params": {"k": 3, "epsilon": 1.0, "delta": 1e-6, "sigma": 1.5}}), "j.toml")
+    assert job.estimator == "SparseCovariancePCA" and dict(job.params)["k"] == 3
+
+
 @pytest.mark.parametrize("doc, field", [
     (_doc(dataset=None), r"\[dataset\]: missing"),
     (_doc(dataset={"path": "/x"}), r"\[dataset\] path: unknown field"),

@@ -149,6 +149,10 @@ ALLOWED = {
 
 #: Every estimator's release records the plan's utility verdict (a function of public values;
 #: for SecondMoment with a private initialisation, of the released radius and lambda_min).
+#: PrivCov's record, plus the component and its power-method iterations (post-processing)
+ALLOWED["SparseCovariancePCA"] = (set(ALLOWED["SparseCovariance"][0]), set(ALLOWED["SparseCovariance"][1]),
+                                  ALLOWED["SparseCovariance"][2] | {"components", "explained_variance", "support",
+                                                                    "n_iter"})
 for _name, (_params, _scales, _values) in ALLOWED.items():
     if _name != "one_shot_second_moment":  # a function, not an estimator: no plan
         _params |= {"utility"}

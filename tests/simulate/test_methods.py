@@ -68,3 +68,29 @@ def test_privpca_simulation_rejects_at_small_n_and_recovers_at_large_n():
     big = simulate_privpca(m, 1e19, 1.0, 1e-6, rng)
     assert big.released and big.error < 0.05
     assert big.info["approx_event_probability"] < 1e-6  # the ignored events are negligible here
+
+
+def test_privcov_power_simulation_matches_the_real_estimator_where_both_run():
+    """The sin^2 of SparseCovariancePCA's component, simulated and real, on the same Model-2
+    spike: both lost at a small budget, both recovered at a large one (a few seeds each)."""
+    import warnings
+
+    from dpdist import SparseCovariancePCA
+    from dpdist.data.model2 import make_model2
+
+    bm = model2_block_model(20, 3, gap=0.5, lambda1=2.0)
+    with pytest.raises(Exception, match="error must be"):
+        simulate_privcov(bm, 2e4, 1.0, 1e-6, np.random.default_rng(0), error="frobenius")
+    for epsilon, lost in ((1.0, True), (200.0, False)):
+        sim = [simulate_privcov(bm, 2e4, epsilon, 1e-6, np.random.default_rng(r), error="sin2") for r in range(3)]
+        assert all(s.info["method"] == "privcov_power" and s.info["label"] == SIMULATED for s in sim)
+        real = []
+        for r in range(3):
+            m = make_model2(20_000, 20, 3, gap=0.5, lambda1=2.0, random_state=r)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                est = SparseCovariancePCA(3, epsilon, 1e-6, sigma=m.sigma, random_state=r, scheduler="synchronous",
+                                          progress=False).fit(m.X)
+            real.append(1.0 - float(est.components_[0] @ m.v1) ** 2)
+        for errs in ([s.error for s in sim], real):
+            assert (min(errs) > 0.5) if lost else (max(errs) < 0.05), (epsilon, errs)

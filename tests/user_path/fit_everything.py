@@ -30,6 +30,7 @@ else:
 SIGMA = math.sqrt(5.0)  # the spike's largest variance (sub-Gaussian scale)
 ESTIMATORS = {
     "SparseCovariance": lambda: dpdist.SparseCovariance(2, 1.0, 1e-5, clip=3.0, random_state=1, tile_size=4),
+    "SparseCovariancePCA": lambda: dpdist.SparseCovariancePCA(2, 1.0, 1e-5, clip=3.0, random_state=1, tile_size=4),
     "SpectralNorm": lambda: dpdist.SpectralNorm(2, 200.0, 1e-6, gap=0.5, sigma=SIGMA, n_batches=60, tau=0.38,
                                                 random_state=2),
     "SparsePCA": lambda: dpdist.SparsePCA(2, 2000.0, 1e-6, gap=0.5, sigma=SIGMA, n_batches=60, tau=0.38,

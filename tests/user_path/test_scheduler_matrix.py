@@ -25,6 +25,7 @@ SCRIPT = Path(__file__).resolve().parent / "fit_everything.py"
 #: (output shapes, budget) every run must report; budget None for a NOT PRIVATE baseline.
 EXPECTED = {
     "SparseCovariance": ({"covariance_": [6, 6]}, {"epsilon": 1.0, "delta": 1e-5}),
+    "SparseCovariancePCA": ({"covariance_": [6, 6], "components_": [1, 6]}, {"epsilon": 1.0, "delta": 1e-5}),
     "SpectralNorm": ({"norm_": []}, {"epsilon": 200.0, "delta": 1e-6}),
     "SparsePCA": ({"components_": [1, 6]}, {"epsilon": 2000.0, "delta": 1e-6}),
     "ExpMechSparsePCA": ({"components_": [1, 6]}, {"epsilon": 1.0, "delta": 1e-6}),
