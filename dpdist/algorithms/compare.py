@@ -183,6 +183,8 @@ register(Candidate("thresholded", "covariance", "dpdist.baselines.ThresholdedCov
 register(Candidate("privpca", "pca", "dpdist.SparsePCA", _privpca_params))
 register(Candidate("expmech", "pca", "dpdist.ExpMechSparsePCA", lambda q: {"k": q.k, **_budget(q), "sigma": q.sigma},
                    plan_kwargs=_pca_kwargs))
+register(Candidate("privcov-power", "pca", "dpdist.SparseCovariancePCA",
+                   lambda q: {"k": q.k, **_budget(q), "sigma": q.sigma}, plan_kwargs=_pca_kwargs))
 register(Candidate("analyze-gauss", "pca", "dpdist.baselines.AnalyzeGauss", _analyze_gauss_params,
                    plan_kwargs=lambda q: {"sigma": q.sigma, **_pca_kwargs(q)}))
 register(Candidate("wang-xu", "pca", "dpdist.baselines.WangXuPCA", lambda q: {**_budget(q), "sigma": q.sigma},
