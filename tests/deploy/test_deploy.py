@@ -495,3 +495,39 @@ def test_every_deploy_file_that_releases_goes_through_dpdist_run():
                 calls.setdefault(sub, []).append(str(path.relative_to(DEPLOY)))
     assert "etl-job.sh" in calls.get("run", [])
     assert not RELEASING & set(calls), {k: v for k, v in calls.items() if k in RELEASING}
+
+
+def test_the_first_example_of_deploy_readme_runs_as_written(tmp_path):
+    """deploy/README.md's first block, from its `export` to `budget history`, in an empty
+    folder with a small claims.zarr: the weekly job is planned, run on its default scheduler
+    (threads) and charged; `budget show` and `history` list it."""
+    block = re.search(r"^```bash\n(.*?)^```", (DEPLOY / "README.md").read_text(), re.M | re.S).group(1)
+    lines = [ln.split("  #")[0].strip() for ln in block.splitlines() if ln.strip()]
+    lines = lines[: next(i for i, ln in enumerate(lines) if ln.startswith("dpdist budget history")) + 1]
+    assert lines[0].startswith("export DPDIST_DATA=") and any(ln.startswith("dpdist run") for ln in lines)
+    data, results = tmp_path / "warehouse", tmp_path / "releases"
+    data.mkdir(), results.mkdir()
+    script = "\n".join(["set -e", f"cd {shlex.quote(str(ROOT))}",
+                        *[ln.replace("/srv/warehouse", str(data)).replace("/srv/releases", str(results))
+                          for ln in lines]])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DPDIST_")}
+    env.update(PATH=os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", ""),
+               DPDIST_LEDGER=str(tmp_path / "ledger.sqlite"))
+    gen = subprocess.run(["dpdist", "generate", str(data / "claims.zarr"), "--n-samples", "4000",
+                          "--n-features", "6", "--k", "3", "--no-progress"], env=env, capture_output=True, text=True)
+    assert gen.returncode == 0, gen.stderr
+    proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    [release] = list(results.iterdir())
+    assert release.name.startswith("covariance-")
+    from dpdist.ops.ledger import open_ledger
+
+    with open_ledger(str(tmp_path / "ledger.sqlite")) as led:
+        assert [e.state for e in led.history(str(data / "claims.zarr"))] == ["budget-set", "committed"]
+
+
+def test_the_weekly_job_runs_on_threads_unless_told_otherwise(monkeypatch):
+    monkeypatch.setenv("DPDIST_DATA", "/data")
+    monkeypatch.setenv("DPDIST_RESULTS", "/data/releases")
+    monkeypatch.delenv("DPDIST_SCHEDULER", raising=False)
+    assert load_job(str(DEPLOY / "jobs" / "weekly.toml")).scheduler == "threads"
