@@ -214,3 +214,14 @@ def test_transform_validates_its_input_and_keeps_dask_lazy():
     lazy = est.transform(da.from_array(gauss(), chunks=(100, -1)))
     assert isinstance(lazy, da.Array)
     np.testing.assert_allclose(lazy.compute(), gauss() @ est.components_.T)
+
+
+def test_with_on_nonfinite_raise_nan_and_inf_are_refused_as_scikit_learn_checks():
+    """scikit-learn's check_estimators_nan_inf runs where the tags say NaN is refused."""
+    from sklearn.utils.estimator_checks import check_estimators_nan_inf
+
+    for est in (dpdist.SparseCovariance(2, 1.0, 1e-5, sigma=1.0, random_state=0, on_nonfinite="raise", **SYNC),
+                ThresholdedPCA(threshold=0.1, on_nonfinite="raise", **SYNC)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            check_estimators_nan_inf(type(est).__name__, est)
