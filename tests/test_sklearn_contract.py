@@ -225,3 +225,19 @@ def test_with_on_nonfinite_raise_nan_and_inf_are_refused_as_scikit_learn_checks(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             check_estimators_nan_inf(type(est).__name__, est)
+
+
+def test_transform_treats_nonfinite_rows_as_fit_does():
+    X = gauss()
+    est = ThresholdedPCA(threshold=0.1, **SYNC)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(X)
+    bad = X.copy()
+    bad[3, 1], bad[7, 0] = np.nan, np.inf
+    Z = est.transform(bad)
+    assert Z[3, 0] == 0.0 and Z[7, 0] == 0.0  # zero rows, as on_nonfinite="zero" makes them in fit
+    np.testing.assert_allclose(np.delete(Z, [3, 7], axis=0), np.delete(X, [3, 7], axis=0) @ est.components_.T)
+    est.set_params(on_nonfinite="raise")
+    with pytest.raises(ValidationError, match="NaN or infinite"):
+        est.transform(bad)

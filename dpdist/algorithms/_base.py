@@ -404,8 +404,9 @@ class Projection:
     def transform(self, X: Any):
         """``X @ components_.T``: a NumPy array for in-memory ``X``, a lazy dask array for a dask
         array, a ``zarr.Array`` or a path. ``X`` is validated as ``fit`` validates it and must
-        have the fitted ``n_features_in_`` columns; NaN or inf in a row gives NaN or inf in
-        its projection."""
+        have the fitted ``n_features_in_`` columns. Rows holding NaN or inf are treated as
+        ``fit`` treats them: zero rows (projected to 0) under ``on_nonfinite="zero"``, refused
+        under ``on_nonfinite="raise"``."""
         import dask.array as da
         import zarr
 
@@ -419,6 +420,13 @@ class Projection:
                 f"X has {Xd.shape[1]} features, but {type(self).__name__} is expecting {expected} features "
                 "as input (the number of columns it was fitted on)"
             )
+        finite = da.isfinite(Xd).all(axis=1, keepdims=True)
+        if getattr(self, "on_nonfinite", "zero") == "raise":
+            if not bool(finite.all().compute(scheduler="synchronous")):
+                raise ValidationError("X contains NaN or infinite values; nothing was transformed "
+                                      "(on_nonfinite='raise')")
+        else:
+            Xd = da.where(finite, Xd, Xd.dtype.type(0))
         out = Xd @ np.asarray(self.components_, dtype=Xd.dtype).T
         if isinstance(X, (da.Array, zarr.Array, str, os.PathLike)):
             return out
