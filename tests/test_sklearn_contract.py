@@ -256,3 +256,13 @@ def test_transform_treats_nonfinite_rows_as_fit_does():
     est.set_params(on_nonfinite="raise")
     with pytest.raises(ValidationError, match="NaN or infinite"):
         est.transform(bad)
+
+
+def test_import_dpdist_does_not_import_scikit_learn():
+    """scikit-learn is optional: the protocol above imports it only when scikit-learn calls in."""
+    import subprocess
+    import sys
+
+    code = "import sys, dpdist, dpdist.baselines; print(sorted(m for m in sys.modules if m.split('.')[0] == 'sklearn'))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
