@@ -125,14 +125,6 @@ def gauss(n: int = 300, d: int = 6) -> np.ndarray:
     return np.random.default_rng(0).standard_normal((n, d))
 
 
-@pytest.mark.parametrize("est", CHECKED, ids=lambda est: type(est).__name__)
-def test_clone_is_unfitted_with_equal_parameters(est):
-    twin = clone(est)
-    assert type(twin) is type(est) and twin is not est
-    assert twin.get_params() == est.get_params() and repr(twin) == repr(est)
-    assert not [k for k in vars(twin) if k.endswith("_")]
-
-
 @pytest.fixture
 def ledger(tmp_path):
     led = SQLiteLedger(tmp_path / "ledger.sqlite")
@@ -140,6 +132,17 @@ def ledger(tmp_path):
         yield led
     finally:
         led.close()
+
+
+@pytest.mark.parametrize("est", CHECKED, ids=lambda est: type(est).__name__)
+def test_clone_is_unfitted_with_equal_parameters_with_or_without_a_ledger(est, ledger):
+    twin = clone(est)
+    assert type(twin) is type(est) and twin is not est
+    assert twin.get_params() == est.get_params() and repr(twin) == repr(est)
+    assert not [k for k in vars(twin) if k.endswith("_")]
+    with_ledger = clone(est).set_params(ledger=ledger, dataset="claims")
+    twin = clone(with_ledger)  # a ledger holds a database connection, which cannot be copied
+    assert twin.ledger is ledger and twin.get_params() == with_ledger.get_params()
 
 
 def test_clone_with_a_ledger_charges_the_same_budget(ledger):
