@@ -35,9 +35,9 @@ import os
 import warnings
 from typing import Any
 
-import scipy.sparse
 import dask.array as da
 import numpy as np
+import scipy.sparse
 
 from dpdist.exceptions import DataConversionWarning, InfrastructureError, ValidationError
 
