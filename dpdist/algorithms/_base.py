@@ -27,10 +27,17 @@
   noise was drawn, committed as spent when the data themselves were refused (a ``ValidationError``
   during the pass, e.g. ``on_nonfinite="raise"``: that refusal reveals one bit). A ``fit``
   without ``ledger=`` is recorded in no ledger: nothing counts it against the dataset's budget.
+- scikit-learn's estimator protocol, without importing scikit-learn (an optional dependency):
+  ``__sklearn_tags__`` (scikit-learn's tags, built when scikit-learn asks for them) and
+  ``__sklearn_clone__`` (``sklearn.base.clone``: an unfitted estimator with the same parameters,
+  sharing the ledger, the scheduler and a ``NoiseSeed``, see :meth:`Estimator.__sklearn_clone__`);
+  ``n_features_in_`` after a fit. The PCA estimators add ``transform`` and ``fit_transform``
+  (:class:`Projection`), so they work as a step of a ``sklearn.pipeline.Pipeline``.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import inspect
@@ -38,12 +45,15 @@ import os
 import warnings
 from typing import Any
 
+import numpy as np
+
 from dpdist._validation import check_choice, check_int, check_positive
 from dpdist.exceptions import UtilityWarning, ValidationError
 
 __all__ = [
     "NONFINITE_POLICIES",
     "Estimator",
+    "Projection",
     "check_int",
     "check_nonfinite",
     "check_positive",
@@ -187,6 +197,42 @@ class Estimator:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
 
+    #: Parameters that name a shared resource rather than hold a value: a clone refers to the
+    #: same object (see :meth:`__sklearn_clone__`).
+    _shared_params = ("ledger", "scheduler", "random_state")
+
+    def __sklearn_clone__(self):
+        """An unfitted estimator with the same parameters (what ``sklearn.base.clone`` returns).
+
+        The ledger, the scheduler and the ``random_state`` are the very same objects, the
+        other parameters deep copies (as ``clone`` makes them). A clone charges the same
+        ledger, hence the same budget (a copied ledger would be a second budget for the same
+        data), runs on the same cluster, and a ``NoiseSeed`` stays one seed: consumed by the
+        first fit of either, refused by the second (a copied seed would draw the same noise
+        twice). An int ``random_state`` is an int, as in scikit-learn: clones seeded alike draw
+        the same noise (seeds are for tests and reproduction only).
+        """
+        params = {k: v if k in self._shared_params else copy.deepcopy(v) for k, v in self.get_params().items()}
+        return type(self)(**params)
+
+    def __sklearn_tags__(self):
+        """scikit-learn's tags (called by scikit-learn only, so it imports scikit-learn here).
+
+        Unsupervised (no ``y``); NaN accepted while ``on_nonfinite="zero"`` (such rows become
+        zero rows); non-deterministic unless ``random_state`` is given; a transformer when the
+        estimator has ``transform``.
+        """
+        from sklearn.utils import InputTags, Tags, TargetTags, TransformerTags
+
+        names = set(self._param_names())
+        return Tags(
+            estimator_type=None,
+            target_tags=TargetTags(required=False),
+            transformer_tags=TransformerTags() if hasattr(self, "transform") else None,
+            input_tags=InputTags(allow_nan=getattr(self, "on_nonfinite", None) == "zero"),
+            non_deterministic="random_state" in names and self.random_state is None,
+        )
+
     def _check_fitted(self, attr: str) -> None:
         if not hasattr(self, attr):
             raise AttributeError(f"{type(self).__name__} is not fitted yet; call fit(X) first")
@@ -254,7 +300,7 @@ class Estimator:
         except ValidationError as exc:
             plan = exc
         release = record_utility(release, plan, stacklevel=4)
-        return self._fitted_attributes(release)
+        return {**self._fitted_attributes(release), "n_features_in_": int(release.parameters["n_features"])}
 
     def fit(self, X: Any, y: Any = None):
         """Fit on ``X`` (rows are individuals) and release; returns self.
@@ -355,3 +401,53 @@ class Estimator:
 
             dataset = canonical_location(os.fspath(X))
         return ledger, dataset
+
+
+class Projection:
+    """``transform`` and ``fit_transform`` of a PCA estimator (mixed in before :class:`Estimator`).
+
+    ``transform(X)`` projects the rows of ``X``, centred at the mean the fit centred at
+    (``location_``, released with the components; absent or zero when the fit took the data as
+    centred), on the released ``components_``: ``(X - location_) @ components_.T``, of shape
+    ``(n_samples, n_components)``, as scikit-learn's ``PCA.transform`` subtracts ``mean_``. The
+    projected rows are the data seen through the released components, not a private release:
+    publish the fitted estimator's attributes, not the transformed data.
+    """
+
+    def transform(self, X: Any):
+        """``(X - location_) @ components_.T``: a NumPy array for in-memory ``X``, a lazy dask array for a dask
+        array, a ``zarr.Array`` or a path. ``X`` is validated as ``fit`` validates it and must
+        have the fitted ``n_features_in_`` columns. Rows holding NaN or inf are treated as
+        ``fit`` treats them: zero rows (projected to 0) under ``on_nonfinite="zero"``, refused
+        under ``on_nonfinite="raise"``."""
+        import dask.array as da
+        import zarr
+
+        from dpdist.data.validation import as_dask_array
+
+        self._check_fitted("components_")
+        Xd = as_dask_array(X, min_rows=1, min_cols=1)
+        expected = self.components_.shape[1]
+        if Xd.shape[1] != expected:
+            raise ValidationError(
+                f"X has {Xd.shape[1]} features, but {type(self).__name__} is expecting {expected} features "
+                "as input (the number of columns it was fitted on)"
+            )
+        finite = da.isfinite(Xd).all(axis=1, keepdims=True)
+        if getattr(self, "on_nonfinite", "zero") == "raise":
+            if not bool(finite.all().compute(scheduler="synchronous")):
+                raise ValidationError("X contains NaN or infinite values; nothing was transformed "
+                                      "(on_nonfinite='raise')")
+        else:
+            Xd = da.where(finite, Xd, Xd.dtype.type(0))
+        location = getattr(self, "location_", None)
+        if location is not None and np.any(location):
+            Xd = Xd - np.asarray(location, dtype=Xd.dtype)  # as in fit: a zeroed row is centred like any other
+        out = Xd @ np.asarray(self.components_, dtype=Xd.dtype).T
+        if isinstance(X, (da.Array, zarr.Array, str, os.PathLike)):
+            return out
+        return out.compute(scheduler="synchronous")  # X is in memory already
+
+    def fit_transform(self, X: Any, y: Any = None):
+        """``fit(X)`` then ``transform(X)`` (``y`` is ignored)."""
+        return self.fit(X, y).transform(X)

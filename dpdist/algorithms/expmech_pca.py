@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from dpdist._validation import check_int, check_positive, check_probability
-from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, reports_empirical
+from dpdist.algorithms._base import Estimator, Projection, check_nonfinite, nonfinite_note, reports_empirical
 from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine.gram import clipped_second_moment, nonfinite_guard
 from dpdist.engine.gumbel_max import exact_gumbel_max_subset
@@ -369,7 +369,7 @@ class ExpMechPlan(Plan):
     mean_noise_scale: float | None = None
 
 
-class ExpMechSparsePCA(Estimator):
+class ExpMechSparsePCA(Projection, Estimator):
     """Private leading k-sparse principal component by the exponential mechanism (Algorithm 4).
 
     Parameters

@@ -51,7 +51,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dpdist._validation import check_int, check_positive
-from dpdist.algorithms._base import reports_empirical
+from dpdist.algorithms._base import Projection, reports_empirical
 from dpdist.algorithms.sparse_covariance import (
     SparseCovariance,
     SparseCovariancePlan,
@@ -249,7 +249,7 @@ SIN2_CONDITIONS = (
 )
 
 
-class SparseCovariancePCA(SparseCovariance):
+class SparseCovariancePCA(Projection, SparseCovariance):
     """Private k-sparse leading principal component: PrivCov, then the truncated power method.
 
     Takes exactly :class:`~dpdist.SparseCovariance`'s parameters (every one reaches PrivCov
@@ -330,21 +330,3 @@ class SparseCovariancePCA(SparseCovariance):
         check_positive(eigengap, "eigengap")
         return search_min_samples(lambda n: self.plan(n, d, eigengap=eigengap).sin2_bound, target_sin2,
                                   start=4, limit=1 << 62)
-
-    def transform(self, X: Any) -> Any:
-        """Project ``X`` (n x d, NumPy or dask) on the released component: ``X @ components_.T``.
-
-        Reads ``X`` and releases nothing about it: the projection of private rows is as
-        private as the rows themselves.
-        """
-        self._check_fitted("components_")
-        if not hasattr(X, "shape") or not hasattr(X, "__matmul__"):
-            X = np.asarray(X, dtype=np.float64)
-        if len(X.shape) != 2 or X.shape[1] != self.components_.shape[1]:
-            raise ValidationError(f"X must have shape (n, {self.components_.shape[1]}) to be projected on the "
-                                  f"fitted component, got {tuple(X.shape)}")
-        return X @ self.components_.T
-
-    def fit_transform(self, X: Any, y: Any = None) -> Any:
-        """``fit(X)`` then ``transform(X)``."""
-        return self.fit(X).transform(X)

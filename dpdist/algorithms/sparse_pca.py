@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from dpdist._validation import check_int, check_positive, check_probability
-from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, refuse_nonfinite, reports_empirical
+from dpdist.algorithms._base import Estimator, Projection, check_nonfinite, nonfinite_note, refuse_nonfinite, reports_empirical
 from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine.friendly import (
     DEFAULT_GROUP_BYTES,
@@ -840,7 +840,7 @@ class SpectralNorm(Estimator):
         )
 
 
-class SparsePCA(Estimator):
+class SparsePCA(Projection, Estimator):
     """Private leading k-sparse principal component: PrivNorm then PrivPCA (Theorem 3).
 
     Parameters

@@ -63,6 +63,7 @@ from typing import Any
 
 import dask.array as da
 import numpy as np
+import scipy.sparse
 
 from dpdist.data.formats import FORMATS, input_format, open_file
 from dpdist.exceptions import DataConversionWarning, InfrastructureError, ValidationError
@@ -525,6 +526,11 @@ def as_dask_array(
         arr = _zarr_to_dask(X, where, chunk_reading(X, missing_chunks, where))
     elif isinstance(X, da.Array):
         arr = X
+    elif scipy.sparse.issparse(X):
+        raise ValidationError(
+            f"{name} is a scipy sparse {X.format} {'matrix' if scipy.sparse.isspmatrix(X) else 'array'}: sparse "
+            "input is not supported; pass a dense array (X.toarray()), a dask array or a Zarr store"
+        )
     else:
         np_arr = np.asarray(X)
         if np_arr.ndim == 2:
@@ -534,16 +540,23 @@ def as_dask_array(
         else:
             arr = da.from_array(np_arr)
     if arr.ndim != 2:
-        raise ValidationError(f"{name} must be 2-D (n_samples, n_features), got shape {arr.shape}")
+        hint = (". Reshape your data: X.reshape(-1, 1) for one feature, X.reshape(1, -1) for one sample"
+                if arr.ndim == 1 else "")
+        raise ValidationError(f"{name} must be 2-D (n_samples, n_features), got shape {arr.shape}{hint}")
+    if arr.dtype.kind == "c":
+        raise ValidationError(f"Complex data not supported: {name} has dtype {arr.dtype} (float32, float64 or "
+                              "integer data only)")
     if any(np.isnan(c) for cs in arr.chunks for c in cs):
         raise ValidationError(
             f"{name} has unknown chunk sizes; call .compute_chunk_sizes() on it first"
         )
     n, d = arr.shape
     if n < min_rows:
-        raise ValidationError(f"{name} needs at least {min_rows} rows (samples), got {n}")
+        raise ValidationError(f"{name} has {n} sample(s) (shape={tuple(arr.shape)}) while a minimum of {min_rows} "
+                              f"is required: it needs at least {min_rows} rows (samples)")
     if d < min_cols:
-        raise ValidationError(f"{name} needs at least {min_cols} columns (features), got {d}")
+        raise ValidationError(f"{name} has {d} feature(s) (shape={tuple(arr.shape)}) while a minimum of {min_cols} "
+                              f"is required: it needs at least {min_cols} columns (features)")
     arr = as_float_dtype(arr, name, stacklevel=4)
     # Rechunk rows only when the chunks are pathological (tiny or huge); columns stay as given.
     row_sizes = arr.chunks[0]

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from dpdist._validation import check_int
-from dpdist.algorithms._base import Estimator, reports_empirical
+from dpdist.algorithms._base import Estimator, Projection, reports_empirical
 from dpdist.algorithms._centering import DEFAULT_MEAN_FRACTION
 from dpdist.algorithms.baselines.gaussian import GaussianCovariance, GaussianCovariancePlan, _location
 from dpdist.algorithms.baselines.thresholded import (
@@ -88,7 +88,7 @@ def _pca_release(cov_release: Release, components: np.ndarray, eigenvalue: float
     )
 
 
-class GaussianPCA(Estimator):
+class GaussianPCA(Projection, Estimator):
     """(epsilon, delta)-DP leading principal component from the Wang-Xu Gaussian covariance.
 
     Fits :class:`~dpdist.baselines.GaussianCovariance` (symmetric Gaussian noise on the
@@ -190,7 +190,7 @@ class GaussianPCA(Estimator):
         }
 
 
-class ThresholdedPCA(Estimator):
+class ThresholdedPCA(Projection, Estimator):
     """Top eigenvector of the hard-thresholded empirical second moment. **NOT PRIVATE.**
 
     Parameters
