@@ -84,8 +84,13 @@ def test_zeroing_nonfinite_rows_does_the_same_work_whether_or_not_the_block_hold
         finally:
             tracemalloc.stop()
 
+    peak(x), peak(y)  # first calls may allocate caches once
     (out_x, peak_x), (out_y, peak_y) = peak(x), peak(y)
-    assert peak_x == peak_y and peak_x >= x.nbytes  # both blocks are copied
+    # both blocks are copied; the peaks agree up to the few hundred bytes that other threads of a
+    # long test run (dask's, distributed's) may allocate meanwhile: a copy of only the bad block
+    # differed by about 75% of the block
+    assert peak_x >= x.nbytes and peak_y >= x.nbytes
+    assert abs(peak_x - peak_y) < 0.01 * x.nbytes
     assert not np.shares_memory(out_x, x) and not np.shares_memory(out_y, y)
     expected = y.copy()
     expected[[10, 11]] = 0
