@@ -25,6 +25,14 @@ from typing import Any
 import numpy as np
 
 from dpdist._validation import check_int, check_positive, check_probability
+from dpdist.algorithms._friendly_forecast import (
+    REJECTION_LEVEL,
+    BatchForecast,
+    batch_forecast,
+    count_pass_probability,
+    lambda_hat_points,
+    weight_pass_probability,
+)
 from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, refuse_nonfinite, reports_empirical
 from dpdist.data.validation import as_dask_array
 from dpdist.engine.friendly import (
@@ -624,24 +632,47 @@ def sparse_pca(
 # --------------------------------------------------------------------------------------
 
 
-def _plan_tests(setup: _Setup, cal: FriendlyTestCalibration) -> dict:
-    """How far a run whose batches are all good clears the Z test (the binding one)."""
+def _plan_tests(setup: _Setup, cal: FriendlyTestCalibration, q=None, forecast: BatchForecast | None = None) -> dict:
+    """The two private tests at this size: their noise, thresholds, the margin a run whose
+    batches are all good would have on the Z test, and, given the forecast (``q`` the
+    probability that one batch is good, ``forecast`` the batch statistics of the reference
+    instance), the probability that each passes and that both do."""
     m = setup.n_batches
     margin_all_good = m - cal.weight_threshold  # Z = m when every batch befriends every other
-    return {
+    out = {
         "count_test": {"scale": cal.count_scale, "bound": cal.count_bound, "threshold": cal.count_threshold},
         "weight_test": {"scale": cal.weight_scale, "bound": cal.weight_bound, "threshold": cal.weight_threshold},
         "weight_test_margin_if_all_good": margin_all_good,
         "weight_test_margin_in_noise_scales": margin_all_good / cal.weight_scale,
         "tests_can_pass": bool(margin_all_good > 0),
     }
+    if forecast is not None:
+        z_mean, z_sd = forecast.z_moments(m)
+        p_count = float(np.mean(count_pass_probability(q, m, cal.count_threshold, cal.count_scale, cal.count_bound)))
+        p_weight = weight_pass_probability(z_mean, z_sd, cal.weight_threshold, cal.weight_scale, cal.weight_bound)
+        out.update({
+            "good_batch_probability": float(np.mean(q)),
+            "expected_good_batches": float(m * np.mean(q)),
+            "expected_weight_sum": z_mean,
+            "count_test_pass_probability": p_count,
+            "weight_test_pass_probability": p_weight,
+            "pass_probability": p_count * p_weight,
+        })
+    return out
 
 
 def _tests_unmet(tests: dict, name: str) -> tuple:
-    if tests["tests_can_pass"]:
-        return ()
-    return (f"{name}'s friend-weight test cannot pass even when every batch is good (margin "
-            f"{tests['weight_test_margin_if_all_good']:.3g} <= 0): the fit raises NoPrivateResult",)
+    if not tests["tests_can_pass"]:
+        return (f"{name}'s friend-weight test cannot pass even when every batch is good (margin "
+                f"{tests['weight_test_margin_if_all_good']:.3g} <= 0): the fit raises NoPrivateResult",)
+    p = tests.get("pass_probability")
+    if p is not None and p < REJECTION_LEVEL:
+        return (f"{name}'s private tests are predicted to pass with probability {p:.3g} (good-set count test "
+                f"{tests['count_test_pass_probability']:.3g}: {tests['expected_good_batches']:.4g} good batches "
+                f"expected of {tests['count_test']['threshold'] - tests['count_test']['bound']:.4g} needed; "
+                f"friend-weight test {tests['weight_test_pass_probability']:.3g}) on the model's reference "
+                "instance: the fit would most likely raise NoPrivateResult and spend its budget",)
+    return ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -665,6 +696,7 @@ class SpectralNormPlan(Plan):
     noise_error: float
     relative_error_bound: float
     meets_theorem_3_requirement: bool
+    release_probability: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -698,6 +730,7 @@ class SparsePCAPlan(Plan):
     norm_within_gap_over_10: bool | None = None
     norm_tests: dict | None = None
     budget_split: dict | None = None
+    release_probability: float | None = None
 
 
 class SpectralNorm(Estimator):
@@ -801,7 +834,9 @@ class SpectralNorm(Estimator):
         cal = privnorm_calibration(epsilon, delta, setup.k, setup.tau, setup.float_bounds)
         err = privnorm_error_bound(cal, setup.k, setup.tau, setup.beta)
         lam = check_positive(lambda_1, "lambda_1", allow_none=True) or setup.sigma**2
-        tests = _plan_tests(setup, friendly_test_calibration(epsilon, delta, setup.n_batches))
+        forecast = batch_forecast(setup.n_features, setup.k, setup.gap, lam, min(setup.sizes), setup.tau)
+        tests = _plan_tests(setup, friendly_test_calibration(epsilon, delta, setup.n_batches), forecast.q_norm(),
+                            forecast)
         return SpectralNormPlan(
             n_samples=setup.n_samples,
             n_features=setup.n_features,
@@ -822,6 +857,7 @@ class SpectralNorm(Estimator):
             noise_error=err["noise_error"],
             relative_error_bound=err["error_bound"] / lam,
             meets_theorem_3_requirement=err["error_bound"] <= setup.gap * lam / 10,
+            release_probability=tests["pass_probability"],
         )
 
     def min_samples(self, target_relative_error: float, n_features: int, *, lambda_1: float | None = None) -> int:
@@ -959,23 +995,42 @@ class SparsePCA(Estimator):
         lam_hat = float(self.lambda_hat) if self.lambda_hat is not None else (1 - setup.gap / 10) * lam
         pcal = privpca_calibration(ep, dp, setup.k, setup.tau, setup.gap, lam_hat, setup.float_bounds)
         err = privpca_error_bound(pcal.sigma, setup.k, setup.tau, setup.gap, lam, setup.n_features, setup.beta)
-        pca_tests = _plan_tests(setup, friendly_test_calibration(ep, dp, setup.n_batches))
+        forecast = batch_forecast(setup.n_features, setup.k, setup.gap, lam, min(setup.sizes), setup.tau)
+        pca_cal = friendly_test_calibration(ep, dp, setup.n_batches)
+        if norm_budget is None:  # lambda_hat is public: PrivPCA always runs
+            lam_points, p_run = np.array([float(self.lambda_hat)]), 1.0
+        else:  # lambda_hat = ||T_5tau(Sigma)||_op + PrivNorm's noise; PrivPCA runs when it is > 0
+            ncal = privnorm_calibration(norm_budget[0], norm_budget[1], setup.k, setup.tau, setup.float_bounds)
+            points = lambda_hat_points(forecast.norm_of_thresholded, ncal.sigma)
+            lam_points, p_run = points[points > 0], float(np.mean(points > 0))
+        pca_tests = _plan_tests(setup, pca_cal, forecast.q_pca(lam_points) if lam_points.size else np.zeros(1),
+                                forecast)
+        if norm_budget is not None:
+            pca_tests["lambda_hat_positive_probability"] = p_run
+            for key in ("count_test_pass_probability", "pass_probability"):
+                pca_tests[key] *= p_run
         unmet = _tests_unmet(pca_tests, "PrivPCA")
+        release_probability = pca_tests["pass_probability"]
         norm: dict = {}
         if norm_budget is not None:
-            ncal = privnorm_calibration(norm_budget[0], norm_budget[1], setup.k, setup.tau, setup.float_bounds)
             nerr = privnorm_error_bound(ncal, setup.k, setup.tau, setup.beta)
             norm = {
                 "norm_noise_scale": ncal.sigma,
                 "norm_error_bound": nerr["error_bound"],
                 "norm_within_gap_over_10": nerr["error_bound"] <= setup.gap * lam / 10,
-                "norm_tests": _plan_tests(setup, friendly_test_calibration(*norm_budget, setup.n_batches)),
+                "norm_tests": _plan_tests(setup, friendly_test_calibration(*norm_budget, setup.n_batches),
+                                          forecast.q_norm(), forecast),
                 "budget_split": {"norm": list(norm_budget), "pca": [ep, dp]},
             }
+            release_probability *= norm["norm_tests"]["pass_probability"]
             unmet = _tests_unmet(norm["norm_tests"], "PrivNorm") + unmet
             if not norm["norm_within_gap_over_10"]:
                 unmet += (f"PrivNorm's predicted error {nerr['error_bound']:.3g} exceeds gap lambda_1 / 10 = "
                           f"{setup.gap * lam / 10:.3g} (Theorem 3 needs lambda_hat within it)",)
+        if release_probability < REJECTION_LEVEL and not any("predicted to pass" in u for u in unmet):
+            unmet += (f"PrivNorm's and PrivPCA's private tests are predicted to pass together with probability "
+                      f"{release_probability:.3g} on the model's reference instance: the fit would most likely "
+                      "raise NoPrivateResult and spend its budget",)
         return SparsePCAPlan(
             n_samples=setup.n_samples,
             n_features=setup.n_features,
@@ -994,6 +1049,7 @@ class SparsePCA(Estimator):
             sigma_priv=pcal.sigma,
             projector_sensitivity=pcal.sensitivity,
             pca_tests=pca_tests,
+            release_probability=release_probability,
             **err,
             **norm,
         )
