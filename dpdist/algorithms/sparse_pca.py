@@ -749,6 +749,12 @@ class SpectralNorm(Estimator):
         Batches from a public random permutation instead of consecutive row ranges.
     on_nonfinite : {"zero", "raise"}, default "zero"
         See :func:`private_norm`.
+    require_useful : bool, default False
+        True: ``fit`` refuses (``ValidationError``) before reading any data or reserving any
+        budget when :meth:`plan` at the data's shape says the release would be rejected (its
+        private tests predicted to pass with probability below 1/2) or vacuous. The plan
+        depends only on public parameters and the shape, never on the data, so the refusal
+        leaks nothing.
 
     Attributes
     ----------
@@ -786,6 +792,7 @@ class SpectralNorm(Estimator):
         timeout: float | None = DEFAULT_TIMEOUT,
         ledger: Any = None,
         dataset: str | None = None,
+        require_useful: bool = False,
     ):
         self.k = k
         self.epsilon = epsilon
@@ -802,6 +809,7 @@ class SpectralNorm(Estimator):
         self.timeout = timeout
         self.ledger = ledger
         self.dataset = dataset
+        self.require_useful = require_useful
 
     def _fit_release(self, X) -> Release:
         return private_norm(
@@ -890,6 +898,12 @@ class SparsePCA(Estimator):
     shuffle_batches : bool, default False
     on_nonfinite : {"zero", "raise"}, default "zero"
         See :func:`private_norm`.
+    require_useful : bool, default False
+        True: ``fit`` refuses (``ValidationError``) before reading any data or reserving any
+        budget when :meth:`plan` at the data's shape says the release would be rejected (its
+        private tests predicted to pass with probability below 1/2) or vacuous. The plan
+        depends only on public parameters and the shape, never on the data, so the refusal
+        leaks nothing.
 
     Attributes
     ----------
@@ -930,6 +944,7 @@ class SparsePCA(Estimator):
         timeout: float | None = DEFAULT_TIMEOUT,
         ledger: Any = None,
         dataset: str | None = None,
+        require_useful: bool = False,
     ):
         self.k = k
         self.epsilon = epsilon
@@ -948,6 +963,7 @@ class SparsePCA(Estimator):
         self.timeout = timeout
         self.ledger = ledger
         self.dataset = dataset
+        self.require_useful = require_useful
 
     def _fit_release(self, X) -> Release:
         return sparse_pca(
