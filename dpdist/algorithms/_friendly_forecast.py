@@ -53,7 +53,7 @@ __all__ = ["BatchForecast", "REJECTION_LEVEL", "batch_forecast", "count_pass_pro
 REJECTION_LEVEL = 0.5
 
 #: Monte Carlo sample sizes of one batch's statistics (goodness; friendship among batches).
-GOOD_DRAWS = 4096
+GOOD_DRAWS = 16384
 FRIEND_DRAWS = 384
 #: Stratified points of lambda_hat's law.
 LAMBDA_POINTS = 256

@@ -830,11 +830,17 @@ class SpectralNorm(Estimator):
         }
 
     def plan(self, n_samples: int, n_features: int, *, lambda_1: float | None = None) -> SpectralNormPlan:
-        """Noise scales, tau, m and the error Lemma 21 predicts at this size; reads no data.
+        """Noise scales, tau, m, the error Lemma 21 predicts at this size, and the probability
+        that the private tests pass (``tests``, ``release_probability``; on the model's
+        reference instance, :mod:`dpdist.algorithms._friendly_forecast`); reads no data.
 
         ``lambda_1`` (default ``sigma**2``, the largest value Model 1 allows) turns the
-        absolute error bound into a relative one and is the scale the vacuity check uses.
+        absolute error bound into a relative one, is the scale the vacuity check uses, and is
+        the reference instance's top eigenvalue.
         """
+        return self._plan(n_samples, n_features, lambda_1)
+
+    def _plan(self, n_samples, n_features, lambda_1=None, *, forecast: bool = True) -> SpectralNormPlan:
         epsilon, delta = _check_common(self.k, self.epsilon, self.delta, self.gap, self.sigma,
                                        self.n_batches, self.tau, self.beta, self.scheduler)
         setup = _setup(n_samples, n_features, self.k, self.gap, self.sigma, self.n_batches, self.tau,
@@ -842,9 +848,9 @@ class SpectralNorm(Estimator):
         cal = privnorm_calibration(epsilon, delta, setup.k, setup.tau, setup.float_bounds)
         err = privnorm_error_bound(cal, setup.k, setup.tau, setup.beta)
         lam = check_positive(lambda_1, "lambda_1", allow_none=True) or setup.sigma**2
-        forecast = batch_forecast(setup.n_features, setup.k, setup.gap, lam, min(setup.sizes), setup.tau)
-        tests = _plan_tests(setup, friendly_test_calibration(epsilon, delta, setup.n_batches), forecast.q_norm(),
-                            forecast)
+        fc = batch_forecast(setup.n_features, setup.k, setup.gap, lam, min(setup.sizes), setup.tau) if forecast else None
+        tests = _plan_tests(setup, friendly_test_calibration(epsilon, delta, setup.n_batches),
+                            fc and fc.q_norm(), fc)
         return SpectralNormPlan(
             n_samples=setup.n_samples,
             n_features=setup.n_features,
@@ -865,7 +871,7 @@ class SpectralNorm(Estimator):
             noise_error=err["noise_error"],
             relative_error_bound=err["error_bound"] / lam,
             meets_theorem_3_requirement=err["error_bound"] <= setup.gap * lam / 10,
-            release_probability=tests["pass_probability"],
+            release_probability=tests.get("pass_probability"),
         )
 
     def min_samples(self, target_relative_error: float, n_features: int, *, lambda_1: float | None = None) -> int:
@@ -874,7 +880,7 @@ class SpectralNorm(Estimator):
         epsilon, delta = _check_common(self.k, self.epsilon, self.delta, self.gap, self.sigma,
                                        self.n_batches, self.tau, self.beta, self.scheduler)
         return search_min_samples(
-            lambda n: self.plan(n, n_features, lambda_1=lambda_1).relative_error_bound,
+            lambda n: self._plan(n, n_features, lambda_1, forecast=False).relative_error_bound,
             target_relative_error,
             start=max(40, 2 * (self.n_batches or default_n_batches(epsilon, delta, beta=self.beta))),
         )
@@ -1001,7 +1007,14 @@ class SparsePCA(Estimator):
         ``sigma**2``, the largest value Model 1 allows, i.e. the optimistic case). Without a
         given ``lambda_hat``, sigma_priv is planned at ``lambda_hat = (1 - gap/10) lambda_1``,
         the worst value Proposition 1 allows.
+
+        ``pca_tests``, ``norm_tests`` and ``release_probability`` give the probability that the
+        private tests pass, on the model's reference instance (top eigenvalue ``lambda_1``;
+        :mod:`dpdist.algorithms._friendly_forecast`).
         """
+        return self._plan(n_samples, n_features, lambda_1)
+
+    def _plan(self, n_samples, n_features, lambda_1=None, *, forecast: bool = True) -> SparsePCAPlan:
         norm_budget, (ep, dp) = self._budgets()
         budgets = [(ep, dp)] if norm_budget is None else [norm_budget, (ep, dp)]
         setup = _setup(n_samples, n_features, self.k, self.gap, self.sigma, self.n_batches, self.tau,
@@ -1011,22 +1024,25 @@ class SparsePCA(Estimator):
         lam_hat = float(self.lambda_hat) if self.lambda_hat is not None else (1 - setup.gap / 10) * lam
         pcal = privpca_calibration(ep, dp, setup.k, setup.tau, setup.gap, lam_hat, setup.float_bounds)
         err = privpca_error_bound(pcal.sigma, setup.k, setup.tau, setup.gap, lam, setup.n_features, setup.beta)
-        forecast = batch_forecast(setup.n_features, setup.k, setup.gap, lam, min(setup.sizes), setup.tau)
+        fc = batch_forecast(setup.n_features, setup.k, setup.gap, lam, min(setup.sizes), setup.tau) if forecast else None
         pca_cal = friendly_test_calibration(ep, dp, setup.n_batches)
-        if norm_budget is None:  # lambda_hat is public: PrivPCA always runs
-            lam_points, p_run = np.array([float(self.lambda_hat)]), 1.0
-        else:  # lambda_hat = ||T_5tau(Sigma)||_op + PrivNorm's noise; PrivPCA runs when it is > 0
-            ncal = privnorm_calibration(norm_budget[0], norm_budget[1], setup.k, setup.tau, setup.float_bounds)
-            points = lambda_hat_points(forecast.norm_of_thresholded, ncal.sigma)
-            lam_points, p_run = points[points > 0], float(np.mean(points > 0))
-        pca_tests = _plan_tests(setup, pca_cal, forecast.q_pca(lam_points) if lam_points.size else np.zeros(1),
-                                forecast)
         if norm_budget is not None:
-            pca_tests["lambda_hat_positive_probability"] = p_run
-            for key in ("count_test_pass_probability", "pass_probability"):
-                pca_tests[key] *= p_run
+            ncal = privnorm_calibration(norm_budget[0], norm_budget[1], setup.k, setup.tau, setup.float_bounds)
+        if fc is None:
+            pca_tests = _plan_tests(setup, pca_cal)
+        else:
+            if norm_budget is None:  # lambda_hat is public: PrivPCA always runs
+                lam_points, p_run = np.array([float(self.lambda_hat)]), 1.0
+            else:  # lambda_hat = ||T_5tau(Sigma)||_op + PrivNorm's noise; PrivPCA runs when it is > 0
+                points = lambda_hat_points(fc.norm_of_thresholded, ncal.sigma)
+                lam_points, p_run = points[points > 0], float(np.mean(points > 0))
+            pca_tests = _plan_tests(setup, pca_cal, fc.q_pca(lam_points) if lam_points.size else np.zeros(1), fc)
+            if norm_budget is not None:
+                pca_tests["lambda_hat_positive_probability"] = p_run
+                for key in ("count_test_pass_probability", "pass_probability"):
+                    pca_tests[key] *= p_run
         unmet = _tests_unmet(pca_tests, "PrivPCA")
-        release_probability = pca_tests["pass_probability"]
+        release_probability = pca_tests.get("pass_probability")
         norm: dict = {}
         if norm_budget is not None:
             nerr = privnorm_error_bound(ncal, setup.k, setup.tau, setup.beta)
@@ -1035,15 +1051,16 @@ class SparsePCA(Estimator):
                 "norm_error_bound": nerr["error_bound"],
                 "norm_within_gap_over_10": nerr["error_bound"] <= setup.gap * lam / 10,
                 "norm_tests": _plan_tests(setup, friendly_test_calibration(*norm_budget, setup.n_batches),
-                                          forecast.q_norm(), forecast),
+                                          fc and fc.q_norm(), fc),
                 "budget_split": {"norm": list(norm_budget), "pca": [ep, dp]},
             }
-            release_probability *= norm["norm_tests"]["pass_probability"]
+            if fc is not None:
+                release_probability *= norm["norm_tests"]["pass_probability"]
             unmet = _tests_unmet(norm["norm_tests"], "PrivNorm") + unmet
             if not norm["norm_within_gap_over_10"]:
                 unmet += (f"PrivNorm's predicted error {nerr['error_bound']:.3g} exceeds gap lambda_1 / 10 = "
                           f"{setup.gap * lam / 10:.3g} (Theorem 3 needs lambda_hat within it)",)
-        if release_probability < REJECTION_LEVEL and not any("predicted to pass" in u for u in unmet):
+        if fc is not None and release_probability < REJECTION_LEVEL and not any("predicted to pass" in u for u in unmet):
             unmet += (f"PrivNorm's and PrivPCA's private tests are predicted to pass together with probability "
                       f"{release_probability:.3g} on the model's reference instance: the fit would most likely "
                       "raise NoPrivateResult and spend its budget",)
@@ -1076,7 +1093,7 @@ class SparsePCA(Estimator):
         its default."""
 
         def err(n):
-            p = self.plan(n, n_features, lambda_1=lambda_1)
+            p = self._plan(n, n_features, lambda_1, forecast=False)
             ok = p.norm_within_gap_over_10 is not False
             return p.sin2_error_bound if ok else math.inf
 
