@@ -12,7 +12,11 @@ both on seeded runs and writes them side by side:
   does, and ten times that; for epsilon = 1 (the README's budget) and epsilon = 20 (m = 317);
 * real-pipeline runs (``SparsePCA.fit`` on Model-2 data in memory) at epsilon = 20 on both
   sides of PrivNorm's transition and at it, and the README's ``dpdist norm`` example (SpectralNorm on
-  200,000 x 16 Model-1 data, epsilon = 1), whose plan predicts rejection.
+  200,000 x 16 Model-1 data, epsilon = 1, the same data each run), whose plan predicts rejection.
+
+The plans' probabilities are over the data and the noise, so the real runs draw fresh data
+each time (except the README's example, which is about that one dataset). ``predicted_range``
+is the forecast's own Monte Carlo resolution (``*_range`` in the plan).
 
 Usage: python benchmarks/bench_friendly_forecast.py [--runs R] [--real-runs R] [--smoke]
            [--out benchmarks/results/friendly_forecast.json]
@@ -76,11 +80,14 @@ def simulated(eps: float, runs: int) -> list:
             norm_passed += bool(t["count_passed"] and t.get("weight_passed", False))
             released += bool(r.released)
         rows.append({
-            "mode": "simulated", "estimator": "SparsePCA", "epsilon": eps, "n_samples": int(n), "n_batches": p.n_batches,
+            "mode": "simulated", "estimator": "SparsePCA", "epsilon": eps, "n_samples": int(n),
+            "n_batches": p.n_batches,
             "runs": runs, "seconds": round(time.perf_counter() - t0, 1),
-            "privnorm_tests": {"predicted": p.norm_tests["pass_probability"], "passed": norm_passed,
+            "privnorm_tests": {"predicted": p.norm_tests["pass_probability"],
+                               "predicted_range": p.norm_tests["pass_probability_range"], "passed": norm_passed,
                                "clopper_pearson_95": _interval(norm_passed, runs)},
-            "release": {"predicted": p.release_probability, "passed": released,
+            "release": {"predicted": p.release_probability, "predicted_range": p.release_probability_range,
+                        "passed": released,
                         "clopper_pearson_95": _interval(released, runs)},
         })
         print(json.dumps(rows[-1]), flush=True)
@@ -94,10 +101,10 @@ def real_privpca(eps: float, sizes, runs: int) -> list:
     for n in sizes:
         est = dpdist.SparsePCA(K, eps, DELTA, gap=GAP, sigma=SIGMA, scheduler="threads")
         p = est.plan(n, D)
-        X = np.asarray(make_model2(n, D, K, gap=GAP, lambda1=SIGMA**2, random_state=0).X)
         norm_passed = released = 0
         t0 = time.perf_counter()
-        for seed in range(runs):
+        for seed in range(runs):  # fresh data and noise each run: the forecast is over both
+            X = np.asarray(make_model2(n, D, K, gap=GAP, lambda1=SIGMA**2, random_state=seed).X)
             est.set_params(random_state=seed)
             try:
                 with warnings.catch_warnings():
@@ -109,10 +116,13 @@ def real_privpca(eps: float, sizes, runs: int) -> list:
                 norm_passed += exc.stage.startswith("privpca")
         rows.append({
             "mode": "real", "estimator": "SparsePCA", "epsilon": eps, "n_samples": n, "n_batches": p.n_batches,
-            "runs": runs, "seconds": round(time.perf_counter() - t0, 1), "data": "make_model2(random_state=0)",
-            "privnorm_tests": {"predicted": p.norm_tests["pass_probability"], "passed": norm_passed,
+            "runs": runs, "seconds": round(time.perf_counter() - t0, 1),
+            "data": "make_model2(random_state=seed), fresh each run",
+            "privnorm_tests": {"predicted": p.norm_tests["pass_probability"],
+                               "predicted_range": p.norm_tests["pass_probability_range"], "passed": norm_passed,
                                "clopper_pearson_95": _interval(norm_passed, runs)},
-            "release": {"predicted": p.release_probability, "passed": released,
+            "release": {"predicted": p.release_probability, "predicted_range": p.release_probability_range,
+                        "passed": released,
                         "clopper_pearson_95": _interval(released, runs)},
         })
         print(json.dumps(rows[-1]), flush=True)
@@ -141,7 +151,8 @@ def real_readme_norm(runs: int, n: int = 200_000) -> dict:
             stages.append(exc.stage)
     row = {"mode": "real", "estimator": "SpectralNorm (the README's dpdist norm example)", "epsilon": 1.0,
            "n_samples": n, "n_batches": p.n_batches, "runs": runs, "seconds": round(time.perf_counter() - t0, 1),
-           "release": {"predicted": p.release_probability, "passed": passed,
+           "release": {"predicted": p.release_probability, "predicted_range": p.release_probability_range,
+                       "passed": passed,
                        "clopper_pearson_95": _interval(passed, runs)},
            "rejected_stages": sorted(set(stages)),
            "expected_good_batches": p.tests["expected_good_batches"], "good_batches_needed": 0.8 * p.n_batches}

@@ -34,7 +34,10 @@ How the probabilities are computed
 
 The count and weight tests draw independent noise; their joint pass probability is taken as
 the product. The sample is drawn from a fixed seed, so a plan is a deterministic function of
-its parameters. ``benchmarks/friendly_pass_rates.py`` checks these forecasts against pass
+its parameters. Near a test's transition the pass probability turns on the third decimal of
+``q`` (the count's spread is ``sqrt(m q (1 - q))`` batches), finer than the sample resolves:
+each probability comes with a ``*_range``, its values at ``q`` plus and minus two Monte Carlo
+standard errors. ``benchmarks/friendly_pass_rates.py`` checks these forecasts against pass
 rates measured on seeded simulated runs of the estimator's own tests.
 """
 
@@ -53,7 +56,9 @@ __all__ = ["BatchForecast", "REJECTION_LEVEL", "batch_forecast", "count_pass_pro
 REJECTION_LEVEL = 0.5
 
 #: Monte Carlo sample sizes of one batch's statistics (goodness; friendship among batches).
-GOOD_DRAWS = 16384
+GOOD_DRAWS = 32768
+#: Cap on the values of the batch sample (draws x k x k): fewer draws for large k.
+DRAW_VALUES = 1 << 22
 FRIEND_DRAWS = 384
 #: Stratified points of lambda_hat's law.
 LAMBDA_POINTS = 256
@@ -89,16 +94,16 @@ def count_pass_probability(q, m: int, threshold: float, scale: float, bound: flo
 def weight_pass_probability(z_mean: float, z_sd: float, threshold: float, scale: float, bound: float) -> float:
     """P[the friend-weight test passes] when ``Z ~ N(z_mean, z_sd^2)``: ``Z + xi >= threshold``."""
     z = z_mean + z_sd * _GH_NODES
-    return float(np.clip(np.sum(_GH_WEIGHTS * _bounded_laplace_sf(threshold - z, scale, bound)) / math.sqrt(2 * math.pi),
-                         0.0, 1.0))
+    mean = np.sum(_GH_WEIGHTS * _bounded_laplace_sf(threshold - z, scale, bound)) / math.sqrt(2 * math.pi)
+    return float(np.clip(mean, 0.0, 1.0))
 
 
 @dataclass(frozen=True)
 class BatchForecast:
     """One batch's statistics on the reference instance (see the module docstring)."""
 
-    good_cond: np.ndarray  # (GOOD_DRAWS,) bool: k-RCS and lambda_2 <= (1 - gap/2) lambda_1
-    lam1: np.ndarray  # (GOOD_DRAWS,) top eigenvalue of T_tau(Sigma_i)
+    good_cond: np.ndarray  # (draws,) bool: k-RCS and lambda_2 <= (1 - gap/2) lambda_1
+    lam1: np.ndarray  # (draws,) top eigenvalue of T_tau(Sigma_i)
     weight_mean: float  # E[p_i]
     weight_var: float  # Var[p_i]
     norm_of_thresholded: float  # ||T_5tau(Sigma)||_op
@@ -116,6 +121,11 @@ class BatchForecast:
         # fraction of draws with good_cond and lam1 >= cut (cut > 0 here)
         return 1.0 - np.searchsorted(lam, cut, side="left") / lam.size
 
+    def standard_error(self, q) -> np.ndarray:
+        """Monte Carlo standard error of an estimated batch probability ``q``."""
+        q = np.asarray(q, dtype=np.float64)
+        return np.sqrt(np.maximum(q * (1.0 - q), 0.25 / self.lam1.size) / self.lam1.size)
+
     def z_moments(self, m: int) -> tuple[float, float]:
         """Mean and standard deviation of ``Z = sum_i p_i`` over m batches."""
         return m * self.weight_mean, math.sqrt(m * self.weight_var)
@@ -131,17 +141,18 @@ def batch_forecast(n_features: int, k: int, gap: float, lambda_1: float, batch_s
     model = model2_block_model(int(n_features), int(k), gap=float(gap), lambda1=float(lambda_1), random_state=0)
     rng = np.random.default_rng(np.random.SeedSequence(_SEED, spawn_key=(int(n_features), int(k), int(batch_size))))
     b = float(batch_size)
-    chol = np.broadcast_to(model.cholesky(), (GOOD_DRAWS, k, k))
+    draws = int(min(GOOD_DRAWS, max(1024, DRAW_VALUES // (k * k))))
+    chol = np.broadcast_to(model.cholesky(), (draws, k, k))
     if batch_size >= k:  # exact Wishart draws (Bartlett)
-        blocks = wishart_blocks(np.broadcast_to(model.blocks, (GOOD_DRAWS, k, k)), b, rng, chol=chol)
+        blocks = wishart_blocks(np.broadcast_to(model.blocks, (draws, k, k)), b, rng, chol=chol)
     else:  # fewer rows than support coordinates: the rows themselves (few numbers)
-        rows = rng.standard_normal((GOOD_DRAWS, int(batch_size), k)) @ model.cholesky()[0].T
+        rows = rng.standard_normal((draws, int(batch_size), k)) @ model.cholesky()[0].T
         blocks = np.einsum("nbi,nbj->nij", rows, rows) / b
-    bulk2 = _bulk_top_two(rng, model.n_bulk, model.bulk_variance, np.full(GOOD_DRAWS, int(batch_size)))
+    bulk2 = _bulk_top_two(rng, model.n_bulk, model.bulk_variance, np.full(draws, int(batch_size)))
     kept = np.where(np.abs(blocks) > tau, blocks, 0.0)
     krcs = (kept != 0).sum(axis=2).max(axis=1) <= k
     bw = np.linalg.eigvalsh(kept)[:, ::-1]
-    top = bw[:, :2] if k > 1 else np.column_stack([bw[:, 0], np.full(GOOD_DRAWS, -np.inf)])
+    top = bw[:, :2] if k > 1 else np.column_stack([bw[:, 0], np.full(draws, -np.inf)])
     cand = np.concatenate([top, np.where(bulk2 > tau, bulk2, 0.0 if model.n_bulk > 2 else -np.inf)], axis=1)
     cand = -np.sort(-cand, axis=1)
     lam1, lam2 = cand[:, 0], cand[:, 1]
@@ -150,7 +161,7 @@ def batch_forecast(n_features: int, k: int, gap: float, lambda_1: float, batch_s
     # friendship among FRIEND_DRAWS batches: support blocks within 2 tau in max norm
     iu = np.triu_indices(k)
     flat = blocks[:FRIEND_DRAWS][:, iu[0], iu[1]]
-    sep = (np.abs(flat[:, None, :] - flat[None, :, :]) > 2.0 * tau).any(axis=2)
+    sep = np.stack([(np.abs(flat - row) > 2.0 * tau).any(axis=1) for row in flat])
     friend_fraction = 1.0 - sep.sum(axis=1) / FRIEND_DRAWS
     p = np.clip(6.0 * friend_fraction - 3.0, 0.0, 1.0)
     # ||T_5tau(Sigma)||_op on the reference instance

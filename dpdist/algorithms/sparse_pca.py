@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from dpdist._validation import check_int, check_positive, check_probability
+from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, refuse_nonfinite, reports_empirical
 from dpdist.algorithms._friendly_forecast import (
     REJECTION_LEVEL,
     BatchForecast,
@@ -33,7 +34,6 @@ from dpdist.algorithms._friendly_forecast import (
     lambda_hat_points,
     weight_pass_probability,
 )
-from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, refuse_nonfinite, reports_empirical
 from dpdist.data.validation import as_dask_array
 from dpdist.engine.friendly import (
     DEFAULT_GROUP_BYTES,
@@ -648,15 +648,24 @@ def _plan_tests(setup: _Setup, cal: FriendlyTestCalibration, q=None, forecast: B
     }
     if forecast is not None:
         z_mean, z_sd = forecast.z_moments(m)
-        p_count = float(np.mean(count_pass_probability(q, m, cal.count_threshold, cal.count_scale, cal.count_bound)))
+
+        def p_count(qq):
+            qq = np.clip(qq, 0.0, 1.0)
+            return float(np.mean(count_pass_probability(qq, m, cal.count_threshold, cal.count_scale, cal.count_bound)))
+
         p_weight = weight_pass_probability(z_mean, z_sd, cal.weight_threshold, cal.weight_scale, cal.weight_bound)
+        q = np.asarray(q, dtype=np.float64)
+        se = forecast.standard_error(q)
+        lo, hi = p_count(q - 2 * se), p_count(q + 2 * se)
         out.update({
             "good_batch_probability": float(np.mean(q)),
             "expected_good_batches": float(m * np.mean(q)),
             "expected_weight_sum": z_mean,
-            "count_test_pass_probability": p_count,
+            "count_test_pass_probability": p_count(q),
+            "count_test_pass_probability_range": [lo, hi],
             "weight_test_pass_probability": p_weight,
-            "pass_probability": p_count * p_weight,
+            "pass_probability": p_count(q) * p_weight,
+            "pass_probability_range": [lo * p_weight, hi * p_weight],
         })
     return out
 
@@ -697,6 +706,7 @@ class SpectralNormPlan(Plan):
     relative_error_bound: float
     meets_theorem_3_requirement: bool
     release_probability: float | None = None
+    release_probability_range: list | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -731,6 +741,7 @@ class SparsePCAPlan(Plan):
     norm_tests: dict | None = None
     budget_split: dict | None = None
     release_probability: float | None = None
+    release_probability_range: list | None = None
 
 
 class SpectralNorm(Estimator):
@@ -848,7 +859,8 @@ class SpectralNorm(Estimator):
         cal = privnorm_calibration(epsilon, delta, setup.k, setup.tau, setup.float_bounds)
         err = privnorm_error_bound(cal, setup.k, setup.tau, setup.beta)
         lam = check_positive(lambda_1, "lambda_1", allow_none=True) or setup.sigma**2
-        fc = batch_forecast(setup.n_features, setup.k, setup.gap, lam, min(setup.sizes), setup.tau) if forecast else None
+        fc = (batch_forecast(setup.n_features, setup.k, setup.gap, lam, min(setup.sizes), setup.tau)
+              if forecast else None)
         tests = _plan_tests(setup, friendly_test_calibration(epsilon, delta, setup.n_batches),
                             fc and fc.q_norm(), fc)
         return SpectralNormPlan(
@@ -872,6 +884,7 @@ class SpectralNorm(Estimator):
             relative_error_bound=err["error_bound"] / lam,
             meets_theorem_3_requirement=err["error_bound"] <= setup.gap * lam / 10,
             release_probability=tests.get("pass_probability"),
+            release_probability_range=tests.get("pass_probability_range"),
         )
 
     def min_samples(self, target_relative_error: float, n_features: int, *, lambda_1: float | None = None) -> int:
@@ -1024,7 +1037,8 @@ class SparsePCA(Estimator):
         lam_hat = float(self.lambda_hat) if self.lambda_hat is not None else (1 - setup.gap / 10) * lam
         pcal = privpca_calibration(ep, dp, setup.k, setup.tau, setup.gap, lam_hat, setup.float_bounds)
         err = privpca_error_bound(pcal.sigma, setup.k, setup.tau, setup.gap, lam, setup.n_features, setup.beta)
-        fc = batch_forecast(setup.n_features, setup.k, setup.gap, lam, min(setup.sizes), setup.tau) if forecast else None
+        fc = (batch_forecast(setup.n_features, setup.k, setup.gap, lam, min(setup.sizes), setup.tau)
+              if forecast else None)
         pca_cal = friendly_test_calibration(ep, dp, setup.n_batches)
         if norm_budget is not None:
             ncal = privnorm_calibration(norm_budget[0], norm_budget[1], setup.k, setup.tau, setup.float_bounds)
@@ -1041,8 +1055,11 @@ class SparsePCA(Estimator):
                 pca_tests["lambda_hat_positive_probability"] = p_run
                 for key in ("count_test_pass_probability", "pass_probability"):
                     pca_tests[key] *= p_run
+                for key in ("count_test_pass_probability_range", "pass_probability_range"):
+                    pca_tests[key] = [v * p_run for v in pca_tests[key]]
         unmet = _tests_unmet(pca_tests, "PrivPCA")
         release_probability = pca_tests.get("pass_probability")
+        release_range = pca_tests.get("pass_probability_range")
         norm: dict = {}
         if norm_budget is not None:
             nerr = privnorm_error_bound(ncal, setup.k, setup.tau, setup.beta)
@@ -1056,11 +1073,13 @@ class SparsePCA(Estimator):
             }
             if fc is not None:
                 release_probability *= norm["norm_tests"]["pass_probability"]
+                release_range = [a * b for a, b in zip(release_range, norm["norm_tests"]["pass_probability_range"])]
             unmet = _tests_unmet(norm["norm_tests"], "PrivNorm") + unmet
             if not norm["norm_within_gap_over_10"]:
                 unmet += (f"PrivNorm's predicted error {nerr['error_bound']:.3g} exceeds gap lambda_1 / 10 = "
                           f"{setup.gap * lam / 10:.3g} (Theorem 3 needs lambda_hat within it)",)
-        if fc is not None and release_probability < REJECTION_LEVEL and not any("predicted to pass" in u for u in unmet):
+        said = any("predicted to pass" in u for u in unmet)
+        if fc is not None and release_probability < REJECTION_LEVEL and not said:
             unmet += (f"PrivNorm's and PrivPCA's private tests are predicted to pass together with probability "
                       f"{release_probability:.3g} on the model's reference instance: the fit would most likely "
                       "raise NoPrivateResult and spend its budget",)
@@ -1083,6 +1102,7 @@ class SparsePCA(Estimator):
             projector_sensitivity=pcal.sensitivity,
             pca_tests=pca_tests,
             release_probability=release_probability,
+            release_probability_range=release_range,
             **err,
             **norm,
         )
