@@ -37,7 +37,7 @@ the product. The sample is drawn from a fixed seed, so a plan is a deterministic
 its parameters. Near a test's transition the pass probability turns on the third decimal of
 ``q`` (the count's spread is ``sqrt(m q (1 - q))`` batches), finer than the sample resolves:
 each probability comes with a ``*_range``, its values at ``q`` plus and minus two Monte Carlo
-standard errors. ``benchmarks/friendly_pass_rates.py`` checks these forecasts against pass
+standard errors. ``benchmarks/bench_friendly_forecast.py`` checks these forecasts against pass
 rates measured on seeded simulated runs of the estimator's own tests.
 """
 

@@ -692,7 +692,15 @@ class SpectralNormPlan(Plan):
 
     **Scale** (vacuity): ``lambda_1``, the norm estimated (``lambda_1`` of :meth:`plan`,
     default ``sigma**2``, the largest value Model 1 allows). Private tests that cannot pass
-    even on ideal data are an unmet condition.
+    even on ideal data are an unmet condition, and so are tests predicted to pass with
+    probability below 1/2.
+
+    **Will it release?** ``tests`` holds, besides the tests' noise and thresholds, the
+    forecast on the model's reference instance (:mod:`dpdist.algorithms._friendly_forecast`):
+    the probability that a batch is good, the good batches and weight sum expected, and the
+    probability that the count test, the weight test and both pass (with ``*_range``, the
+    forecast's Monte Carlo resolution); ``release_probability`` (and its range) is that of
+    returning a result rather than ``NoPrivateResult``. From public parameters only.
     """
 
     n_batches: int
@@ -718,7 +726,12 @@ class SparsePCAPlan(Plan):
     **Scale** (vacuity): 1, since ``sin^2 <= 1`` always (a bound of 1 says nothing about the
     direction). Unmet conditions: private tests that cannot pass even on ideal data, and
     PrivNorm's predicted error above ``gap lambda_1 / 10`` (Theorem 3 needs ``lambda_hat``
-    within it).
+    within it), and private tests predicted to pass with probability below 1/2.
+
+    **Will it release?** ``norm_tests`` and ``pca_tests`` hold each stage's forecast as in
+    :class:`SpectralNormPlan` (PrivPCA's over the law of PrivNorm's ``lambda_hat``, with the
+    probability that it is positive, since PrivPCA runs only then); ``release_probability``
+    (and its range) is the probability that both stages pass.
     """
 
     n_batches: int
