@@ -152,6 +152,9 @@ def run_job(job: Job, *, ledger: Ledger, run: str | None = None) -> dict:
     """
     run = run or uuid.uuid4().hex[:12]
     est, cost, (n, d), plan = _prepare(job)
+    if est._requires_useful() and plan["vacuous"]:  # the plan is public: refused before any reservation
+        raise ValidationError(f"job file {job.source}: require_useful = true and the plan says the release would be "
+                              f"rejected or vacuous ({plan['vacuous_reason']}); nothing was read, reserved or spent")
     dataset = canonical_dataset(job.dataset_url)
     target = check_target(job.output_for(run), overwrite=job.overwrite)
     predicted = _predicted(plan)

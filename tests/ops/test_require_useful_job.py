@@ -37,10 +37,10 @@ def test_job_require_useful_refuses_and_spends_nothing(tmp_path, tiny_dataset, c
     capsys.readouterr()
     assert main(["run", _job(tmp_path, tiny_dataset, ledger, True), "--json"]) == 2
     doc = json.loads(capsys.readouterr().out)
-    assert "require_useful=True" in doc["error"]["message"] and "predicted to pass" in doc["error"]["message"]
+    assert "require_useful = true" in doc["error"]["message"] and "predicted to pass" in doc["error"]["message"]
     with open_ledger(ledger) as led:
         assert float(led.remaining(tiny_dataset).remaining()["epsilon"]) == 100.0
-        assert not [e for e in led.history(tiny_dataset) if e.state == "committed"]
+        assert [e.state for e in led.history(tiny_dataset)] == ["budget-set"]  # not even a reservation
     assert not [p for p in os.listdir(tmp_path) if p.startswith("out-")]
     # without the field the same job runs, is rejected by its private tests, and spends
     assert main(["run", _job(tmp_path, tiny_dataset, ledger, False)]) == 4
