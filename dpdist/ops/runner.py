@@ -6,6 +6,7 @@ metadata, and it prints what the job would spend and what it would leave.
 :func:`run_job` is the whole life of a scheduled release::
 
     validate the job and the estimator's parameters (plan(), metadata only)   -> exit 2
+    with require_useful = true: refuse a plan that says rejected or vacuous   -> exit 2
     check the output location is free                                         -> exit 2
     reserve the cost in the ledger                                            -> exit 3
     open the runtime: connect to / start the cluster                          -> exit 5, released
