@@ -85,10 +85,12 @@ def test_predicted_pass_rates_match_simulated_runs(n):
 def _poisoned(n, d):
     """A dask array whose every read raises: shows that nothing is read."""
 
-    def boom(block):
+    import dask
+
+    def boom():
         raise AssertionError("the data were read")
 
-    return da.zeros((n, d), chunks=(n // 4, d)).map_blocks(boom, dtype=float)
+    return da.from_delayed(dask.delayed(boom, pure=False)(), shape=(n, d), dtype=float)
 
 
 class _Ledger:
@@ -114,6 +116,16 @@ def test_require_useful_refuses_before_reading_or_reserving(cls):
     # without it the same fit goes on and reads the data
     with pytest.raises(AssertionError, match="the data were read"):
         cls(**README_NORM).fit(_poisoned(200_000, 16))
+
+
+def test_require_useful_lets_a_useful_fit_read_its_data():
+    # at n = 1e8 and epsilon 100 the plan predicts a release (probability ~1), error bound 1.0 < 1.69
+    est = SpectralNorm(3, 100.0, 1e-6, gap=0.5, sigma=1.3, require_useful=True)
+    n = 10**8
+    plan = est.plan(n, 16)
+    assert not plan.vacuous and plan.release_probability > 0.99
+    with pytest.raises(AssertionError, match="the data were read"):
+        est.fit(_poisoned(n, 16))
 
 
 def test_require_useful_is_validated():
