@@ -16,6 +16,11 @@
 - ``plan(n_samples, n_features, ...)`` returns a frozen :class:`~dpdist.privacy.plan.Plan`
   (with ``to_dict()``), from public parameters only; ``privacy_cost()`` the guarantee a fit
   would state (None for a NOT PRIVATE estimator).
+- ``require_useful=True`` (where an estimator has it) makes ``fit`` refuse with a
+  ``ValidationError``, before reading any data or reserving any budget, when ``plan(n, d)``
+  at the data's shape is vacuous or has an unmet condition (for example private tests
+  predicted to fail). The plan depends only on public parameters and the shape, so the
+  refusal leaks nothing about the data.
 - A vacuous release (the plan's predicted error is at least the scale of the quantity, see
   :mod:`dpdist.privacy.plan`) emits one :class:`~dpdist.exceptions.UtilityWarning` and is
   recorded in the release's ``parameters["utility"]`` (every release records the verdict).
@@ -285,7 +290,32 @@ class Estimator:
     def _check_fit(self, n_samples: int, n_features: int) -> None:
         """Every check a fit makes before reading data, for data of this shape."""
         self._check_runtime()
-        self.plan(n_samples, n_features)
+        plan = self.plan(n_samples, n_features)
+        self._check_useful(plan)
+
+    def _requires_useful(self) -> bool:
+        """Whether this estimator has ``require_useful`` and it is set (validated)."""
+        if "require_useful" not in self._param_names():
+            return False
+        from dpdist._validation import check_bool
+
+        return check_bool(self.require_useful, "require_useful")
+
+    def _check_useful(self, plan) -> None:
+        """``require_useful=True``: refuse (ValidationError, exit 2 on the command line) when
+        ``plan`` says the release would be rejected or vacuous (an unmet condition, such as
+        private tests predicted to fail, or a predicted error at least the scale).
+
+        The plan is computed from public parameters and the data's shape only, never from the
+        data, so the refusal and its message reveal nothing about the data; it is taken before
+        any data is read, any noise is drawn, or any budget is reserved.
+        """
+        if self._requires_useful() and plan.vacuous:
+            raise ValidationError(
+                f"require_useful=True: {type(self).__name__} refused before reading any data or spending any "
+                f"budget: its plan at n_samples={plan.n_samples}, n_features={plan.n_features} says "
+                f"{plan.vacuous_reason}"
+            )
 
     def _utility_plan(self, release):
         """The plan whose verdict a release records: ``plan(n, d)`` at the release's size."""
@@ -316,6 +346,8 @@ class Estimator:
         ledger, dataset = self._ledger_and_dataset(X)
         self._check_runtime()
         if ledger is None:
+            if self._requires_useful():  # the shape is metadata: nothing is read before the refusal
+                self._check_useful(self.plan(*self._open(X).shape))
             attrs = self._finish(self._fit_release(X))
         else:
             Xd = self._open(X)

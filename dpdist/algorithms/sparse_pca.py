@@ -26,6 +26,14 @@ import numpy as np
 
 from dpdist._validation import check_int, check_positive, check_probability
 from dpdist.algorithms._base import Estimator, Projection, check_nonfinite, nonfinite_note, refuse_nonfinite, reports_empirical
+from dpdist.algorithms._friendly_forecast import (
+    REJECTION_LEVEL,
+    BatchForecast,
+    batch_forecast,
+    count_pass_probability,
+    lambda_hat_points,
+    weight_pass_probability,
+)
 from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine.friendly import (
     DEFAULT_GROUP_BYTES,
@@ -624,24 +632,56 @@ def sparse_pca(
 # --------------------------------------------------------------------------------------
 
 
-def _plan_tests(setup: _Setup, cal: FriendlyTestCalibration) -> dict:
-    """How far a run whose batches are all good clears the Z test (the binding one)."""
+def _plan_tests(setup: _Setup, cal: FriendlyTestCalibration, q=None, forecast: BatchForecast | None = None) -> dict:
+    """The two private tests at this size: their noise, thresholds, the margin a run whose
+    batches are all good would have on the Z test, and, given the forecast (``q`` the
+    probability that one batch is good, ``forecast`` the batch statistics of the reference
+    instance), the probability that each passes and that both do."""
     m = setup.n_batches
     margin_all_good = m - cal.weight_threshold  # Z = m when every batch befriends every other
-    return {
+    out = {
         "count_test": {"scale": cal.count_scale, "bound": cal.count_bound, "threshold": cal.count_threshold},
         "weight_test": {"scale": cal.weight_scale, "bound": cal.weight_bound, "threshold": cal.weight_threshold},
         "weight_test_margin_if_all_good": margin_all_good,
         "weight_test_margin_in_noise_scales": margin_all_good / cal.weight_scale,
         "tests_can_pass": bool(margin_all_good > 0),
     }
+    if forecast is not None:
+        z_mean, z_sd = forecast.z_moments(m)
+
+        def p_count(qq):
+            qq = np.clip(qq, 0.0, 1.0)
+            return float(np.mean(count_pass_probability(qq, m, cal.count_threshold, cal.count_scale, cal.count_bound)))
+
+        p_weight = weight_pass_probability(z_mean, z_sd, cal.weight_threshold, cal.weight_scale, cal.weight_bound)
+        q = np.asarray(q, dtype=np.float64)
+        se = forecast.standard_error(q)
+        lo, hi = p_count(q - 2 * se), p_count(q + 2 * se)
+        out.update({
+            "good_batch_probability": float(np.mean(q)),
+            "expected_good_batches": float(m * np.mean(q)),
+            "expected_weight_sum": z_mean,
+            "count_test_pass_probability": p_count(q),
+            "count_test_pass_probability_range": [lo, hi],
+            "weight_test_pass_probability": p_weight,
+            "pass_probability": p_count(q) * p_weight,
+            "pass_probability_range": [lo * p_weight, hi * p_weight],
+        })
+    return out
 
 
 def _tests_unmet(tests: dict, name: str) -> tuple:
-    if tests["tests_can_pass"]:
-        return ()
-    return (f"{name}'s friend-weight test cannot pass even when every batch is good (margin "
-            f"{tests['weight_test_margin_if_all_good']:.3g} <= 0): the fit raises NoPrivateResult",)
+    if not tests["tests_can_pass"]:
+        return (f"{name}'s friend-weight test cannot pass even when every batch is good (margin "
+                f"{tests['weight_test_margin_if_all_good']:.3g} <= 0): the fit raises NoPrivateResult",)
+    p = tests.get("pass_probability")
+    if p is not None and p < REJECTION_LEVEL:
+        return (f"{name}'s private tests are predicted to pass with probability {p:.3g} (good-set count test "
+                f"{tests['count_test_pass_probability']:.3g}: {tests['expected_good_batches']:.4g} good batches "
+                f"expected of {tests['count_test']['threshold'] - tests['count_test']['bound']:.4g} needed; "
+                f"friend-weight test {tests['weight_test_pass_probability']:.3g}) on the model's reference "
+                "instance: the fit would most likely raise NoPrivateResult and spend its budget",)
+    return ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -654,7 +694,15 @@ class SpectralNormPlan(Plan):
 
     **Scale** (vacuity): ``lambda_1``, the norm estimated (``lambda_1`` of :meth:`plan`,
     default ``sigma**2``, the largest value Model 1 allows). Private tests that cannot pass
-    even on ideal data are an unmet condition.
+    even on ideal data are an unmet condition, and so are tests predicted to pass with
+    probability below 1/2.
+
+    **Will it release?** ``tests`` holds, besides the tests' noise and thresholds, the
+    forecast on the model's reference instance (:mod:`dpdist.algorithms._friendly_forecast`):
+    the probability that a batch is good, the good batches and weight sum expected, and the
+    probability that the count test, the weight test and both pass (with ``*_range``, the
+    forecast's Monte Carlo resolution); ``release_probability`` (and its range) is that of
+    returning a result rather than ``NoPrivateResult``. From public parameters only.
     """
 
     n_batches: int
@@ -667,6 +715,8 @@ class SpectralNormPlan(Plan):
     noise_error: float
     relative_error_bound: float
     meets_theorem_3_requirement: bool
+    release_probability: float | None = None
+    release_probability_range: list | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -680,7 +730,12 @@ class SparsePCAPlan(Plan):
     **Scale** (vacuity): 1, since ``sin^2 <= 1`` always (a bound of 1 says nothing about the
     direction). Unmet conditions: private tests that cannot pass even on ideal data, and
     PrivNorm's predicted error above ``gap lambda_1 / 10`` (Theorem 3 needs ``lambda_hat``
-    within it).
+    within it), and private tests predicted to pass with probability below 1/2.
+
+    **Will it release?** ``norm_tests`` and ``pca_tests`` hold each stage's forecast as in
+    :class:`SpectralNormPlan` (PrivPCA's over the law of PrivNorm's ``lambda_hat``, with the
+    probability that it is positive, since PrivPCA runs only then); ``release_probability``
+    (and its range) is the probability that both stages pass.
     """
 
     n_batches: int
@@ -702,6 +757,8 @@ class SparsePCAPlan(Plan):
     norm_within_gap_over_10: bool | None = None
     norm_tests: dict | None = None
     budget_split: dict | None = None
+    release_probability: float | None = None
+    release_probability_range: list | None = None
 
 
 class SpectralNorm(Estimator):
@@ -720,6 +777,12 @@ class SpectralNorm(Estimator):
         Batches from a public random permutation instead of consecutive row ranges.
     on_nonfinite : {"zero", "raise"}, default "zero"
         See :func:`private_norm`.
+    require_useful : bool, default False
+        True: ``fit`` refuses (``ValidationError``) before reading any data or reserving any
+        budget when :meth:`plan` at the data's shape says the release would be rejected (its
+        private tests predicted to pass with probability below 1/2) or vacuous. The plan
+        depends only on public parameters and the shape, never on the data, so the refusal
+        leaks nothing.
 
     Attributes
     ----------
@@ -757,6 +820,7 @@ class SpectralNorm(Estimator):
         timeout: float | None = DEFAULT_TIMEOUT,
         ledger: Any = None,
         dataset: str | None = None,
+        require_useful: bool = False,
     ):
         self.k = k
         self.epsilon = epsilon
@@ -773,6 +837,7 @@ class SpectralNorm(Estimator):
         self.timeout = timeout
         self.ledger = ledger
         self.dataset = dataset
+        self.require_useful = require_useful
 
     def _fit_release(self, X) -> Release:
         return private_norm(
@@ -793,11 +858,17 @@ class SpectralNorm(Estimator):
         }
 
     def plan(self, n_samples: int, n_features: int, *, lambda_1: float | None = None) -> SpectralNormPlan:
-        """Noise scales, tau, m and the error Lemma 21 predicts at this size; reads no data.
+        """Noise scales, tau, m, the error Lemma 21 predicts at this size, and the probability
+        that the private tests pass (``tests``, ``release_probability``; on the model's
+        reference instance, :mod:`dpdist.algorithms._friendly_forecast`); reads no data.
 
         ``lambda_1`` (default ``sigma**2``, the largest value Model 1 allows) turns the
-        absolute error bound into a relative one and is the scale the vacuity check uses.
+        absolute error bound into a relative one, is the scale the vacuity check uses, and is
+        the reference instance's top eigenvalue.
         """
+        return self._plan(n_samples, n_features, lambda_1)
+
+    def _plan(self, n_samples, n_features, lambda_1=None, *, forecast: bool = True) -> SpectralNormPlan:
         epsilon, delta = _check_common(self.k, self.epsilon, self.delta, self.gap, self.sigma,
                                        self.n_batches, self.tau, self.beta, self.scheduler)
         setup = _setup(n_samples, n_features, self.k, self.gap, self.sigma, self.n_batches, self.tau,
@@ -805,7 +876,10 @@ class SpectralNorm(Estimator):
         cal = privnorm_calibration(epsilon, delta, setup.k, setup.tau, setup.float_bounds)
         err = privnorm_error_bound(cal, setup.k, setup.tau, setup.beta)
         lam = check_positive(lambda_1, "lambda_1", allow_none=True) or setup.sigma**2
-        tests = _plan_tests(setup, friendly_test_calibration(epsilon, delta, setup.n_batches))
+        fc = (batch_forecast(setup.n_features, setup.k, setup.gap, lam, min(setup.sizes), setup.tau)
+              if forecast else None)
+        tests = _plan_tests(setup, friendly_test_calibration(epsilon, delta, setup.n_batches),
+                            fc and fc.q_norm(), fc)
         return SpectralNormPlan(
             n_samples=setup.n_samples,
             n_features=setup.n_features,
@@ -826,6 +900,8 @@ class SpectralNorm(Estimator):
             noise_error=err["noise_error"],
             relative_error_bound=err["error_bound"] / lam,
             meets_theorem_3_requirement=err["error_bound"] <= setup.gap * lam / 10,
+            release_probability=tests.get("pass_probability"),
+            release_probability_range=tests.get("pass_probability_range"),
         )
 
     def min_samples(self, target_relative_error: float, n_features: int, *, lambda_1: float | None = None) -> int:
@@ -834,7 +910,7 @@ class SpectralNorm(Estimator):
         epsilon, delta = _check_common(self.k, self.epsilon, self.delta, self.gap, self.sigma,
                                        self.n_batches, self.tau, self.beta, self.scheduler)
         return search_min_samples(
-            lambda n: self.plan(n, n_features, lambda_1=lambda_1).relative_error_bound,
+            lambda n: self._plan(n, n_features, lambda_1, forecast=False).relative_error_bound,
             target_relative_error,
             start=max(40, 2 * (self.n_batches or default_n_batches(epsilon, delta, beta=self.beta))),
         )
@@ -859,6 +935,12 @@ class SparsePCA(Projection, Estimator):
     shuffle_batches : bool, default False
     on_nonfinite : {"zero", "raise"}, default "zero"
         See :func:`private_norm`.
+    require_useful : bool, default False
+        True: ``fit`` refuses (``ValidationError``) before reading any data or reserving any
+        budget when :meth:`plan` at the data's shape says the release would be rejected (its
+        private tests predicted to pass with probability below 1/2) or vacuous. The plan
+        depends only on public parameters and the shape, never on the data, so the refusal
+        leaks nothing.
 
     Attributes
     ----------
@@ -899,6 +981,7 @@ class SparsePCA(Projection, Estimator):
         timeout: float | None = DEFAULT_TIMEOUT,
         ledger: Any = None,
         dataset: str | None = None,
+        require_useful: bool = False,
     ):
         self.k = k
         self.epsilon = epsilon
@@ -917,6 +1000,7 @@ class SparsePCA(Projection, Estimator):
         self.timeout = timeout
         self.ledger = ledger
         self.dataset = dataset
+        self.require_useful = require_useful
 
     def _fit_release(self, X) -> Release:
         return sparse_pca(
@@ -954,7 +1038,14 @@ class SparsePCA(Projection, Estimator):
         ``sigma**2``, the largest value Model 1 allows, i.e. the optimistic case). Without a
         given ``lambda_hat``, sigma_priv is planned at ``lambda_hat = (1 - gap/10) lambda_1``,
         the worst value Proposition 1 allows.
+
+        ``pca_tests``, ``norm_tests`` and ``release_probability`` give the probability that the
+        private tests pass, on the model's reference instance (top eigenvalue ``lambda_1``;
+        :mod:`dpdist.algorithms._friendly_forecast`).
         """
+        return self._plan(n_samples, n_features, lambda_1)
+
+    def _plan(self, n_samples, n_features, lambda_1=None, *, forecast: bool = True) -> SparsePCAPlan:
         norm_budget, (ep, dp) = self._budgets()
         budgets = [(ep, dp)] if norm_budget is None else [norm_budget, (ep, dp)]
         setup = _setup(n_samples, n_features, self.k, self.gap, self.sigma, self.n_batches, self.tau,
@@ -964,23 +1055,52 @@ class SparsePCA(Projection, Estimator):
         lam_hat = float(self.lambda_hat) if self.lambda_hat is not None else (1 - setup.gap / 10) * lam
         pcal = privpca_calibration(ep, dp, setup.k, setup.tau, setup.gap, lam_hat, setup.float_bounds)
         err = privpca_error_bound(pcal.sigma, setup.k, setup.tau, setup.gap, lam, setup.n_features, setup.beta)
-        pca_tests = _plan_tests(setup, friendly_test_calibration(ep, dp, setup.n_batches))
-        unmet = _tests_unmet(pca_tests, "PrivPCA")
-        norm: dict = {}
+        fc = (batch_forecast(setup.n_features, setup.k, setup.gap, lam, min(setup.sizes), setup.tau)
+              if forecast else None)
+        pca_cal = friendly_test_calibration(ep, dp, setup.n_batches)
         if norm_budget is not None:
             ncal = privnorm_calibration(norm_budget[0], norm_budget[1], setup.k, setup.tau, setup.float_bounds)
+        if fc is None:
+            pca_tests = _plan_tests(setup, pca_cal)
+        else:
+            if norm_budget is None:  # lambda_hat is public: PrivPCA always runs
+                lam_points, p_run = np.array([float(self.lambda_hat)]), 1.0
+            else:  # lambda_hat = ||T_5tau(Sigma)||_op + PrivNorm's noise; PrivPCA runs when it is > 0
+                points = lambda_hat_points(fc.norm_of_thresholded, ncal.sigma)
+                lam_points, p_run = points[points > 0], float(np.mean(points > 0))
+            pca_tests = _plan_tests(setup, pca_cal, fc.q_pca(lam_points) if lam_points.size else np.zeros(1), fc)
+            if norm_budget is not None:
+                pca_tests["lambda_hat_positive_probability"] = p_run
+                for key in ("count_test_pass_probability", "pass_probability"):
+                    pca_tests[key] *= p_run
+                for key in ("count_test_pass_probability_range", "pass_probability_range"):
+                    pca_tests[key] = [v * p_run for v in pca_tests[key]]
+        unmet = _tests_unmet(pca_tests, "PrivPCA")
+        release_probability = pca_tests.get("pass_probability")
+        release_range = pca_tests.get("pass_probability_range")
+        norm: dict = {}
+        if norm_budget is not None:
             nerr = privnorm_error_bound(ncal, setup.k, setup.tau, setup.beta)
             norm = {
                 "norm_noise_scale": PrivNormMechanism.from_calibration(ncal).noise_scales()["release"],
                 "norm_error_bound": nerr["error_bound"],
                 "norm_within_gap_over_10": nerr["error_bound"] <= setup.gap * lam / 10,
-                "norm_tests": _plan_tests(setup, friendly_test_calibration(*norm_budget, setup.n_batches)),
+                "norm_tests": _plan_tests(setup, friendly_test_calibration(*norm_budget, setup.n_batches),
+                                          fc and fc.q_norm(), fc),
                 "budget_split": {"norm": list(norm_budget), "pca": [ep, dp]},
             }
+            if fc is not None:
+                release_probability *= norm["norm_tests"]["pass_probability"]
+                release_range = [a * b for a, b in zip(release_range, norm["norm_tests"]["pass_probability_range"])]
             unmet = _tests_unmet(norm["norm_tests"], "PrivNorm") + unmet
             if not norm["norm_within_gap_over_10"]:
                 unmet += (f"PrivNorm's predicted error {nerr['error_bound']:.3g} exceeds gap lambda_1 / 10 = "
                           f"{setup.gap * lam / 10:.3g} (Theorem 3 needs lambda_hat within it)",)
+        said = any("predicted to pass" in u for u in unmet)
+        if fc is not None and release_probability < REJECTION_LEVEL and not said:
+            unmet += (f"PrivNorm's and PrivPCA's private tests are predicted to pass together with probability "
+                      f"{release_probability:.3g} on the model's reference instance: the fit would most likely "
+                      "raise NoPrivateResult and spend its budget",)
         return SparsePCAPlan(
             n_samples=setup.n_samples,
             n_features=setup.n_features,
@@ -999,6 +1119,8 @@ class SparsePCA(Projection, Estimator):
             sigma_priv=pcal.sigma,
             projector_sensitivity=pcal.sensitivity,
             pca_tests=pca_tests,
+            release_probability=release_probability,
+            release_probability_range=release_range,
             **err,
             **norm,
         )
@@ -1009,7 +1131,7 @@ class SparsePCA(Projection, Estimator):
         its default."""
 
         def err(n):
-            p = self.plan(n, n_features, lambda_1=lambda_1)
+            p = self._plan(n, n_features, lambda_1, forecast=False)
             ok = p.norm_within_gap_over_10 is not False
             return p.sin2_error_bound if ok else math.inf
 

@@ -41,6 +41,9 @@ def register(sub) -> None:
     p.add_argument("--shuffle-batches", action="store_true",
                    help="batches from a public random permutation instead of consecutive rows")
     add_plan_args(p, "noise scales and the predicted error")
+    p.add_argument("--require-useful", action="store_true",
+                   help="refuse (exit 2) before reading any data when the plan predicts a rejected or vacuous "
+                        "release (the plan uses public parameters only)")
     add_runtime_args(p)
     add_output_args(p, required=False)
     mark_required(p, {'privnorm': METHOD}, method_flag=False)
@@ -48,7 +51,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    check_cli_flags(args)
+    check_cli_flags(args, fit_flags=("require_useful",))
     call = estimator_call(args, METHOD)
     if args.plan:
         n, d = input_shape(args)

@@ -77,6 +77,9 @@ def register(sub) -> None:
     add_nonfinite_arg(p)
     p.add_argument("--tile-size", type=int, help="features per Gram tile (analyze-gauss, wang-xu, thresholded)")
     add_plan_args(p, "noise scales and the predicted error")
+    p.add_argument("--require-useful", action="store_true",
+                   help="refuse (exit 2) before reading any data when the plan predicts a rejected or vacuous "
+                        "release (the plan uses public parameters only) (privpca)")
     p.add_argument("--eigengap", type=float,
                    help="with --plan: absolute eigengap lambda1 - lambda2 of the model, for the sin^2 bound")
     p.add_argument("--target-sin2", type=float,
@@ -92,7 +95,7 @@ def run(args) -> int:
     args.method = ALIASES.get(args.method, args.method)
     if args.method == "auto":
         return _run_auto(args)
-    check_cli_flags(args, plan_flags=("target_sin2",))
+    check_cli_flags(args, plan_flags=("target_sin2",), fit_flags=("require_useful",))
     call = estimator_call(args, METHODS)
     if args.plan:
         n, d = input_shape(args)

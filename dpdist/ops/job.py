@@ -24,6 +24,8 @@ parameters, where the result goes, and where the computation runs::
     epsilon = 0.5
     delta = 1e-7
     sigma = 1.0
+    # require_useful = true              # (SpectralNorm, SparsePCA) refuse, exit 2, before reading
+    #                                    # data when the plan predicts a rejected or vacuous release
     [estimator.plan]                     # optional extra arguments of plan() (guesses)
 
     [output]

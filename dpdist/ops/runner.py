@@ -6,6 +6,7 @@ metadata, and it prints what the job would spend and what it would leave.
 :func:`run_job` is the whole life of a scheduled release::
 
     validate the job and the estimator's parameters (plan(), metadata only)   -> exit 2
+    with require_useful = true: refuse a plan that says rejected or vacuous   -> exit 2
     check the output location is free                                         -> exit 2
     reserve the cost in the ledger                                            -> exit 3
     open the runtime: connect to / start the cluster                          -> exit 5, released
@@ -280,7 +281,10 @@ def run_job(job: Job, *, ledger: Ledger, run: str | None = None) -> dict:
         After resolving the reservation as described in :meth:`Ledger.charge`.
     """
     run = run or uuid.uuid4().hex[:12]
-    _, cost, _, plan = _prepare(job)
+    est, cost, _, plan = _prepare(job)
+    if est._requires_useful() and plan["vacuous"]:  # the plan is public: refused before any reservation
+        raise ValidationError(f"job file {job.source}: require_useful = true and the plan says the release would be "
+                              f"rejected or vacuous ({plan['vacuous_reason']}); nothing was read, reserved or spent")
     dataset = canonical_dataset(job.dataset_url)
     target = check_target(job.output_for(run), overwrite=job.overwrite)
     predicted = _predicted(plan)
