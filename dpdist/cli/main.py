@@ -251,9 +251,12 @@ class _FlagWords:
 
         def with_value(m: re.Match) -> str:
             flag, switch = self.flags[m["name"]]
-            if switch and m["value"] == "True":
-                return flag
-            return f"{flag} {m['value']}"
+            value, tail = m["value"], ""
+            if value.endswith(":"):  # "name=True: ..." ends a clause, the colon is not the value's
+                value, tail = value[:-1], ":"
+            if switch and value == "True":
+                return flag + tail
+            return f"{flag} {value}{tail}"
 
         bare = "|".join(re.escape(n) for n in self.flags if "_" in n)
 

@@ -544,8 +544,8 @@ def as_dask_array(
                 if arr.ndim == 1 else "")
         raise ValidationError(f"{name} must be 2-D (n_samples, n_features), got shape {arr.shape}{hint}")
     if arr.dtype.kind == "c":
-        raise ValidationError(f"Complex data not supported: {name} has dtype {arr.dtype} (float32, float64 or "
-                              "integer data only)")
+        raise ValidationError(f"Complex data not supported: {name} has dtype {arr.dtype}, which dpdist does not read: "
+                              "use float64 or float32 (bool, integer and float16 data are converted)")
     if any(np.isnan(c) for cs in arr.chunks for c in cs):
         raise ValidationError(
             f"{name} has unknown chunk sizes; call .compute_chunk_sizes() on it first"

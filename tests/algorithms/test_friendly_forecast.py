@@ -143,7 +143,7 @@ def test_cli_require_useful_exits_2_and_writes_nothing(tmp_path, capsys):
     base = ["norm", path, "--k", "3", "--epsilon", "1", "--delta", "1e-6", "--gap", "0.5", "--sigma", "1.3"]
     assert main([*base, "--output", str(out), "--require-useful", "--json"]) == 2
     doc = json.loads(capsys.readouterr().out)
-    assert "require_useful=True" in doc["error"]["message"] and doc["exit_code"] == 2
+    assert doc["error"]["message"].startswith("--require-useful: SpectralNorm refused") and doc["exit_code"] == 2
     assert not os.path.exists(out) and not os.path.exists(f"{out}.rejected.json")
     assert main([*base, "--plan", "--require-useful"]) == 2  # --plan runs nothing: the flag is refused
     assert "--require-useful is not used" in capsys.readouterr().err

@@ -165,7 +165,7 @@ def test_input_dtypes_are_converted_with_one_line_or_refused(tmp_path, capsys, d
     err = capsys.readouterr().err.strip().splitlines()
     if dtype == "complex64":
         assert rc == 2 and _one_line("\n".join(err)).startswith(
-            "dpdist covariance: error: X has dtype complex64, which dpdist does not read")
+            "dpdist covariance: error: Complex data not supported: X has dtype complex64, which dpdist does not read")
         assert not out.exists()
         return
     assert rc == 0
