@@ -529,6 +529,11 @@ class SparseCovariance(Estimator):
         cal, rule = self._calibration(n_samples, n_features)
         return _privcov_plan(cal, rule, self.sigma, float(self.beta))
 
+    @reports_empirical("privcov_tight")
+    def _tight_plan(self, n_samples: int, n_features: int) -> "SparseCovariancePlan":
+        cal, rule = self._calibration(n_samples, n_features)
+        return _privcov_plan(cal, rule, self.sigma, float(self.beta))
+
     def plan(self, n_samples: int, n_features: int) -> "SparseCovariancePlan":
         """Clip level, noise scales and error bound for a data size; reads no data.
 
@@ -539,13 +544,12 @@ class SparseCovariance(Estimator):
         clipped: Theorem 1's, or its version with the Gaussian release) and its pieces,
         whether it is vacuous, and for comparison the Gaussian scale of the Wang-Xu baseline
         (``wang_xu_sigma``) at the same budget and clip. The measured n* of
-        ``dpdist experiment sample-complexity`` (``empirical``) were measured with
-        ``selection="paper"`` and are reported with that selection only.
+        ``dpdist experiment sample-complexity`` (``empirical``) are those of the plan's
+        selection: method ``privcov`` for ``"paper"``, ``privcov_tight`` for ``"tight"``.
         """
         if _check_selection(self.selection) == "paper":
             return self._paper_plan(n_samples, n_features)
-        cal, rule = self._calibration(n_samples, n_features)
-        return _privcov_plan(cal, rule, self.sigma, float(self.beta))
+        return self._tight_plan(n_samples, n_features)
 
     def min_samples(self, target_error: float, n_features: int) -> int:
         """Least n at which :meth:`plan`'s error bound is <= ``target_error`` (needs sigma)."""
