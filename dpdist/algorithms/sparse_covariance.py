@@ -1,5 +1,7 @@
 """Algorithm 1 of the COLT 2026 paper (PrivCov): private sparse covariance by per-row noisy
-top-k selection.
+top-k selection; by default (``selection="tight"``) with a Gaussian release of the selected
+values and zCDP accounting (docs/privacy/privcov.md), or as the paper writes it
+(``selection="paper"``).
 
 ``private_sparse_covariance`` is the function that does the work and returns a
 :class:`~dpdist.privacy.release.Release`; :class:`SparseCovariance` is the estimator that

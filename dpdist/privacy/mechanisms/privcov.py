@@ -1,5 +1,11 @@
 """PrivCov (COLT 2026, Algorithm 1): per-row noisy top-k selection and Laplace release.
 
+Two mechanisms. :class:`PrivCovZCDPMechanism` (``selection="tight"``, the default) keeps the
+selection below and releases the values by one Gaussian mechanism, accounted in zCDP; its
+proof is docs/privacy/privcov.md (summarised in the class docstring). :class:`PrivCovMechanism`
+(``selection="paper"``) is Algorithm 1 as the paper writes it; the rest of this docstring is
+its argument.
+
 The mechanism of :func:`dpdist.algorithms.sparse_covariance.private_sparse_covariance`. Its
 calibration (the Laplace scale b, the per-row epsilon, the composition) is
 :func:`dpdist.privacy.calibration.privcov_calibration`; this module makes it float-safe and
