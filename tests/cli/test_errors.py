@@ -107,7 +107,7 @@ def test_failures_are_one_line_and_write_nothing(store, tmp_path, capsys, case):
 
     argv = {
         "huge epsilon": ["covariance", store["ok"], "--k", "2", "--epsilon", "1e6", "--delta", "1e-6", "--sigma", "1",
-                         "--scheduler", "synchronous"],
+                         "--scheduler", "synchronous", "--selection", "paper"],
         "truncated zarr.json": ["covariance", store["truncated"], *COV],
         "corrupt chunk": ["covariance", store["corrupt"], *COV],
         "unreachable scheduler": ["covariance", store["ok"], "--k", "2", "--epsilon", "1", "--delta", "1e-6",
