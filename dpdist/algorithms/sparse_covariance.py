@@ -264,6 +264,12 @@ def private_sparse_covariance(
     results = sorted(results, key=lambda r: r.row_start)
     cols = np.vstack([r.cols for r in results])
     values = np.vstack([r.values for r in results])
+    # S_i is released as a set, its columns in increasing order: the engine ranks them by noisy
+    # score, an order the selection's guarantee does not cover (it is a function of the set
+    # under neither neighbour's coupling)
+    order = np.argsort(np.where(cols < 0, np.iinfo(np.int64).max, cols), axis=1, kind="stable")
+    cols = np.take_along_axis(cols, order, axis=1)
+    values = np.take_along_axis(values, order, axis=1)
     diag = np.concatenate([r.diag for r in results])
     M = assemble_privcov(cols, values, diag)
 
