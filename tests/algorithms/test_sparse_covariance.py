@@ -259,6 +259,8 @@ class _Unreadable:
         (dict(scheduler="bogus"), "scheduler"),
         (dict(random_state=-3), "random_state"),
         (dict(tile_size=0), "tile_size"),
+        (dict(selection="fast"), "selection must be one of"),
+        (dict(selection=None), "selection must be one of"),
     ],
 )
 def test_parameter_errors_raise_before_any_data_is_read(kw, match):
