@@ -54,6 +54,9 @@ def register(sub) -> None:
     p.add_argument("--threshold", type=float, help="threshold (wang-xu, thresholded)")
     p.add_argument("--beta", type=float, help="failure probability (privcov, wang-xu; default 0.1)")
     add_centering_args(p)
+    p.add_argument("--selection", choices=("tight", "paper"),
+                   help="privcov's analysis: tight (default; zCDP, Gaussian release, docs/privacy/privcov.md) "
+                   "or paper (Algorithm 1 as printed)")
     add_nonfinite_arg(p)
     p.add_argument("--tile-size", type=int, help="features per Gram tile (default: the estimator's)")
     add_plan_args(p, "clip, noise scale and error bound")

@@ -274,8 +274,10 @@ def theory_n_star(method: str, n_features: int, *, k: int, sigma: float, target:
     d = int(n_features)
     s2 = sigma * sigma
     try:
-        if method == "privcov":
-            return float(dpdist.SparseCovariance(k, epsilon, delta, sigma=sigma, assume_centered=True)
+        if method in ("privcov", "privcov_tight"):
+            selection = "paper" if method == "privcov" else "tight"
+            return float(dpdist.SparseCovariance(k, epsilon, delta, sigma=sigma, selection=selection,
+                                                    assume_centered=True)
                          .min_samples(target * s2, d))
         if method in ("wang_xu", "thresholded"):
             est = (dpdist.baselines.GaussianPCA(epsilon, delta, sigma=sigma, assume_centered=True)

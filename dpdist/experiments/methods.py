@@ -44,8 +44,11 @@ class Method:
 METHODS = {
     "thresholded": Method("thresholded", "covariance", "dpdist.baselines.ThresholdedCovariance (NOT PRIVATE)",
                           "k^2 [BL09]", 0.0, False),
-    "privcov": Method("privcov", "covariance", "dpdist.SparseCovariance (PrivCov)", "k^2 + sqrt(d) k^1.5 (Thm 1)",
-                      0.5, True),
+    "privcov": Method("privcov", "covariance", "dpdist.SparseCovariance (PrivCov, selection='paper': Algorithm 1)",
+                      "k^2 + sqrt(d) k^1.5 (Thm 1)", 0.5, True),
+    "privcov_tight": Method("privcov_tight", "covariance",
+                            "dpdist.SparseCovariance (PrivCov, selection='tight': zCDP, the default)",
+                            "k^2 + sqrt(d) k^1.5 (Thm 1)", 0.5, True),
     "wang_xu": Method("wang_xu", "covariance", "dpdist.baselines.GaussianCovariance (Wang-Xu)", "d k^2 [WX21]",
                       1.0, True),
     "thresholded_pca": Method("thresholded_pca", "pca", "dpdist.baselines.ThresholdedPCA (NOT PRIVATE)",
@@ -141,9 +144,10 @@ def real_error(method: str, inst: Instance, n: int, rep: int, *, epsilon: float 
         elif method == "wang_xu":
             M = dpdist.baselines.GaussianCovariance(epsilon, delta, sigma=sigma, random_state=seed,
                                                     scheduler=scheduler, **MEAN_ZERO).fit(X).covariance_
-        elif method == "privcov":
+        elif method in ("privcov", "privcov_tight"):
+            selection = "paper" if method == "privcov" else "tight"
             M = dpdist.SparseCovariance(inst.k, epsilon, delta, sigma=sigma, random_state=seed, scheduler=scheduler,
-                                        progress=False, **MEAN_ZERO).fit(X).covariance_
+                                        progress=False, selection=selection, **MEAN_ZERO).fit(X).covariance_
         elif method == "thresholded_pca":
             est = dpdist.baselines.ThresholdedPCA(sigma=sigma, scheduler=scheduler, **MEAN_ZERO)
             return _sin2(est.fit(X).components_, truth["v1"])
@@ -184,8 +188,9 @@ def simulated_error(method: str, inst: Instance, n: float, rng: np.random.Genera
         return simulate.simulate_thresholded(bm, n, rng).error / inst.sigma2
     if method == "wang_xu":
         return simulate.simulate_wang_xu(bm, n, epsilon, delta, rng).error / inst.sigma2
-    if method == "privcov":
-        return simulate.simulate_privcov(bm, n, epsilon, delta, rng).error / inst.sigma2
+    if method in ("privcov", "privcov_tight"):
+        selection = "paper" if method == "privcov" else "tight"
+        return simulate.simulate_privcov(bm, n, epsilon, delta, rng, selection=selection).error / inst.sigma2
     if method == "thresholded_pca":
         return simulate.simulate_thresholded(bm, n, rng, error="sin2").error
     if method == "wang_xu_pca":

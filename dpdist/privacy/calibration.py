@@ -15,12 +15,14 @@ from scipy import optimize, special
 from dpdist._validation import check_int, check_positive, check_probability
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import check_delta, check_epsilon
+from dpdist.privacy.zcdp import cks20_rho
 
 __all__ = [
     "GRAM_BATCH_ROWS",
     "GRAM_TREE_FAN_IN",
     "UNIT_ROUNDOFF",
     "PrivCovCalibration",
+    "PrivCovZCDPCalibration",
     "advanced_composition_epsilon",
     "analytic_gaussian_sigma",
     "classic_gaussian_sigma",
@@ -33,6 +35,8 @@ __all__ = [
     "privcov_error_bound",
     "privcov_min_samples",
     "privcov_pure_coefficient",
+    "privcov_zcdp_calibration",
+    "privcov_zcdp_error_bound",
     "search_min_samples",
     "subgaussian_clip",
     "wang_xu_calibration",
@@ -347,6 +351,177 @@ def privcov_error_bound(cal: PrivCovCalibration, sigma: float, beta: float) -> d
         "lambda": lam,
         "error_bound": 6 * k * lam,
         "relative_error_bound": 6 * k * lam / sigma**2,
+    }
+
+
+@dataclass(frozen=True)
+class PrivCovZCDPCalibration:
+    """All constants of one run of PrivCov with the zCDP analysis (``selection="tight"``),
+    computed from public values (:func:`privcov_zcdp_calibration`).
+
+    ``sensitivity`` and ``float_factor`` are as in :class:`PrivCovCalibration` (Delta =
+    2 R^2 / n and kappa(n)). ``laplace_scale`` is the selection's Laplace scale b,
+    ``gaussian_sigma`` the release's Gaussian sigma; ``rho = rho_selection + rho_release``
+    is the zCDP budget whose tight conversion is the requested (epsilon, delta).
+    """
+
+    epsilon: float
+    delta: float
+    n_samples: int
+    n_features: int
+    k: int
+    clip: float
+    beta: float
+    k_released: int
+    rho: float
+    selection_share: float
+    rho_selection: float
+    rho_release: float
+    sensitivity: float
+    float_factor: float
+    selection_coefficient: int
+    selection_row_epsilon: float
+    laplace_scale: float
+    release_coordinates: int
+    release_sensitivity: float
+    gaussian_sigma: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _privcov_zcdp_logs(n_features: int, beta: float) -> tuple[float, float]:
+    """``(log(6 d^2 / beta), log(12 d / beta))``: the union-bound logarithms of
+    :func:`privcov_zcdp_error_bound` (selection noise, release noise)."""
+    d = int(n_features)
+    return math.log(6.0 * d * d / beta), math.log(12.0 * d / beta)
+
+
+def privcov_zcdp_calibration(
+    epsilon: float, delta: float, n_samples: int, n_features: int, k: int, clip: float, beta: float = 0.1
+) -> PrivCovZCDPCalibration:
+    """Calibrate PrivCov's selection and release by zCDP (``selection="tight"``).
+
+    The guarantee, proved in docs/privacy/privcov.md and
+    :mod:`dpdist.privacy.mechanisms.privcov`: each row's selection (noisy top-k by
+    magnitude, Laplace(b) noise) is pure ``2 k Delta_fl / b``-DP, hence ``(2 k Delta_fl /
+    b)^2 / 2``-zCDP (Bun-Steinke 2016, Prop. 1.4); all released values together (d k'
+    coordinates, ``k' = min(k + 1, d)``) are one Gaussian mechanism of L2 sensitivity
+    ``sqrt(d k') Delta_fl``, hence ``d k' Delta_fl^2 / (2 sigma^2)``-zCDP (Prop. 1.6); zCDP
+    composes by adding (Lemma 2.3), and rho-zCDP is (epsilon, delta)-DP by the tight
+    conversion of Canonne, Kamath and Steinke 2020 (Prop. 12). So::
+
+        rho        = the largest rho that converts to (epsilon, delta)   (cks20_rho)
+        rho_sel    = f rho,  rho_rel = (1 - f) rho
+        eps_sel    = sqrt(2 rho_sel / d)                  (pure epsilon of one row's selection)
+        b          = 2 k Delta_fl / eps_sel
+        sigma      = sqrt(d k') Delta_fl / sqrt(2 rho_rel)
+
+    When ``k = d`` every column is selected whatever the noise: the selection costs nothing,
+    ``f = 0`` (b is then irrelevant; it is set to sigma).
+
+    The split f minimises the error bound of :func:`privcov_zcdp_error_bound`,
+    ``6 k b L_1 + sigma sqrt((k + 2) L_2)`` (its only terms that depend on f), which is
+    ``C_1 / sqrt(f) + C_2 / sqrt(1 - f)`` times ``Delta_fl sqrt(d / (2 rho))`` with ``C_1 = 12
+    k^2 L_1`` and ``C_2 = sqrt(k' (k + 2) L_2)``; its minimum is at ``f / (1 - f) = (C_1 /
+    C_2)^(2/3)``. beta (public) enters only through the logarithms ``L_1, L_2``.
+    """
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    n = check_int(n_samples, "n_samples", low=2)
+    d = check_int(n_features, "n_features", low=2)
+    k = check_int(k, "k", low=1)
+    if k > d:
+        raise ValidationError(f"k must satisfy 1 <= k <= d = {d}, got k={k}")
+    clip = check_positive(clip, "clip")
+    beta = check_probability(beta, "beta")
+    k_released = min(k + 1, d)
+    sensitivity = 2 * clip**2 / n
+    sens_fl, kappa = float_sensitivity(sensitivity, n)
+    rho = cks20_rho(epsilon, delta)
+    coefficient = 2 * k if k < d else 0
+    log_sel, log_rel = _privcov_zcdp_logs(d, beta)
+    if coefficient:
+        c1 = 12.0 * k * k * log_sel
+        c2 = math.sqrt(k_released * (k + 2) * log_rel)
+        ratio = (c1 / c2) ** (2.0 / 3.0)
+        share = ratio / (1.0 + ratio)
+    else:
+        share = 0.0
+    rho_sel, rho_rel = share * rho, (1.0 - share) * rho
+    coordinates = d * k_released
+    release_sens = math.sqrt(coordinates) * sens_fl
+    sigma = release_sens / math.sqrt(2.0 * rho_rel)
+    if coefficient:
+        eps_sel = math.sqrt(2.0 * rho_sel / d)
+        b = coefficient * sens_fl / eps_sel
+    else:
+        eps_sel, b = 0.0, sigma
+    return PrivCovZCDPCalibration(
+        epsilon=epsilon,
+        delta=delta,
+        n_samples=n,
+        n_features=d,
+        k=k,
+        clip=clip,
+        beta=beta,
+        k_released=k_released,
+        rho=rho,
+        selection_share=share,
+        rho_selection=rho_sel,
+        rho_release=rho_rel,
+        sensitivity=sensitivity,
+        float_factor=kappa,
+        selection_coefficient=coefficient,
+        selection_row_epsilon=eps_sel,
+        laplace_scale=b,
+        release_coordinates=coordinates,
+        release_sensitivity=release_sens,
+        gaussian_sigma=sigma,
+    )
+
+
+def privcov_zcdp_error_bound(cal: PrivCovZCDPCalibration, sigma: float, beta: float) -> dict:
+    """Operator-norm error bound of PrivCov with the zCDP calibration, with its pieces.
+
+    With probability >= 1 - beta, when no entry is clipped::
+
+        ||M - Sigma||_op <= 6 k (lambda_samp + lambda_priv) + lambda_release
+        lambda_samp    = C sigma^2 (sqrt(log(6d/beta)/n) + log(6d/beta)/n)      (as Theorem 1)
+        lambda_priv    = b log(6 d^2 / beta)                  (every selection noise, k < d)
+        lambda_release = sigma_rel sqrt((k + 2) log(12 d / beta))
+
+    Proof (Theorem 1's, with the release noise kept apart; docs/privacy/privcov.md): the
+    events "no clipping" and "every entry of Sigma_hat within lambda_samp" fail with
+    probability beta/3 each (Theorem 1), "every one of the d^2 selection noises within
+    lambda_priv" with at most ``d^2 e^{-lambda_priv / b} = beta/6``. On them, an entry with
+    ``|Sigma_ij| > 2 (lambda_samp + lambda_priv)`` beats every zero entry of its row, so it is
+    selected (Theorem 1's (7)). Write ``M - Sigma = Z + E``: Z holds the release noise of M
+    (``(z_ij + z_ji) / 2`` on each mutually selected pair, ``z_ii`` on the diagonal), E the
+    rest. E has at most 3k non-zero entries a row (M is (k+1)-RCS, Sigma k-RCS), each at most
+    ``2 (lambda_samp + lambda_priv)`` (unselected entries by (7), released ones within
+    lambda_samp), so ``||E||_op <= 6 k (lambda_samp + lambda_priv)``. Given the selection
+    (independent of the release noise), Z is a symmetric Gaussian series whose variance
+    ``||sum A^2||`` is at most ``sigma_rel^2 (1 + k / 2)`` (a diagonal entry of variance
+    sigma_rel^2 and at most k pairs of variance sigma_rel^2 / 2 a row), so ``||Z||_op <=
+    lambda_release`` but with probability ``2 d e^{-lambda_release^2 / (2 sigma_rel^2 (1 +
+    k/2))} = beta/6`` (Tropp 2012, Theorem 4.1.1). The lattice's rounding (at most
+    ``2**-28`` of the noise scales) is left out, as in Theorem 1's bound.
+    """
+    n, d, k = cal.n_samples, cal.n_features, cal.k
+    t = math.log(6 * d / beta)
+    log_sel, log_rel = _privcov_zcdp_logs(d, beta)
+    lam_samp = SAMPLING_CONSTANT * sigma**2 * (math.sqrt(t / n) + t / n)
+    lam_priv = cal.laplace_scale * log_sel if cal.selection_coefficient else 0.0
+    lam_rel = cal.gaussian_sigma * math.sqrt((k + 2) * log_rel)
+    err = 6 * k * (lam_samp + lam_priv) + lam_rel
+    return {
+        "lambda_samp": lam_samp,
+        "lambda_priv": lam_priv,
+        "lambda_release": lam_rel,
+        "lambda": lam_samp + lam_priv,
+        "error_bound": err,
+        "relative_error_bound": err / sigma**2,
     }
 
 

@@ -68,7 +68,7 @@ PARAMETER_SCHEMA: dict[str, tuple[type, ...]] = {
     # budgets and their split
     "epsilon": _REAL, "delta": _REAL, "rho": _REAL, "budget_split": _RECORD, "beta": _REAL,
     # model, clipping and calibration (public parameters and functions of them)
-    "k": _INT, "sigma": _OPT_REAL, "clip": _REAL, "clip_rule": _STR, "clip_source": _STR,
+    "k": _INT, "selection": _STR, "sigma": _OPT_REAL, "clip": _REAL, "clip_rule": _STR, "clip_source": _STR,
     "calibration": _RECORD, "threshold": _REAL, "sensitivity": (int, float, str), "float_factor": _REAL,
     "gaussian_sigma": _REAL, "rule": _STR, "radius": _REAL, "max_subsets": _INT,
     "utility": _RECORD, "rejected_stage": _STR,
@@ -91,7 +91,7 @@ PARAMETER_SCHEMA: dict[str, tuple[type, ...]] = {
 
 #: Every key a release's ``noise_scales`` may hold (``stage/name`` for staged mechanisms).
 NOISE_SCALE_SCHEMA: dict[str, tuple[type, ...]] = {
-    "laplace_select": _REAL, "laplace_release": _REAL, "gaussian": _REAL, "sigma": _REAL,
+    "laplace_select": _REAL, "laplace_release": _REAL, "gaussian_release": _REAL, "gaussian": _REAL, "sigma": _REAL,
     "selection_gumbel_scale": _REAL, "block_gaussian_sigma": _REAL,
     "level_sigmas": _LIST, "level_sigmas_units": _STR, "radius_histogram_sigma": _REAL,
     "lambda_histogram_sigma": _REAL, "mean_gaussian": _REAL, "tlap_scale": _REAL, "tlap_support": _REAL, "masking_eta_b": _REAL,

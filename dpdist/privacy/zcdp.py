@@ -41,6 +41,7 @@ __all__ = [
     "compose_zcdp",
     "cks20_delta",
     "cks20_epsilon",
+    "cks20_rho",
     "bun_steinke_epsilon",
     "pure_dp_to_zcdp",
 ]
@@ -203,3 +204,29 @@ def compose_zcdp(*budgets: ZCDP) -> ZCDP:
     for b in budgets:
         total = total + b
     return total
+
+
+def cks20_rho(epsilon: float, delta: float) -> float:
+    """Largest rho whose tight conversion (CKS20, Proposition 12) at ``delta`` is at most
+    ``epsilon``: the zCDP budget that an (epsilon, delta) target allows.
+
+    ``delta(rho)`` at fixed epsilon increases with rho (the infimum of increasing functions of
+    rho), so the root of ``log delta(rho) = log delta`` is found by bracketing; it is nudged
+    down by one part in 1e9 so that :func:`cks20_epsilon` of the result is at most
+    ``epsilon`` after rounding (checked here).
+    """
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    log_delta = math.log(delta)
+    hi = epsilon
+    while _cks20_log_delta(hi, epsilon) < log_delta:  # pragma: no cover - rho <= epsilon for delta < 1
+        hi *= 2.0
+    lo = hi
+    while _cks20_log_delta(lo, epsilon) >= log_delta:
+        lo /= 2.0
+    rho = optimize.brentq(lambda r: _cks20_log_delta(r, epsilon) - log_delta, lo, hi, xtol=1e-300, rtol=1e-15,
+                          maxiter=500)
+    rho *= 1.0 - 1e-9
+    if not cks20_epsilon(rho, delta) <= epsilon:  # pragma: no cover - the nudge covers the root's error
+        raise ValidationError(f"internal error: rho={rho!r} converts to more than epsilon={epsilon!r}")
+    return rho

@@ -322,11 +322,14 @@ def _distinct_positions(rng, n_rows: int, pool: int, count: int) -> np.ndarray:
 
 
 def simulate_privcov(model: BlockModel, n: float, epsilon: float, delta: float, rng, *,
-                     sigma: float | None = None, beta: float = 0.1, error: str = "operator") -> SimResult:
-    """PrivCov (:class:`~dpdist.SparseCovariance` with ``sigma`` and ``k = model.k``): the
-    Laplace scale and clip come from the estimator's ``plan()`` (hence from
-    :func:`dpdist.privacy.calibration.privcov_calibration`); selection and release follow
-    Algorithm 1 row by row, the AND rule is :func:`~dpdist.algorithms.sparse_covariance.assemble_privcov`.
+                     sigma: float | None = None, beta: float = 0.1, error: str = "operator",
+                     selection: str = "tight") -> SimResult:
+    """PrivCov (:class:`~dpdist.SparseCovariance` with ``sigma``, ``k = model.k`` and
+    ``selection``): the noise scales and clip come from the estimator's ``plan()`` (hence from
+    :func:`dpdist.privacy.calibration.privcov_calibration` or ``privcov_zcdp_calibration``);
+    selection (Laplace b) and release (Laplace b for ``"paper"``, Gaussian ``release_sigma``
+    for ``"tight"``) follow the algorithm row by row, the AND rule is
+    :func:`~dpdist.algorithms.sparse_covariance.assemble_privcov`.
 
     ``error="operator"``: ``||M - Sigma||_op``; ``error="sin2"``: ``sin^2`` to ``v1`` of the
     k-sparse component that :class:`~dpdist.SparseCovariancePCA` takes from M (its own
@@ -338,8 +341,16 @@ def simulate_privcov(model: BlockModel, n: float, epsilon: float, delta: float, 
 
     sigma = math.sqrt(model.sigma2) if sigma is None else float(sigma)
     d, k, s, B = model.n_features, model.k, model.block_size, model.n_blocks
-    plan = SparseCovariance(k, epsilon, delta, sigma=sigma, beta=beta, assume_centered=True).plan(max(2, int(n)), d)
+    plan = SparseCovariance(k, epsilon, delta, sigma=sigma, beta=beta, assume_centered=True,
+                            selection=selection).plan(max(2, int(n)), d)
     b = float(plan["noise_scale"])
+
+    def release_noise(shape):
+        u = open_uniforms(rng, shape)
+        if plan.release_sigma is None:
+            return laplace_from_uniform(u, b)
+        return gaussian_from_uniform(u, float(plan.release_sigma))
+
     blocks, bulk = _sample_hat(model, n, rng)
     # candidates inside the row's own block (a bulk row's block is its diagonal; -1 pads)
     nb = B * s
@@ -385,11 +396,11 @@ def simulate_privcov(model: BlockModel, n: float, epsilon: float, delta: float, 
     top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
     sel_cols = np.take_along_axis(cols, top, axis=1)
     sel_raw = np.take_along_axis(raw, top, axis=1)
-    sel_vals = sel_raw + laplace_from_uniform(open_uniforms(rng, sel_raw.shape), b)
+    sel_vals = sel_raw + release_noise(sel_raw.shape)
     sel_vals[sel_cols < 0] = 0.0
     # the diagonal is released for every row (line 11) with its own release noise; when i is in
     # S_i the two are the same noisy value (same (i, i) cell of the release noise field)
-    diag_rel = diag_hat + laplace_from_uniform(open_uniforms(rng, d), b)
+    diag_rel = diag_hat + release_noise(d)
     is_diag = sel_cols == np.arange(d)[:, None]
     sel_vals = np.where(is_diag, diag_rel[:, None], sel_vals)
     M = assemble_privcov(sel_cols, sel_vals, diag_rel)
@@ -404,7 +415,7 @@ def simulate_privcov(model: BlockModel, n: float, epsilon: float, delta: float, 
         err = _op_error(model, (coo.row[up].astype(np.int64), coo.col[up].astype(np.int64), coo.data[up]))
     return SimResult(err, True, {
         "label": SIMULATED, "method": "privcov" if error == "operator" else "privcov_power",
-        "n_samples": float(n), "laplace_scale": b,
+        "n_samples": float(n), "laplace_scale": b, "selection": selection, "release_sigma": plan.release_sigma,
         "clip": plan["clip"], "p_clip": clip_probability(model, n, plan["clip"]), "epsilon": epsilon, "delta": delta,
         "approximations": ["off-block second-moment entries Gaussian and independent; raw value of a selected "
                            "off-block entry independent of its score; (i,j) and (j,i) raw values drawn apart"],

@@ -512,7 +512,7 @@ def privcov_row_case(noise_multiplier: float = 1.0) -> AuditCase:
 
 def privcov_estimator_case(noise_multiplier: float = 1.0) -> AuditCase:
     """The full estimator :func:`~dpdist.algorithms.sparse_covariance.private_sparse_covariance`
-    run once per trial (dask, synchronous scheduler, 2 x 2 tiles of the second moment) on the
+    with ``selection="paper"`` run once per trial (dask, synchronous scheduler, 2 x 2 tiles of the second moment) on the
     pair of :func:`privcov_release_case`; statistic: the released value of entry (0, 1).
 
     The twin wraps the mechanism: the name ``PrivCovMechanism`` inside
@@ -548,7 +548,7 @@ def privcov_estimator_case(noise_multiplier: float = 1.0) -> AuditCase:
             for t in range(n):
                 rel = module.private_sparse_covariance(
                     data[which], k, cal.epsilon, cal.delta, clip=PRIVCOV_CLIP, random_state=int(seed) * 1_000_003 + t,
-                    scheduler="synchronous", progress=False, tile_size=2, assume_centered=True,
+                    scheduler="synchronous", progress=False, tile_size=2, assume_centered=True, selection="paper",
                 )
                 cols, vals = rel.values["selected"][0], rel.values["selected_values"][0]
                 out[t] = vals[cols == 1][0] if np.any(cols == 1) else -1e6
@@ -569,6 +569,116 @@ def privcov_estimator_case(noise_multiplier: float = 1.0) -> AuditCase:
         noise_multiplier=noise_multiplier,
         slow=True,
         parameters={"calibration": cal.to_dict(), "k": k, "mechanism": mech.describe()},
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# PrivCov with the zCDP analysis (selection="tight"): Laplace selection, Gaussian release
+# ---------------------------------------------------------------------------------------
+
+
+def _privcov_tight_mech(k: int, claim, noise_multiplier: float = 1.0):
+    """(the :class:`~dpdist.privacy.mechanisms.privcov.PrivCovZCDPMechanism` at the epsilon
+    that makes ``claim(mechanism)`` equal 1, the mechanism the trials run). The calibration
+    is not linear in epsilon (the CKS20 inversion), so the epsilon is found by a root search
+    on the package's own mechanism."""
+    from scipy import optimize
+
+    from dpdist.privacy.mechanisms.privcov import privcov_zcdp_mechanism
+
+    def build(eps: float):
+        return privcov_zcdp_mechanism(eps, PRIVCOV_DELTA, PRIVCOV_N, PRIVCOV_D, k, PRIVCOV_CLIP)
+
+    eps = optimize.brentq(lambda e: claim(build(e)) - 1.0, 0.05, 500.0, xtol=1e-6)
+    mech = build(eps)
+    return mech, _twin_of(mech, noise_multiplier)
+
+
+def _selection_claim(mech) -> float:
+    """Pure epsilon of a selection under a pair moving one score by Delta: ``Delta_Z / s``."""
+    return mech.sensitivity_units / mech.noise.scale
+
+
+def _release_entry_mu(mech) -> float:
+    """GDP mu of one released coordinate moved by ``Delta_fl``: ``Delta_Z1 / s_r``, with
+    ``Delta_Z1`` the per-coordinate sensitivity on the release's lattice."""
+    cal = mech.calibration
+    units = mech.release_noise.lattice.sensitivity_units(cal.sensitivity * cal.float_factor)
+    return units / mech.release_noise.scale
+
+
+def privcov_tight_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
+    """``selection="tight"``: the per-row noisy top-k selection (lattice Laplace, the lazy
+    sampler through the engine kernels) on the pair of :func:`privcov_selection_case` (k = 1,
+    one score of row 0 moves by exactly Delta). Claim: ``Delta_Z / s``-DP for a pair moving one
+    score (shift that score's noise by Delta_Z), with s the zCDP calibration's selection scale
+    (:class:`~dpdist.privacy.mechanisms.privcov.PrivCovZCDPMechanism`). Statistic: 1 if S_0 = {1}."""
+    k = 1
+    mech, run = _privcov_tight_mech(k, _selection_claim, noise_multiplier)
+    S = _privcov_selection_moments()
+
+    def mech_fn(which: int, n: int, seed: int) -> np.ndarray:
+        cols, _ = _privcov_row0(S[which], run, n, seed)
+        return (cols[:, 0] == 1).astype(np.float64)
+
+    return AuditCase(
+        name=_twin_name("privcov-tight/selection", noise_multiplier),
+        family="privcov-tight",
+        component="noisy top-k selection S_i of selection='tight' (lazy lattice Laplace sampler, zCDP calibration) "
+        "under a pair moving one score of row i by Delta: Delta_Z/s-DP (PrivCovZCDPMechanism)",
+        notion="approx-dp",
+        claimed_epsilon=_selection_claim(mech),
+        claimed_delta=0.0,
+        claimed_mu=None,
+        claimed_rho=None,
+        mechanism=mech_fn,
+        neighbours=(0, 1),
+        default_trials=10_000,
+        noise_multiplier=noise_multiplier,
+        parameters={"calibration": mech.calibration.to_dict(), "k": k, "mechanism": mech.describe()},
+    )
+
+
+def privcov_tight_release_case(noise_multiplier: float = 1.0) -> AuditCase:
+    """``selection="tight"``: the Gaussian release of the selected values, data-level, on the
+    pair of :func:`privcov_release_case` (k = d, so every entry of row 0 is released; only
+    Sigma_hat_01 moves, by exactly Delta). Statistic: the released value of entry (0, 1).
+    Claim: that coordinate of the lattice Gaussian release is ``Delta_Z1 / s_r``-GDP (the
+    release of :class:`~dpdist.privacy.mechanisms.privcov.PrivCovZCDPMechanism`, whose whole
+    release is the Gaussian mechanism at L2 sensitivity ``sqrt(d k') Delta``); the claimed
+    (epsilon, delta) is that mu's exact profile at delta = 0.1."""
+    from dpdist.privacy.accounting import gaussian_epsilon
+
+    k = PRIVCOV_D
+    mech, run = _privcov_tight_mech(k, _release_entry_mu, noise_multiplier)
+    base = np.zeros((PRIVCOV_N, PRIVCOV_D))
+    base[1:11, :2] = 1.0
+    D, Dp = base.copy(), base.copy()
+    D[0, :2] = (1.0, 1.0)
+    Dp[0, :2] = (1.0, -1.0)
+    S = {0: _exact_second_moment(D, PRIVCOV_CLIP), 1: _exact_second_moment(Dp, PRIVCOV_CLIP)}
+
+    def mech_fn(which: int, n: int, seed: int) -> np.ndarray:
+        cols, vals = _privcov_row0(S[which], run, n, seed)
+        hit = cols == 1
+        return np.where(hit.any(axis=1), (vals * hit).sum(axis=1), -1e6)
+
+    mu = _release_entry_mu(mech)
+    return AuditCase(
+        name=_twin_name("privcov-tight/value-release", noise_multiplier),
+        family="privcov-tight",
+        component="lattice Gaussian value release of one entry of row i, selection='tight': Delta_Z1/s_r-GDP "
+        "(PrivCovZCDPMechanism)",
+        notion="gdp",
+        claimed_epsilon=gaussian_epsilon(mu, PRIVCOV_DELTA),
+        claimed_delta=PRIVCOV_DELTA,
+        claimed_mu=mu,
+        claimed_rho=None,
+        mechanism=mech_fn,
+        neighbours=(0, 1),
+        default_trials=10_000,
+        noise_multiplier=noise_multiplier,
+        parameters={"calibration": mech.calibration.to_dict(), "k": k, "mechanism": mech.describe()},
     )
 
 
@@ -1309,6 +1419,8 @@ CASES: dict[str, Callable[..., AuditCase]] = {
     "privcov/selection": privcov_selection_case,
     "privcov/row": privcov_row_case,
     "privcov/estimator": privcov_estimator_case,
+    "privcov-tight/selection": privcov_tight_selection_case,
+    "privcov-tight/value-release": privcov_tight_release_case,
     "wang-xu/release": wang_xu_release_case,
     "wang-xu/data": wang_xu_data_case,
     "analyze-gauss/release": analyze_gauss_release_case,

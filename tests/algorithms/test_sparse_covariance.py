@@ -41,32 +41,51 @@ def test_assembly_uses_released_diagonal_when_i_in_s_i():
 
 
 # ---------------------------------------------------------------- noise is what it claims
-def test_released_values_have_laplace_scale_noise_scale():
+def _release_errors(selection):
     """Data with an exactly known second moment: every row equals v, so Sigma_hat = v v^T.
-    Released entries minus truth must be i.i.d. Laplace(noise_scale_) (fresh z noise,
-    independent of the selection)."""
+    Returns (released entries minus truth over 8 seeded fits, the last fit)."""
     d, k, n = 24, 3, 1000
     v = np.array([(-1.0, 0.5, 2.0)[i % 3] for i in range(d)])  # products exact in binary
     X = np.tile(v, (n, 1))
     truth = np.outer(v, v)
     errs = []
     for seed in range(8):
-        est = dpdist.SparseCovariance(k, 1.0, 1e-3, clip=3.0, random_state=seed, scheduler="synchronous").fit(X)
+        est = dpdist.SparseCovariance(k, 1.0, 1e-3, clip=3.0, random_state=seed, scheduler="synchronous",
+                                      selection=selection).fit(X)
         sel = est.selected_
         errs.append((est.release_.values["selected_values"] - np.take_along_axis(truth, sel, axis=1)).ravel())
         errs.append(est.release_.values["diagonal"] - np.diag(truth))
-    e = np.concatenate(errs)
+    return np.concatenate(errs), est
+
+
+def test_released_values_have_laplace_scale_noise_scale():
+    """selection="paper": released entries minus truth must be i.i.d. Laplace(noise_scale_)
+    (fresh z noise, independent of the selection)."""
+    e, est = _release_errors("paper")
     b = est.noise_scale_
+    assert est.release_noise_scale_ == b
     assert stats.kstest(e, stats.laplace(scale=b).cdf).pvalue > 1e-3
     # E|Z| = b and sd|Z| = b: the mean absolute error is b within 5 standard errors (~7.5%
     # at N = 768); a factor-2 error in the scale (b/2 or 2b) is far outside.
     assert abs(np.abs(e).mean() / b - 1) < 5 / math.sqrt(len(e))
 
 
+def test_released_values_have_gaussian_release_noise_scale():
+    """selection="tight": released entries minus truth are i.i.d. N(0, release_noise_scale_^2),
+    the calibration's Gaussian sigma (up to the lattice's 2**-28), not the selection's b."""
+    e, est = _release_errors("tight")
+    s = est.release_noise_scale_
+    cal = est.release_.parameters["calibration"]
+    assert s == pytest.approx(cal["gaussian_sigma"], rel=1e-6) and s != est.noise_scale_
+    assert stats.kstest(e, stats.norm(scale=s).cdf).pvalue > 1e-3
+    # E e^2 = s^2 with relative standard error sqrt(2 / N) (5% at N = 768): 5 of them
+    assert abs(np.mean(e**2) / s**2 - 1) < 5 * math.sqrt(2 / len(e))
+
+
 def test_noise_scale_attribute_is_the_calibrated_scale():
     X = np.random.default_rng(0).standard_normal((500, 10))
     est = dpdist.SparseCovariance(2, 0.8, 1e-5, clip=2.5, random_state=0, scheduler="synchronous",
-                                  assume_centered=True).fit(X)
+                                  assume_centered=True, selection="paper").fit(X)
     delta_row = 1e-5 / 20
     eps_row = 0.2 / math.sqrt(20 * math.log(2e5))
     b = 2 * (2 * 2.5**2 / 500) / eps_row * math.sqrt(3 * math.log(10 / delta_row))
@@ -119,7 +138,7 @@ def test_crossover_with_wang_xu_through_plan():
     k, eps, delta, n = 3, 0.5, 1e-6, 10**9
 
     def ratio(d):
-        p = dpdist.SparseCovariance(k, eps, delta, clip=4.0, assume_centered=True).plan(n, d)
+        p = dpdist.SparseCovariance(k, eps, delta, clip=4.0, assume_centered=True, selection="paper").plan(n, d)
         return p.calibrated_noise_scale / p.wang_xu_sigma  # the two calibrations, before any lattice
 
     for d in (60, 1000, 20_000, 100_000):
@@ -204,9 +223,11 @@ def test_result_is_symmetric_and_k_plus_one_rcs(rng):
 
 # ---------------------------------------------------------------- epsilon > 1
 def test_epsilon_above_one_is_accepted_and_composes_below_it(rng):
-    est = _fit(rng.standard_normal((300, 10)), epsilon=5.0)
+    est = _fit(rng.standard_normal((300, 10)), epsilon=5.0, selection="paper")
     cal = est.release_.parameters["calibration"]
     assert cal["composed_epsilon"] <= 5.0
+    _check_budget(est.release_, 5.0, est.delta)
+    est = _fit(rng.standard_normal((300, 10)), epsilon=5.0)
     _check_budget(est.release_, 5.0, est.delta)
 
 
@@ -238,6 +259,8 @@ class _Unreadable:
         (dict(scheduler="bogus"), "scheduler"),
         (dict(random_state=-3), "random_state"),
         (dict(tile_size=0), "tile_size"),
+        (dict(selection="fast"), "selection must be one of"),
+        (dict(selection=None), "selection must be one of"),
     ],
 )
 def test_parameter_errors_raise_before_any_data_is_read(kw, match):
@@ -298,6 +321,7 @@ def test_functional_form_returns_the_release(rng):
     x = rng.standard_normal((300, 6))
     rel = private_sparse_covariance(x, 2, 1.0, 1e-5, clip=2.0, random_state=5, scheduler="synchronous")
     est = _fit(x, k=2, epsilon=1.0, delta=1e-5, clip=2.0, random_state=5)
+    assert rel.parameters["selection"] == "tight" and "gaussian_release" in rel.noise_scales
     assert sp.issparse(rel.values["covariance"])
     np.testing.assert_array_equal(rel.values["covariance"].toarray(), est.covariance_.toarray())
     meta = rel.metadata()
@@ -378,3 +402,21 @@ def test_plan_noise_scale_is_the_scale_the_release_reports():
     assert plan.noise_scale == est.release_.noise_scales["laplace_select"] == est.noise_scale_
     assert plan.calibrated_noise_scale < plan.noise_scale < plan.calibrated_noise_scale * (1 + 1e-4)
     assert plan.to_dict()["noise_scale"] == plan.noise_scale
+
+
+@pytest.mark.parametrize("selection", ["tight", "paper"])
+def test_selected_sets_are_released_in_column_order(selection):
+    """S_i is released as a set (the guarantee covers the set, not the noisy ranking the engine
+    merges by): every row of selected_ is increasing, its values follow their columns, and the
+    covariance is the same matrix as before the reordering."""
+    X = np.random.default_rng(0).standard_normal((300, 12))
+    est = dpdist.SparseCovariance(4, 1.0, 1e-5, clip=2.0, random_state=3, scheduler="synchronous",
+                                  selection=selection).fit(X)
+    cols, vals = est.selected_, est.release_.values["selected_values"]
+    assert (np.diff(cols, axis=1) > 0).all()
+    rebuilt = assemble_privcov(cols[:, ::-1], vals[:, ::-1], est.release_.values["diagonal"])
+    np.testing.assert_array_equal(rebuilt.toarray(), est.covariance_.toarray())
+    # a mutual pair's entry is the mean of its two released values, read at their columns
+    i, j = next((i, j) for i in range(12) for j in cols[i] if j != i and i in cols[j])
+    vi, vj = vals[i][list(cols[i]).index(j)], vals[j][list(cols[j]).index(i)]
+    assert est.covariance_[i, j] == (vi + vj) / 2

@@ -150,7 +150,7 @@ def test_generate_model2(tmp_path, capsys):
 def test_plan_shows_the_measured_n_star_as_empirical(capsys):
     """--plan prints the sweep's n* at this d as one labelled line (text), the dicts (--json)."""
     argv = ["covariance", "--plan", "--n-samples", "1000000000", "--n-features", "2000", "--k", "20",
-            "--epsilon", "1", "--delta", "1e-6", "--sigma", "1"]
+            "--epsilon", "1", "--delta", "1e-6", "--sigma", "1", "--selection", "paper"]
     assert main(argv) == 0
     out = capsys.readouterr().out
     line = next(ln for ln in out.splitlines() if ln.strip().startswith("empirical n* (simulated)"))

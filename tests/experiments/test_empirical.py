@@ -43,6 +43,9 @@ def test_theory_values_come_from_the_estimators_plans():
 
     t = emp.theory_n_star("privcov", 1000, k=3, sigma=1.0, target=0.5, epsilon=1.0, delta=1e-6)
     # the sweeps run the paper's mean-zero models: the second moment, no private mean
+    assert t == dpdist.SparseCovariance(3, 1.0, 1e-6, sigma=1.0, assume_centered=True,
+                                        selection="paper").min_samples(0.5, 1000)
+    t = emp.theory_n_star("privcov_tight", 1000, k=3, sigma=1.0, target=0.5, epsilon=1.0, delta=1e-6)
     assert t == dpdist.SparseCovariance(3, 1.0, 1e-6, sigma=1.0, assume_centered=True).min_samples(0.5, 1000)
     assert emp.theory_n_star("unknown", 10, k=1, sigma=1.0, target=0.5, epsilon=1.0, delta=1e-6) is None
 
@@ -60,14 +63,14 @@ def test_plan_reports_the_measured_n_star_labelled_empirical():
     import dpdist
 
     rows = {r["d"]: r["n_star"] for r in _results("simulated")["methods"]["privcov"]["rows"] if r["reached"]}
-    plan = dpdist.SparseCovariance(20, 1.0, 1e-6, sigma=1.0).plan(10**9, 2000)
+    plan = dpdist.SparseCovariance(20, 1.0, 1e-6, sigma=1.0, selection="paper").plan(10**9, 2000)
     (e,) = plan.empirical
     assert e["n_star"] == rows[2000] and not e["interpolated"]
     assert e["label"] == "empirical" and e["mode"] == "simulated"
     assert e["source"] == "benchmarks/results/sample_complexity_simulated.json"
-    between = dpdist.SparseCovariance(20, 1.0, 1e-6, sigma=1.0).plan(10**9, 1000).empirical[0]
+    between = dpdist.SparseCovariance(20, 1.0, 1e-6, sigma=1.0, selection="paper").plan(10**9, 1000).empirical[0]
     assert rows[600] < between["n_star"] < rows[2000] and between["interpolated"]
-    assert dpdist.SparseCovariance(20, 1.0, 1e-6, sigma=1.0).plan(10**9, 30).empirical == ()  # below d = 60
+    assert dpdist.SparseCovariance(20, 1.0, 1e-6, sigma=1.0, selection="paper").plan(10**9, 30).empirical == ()  # below d = 60
     assert plan.to_dict()["empirical"][0]["n_star"] == rows[2000]
 
 
@@ -78,7 +81,8 @@ def test_every_measured_method_is_reported_by_its_estimator():
 
     b = dpdist.baselines
     plans = {
-        "privcov": lambda d: dpdist.SparseCovariance(20, 1.0, 1e-6, sigma=1.0).plan(10**9, d),
+        "privcov": lambda d: dpdist.SparseCovariance(20, 1.0, 1e-6, sigma=1.0, selection="paper").plan(10**9, d),
+        "privcov_tight": lambda d: dpdist.SparseCovariance(20, 1.0, 1e-6, sigma=1.0).plan(10**9, d),
         "wang_xu": lambda d: b.GaussianCovariance(1.0, 1e-6, sigma=1.0).plan(10**9, d),
         "thresholded": lambda d: b.ThresholdedCovariance(sigma=1.0).plan(10**9, d),
         "privpca": lambda d: dpdist.SparsePCA(3, 1.0, 1e-6, gap=0.5, sigma=1.0).plan(10**9, d),

@@ -60,8 +60,8 @@ FORBIDDEN = re.compile(r"seconds|_time|time_|elapsed|duration|_noisy|\bn_nonfini
 COMMON_PRIVCOV = {"n_samples", "n_features", "sigma", "clip", "beta", "on_nonfinite"}
 ALLOWED = {
     "SparseCovariance": (
-        COMMON_PRIVCOV | {"k", "clip_rule", "tile_size", "calibration", "centering"},
-        {"laplace_select", "laplace_release", "mean_gaussian"},
+        COMMON_PRIVCOV | {"k", "clip_rule", "tile_size", "calibration", "centering", "selection"},
+        {"laplace_select", "laplace_release", "gaussian_release", "mean_gaussian"},
         {"covariance", "selected", "selected_values", "diagonal", "mean"},
     ),
     "GaussianCovariance": (

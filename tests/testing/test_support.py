@@ -64,17 +64,21 @@ def _released_quantities():
     pre-issue-10 inverse-CDF twin at the calibration's scale and bound). The values are
     typical ones: an entry of a clipped second moment, FriendlyCore's |C| and Z near the
     threshold of m = 20 batches, a norm."""
-    from dpdist.privacy.calibration import privcov_calibration
-    from dpdist.privacy.mechanisms import FriendlyTestMechanism, PrivCovMechanism, PrivNormMechanism
+    from dpdist.privacy.calibration import privcov_calibration, privcov_zcdp_calibration
+    from dpdist.privacy.mechanisms import FriendlyTestMechanism, PrivCovMechanism, PrivCovZCDPMechanism, PrivNormMechanism
     from dpdist.privacy.pca_calibration import friendly_test_calibration, privnorm_calibration
 
     pc = privcov_calibration(1.0, 1e-5, 1000, 10, 2, 1.0)
+    pz = privcov_zcdp_calibration(1.0, 1e-5, 1000, 10, 2, 1.0)
     ft = friendly_test_calibration(3.0, 3e-3, 20)
     pn = privnorm_calibration(3.0, 3e-3, 2, 0.05)
     tests = FriendlyTestMechanism.from_calibration(ft, "norm")
     return [
         ("privcov/release", PrivCovMechanism.from_calibration(pc), "release", 0.37212,
          pc.sensitivity * pc.float_factor, InverseCdfSampler("laplace", pc.laplace_scale)),
+        # selection="tight": the Gaussian release of the selected values (one entry moves by Delta_fl)
+        ("privcov-tight/release", PrivCovZCDPMechanism.from_calibration(pz), "release", 0.37212,
+         pz.sensitivity * pz.float_factor, InverseCdfSampler("gaussian", pz.gaussian_sigma)),
         ("friendly/count", tests, "count", 16.0, ft.count_sensitivity,
          InverseCdfSampler("bounded-laplace", ft.count_scale, ft.count_bound)),
         ("friendly/weight", tests, "weight", 15.37, ft.weight_sensitivity,

@@ -11,13 +11,19 @@ from dpdist.privacy.mechanisms.expmech import ExpMechMechanism
 from dpdist.privacy.mechanisms.friendly import FriendlyTestMechanism, PrivNormMechanism, PrivPCAMechanism
 from dpdist.privacy.mechanisms.gaussian import SymmetricGaussianMechanism, analyze_gauss_mechanism, wang_xu_mechanism
 from dpdist.privacy.mechanisms.mean import ClippedMeanMechanism
-from dpdist.privacy.mechanisms.privcov import PrivCovMechanism, privcov_mechanism
+from dpdist.privacy.mechanisms.privcov import (
+    PrivCovMechanism,
+    PrivCovZCDPMechanism,
+    privcov_mechanism,
+    privcov_zcdp_mechanism,
+)
 from dpdist.privacy.mechanisms.second_moment import GaussianHistogramMechanism, histogram_mechanism, level_mechanisms
 from dpdist.privacy.mechanisms.subsample import SubsampleAggregateMechanism, subsample_aggregate_mechanism
 
 __all__ = [
-    "ClippedMeanMechanism", "ExpMechMechanism", "FriendlyTestMechanism", "GaussianHistogramMechanism", "Mechanism", "PrivCovMechanism",
-    "PrivNormMechanism", "PrivPCAMechanism", "SubsampleAggregateMechanism", "SymmetricGaussianMechanism",
+    "ClippedMeanMechanism", "ExpMechMechanism", "FriendlyTestMechanism", "GaussianHistogramMechanism", "Mechanism",
+    "PrivCovMechanism", "PrivCovZCDPMechanism", "PrivNormMechanism", "PrivPCAMechanism", "SubsampleAggregateMechanism",
+    "SymmetricGaussianMechanism",
     "analyze_gauss_mechanism", "histogram_mechanism", "lattice_law", "level_mechanisms", "privcov_mechanism",
-    "subsample_aggregate_mechanism", "wang_xu_mechanism",
+    "privcov_zcdp_mechanism", "subsample_aggregate_mechanism", "wang_xu_mechanism",
 ]

@@ -1,5 +1,11 @@
 """PrivCov (COLT 2026, Algorithm 1): per-row noisy top-k selection and Laplace release.
 
+Two mechanisms. :class:`PrivCovZCDPMechanism` (``selection="tight"``, the default) keeps the
+selection below and releases the values by one Gaussian mechanism, accounted in zCDP; its
+proof is docs/privacy/privcov.md (summarised in the class docstring). :class:`PrivCovMechanism`
+(``selection="paper"``) is Algorithm 1 as the paper writes it; the rest of this docstring is
+its argument.
+
 The mechanism of :func:`dpdist.algorithms.sparse_covariance.private_sparse_covariance`. Its
 calibration (the Laplace scale b, the per-row epsilon, the composition) is
 :func:`dpdist.privacy.calibration.privcov_calibration`; this module makes it float-safe and
@@ -83,19 +89,39 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpdist.privacy.accounting import EpsilonDeltaEvent, Event, SelfComposedEvent
-from dpdist.privacy.calibration import PrivCovCalibration, privcov_calibration, privcov_pure_coefficient
+from dpdist.privacy.accounting import ComposedEvent, EpsilonDeltaEvent, Event, GaussianEvent, SelfComposedEvent
+from dpdist.privacy.calibration import (
+    PrivCovCalibration,
+    PrivCovZCDPCalibration,
+    privcov_calibration,
+    privcov_pure_coefficient,
+    privcov_zcdp_calibration,
+)
 from dpdist.privacy.lattice import LatticeField, LatticeNoise
 from dpdist.privacy.lazy_selection import LazySelectionNoise, privcov_score_bound
 from dpdist.privacy.mechanisms.base import Mechanism, lattice_law
 from dpdist.privacy.noise import NoiseSeed
 
-__all__ = ["PURPOSE_RELEASE", "PURPOSE_SELECT", "PrivCovMechanism", "PrivCovRelease", "privcov_mechanism"]
+__all__ = [
+    "PURPOSE_RELEASE",
+    "PURPOSE_SELECT",
+    "PURPOSE_ZCDP_RELEASE",
+    "PURPOSE_ZCDP_SELECT",
+    "PrivCovMechanism",
+    "PrivCovRelease",
+    "PrivCovZCDPMechanism",
+    "privcov_mechanism",
+    "privcov_zcdp_mechanism",
+]
 
 #: Purpose of the selection noise (line 6).
 PURPOSE_SELECT = "privcov/select"
 #: Purpose of the release noise (lines 8 and 11).
 PURPOSE_RELEASE = "privcov/release"
+#: Purpose of the selection noise with the zCDP analysis (``selection="tight"``).
+PURPOSE_ZCDP_SELECT = "privcov-zcdp/select"
+#: Purpose of the Gaussian release noise with the zCDP analysis.
+PURPOSE_ZCDP_RELEASE = "privcov-zcdp/release"
 
 
 @dataclass(frozen=True)
@@ -175,3 +201,103 @@ def privcov_mechanism(epsilon: float, delta: float, n_samples: int, n_features: 
                       clip: float) -> PrivCovMechanism:
     """:class:`PrivCovMechanism` of :func:`~dpdist.privacy.calibration.privcov_calibration`."""
     return PrivCovMechanism.from_calibration(privcov_calibration(epsilon, delta, n_samples, n_features, k, clip))
+
+
+@dataclass(frozen=True)
+class PrivCovZCDPMechanism(Mechanism):
+    """PrivCov with the zCDP analysis (``selection="tight"``): each row's top-k selection by
+    lattice Laplace noise, then all selected values and the diagonal by one lattice Gaussian
+    mechanism. The proof is docs/privacy/privcov.md; in short:
+
+    * **Selection of row i** (the same lazy exact sampler and the same integer scores
+      ``|m_ij + w_ij|`` as :class:`PrivCovMechanism`, scale ``s`` units, entry sensitivity
+      ``Delta_Z``): pure ``2 k Delta_Z / s``-DP, by the coupling of this module's docstring
+      restricted to the selection (shift ``w_j`` by ``2 Delta_Z sgn(y_j)`` for j in S: at most
+      ``2 k Delta_Z`` in L1); no cost when k = d. So ``(2 k Delta_Z / s)^2 / 2``-zCDP
+      (Bun-Steinke 2016, Prop. 1.4); the d rows compose to ``d`` times that.
+    * **Release**, given the selected sets: the values at the released addresses P (``(i, j)``
+      for j in ``S_i``, and ``(i, i)``; at most ``d k'`` addresses, ``k' = min(k + 1, d)``) of
+      the computed clipped second moment move by at most ``sqrt(d k') Delta_fl`` in L2
+      between neighbours (each entry by at most ``Delta_fl``, the float-safe entry
+      sensitivity). On the lattice (its own, ``gamma_r``), the rounded values move by at most
+      ``Delta_Z2 = sqrt(d k') Delta_fl / gamma_r + sqrt(d k')``, and the released ``(m +
+      K) gamma_r`` with ``K = round(s_r N)`` i.i.d. is post-processing of the Gaussian
+      mechanism with multiplier ``s_r / Delta_Z2``: ``Delta_Z2^2 / (2 s_r^2)``-zCDP. The noise
+      field is keyed by address and independent of the selection noise, so this is an
+      adaptive composition step.
+    * **Total**: the event ``d`` pure steps and one Gaussian step; the accountant's zCDP route
+      adds the rho's and converts by CKS20, which the calibration inverted, so the charged
+      (epsilon, delta) is certified (``release_guarantee``).
+
+    Attributes
+    ----------
+    calibration : PrivCovZCDPCalibration
+    noise : LatticeNoise
+        The selection's rounded Laplace law.
+    release_noise : LatticeNoise
+        The release's rounded Gaussian law.
+    sensitivity_units : float
+        ``Delta_Z``, the entry sensitivity of the rounded second moment on the selection's lattice.
+    release_sensitivity_units : float
+        ``Delta_Z2``, the L2 sensitivity of the rounded released values on the release's lattice.
+    score_bound : float
+        Public C >= |Sigma_hat_ij| of the computed second moment (data units).
+    """
+
+    NAME = "PrivCov with zCDP accounting: per-row lattice Laplace top-k selection, lattice Gaussian release"
+
+    calibration: PrivCovZCDPCalibration
+    noise: LatticeNoise
+    release_noise: LatticeNoise
+    sensitivity_units: float
+    release_sensitivity_units: float
+    score_bound: float
+
+    @classmethod
+    def from_calibration(cls, cal: PrivCovZCDPCalibration) -> "PrivCovZCDPMechanism":
+        sens = cal.sensitivity * cal.float_factor  # Delta_fl: the computed entries' sensitivity
+        bound = privcov_score_bound(cal.clip, cal.n_samples)
+        floor_exp = math.frexp(bound)[1] - 51  # C / gamma <= 2**51 on both lattices
+        noise, dz = lattice_law("laplace", sens, cal.laplace_scale / sens, min_exponent=floor_exp)
+        release, dz2 = lattice_law("gaussian", cal.release_sensitivity, cal.gaussian_sigma / cal.release_sensitivity,
+                                   norm="l2", coordinates=cal.release_coordinates, min_exponent=floor_exp)
+        return cls(cal, noise, release, dz, dz2, bound)
+
+    @property
+    def row_epsilon(self) -> float:
+        """Pure epsilon of one row's selection: ``2 k Delta_Z / s`` (0 when k = d)."""
+        return self.calibration.selection_coefficient * self.sensitivity_units / self.noise.scale
+
+    @property
+    def release_multiplier(self) -> float:
+        """The release's Gaussian noise multiplier on the lattice: ``s_r / Delta_Z2``."""
+        return self.release_noise.scale / self.release_sensitivity_units
+
+    def event(self) -> Event:
+        parts: list[Event] = []
+        if self.calibration.selection_coefficient:
+            parts.append(SelfComposedEvent(EpsilonDeltaEvent(self.row_epsilon), self.calibration.n_features))
+        parts.append(GaussianEvent(self.release_multiplier))
+        return ComposedEvent(tuple(parts))
+
+    def laws(self) -> dict[str, LatticeNoise]:
+        return {"select": self.noise, "release": self.release_noise}
+
+    def purposes(self) -> dict[str, str]:
+        return {"select": PURPOSE_ZCDP_SELECT, "release": PURPOSE_ZCDP_RELEASE}
+
+    def selection(self, seed: NoiseSeed) -> LazySelectionNoise:
+        """The selection noise (a lazy sampler the engine's top-k calls on each tile)."""
+        return LazySelectionNoise(seed, PURPOSE_ZCDP_SELECT, self.noise, self.calibration.n_features,
+                                  score_bound=self.score_bound)
+
+    def release(self, seed: NoiseSeed) -> PrivCovRelease:
+        """The Gaussian release of the selected values and the diagonal (at each row block's root)."""
+        return PrivCovRelease(self.field("release", seed))
+
+
+def privcov_zcdp_mechanism(epsilon: float, delta: float, n_samples: int, n_features: int, k: int, clip: float,
+                           beta: float = 0.1) -> PrivCovZCDPMechanism:
+    """:class:`PrivCovZCDPMechanism` of :func:`~dpdist.privacy.calibration.privcov_zcdp_calibration`."""
+    return PrivCovZCDPMechanism.from_calibration(
+        privcov_zcdp_calibration(epsilon, delta, n_samples, n_features, k, clip, beta))
