@@ -311,7 +311,7 @@ class SparseCovariancePCA(Projection, SparseCovariance):
         operator-norm bound (1 when ``eigengap <= 2 eta``); it holds with probability at least
         ``1 - beta`` under the conditions listed in the plan's ``conditions``.
         """
-        base = SparseCovariance.plan.__wrapped__(self, n_samples, n_features)
+        base = self._plan_of(n_samples, n_features)  # PrivCov's plan, without its measured n*
         fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(base) if f.init}
         fields.update(operator_error_bound=base.error_bound)
         if eigengap is not None:

@@ -51,7 +51,7 @@ def _release_errors(selection):
     errs = []
     for seed in range(8):
         est = dpdist.SparseCovariance(k, 1.0, 1e-3, clip=3.0, random_state=seed, scheduler="synchronous",
-                                      selection=selection).fit(X)
+                                      selection=selection, assume_centered=True).fit(X)
         sel = est.selected_
         errs.append((est.release_.values["selected_values"] - np.take_along_axis(truth, sel, axis=1)).ravel())
         errs.append(est.release_.values["diagonal"] - np.diag(truth))
