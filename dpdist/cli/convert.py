@@ -49,7 +49,9 @@ def run(args) -> int:
     if args.missing_chunks is not None and input_format(args.input) != "zarr":
         refuse(["missing_chunks"], "`dpdist convert`", "it applies to a Zarr INPUT")
     check_output_path(args.output, overwrite=args.overwrite)  # before the scheduler starts
-    with run_context(args) as scheduler:
+    from dpdist.cli._progress import stage
+
+    with run_context(args) as scheduler, stage("converting to Zarr"):
         path = convert(args.input, args.output, columns=args.columns, dtype=args.dtype, chunk_rows=args.chunk_rows,
                        overwrite=args.overwrite, missing_chunks=args.missing_chunks or "auto",
                        scheduler=scheduler)

@@ -90,7 +90,7 @@ def convert(
 
     from dpdist._validation import check_bool, check_int
     from dpdist.data.publish import is_remote
-    from dpdist.data.results import check_output_path
+    from dpdist.data.results import check_output_path, swap_into_place
     from dpdist.data.formats import column_names, input_format
     from dpdist.data.validation import _resolve_path, as_dask_array, write_chunk_manifest
     from dpdist.engine.runtime import check_scheduler, compute
@@ -124,14 +124,7 @@ def convert(
                                 config={"write_empty_chunks": True})  # every chunk file present
         compute(da.store(X, arr, lock=False, compute=False), scheduler=scheduler, noised=False)
         write_chunk_manifest(arr)  # the public record of every chunk written, for later readers
-        if os.path.exists(path):
-            backup = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.old-", dir=parent)
-            os.rmdir(backup)
-            os.rename(path, backup)
-            os.rename(tmp, path)
-            shutil.rmtree(backup, ignore_errors=True)
-        else:
-            os.rename(tmp, path)
+        swap_into_place(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

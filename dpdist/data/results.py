@@ -26,7 +26,7 @@ import scipy.sparse as sp
 
 from dpdist.exceptions import ValidationError
 
-__all__ = ["LoadedResult", "check_output_path", "load_result", "write_json", "write_result"]
+__all__ = ["LoadedResult", "check_output_path", "load_result", "swap_into_place", "write_json", "write_result"]
 
 
 def check_output_path(path: str | os.PathLike, *, overwrite: bool = False) -> str:
@@ -92,18 +92,26 @@ def write_result(path: str | os.PathLike, metadata: dict, values: dict[str, Any]
                     root.attrs[name] = arr.item()
                 else:
                     root.create_array(name, shape=arr.shape, dtype=arr.dtype)[...] = arr
-        if os.path.exists(path):
-            backup = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.old-", dir=parent)
-            os.rmdir(backup)
-            os.rename(path, backup)
-            os.rename(tmp, path)
-            shutil.rmtree(backup, ignore_errors=True)
-        else:
-            os.rename(tmp, path)
+        swap_into_place(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return path
+
+
+def swap_into_place(tmp: str, path: str) -> None:
+    """Move the complete directory ``tmp`` to ``path`` (beside it, same filesystem), replacing an
+    existing ``path`` only once the new one is complete: a failure leaves the old one or none,
+    never a half-written one."""
+    parent = os.path.dirname(path)
+    if os.path.exists(path):
+        backup = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.old-", dir=parent)
+        os.rmdir(backup)
+        os.rename(path, backup)
+        os.rename(tmp, path)
+        shutil.rmtree(backup, ignore_errors=True)
+    else:
+        os.rename(tmp, path)
 
 
 @dataclass
