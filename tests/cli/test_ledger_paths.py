@@ -132,7 +132,7 @@ def test_without_any_budget_an_unconfigured_run_says_it_is_recorded_nowhere(data
 @pytest.mark.parametrize("extra, message", [
     (["--random-state", "3"], "seed"),
     (["--no-ledger"], "--no-ledger contradicts DPDIST_LEDGER"),
-    (["--tile-size", "0"], "tile_size"),
+    (["--tile-size", "0"], "--tile-size"),
 ])
 def test_with_a_ledger_what_cannot_be_charged_is_refused_before_the_reservation(data, tmp_path, capsys, monkeypatch,
                                                                                 extra, message):

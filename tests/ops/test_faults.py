@@ -117,7 +117,13 @@ class Cluster:
         return json.loads(path.read_text())
 
     def thaw(self) -> None:
+        """Release the held worker and wait until every worker's event loop answers again (the
+        next test's :meth:`arm` removes the thaw file: a worker still polling for it would stay
+        held, and the next job would never reach its fault point)."""
         (self.fault_dir / "thaw").write_text("")
+        if any(p.poll() is None for p in self.workers):
+            with contextlib.suppress(Exception):  # a killed worker does not answer
+                self.client.run(os.getpid, wait=True)
 
     def kill_worker(self, address: str) -> int:
         """SIGKILL the worker at ``address`` and its nanny (so it is not restarted); returns its pid."""
