@@ -213,6 +213,25 @@ def privcov_pure_coefficient(k: int, n_features: int) -> int:
     return (2 * k if k < d else 0) + k_released
 
 
+def _check_privcov_inputs(epsilon, delta, n_samples, n_features, k, clip) -> tuple:
+    """The public inputs of either PrivCov calibration, validated: (epsilon, delta, n, d, k, clip)."""
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    n = check_int(n_samples, "n_samples", low=2)
+    d = check_int(n_features, "n_features", low=2)
+    k = check_int(k, "k", low=1)
+    if k > d:
+        raise ValidationError(f"k must satisfy 1 <= k <= d = {d}, got k={k}")
+    return epsilon, delta, n, d, k, check_positive(clip, "clip")
+
+
+def _sampling_lambda(sigma: float, n: int, d: int, beta: float) -> float:
+    """Theorem 1's ``lambda_samp = C sigma^2 (sqrt(log(6d/beta)/n) + log(6d/beta)/n)``: every
+    entry of the sample second moment within it of Sigma, but with probability beta/3."""
+    t = math.log(6 * d / beta)
+    return SAMPLING_CONSTANT * sigma**2 * (math.sqrt(t / n) + t / n)
+
+
 def privcov_calibration(
     epsilon: float, delta: float, n_samples: int, n_features: int, k: int, clip: float
 ) -> PrivCovCalibration:
@@ -280,14 +299,7 @@ def privcov_calibration(
     exact composition bound (and basic composition, d * eps_row, whichever is smaller) and
     refuses a calibration whose composed total exceeds the requested epsilon.
     """
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
-    n = check_int(n_samples, "n_samples", low=2)
-    d = check_int(n_features, "n_features", low=2)
-    k = check_int(k, "k", low=1)
-    if k > d:
-        raise ValidationError(f"k must satisfy 1 <= k <= d = {d}, got k={k}")
-    clip = check_positive(clip, "clip")
+    epsilon, delta, n, d, k, clip = _check_privcov_inputs(epsilon, delta, n_samples, n_features, k, clip)
     k_released = min(k + 1, d)
     delta_row = delta / (2 * d)
     eps_row = (epsilon / 4) / math.sqrt(2 * d * math.log(2 / delta))
@@ -341,8 +353,7 @@ def privcov_error_bound(cal: PrivCovCalibration, sigma: float, beta: float) -> d
     :data:`SAMPLING_CONSTANT`) and ``lambda_priv = b log(12 d^2 / beta)``.
     """
     n, d, k = cal.n_samples, cal.n_features, cal.k
-    t = math.log(6 * d / beta)
-    lam_samp = SAMPLING_CONSTANT * sigma**2 * (math.sqrt(t / n) + t / n)
+    lam_samp = _sampling_lambda(sigma, n, d, beta)
     lam_priv = cal.laplace_scale * math.log(12 * d**2 / beta)
     lam = lam_samp + lam_priv
     return {
@@ -426,14 +437,7 @@ def privcov_zcdp_calibration(
     k^2 L_1`` and ``C_2 = sqrt(k' (k + 2) L_2)``; its minimum is at ``f / (1 - f) = (C_1 /
     C_2)^(2/3)``. beta (public) enters only through the logarithms ``L_1, L_2``.
     """
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
-    n = check_int(n_samples, "n_samples", low=2)
-    d = check_int(n_features, "n_features", low=2)
-    k = check_int(k, "k", low=1)
-    if k > d:
-        raise ValidationError(f"k must satisfy 1 <= k <= d = {d}, got k={k}")
-    clip = check_positive(clip, "clip")
+    epsilon, delta, n, d, k, clip = _check_privcov_inputs(epsilon, delta, n_samples, n_features, k, clip)
     beta = check_probability(beta, "beta")
     k_released = min(k + 1, d)
     sensitivity = 2 * clip**2 / n
@@ -509,9 +513,8 @@ def privcov_zcdp_error_bound(cal: PrivCovZCDPCalibration, sigma: float, beta: fl
     ``2**-28`` of the noise scales) is left out, as in Theorem 1's bound.
     """
     n, d, k = cal.n_samples, cal.n_features, cal.k
-    t = math.log(6 * d / beta)
     log_sel, log_rel = _privcov_zcdp_logs(d, beta)
-    lam_samp = SAMPLING_CONSTANT * sigma**2 * (math.sqrt(t / n) + t / n)
+    lam_samp = _sampling_lambda(sigma, n, d, beta)
     lam_priv = cal.laplace_scale * log_sel if cal.selection_coefficient else 0.0
     lam_rel = cal.gaussian_sigma * math.sqrt((k + 2) * log_rel)
     err = 6 * k * (lam_samp + lam_priv) + lam_rel
