@@ -43,6 +43,7 @@ rates measured on seeded simulated runs of the estimator's own tests.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -131,9 +132,14 @@ class BatchForecast:
         return m * self.weight_mean, math.sqrt(m * self.weight_var)
 
 
+@functools.lru_cache(maxsize=64)
 def batch_forecast(n_features: int, k: int, gap: float, lambda_1: float, batch_size: int, tau: float
                    ) -> BatchForecast:
-    """Sample one batch's statistics on the reference instance (fixed seed: deterministic)."""
+    """Sample one batch's statistics on the reference instance (fixed seed: deterministic).
+
+    A pure function of public scalars, so it is cached: one fit (and one ``dpdist run``, which
+    plans before reserving and again in the fit) draws the sample once. The returned arrays
+    are read-only."""
     from dpdist.simulate.instances import model2_block_model
     from dpdist.simulate.methods import _bulk_top_two
     from dpdist.simulate.statistics import wishart_blocks
@@ -169,6 +175,8 @@ def batch_forecast(n_features: int, k: int, gap: float, lambda_1: float, batch_s
     norm = float(np.max(np.abs(np.linalg.eigvalsh(sb)))) if sb.any() else 0.0
     if model.n_bulk and model.bulk_variance > 5 * tau:
         norm = max(norm, model.bulk_variance)
+    good.setflags(write=False)
+    lam1.setflags(write=False)
     return BatchForecast(good, lam1, float(p.mean()), float(p.var()), norm, float(gap))
 
 
