@@ -75,13 +75,13 @@ logger = logging.getLogger("dpdist")
 _NOTES = (
     "privacy: rho-zCDP under replace-one neighbours (n public); convert with "
     "privacy.to_approx_dp(delta) (Bun-Steinke) or method='cks20' (tight)",
-    "GAP 3: the budget is split over L = K*+1 noise draws (the paper's real-valued T would "
+    "the budget is split over L = K*+1 noise draws (the paper's real-valued T would "
     "overspend); the total is exactly rho",
-    "GAP 5: every row is clipped to the radius before level 0",
-    "GAP 4: shrink S(y) = y min(1, sqrt(3/7) R / ||y||)",
-    "GAP 16: uncentred second moment (1/n) sum x x^T; no private mean step",
+    "every row is clipped to the radius before level 0",
+    "shrink S(y) = y min(1, sqrt(3/7) R / ||y||)",
+    "uncentred second moment (1/n) sum x x^T; no private mean step",
     "rows holding NaN or inf are replaced by zero rows (a per-row map; not counted)",
-    "GAP 11: lambda_min groups (private lambda_min only) are a keyed pseudorandom partition without "
+    "lambda_min groups (private lambda_min only) are a keyed pseudorandom partition without "
     "replacement (row i -> pi(i) // m, pi an 8-round Feistel permutation keyed by the seed; "
     "data-independent, not exactly uniform: dpdist.privacy.partition)",
     "floating point: rows are scaled to the level radius before any product and every sigma is "

@@ -16,10 +16,6 @@ _TECHNICAL = re.compile(
 )
 
 
-#: A reviewer's label at the start of a note (kept in the metadata, not printed).
-_REVIEW_LABEL = re.compile(r"^GAP \d+: ")
-
-
 def is_technical_note(note: str) -> bool:
     """Whether a release note is a reviewer's detail (kept in the metadata, counted but not
     printed by :func:`format_release`)."""
@@ -69,7 +65,7 @@ def format_release(meta: dict, *, report_delta: float | None = None) -> str:
     notes = list(meta.get("notes", []))
     for note in notes:
         if not is_technical_note(note):
-            lines.append(f"note      : {_REVIEW_LABEL.sub('', note)}")
+            lines.append(f"note      : {note}")
     technical = sum(map(is_technical_note, notes))
     if technical:
         lines.append(f"details   : {technical} technical note{'s' if technical > 1 else ''} (calibration rules, "

@@ -421,10 +421,10 @@ def subsample_aggregate_second_moment(
     }
     notes = [
         "privacy: (2 epsilon, 4 e^epsilon delta)-DP (Lemma A.4) when privacy_precondition_holds",
-        "GAP 11: keyed pseudorandom partition into groups (sampling without replacement; "
+        "keyed pseudorandom partition into groups (sampling without replacement; "
         "data-independent, not exactly uniform: dpdist.privacy.partition)",
-        "GAP 12: C_N = 2, masking scale uses ln(4/xi); Ashtiani-Liaw Lemma 3.6 conditions not checked",
-        "GAP 13: TLap = Laplace conditioned on |z| <= A (Geng et al. 2020)",
+        "C_N = 2, masking scale uses ln(4/xi); Ashtiani-Liaw Lemma 3.6 conditions not checked",
+        "TLap = Laplace conditioned on |z| <= A (Geng et al. 2020)",
         "float-safe agreement test: q_tilde is a lattice point with an exact bounded rounded Laplace "
         f"(lattice 2**{mech.tlap.lattice.exponent})",
         "float-safe masked output: agreements certified for the exact group matrices, weights and "
