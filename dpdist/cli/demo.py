@@ -143,8 +143,8 @@ def run(args) -> int:
             label = f"{row['estimator']} ({'private' if row['private'] else 'NOT private'})"
             print(f"{label:<34}{row['operator_norm_error']:>18.4f}{row['recall']:>9.2f}{row['precision']:>11.2f}")
         print(f"\n||Sigma||_op = {model.sigma2:.3f}. At small d the Wang-Xu baseline is the better private "
-              "estimator;\nPrivCov's noise grows like sqrt(d) instead of d and overtakes it near "
-              "d ~ 64 (k+1) log(d/delta_row).")
+              "estimator;\nPrivCov's noise grows like sqrt(d) instead of d; `dpdist plan --compare` says which "
+              "wins at your size.")
         print()
         print(f"spent     : PrivCov ({args.epsilon:g}, {args.delta:g})-DP + Wang-Xu ({args.epsilon:g}, "
               f"{args.delta:g})-DP on the same data = ({total.epsilon:g}, {total.delta:g})-DP for the whole "
