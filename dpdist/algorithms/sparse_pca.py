@@ -915,6 +915,31 @@ class SparsePCAPlan(Plan):
     centring_sin_bound: float = 0.0
 
 
+def _min_samples(est, error_at, target: float, *, start: int) -> int:
+    """:func:`search_min_samples` for a plan that may centre at a private mean: a size at which
+    the mean cannot be computed exactly (its integer sums would overflow) has no bound, and a
+    target that no size reaches says why."""
+    private = check_centering(**est._centring()).private
+
+    def err(n):
+        try:
+            return error_at(n)
+        except ValidationError as exc:
+            if private and "private mean cannot be computed exactly" in str(exc):
+                return math.inf
+            raise
+
+    try:
+        return search_min_samples(err, target, start=start)
+    except ValidationError as exc:
+        if not private or "not reachable" not in str(exc):
+            raise
+        raise ValidationError(
+            f"{exc} with a private mean: its exact integer sums (below 2**52) coarsen its lattice as n grows, so "
+            "its rounding error stops falling, and at a very large n it cannot be computed at all; a public "
+            "mean=MEAN or assume_centered=True lifts this") from None
+
+
 def _location(rel: Release) -> dict:
     """``location_``: the mean the fit centred at (zeros when the data were taken as centred)."""
     mu = rel.values.get("mean")
@@ -1112,7 +1137,8 @@ class SpectralNorm(Estimator):
         epsilon, delta = _check_common(self.k, self.epsilon, self.delta, self.gap, self.sigma,
                                        self.n_batches, self.tau, self.beta, self.scheduler)
         _, share = check_centering(**self._centring()).split(epsilon, delta)
-        return search_min_samples(
+        return _min_samples(
+            self,
             lambda n: self._plan(n, n_features, lambda_1, forecast=False).relative_error_bound,
             target_relative_error,
             start=max(40, 2 * (self.n_batches or default_n_batches(share.epsilon, share.delta, beta=self.beta))),
@@ -1389,4 +1415,4 @@ class SparsePCA(Projection, Estimator):
         norm_budget, (ep, dp) = self._budgets()
         pairs = [(ep, dp)] if norm_budget is None else [norm_budget, (ep, dp)]
         m = self.n_batches or max(default_n_batches(e, d, beta=self.beta) for e, d in pairs)
-        return search_min_samples(err, target_sin2, start=max(40, 2 * m))
+        return _min_samples(self, err, target_sin2, start=max(40, 2 * m))
