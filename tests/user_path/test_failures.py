@@ -98,6 +98,17 @@ def test_a_fit_past_its_timeout_fails_without_spending():
     assert time.monotonic() - t0 < 5 and info.value.noise_drawn is False and not hasattr(est, "norm_")
 
 
+def test_a_timeout_after_the_private_mean_says_the_budget_is_spent():
+    """SpectralNorm centres by default: its private mean (one fast pass) is released first, so a
+    timeout in FriendlyCore's first pass counts the budget as spent."""
+    X = _slow_after(20, 0.5)  # FriendlyCore's first pass: 20 x 0.5 s on two threads, past the 3 s limit
+    est = dpdist.SpectralNorm(2, 200.0, 1e-6, gap=0.5, sigma=math.sqrt(5), n_batches=20, tau=0.6, random_state=0,
+                              scheduler="threads", timeout=3.0)
+    with pytest.raises(dpdist.InfrastructureError, match="earlier step") as info:
+        est.fit(X)
+    assert info.value.noise_drawn is True and "counts as spent" in str(info.value)
+
+
 def test_a_timeout_after_a_released_step_says_the_budget_is_spent():
     # the radius histogram (one pass, fast) is released; the next pass is slow and times out
     X = _slow_after(20, 0.5)  # second pass: 20 x 0.5 s on two threads, past the 3 s limit
