@@ -201,6 +201,7 @@ PCA = {
                             gauss),
     "GaussianPCA": (lambda: GaussianPCA(1.0, 1e-5, sigma=1.0, random_state=1, **SYNC), gauss),
     "ThresholdedPCA": (lambda: ThresholdedPCA(threshold=0.1, **SYNC), gauss),
+    "AnalyzeGauss": (lambda: AnalyzeGauss(1.0, 1e-5, radius=3.0, random_state=1, **SYNC), gauss),
 }
 
 
