@@ -185,7 +185,11 @@ def test_tags_say_unsupervised_nan_policy_and_determinism():
 
 # ------------------------------------------------------------------------ transform, Pipeline
 def spike() -> np.ndarray:
-    return spike_rows(3000, noise=0.01)
+    """Spike rows, every odd row the negation of the one before (mean exactly zero, in every
+    batch too: the default centring leaves FriendlyCore's batches good)."""
+    X = spike_rows(3000, noise=0.01)
+    X[1::2] = -X[0::2]
+    return X
 
 
 #: The PCA estimators: name -> (estimator, data it fits).
@@ -197,6 +201,7 @@ PCA = {
                             gauss),
     "GaussianPCA": (lambda: GaussianPCA(1.0, 1e-5, sigma=1.0, random_state=1, **SYNC), gauss),
     "ThresholdedPCA": (lambda: ThresholdedPCA(threshold=0.1, **SYNC), gauss),
+    "AnalyzeGauss": (lambda: AnalyzeGauss(1.0, 1e-5, radius=3.0, random_state=1, **SYNC), gauss),
 }
 
 
@@ -214,7 +219,7 @@ def test_pca_estimators_transform_and_work_in_a_pipeline(name):
         pipe = make_pipeline(flip, make())
         Z = pipe.fit_transform(X)
         est = pipe[-1]
-        mean = getattr(est, "location_", 0.0)  # the mean the fit centred at (SparsePCA takes data as centred)
+        mean = getattr(est, "location_", 0.0)  # the mean the fit centred at
         np.testing.assert_allclose(Z, (-X - mean) @ est.components_.T)
         assert Z.shape == (X.shape[0], 1) and isinstance(Z, np.ndarray)
         np.testing.assert_allclose(pipe.transform(X[:5]), Z[:5])

@@ -42,7 +42,7 @@ from dpdist.privacy.mechanisms.mean import ClippedMeanMechanism
 
 __all__ = [
     "DEFAULT_MEAN_FRACTION", "Centering", "centre", "centre_data", "centring_error", "check_centering",
-    "compose_stages", "mean_mechanism", "mean_notes", "release_mean", "stage_guarantee",
+    "compose_stages", "mean_mechanism", "mean_notes", "mean_offset_bounds", "release_mean", "stage_guarantee",
 ]
 
 #: Default share of (epsilon, delta) spent on the private mean.
@@ -203,6 +203,32 @@ def centring_error(centering: Centering, mech: ClippedMeanMechanism | None, sigm
     b = mech.error_bound(beta / 2.0)
     a = float(sigma) * math.sqrt(2.0 * math.log(4.0 * n_features / beta) / n_samples)
     return max(b * b, a * a)
+
+
+def mean_offset_bounds(centering: Centering, mech: ClippedMeanMechanism | None, sigma: float, n_samples: int,
+                       n_features: int, beta: float) -> tuple[float, float]:
+    """Bounds ``(||w||_inf, ||w||_2)`` on the offset ``w = mu - mu_hat`` between the population
+    mean and the mean the data were centred at, together with probability >= 1 - beta, when no
+    row is clipped in the mean's stage.
+
+    ``w = (mu - x_bar) + (x_bar - mu_hat)``. The sampling part: ``||x_bar - mu||_inf <= sigma
+    sqrt(2 log(4 d / beta) / n)`` for sigma-sub-Gaussian rows (at beta/2, as in
+    :func:`centring_error`), and ``||.||_2 <= sqrt(d) ||.||_inf``. The mechanism's part is its
+    Gaussian noise of standard deviation ``sd`` per coordinate, plus the rounding to the
+    lattice ``gamma`` (at most ``gamma / 2`` per coordinate for the rows' mean and ``gamma /
+    (2 n)`` for the noise): coordinatewise :meth:`ClippedMeanMechanism.error_bound` at beta/4,
+    and in L2 norm ``sd (sqrt(d) + sqrt(2 log(4 / beta)))`` at beta/4 (Gaussian concentration of
+    the 1-Lipschitz norm, whose mean is at most ``sqrt(d)``). Both zero when the data are taken
+    as centred or centred at a public mean (taken as the true mean)."""
+    if not centering.private or mech is None:
+        return 0.0, 0.0
+    d, n = int(n_features), int(n_samples)
+    sampling = float(sigma) * math.sqrt(2.0 * math.log(4.0 * d / beta) / n)
+    rounding = mech.unit * (0.5 + 0.5 / n)
+    sd = mech.noise_scales()["gaussian"]
+    w_inf = mech.error_bound(beta / 4.0) + mech.unit * 0.5 / n + sampling
+    w_2 = sd * (math.sqrt(d) + math.sqrt(2.0 * math.log(4.0 / beta))) + math.sqrt(d) * (rounding + sampling)
+    return w_inf, min(w_2, math.sqrt(d) * w_inf)
 
 
 def centre_data(Xg, all_finite, centering: Centering, mean_mech: ClippedMeanMechanism | None, seed, *,

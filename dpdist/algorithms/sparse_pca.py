@@ -26,6 +26,16 @@ import numpy as np
 
 from dpdist._validation import check_int, check_positive, check_probability
 from dpdist.algorithms._base import Estimator, Projection, check_nonfinite, nonfinite_note, refuse_nonfinite, reports_empirical
+from dpdist.algorithms._centering import (
+    DEFAULT_MEAN_FRACTION,
+    Centering,
+    centre_data,
+    check_centering,
+    mean_mechanism,
+    mean_notes,
+    mean_offset_bounds,
+    stage_guarantee,
+)
 from dpdist.algorithms._friendly_forecast import (
     REJECTION_LEVEL,
     BatchForecast,
@@ -46,6 +56,7 @@ from dpdist.engine.friendly import (
     persist_pass2,
     sparse_spectrum,
 )
+from dpdist.engine.gram import zero_nonfinite_rows
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout
 from dpdist.exceptions import NoPrivateResult, ValidationError
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
@@ -82,6 +93,9 @@ MECH_NORM = "PrivNorm (COLT 2026, Algorithm 3)"
 MECH_PCA = "PrivPCA (COLT 2026, Algorithm 2)"
 MECH_BOTH = "PrivNorm + PrivPCA (COLT 2026, Theorem 3)"
 
+_MEAN_ZERO_NOTE = ("rows are assumed mean-zero: the second moment (1/b) sum x x^T of each batch is used, not a "
+                   "centred covariance")
+
 _COMMON_NOTES = (
     "float-safe noise (dpdist.privacy.mechanisms.friendly): the tests, PrivNorm's release and PrivPCA's "
     "projector draw exact rounded laws on public power-of-two lattices; the tests release only their outcome bits; the tests' "
@@ -90,13 +104,21 @@ _COMMON_NOTES = (
     "at gap/2 only guarantees that eigengap); the printed (13) omits 1/(1 - gap/2)",
     "Fact 3/Fact 2 deviation: for a per-step epsilon/3 beyond the range the facts are stated for, the "
     "bounded-Laplace bound and the Gaussian sigma are enlarged (never reduced)",
-    "rows are assumed mean-zero: the second moment (1/b) sum x x^T of each batch is used, not a "
-    "centred covariance",
+    _MEAN_ZERO_NOTE,
     "deviation 4 (floating point): entries clipped to entry_clip (from sigma), Sigma_bar thresholded at "
     "5 tau + eta, and the release sensitivities include the proven float error (float_bounds)",
     "components larger than 2048 vertices use ARPACK (eigsh), whose convergence to the extreme "
     "eigenvalue is not proven: the float bound assumes LAPACK-level accuracy there too",
 )
+
+
+def _centring_note(centering: Centering) -> str:
+    """What the batch statistics are taken around (the first of the release's notes on centring)."""
+    if centering.mode == "assume-centered":
+        return _MEAN_ZERO_NOTE
+    where = "a public mean" if centering.mode == "public-mean" else "the privately released mean"
+    return (f"rows centred at {where} before any batch statistic: the second moment (1/b) sum (x - mean)"
+            "(x - mean)^T of each batch is used; the entry clip and tau apply to x - mean")
 
 
 # --------------------------------------------------------------------------------------
@@ -274,12 +296,19 @@ def _run(
     tile_bytes=DEFAULT_TILE_BYTES,
     group_bytes=DEFAULT_GROUP_BYTES,
     on_nonfinite="zero",
+    centring=(True, None, DEFAULT_MEAN_FRACTION, None),
 ) -> Release:
     """Run the stages ("norm", then "pca") on shared batch statistics. ``stages`` is a list of
-    ``(name, epsilon, delta)``."""
+    ``(name, epsilon, delta)`` whose budgets add up to the share of (epsilon, delta) left after
+    the private mean; ``centring`` is ``(assume_centered, mean, mean_fraction, mean_clip)``."""
     X = as_dask_array(X)
     n, d = X.shape
     setup = _setup(n, d, k, gap, sigma, n_batches, tau, beta, [(e, dl) for _, e, dl in stages])
+    centering = check_centering(*centring, n_features=d)
+    mean_share, _ = centering.split(epsilon, delta)
+    # the mean's default radius: the rows' L2 norm inside the entry clip's box
+    mean_mech = (mean_mechanism(centering, mean_share, n, d, setup.float_bounds.entry_clip)
+                 if centering.private else None)
     seed = resolve_random_state(random_state)
     labels = None  # consecutive row ranges: labels are computed per chunk on the workers
     if shuffle_batches:
@@ -315,18 +344,36 @@ def _run(
         "beta": setup.beta,
         "on_nonfinite": on_nonfinite,
         "stages": {name: {"epsilon": e, "delta": dl} for name, e, dl in stages},
+        "centering": centering.record(mean_mech),
     }
     if budget_split is not None:
         parameters["budget_split"] = budget_split
+        if mean_mech is not None:
+            parameters["budget_split"]["mean"] = [mean_share.epsilon, mean_share.delta]
     values: dict[str, Any] = {"tests": {}}
     spent = None
-    notes = list(_COMMON_NOTES) + [nonfinite_note(on_nonfinite), *chunk_reading_notes(X)]
+    notes = [n if n is not _MEAN_ZERO_NOTE else _centring_note(centering) for n in _COMMON_NOTES]
+    notes += [nonfinite_note(on_nonfinite), *chunk_reading_notes(X)]
     clip = setup.float_bounds.entry_clip
+    if mean_mech is not None:
+        events.append(("mean", mean_mech.event()))
+        mechanisms.append(mean_mech.describe())
+        noise_scales["mean_gaussian"] = mean_mech.noise_scales()["gaussian"]
+        notes += mean_notes(mean_mech)
+
+    def guarantee(budget):
+        """The stages run so far, each within its share (the mean's, then the others' ``spent``)."""
+        main = [e for label, e in events if label != "mean"]
+        if mean_mech is None:
+            return release_guarantee(main, budget=budget) if main else budget
+        if spent is None:  # pragma: no cover - a stage is under way whenever a result is returned
+            return release_guarantee([mean_mech.event()], budget=mean_share)
+        return stage_guarantee(budget, main, spent, mean_mech, mean_share)
 
     def reject(stage: str, why: str):
         rel = Release(
             mechanism=mechanism,
-            privacy=release_guarantee([e for _, e in events], budget=spent) if events else spent,
+            privacy=guarantee(spent if mean_mech is None else spent + mean_share),
             parameters={**parameters, "rejected_stage": stage},
             noise_scales=noise_scales,
             values=values,
@@ -343,6 +390,12 @@ def _run(
     with open_session(scheduler, timeout=timeout) as session:
         if on_nonfinite == "raise":
             refuse_nonfinite(X, session.runtime)
+        if centering.mode != "assume-centered":
+            # first stage: the mean (released here when private), then every batch statistic
+            # reads x - mean; non-finite rows are zeroed before, as transform() does
+            Xg = zero_nonfinite_rows(X) if on_nonfinite == "zero" else X
+            X, mu = centre_data(Xg, None, centering, mean_mech, seed, scheduler=session.runtime, timeout=timeout)
+            values["mean"] = mu
         groups, kept = persist_pass1(
             session, X, labels=labels, sizes=setup.sizes, tau=setup.tau, k=setup.k, tile_bytes=tile_bytes,
             group_bytes=group_bytes, clip=clip,
@@ -412,7 +465,7 @@ def _run(
                 values["lambda_hat"] = float(lam_hat)
     return warn_if_unsafe(Release(
         mechanism=mechanism,
-        privacy=release_guarantee([e for _, e in events], budget=spent),
+        privacy=guarantee(spent if mean_mech is None else ApproxDP(epsilon, delta)),
         parameters=parameters,
         noise_scales=noise_scales,
         values=values,
@@ -440,13 +493,17 @@ def private_norm(
     scheduler=None,
     on_nonfinite: str = "zero",
     timeout: float | None = DEFAULT_TIMEOUT,
+    assume_centered: bool = False,
+    mean: Any = None,
+    mean_fraction: float = DEFAULT_MEAN_FRACTION,
+    mean_clip: float | None = None,
 ) -> Release:
     """PrivNorm (Algorithm 3): a private estimate of ``lambda_1`` of a k-RCS covariance.
 
     Parameters
     ----------
     X : array-like, dask array, zarr.Array or str
-        n x d data, one row per individual, rows mean-zero.
+        n x d data, one row per individual (centred first unless ``assume_centered``).
     k : int
         Row-column sparsity of the covariance (Model 1).
     epsilon, delta : float
@@ -475,12 +532,18 @@ def private_norm(
         raises ValidationError before anything is computed (reveals one bit, recorded).
     timeout : float or None, default one day
         Seconds for the fit (both passes); see :mod:`dpdist.engine.runtime`.
+    assume_centered, mean, mean_fraction, mean_clip
+        Centring, as :func:`~dpdist.algorithms.sparse_covariance.private_sparse_covariance`:
+        ``assume_centered=True`` takes the rows as mean-zero (the algorithm as published);
+        otherwise every batch statistic reads ``x - mean``, with ``mean`` public or released
+        first with ``mean_fraction`` of (epsilon, delta) (rows scaled to L2 norm ``mean_clip``,
+        default the entry clip times ``sqrt(d)``).
 
     Returns
     -------
     Release
         ``values["norm"]`` is the released ``lambda_hat``; ``values["tests"]`` the outcomes of
-        the private tests, as bits.
+        the private tests, as bits; ``values["mean"]`` the mean the rows were centred at.
 
     Raises
     ------
@@ -503,16 +566,34 @@ def private_norm(
     on public lattices, :mod:`dpdist.privacy.mechanisms.friendly`). Caveats: for epsilon/3 above the range of Facts 2-3 the noise is enlarged (see
     :mod:`dpdist.privacy.pca_calibration`); a rejection spends the budget.
 
+    **Centring.** Without ``assume_centered``, the mean is released first by
+    :class:`~dpdist.privacy.mechanisms.mean.ClippedMeanMechanism` with the share
+    ``mean_fraction`` of (epsilon, delta) (or taken from the public ``mean``), and the steps
+    above run at the rest on the rows ``x - mu_hat``. Their analysis is unchanged: ``mu_hat``
+    is public by then (post-processing of a DP release), ``x -> x - mu_hat`` is a fixed per-row
+    map applied before the entry clip, so replace-one neighbours stay replace-one neighbours
+    and every sensitivity above holds verbatim; the stages compose by basic composition
+    (:mod:`dpdist.algorithms._centering`). What the public bounds must now cover: ``sigma``
+    (hence the entry clip and tau) the centred rows ``x - mu_hat``, ``mean_clip`` the norms of
+    the raw rows. What is estimated is the top eigenvalue of the covariance ``Sigma``: around
+    ``mu_hat`` the rows' second moment is ``Sigma + w w^T`` with ``w = mu - mu_hat``, whose top
+    eigenvalue lies in ``[lambda_1, lambda_1 + ||w||^2]`` (Weyl; ``w w^T`` is positive
+    semidefinite of norm ``||w||^2``), so centring adds at most ``||w||^2`` to the error
+    (:meth:`SpectralNorm.plan`).
+
     References
     ----------
     COLT 2026 paper (``shared/papers/000_b225b81e7478a8a0.txt``), Appendix C, Proposition 1.
     """
     epsilon, delta = _check_common(k, epsilon, delta, gap, sigma, n_batches, tau, beta, scheduler, random_state,
                                    timeout, on_nonfinite)
+    centring = (assume_centered, mean, mean_fraction, mean_clip)
+    _, share = check_centering(*centring).split(epsilon, delta)
     return _run(
-        X, k=k, epsilon=epsilon, delta=delta, gap=gap, sigma=sigma, stages=[("norm", epsilon, delta)],
+        X, k=k, epsilon=epsilon, delta=delta, gap=gap, sigma=sigma, stages=[("norm", share.epsilon, share.delta)],
         lambda_hat=None, n_batches=n_batches, tau=tau, beta=beta, shuffle_batches=shuffle_batches,
         random_state=random_state, scheduler=scheduler, timeout=timeout, mechanism=MECH_NORM, on_nonfinite=on_nonfinite,
+        centring=centring,
     )
 
 
@@ -533,11 +614,15 @@ def private_pca(
     scheduler=None,
     on_nonfinite: str = "zero",
     timeout: float | None = DEFAULT_TIMEOUT,
+    assume_centered: bool = False,
+    mean: Any = None,
+    mean_fraction: float = DEFAULT_MEAN_FRACTION,
+    mean_clip: float | None = None,
 ) -> Release:
     """PrivPCA (Algorithm 2) with a given (public or separately released) ``lambda_hat``.
 
-    Parameters are those of :func:`private_norm`, plus ``lambda_hat > 0``, an estimate of
-    ``lambda_1`` (Theorem 3 wants it within ``(1 +- gap/10) lambda_1``).
+    Parameters are those of :func:`private_norm` (centring included), plus ``lambda_hat > 0``,
+    an estimate of ``lambda_1`` (Theorem 3 wants it within ``(1 +- gap/10) lambda_1``).
 
     Returns
     -------
@@ -559,14 +644,22 @@ def private_pca(
     :func:`~dpdist.privacy.topk_sampler.lattice_top_k2`), symmetrisation and the top eigenvector are
     post-processing. Caveats as in :func:`private_norm`; ``lambda_hat`` must not depend on
     the data except through a DP release whose cost is accounted separately.
+
+    **Centring** as in :func:`private_norm`: the sensitivity analysis is that of the centred
+    rows ``x - mu_hat`` (``mu_hat`` public by then); what is estimated is the top eigenvector of
+    ``Sigma``, and the rank-one term ``w w^T`` the centring leaves moves it by at most
+    ``sin = ||w||^2 / (lambda_1 - lambda_2)`` (:class:`SparsePCA`'s Notes).
     """
     epsilon, delta = _check_common(k, epsilon, delta, gap, sigma, n_batches, tau, beta, scheduler, random_state,
                                    timeout, on_nonfinite)
     lam = _check_lambda_hat(lambda_hat)
+    centring = (assume_centered, mean, mean_fraction, mean_clip)
+    _, share = check_centering(*centring).split(epsilon, delta)
     return _run(
-        X, k=k, epsilon=epsilon, delta=delta, gap=gap, sigma=sigma, stages=[("pca", epsilon, delta)],
+        X, k=k, epsilon=epsilon, delta=delta, gap=gap, sigma=sigma, stages=[("pca", share.epsilon, share.delta)],
         lambda_hat=lam, n_batches=n_batches, tau=tau, beta=beta, shuffle_batches=shuffle_batches,
         random_state=random_state, scheduler=scheduler, timeout=timeout, mechanism=MECH_PCA, on_nonfinite=on_nonfinite,
+        centring=centring,
     )
 
 
@@ -592,10 +685,15 @@ def sparse_pca(
     scheduler=None,
     on_nonfinite: str = "zero",
     timeout: float | None = DEFAULT_TIMEOUT,
+    assume_centered: bool = False,
+    mean: Any = None,
+    mean_fraction: float = DEFAULT_MEAN_FRACTION,
+    mean_clip: float | None = None,
 ) -> Release:
     """Theorem 3: PrivNorm for ``lambda_hat``, then PrivPCA, on the same data.
 
-    With ``lambda_hat`` given, PrivNorm is skipped and the whole budget goes to PrivPCA.
+    With ``lambda_hat`` given, PrivNorm is skipped and the whole budget goes to PrivPCA (the
+    whole budget left after a private mean: centring as in :func:`private_norm`).
 
     Notes
     -----
@@ -604,19 +702,24 @@ def sparse_pca(
     ``f = norm_fraction`` (each as in :func:`private_norm` and :func:`private_pca`). Both
     stages share the batches, tau, the friend relation and Sigma_bar (deterministic functions
     of the data, computed once); their noises are independent. If PrivNorm rejects, PrivPCA
-    does not run and only PrivNorm's share is spent (recorded in the release).
+    does not run and only PrivNorm's share is spent (recorded in the release). With a private
+    mean, PrivNorm and PrivPCA split the share ``1 - mean_fraction`` of (epsilon, delta) left
+    after it, and the three compose by basic composition.
     """
     epsilon, delta = _check_common(k, epsilon, delta, gap, sigma, n_batches, tau, beta, scheduler, random_state,
                                    timeout, on_nonfinite)
+    centring = (assume_centered, mean, mean_fraction, mean_clip)
+    _, share = check_centering(*centring).split(epsilon, delta)
     if lambda_hat is not None:
         lam = _check_lambda_hat(lambda_hat)
         return _run(
-            X, k=k, epsilon=epsilon, delta=delta, gap=gap, sigma=sigma, stages=[("pca", epsilon, delta)],
+            X, k=k, epsilon=epsilon, delta=delta, gap=gap, sigma=sigma, stages=[("pca", share.epsilon, share.delta)],
             lambda_hat=lam, n_batches=n_batches, tau=tau, beta=beta, shuffle_batches=shuffle_batches,
             random_state=random_state, scheduler=scheduler, timeout=timeout, mechanism=MECH_PCA, on_nonfinite=on_nonfinite,
-            budget_split={"norm_fraction": 0.0, "lambda_hat": "user-supplied", "pca": [epsilon, delta]},
+            budget_split={"norm_fraction": 0.0, "lambda_hat": "user-supplied", "pca": [share.epsilon, share.delta]},
+            centring=centring,
         )
-    (en, dn), (ep, dp) = split_budget(epsilon, delta, norm_fraction)
+    (en, dn), (ep, dp) = split_budget(share.epsilon, share.delta, norm_fraction)
     return _run(
         X, k=k, epsilon=epsilon, delta=delta, gap=gap, sigma=sigma,
         stages=[("norm", en, dn), ("pca", ep, dp)], lambda_hat=None, n_batches=n_batches, tau=tau,
@@ -624,6 +727,7 @@ def sparse_pca(
         timeout=timeout, mechanism=MECH_BOTH, on_nonfinite=on_nonfinite,
         budget_split={"norm_fraction": float(norm_fraction), "norm": [en, dn], "pca": [ep, dp],
                       "composition": "basic (DR14 Thm 3.16)"},
+        centring=centring,
     )
 
 
@@ -684,6 +788,36 @@ def _tests_unmet(tests: dict, name: str) -> tuple:
     return ()
 
 
+def _plan_centring(est, setup: _Setup, mean_share, lambda_1: float) -> tuple[dict, tuple, bool]:
+    """The plan's centring fields, its unmet condition (if any), and whether the mean is private.
+
+    ``mean_offset_bound`` bounds ``||w||_2``, ``w = mu - mu_hat``
+    (:func:`~dpdist.algorithms._centering.mean_offset_bounds`, at beta). The plans apply the
+    algorithms' bounds to the centred rows' second moment ``Sigma + w w^T``; they name it an
+    unmet condition when that matrix may leave the model: ``||w||^2 > gap lambda_1 / 10``
+    (Weyl then no longer keeps its relative eigengap above 0.8 gap) or a squared entry of ``w``
+    above tau (``w w^T``'s entries off Sigma's pattern could then survive the threshold).
+    """
+    centering = check_centering(est.assume_centered, est.mean, est.mean_fraction, est.mean_clip,
+                                n_features=setup.n_features)
+    mech = (mean_mechanism(centering, mean_share, setup.n_samples, setup.n_features, setup.float_bounds.entry_clip)
+            if centering.private else None)
+    w_inf, w_2 = mean_offset_bounds(centering, mech, setup.sigma, setup.n_samples, setup.n_features, setup.beta)
+    why = []
+    if w_2 * w_2 > setup.gap * lambda_1 / 10:
+        why.append(f"the bound {w_2 * w_2:.3g} on ||mu - mu_hat||^2 exceeds gap lambda_1 / 10 = "
+                   f"{setup.gap * lambda_1 / 10:.3g}")
+    if w_inf * w_inf > setup.tau:
+        why.append(f"the bound {w_inf * w_inf:.3g} on its largest squared entry exceeds tau = {setup.tau:.3g}")
+    unmet: tuple = ()
+    if why:
+        unmet = (f"centring at the private mean: {' and '.join(why)}, so the centred rows may leave the model the "
+                 "bound assumes (more rows, or a public mean, bring mu_hat closer)",)
+    fields = {"centering": centering.mode, "mean_offset_bound": w_2,
+              "mean_noise_scale": None if mech is None else mech.noise_scales()["gaussian"]}
+    return fields, unmet, mech is not None
+
+
 @dataclass(frozen=True, kw_only=True)
 class SpectralNormPlan(Plan):
     """:meth:`SpectralNorm.plan`: a :class:`~dpdist.privacy.plan.Plan` whose ``noise_scale``
@@ -703,6 +837,12 @@ class SpectralNormPlan(Plan):
     probability that the count test, the weight test and both pass (with ``*_range``, the
     forecast's Monte Carlo resolution); ``release_probability`` (and its range) is that of
     returning a result rather than ``NoPrivateResult``. From public parameters only.
+
+    **Centring.** ``centering`` is how the fit centres; with a private mean the calibration is
+    at the share ``1 - mean_fraction`` (``privacy`` is the whole budget), ``mean_noise_scale``
+    is the mean's noise, and the error bound adds ``mean_offset_bound**2`` (the most the
+    rank-one term ``w w^T`` left by centring at ``mu_hat`` raises the top eigenvalue), holding
+    then with probability >= 1 - 2 beta.
     """
 
     n_batches: int
@@ -717,6 +857,9 @@ class SpectralNormPlan(Plan):
     meets_theorem_3_requirement: bool
     release_probability: float | None = None
     release_probability_range: list | None = None
+    centering: str = "assume-centered"
+    mean_noise_scale: float | None = None
+    mean_offset_bound: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -736,6 +879,13 @@ class SparsePCAPlan(Plan):
     :class:`SpectralNormPlan` (PrivPCA's over the law of PrivNorm's ``lambda_hat``, with the
     probability that it is positive, since PrivPCA runs only then); ``release_probability``
     (and its range) is the probability that both stages pass.
+
+    **Centring.** With a private mean every stage is calibrated at the share ``1 -
+    mean_fraction`` (``privacy`` is the whole budget); ``sin2_error_bound`` is Theorem 3's bound
+    for the centred rows' second moment ``Sigma + w w^T``, ``centring_sin_bound`` bounds the
+    angle between its top eigenvector and Sigma's (``min(1, ||w||^2 / (gap lambda_1))``,
+    :class:`SparsePCA`'s Notes), and ``error_bound`` is ``min(1, (sqrt(sin2_error_bound) +
+    centring_sin_bound)^2)``, holding then with probability >= 1 - 2 beta.
     """
 
     n_batches: int
@@ -759,6 +909,42 @@ class SparsePCAPlan(Plan):
     budget_split: dict | None = None
     release_probability: float | None = None
     release_probability_range: list | None = None
+    centering: str = "assume-centered"
+    mean_noise_scale: float | None = None
+    mean_offset_bound: float = 0.0
+    centring_sin_bound: float = 0.0
+
+
+def _min_samples(est, error_at, target: float, *, start: int) -> int:
+    """:func:`search_min_samples` for a plan that may centre at a private mean: a size at which
+    the mean cannot be computed exactly (its integer sums would overflow) has no bound, and a
+    target that no size reaches says why."""
+    private = check_centering(**est._centring()).private
+
+    def err(n):
+        try:
+            return error_at(n)
+        except ValidationError as exc:
+            if private and "private mean cannot be computed exactly" in str(exc):
+                return math.inf
+            raise
+
+    try:
+        return search_min_samples(err, target, start=start)
+    except ValidationError as exc:
+        if not private or "not reachable" not in str(exc):
+            raise
+        raise ValidationError(
+            f"{exc} with a private mean: its exact integer sums (below 2**52) coarsen its lattice as n grows, so "
+            "its rounding error stops falling, and at a very large n it cannot be computed at all; a public "
+            "mean=MEAN or assume_centered=True lifts this") from None
+
+
+def _location(rel: Release) -> dict:
+    """``location_``: the mean the fit centred at (zeros when the data were taken as centred)."""
+    mu = rel.values.get("mean")
+    d = rel.parameters["n_features"]
+    return {"location_": np.zeros(d) if mu is None else np.asarray(mu, dtype=np.float64)}
 
 
 class SpectralNorm(Estimator):
@@ -783,11 +969,27 @@ class SpectralNorm(Estimator):
         private tests predicted to pass with probability below 1/2) or vacuous. The plan
         depends only on public parameters and the shape, never on the data, so the refusal
         leaks nothing.
+    assume_centered : bool, default False
+        As scikit-learn's ``EmpiricalCovariance``: False (default) centres the data, so the norm
+        estimated is that of the covariance; True takes the rows as mean-zero (their second
+        moment's norm, the algorithm as published).
+    mean : array-like (d,), optional
+        A public mean to centre at (recorded as public in the release; costs nothing).
+        Without it the mean is released privately with ``mean_fraction`` of the budget.
+    mean_fraction : float in (0, 1), default 0.1
+        Share of (epsilon, delta) spent on the private mean.
+    mean_clip : float, optional
+        L2 radius the rows are scaled to for the private mean; it must cover the norms of the
+        raw rows (default: the entry clip times ``sqrt(d)``). ``sigma`` describes the centred
+        rows ``x - mean``.
 
     Attributes
     ----------
     norm_ : float
         The released estimate of ``lambda_1``.
+    location_ : ndarray of shape (n_features,)
+        The mean the data were centred at (released or public); zeros with
+        ``assume_centered=True``.
     noise_scale_ : float
         Standard deviation of the Gaussian noise on the norm.
     tau_ : float
@@ -800,6 +1002,13 @@ class SpectralNorm(Estimator):
     See :func:`private_norm` for the guarantee: (epsilon, delta)-DP under replace-one
     neighbours for any input (Lemma 20). Parameters are validated in :meth:`fit`; a failed fit
     (including a ``NoPrivateResult``) changes nothing (:mod:`dpdist.algorithms._base`).
+
+    The norm is a functional of the covariance, so it is centred like the covariance
+    estimators: the private mean first (its own share, its own event), then PrivNorm on ``x -
+    mu_hat`` with the rest; its sensitivity analysis is unchanged since ``mu_hat`` is public by
+    then (:func:`private_norm`). The rank-one term ``w w^T`` (``w = mu - mu_hat``) that
+    centring at ``mu_hat`` leaves in the second moment raises the top eigenvalue by between 0
+    and ``||w||^2``; :meth:`plan` adds that to the error.
     """
 
     def __init__(
@@ -821,6 +1030,10 @@ class SpectralNorm(Estimator):
         ledger: Any = None,
         dataset: str | None = None,
         require_useful: bool = False,
+        assume_centered: bool = False,
+        mean: Any = None,
+        mean_fraction: float = DEFAULT_MEAN_FRACTION,
+        mean_clip: float | None = None,
     ):
         self.k = k
         self.epsilon = epsilon
@@ -838,17 +1051,26 @@ class SpectralNorm(Estimator):
         self.ledger = ledger
         self.dataset = dataset
         self.require_useful = require_useful
+        self.assume_centered = assume_centered
+        self.mean = mean
+        self.mean_fraction = mean_fraction
+        self.mean_clip = mean_clip
 
     def _fit_release(self, X) -> Release:
         return private_norm(
             X, self.k, self.epsilon, self.delta, gap=self.gap, sigma=self.sigma, n_batches=self.n_batches,
             tau=self.tau, beta=self.beta, shuffle_batches=self.shuffle_batches,
             random_state=self.random_state, scheduler=self.scheduler, timeout=self.timeout,
-            on_nonfinite=self.on_nonfinite,
+            on_nonfinite=self.on_nonfinite, **self._centring(),
         )
+
+    def _centring(self) -> dict:
+        return {"assume_centered": self.assume_centered, "mean": self.mean, "mean_fraction": self.mean_fraction,
+                "mean_clip": self.mean_clip}
 
     def _fitted_attributes(self, rel: Release) -> dict:
         return {
+            **_location(rel),
             "norm_": float(rel.values["norm"]),
             "noise_scale_": float(rel.noise_scales["norm/sigma"]),
             "tau_": float(rel.parameters["tau"]),
@@ -871,25 +1093,29 @@ class SpectralNorm(Estimator):
     def _plan(self, n_samples, n_features, lambda_1=None, *, forecast: bool = True) -> SpectralNormPlan:
         epsilon, delta = _check_common(self.k, self.epsilon, self.delta, self.gap, self.sigma,
                                        self.n_batches, self.tau, self.beta, self.scheduler)
+        mean_share, share = check_centering(**self._centring()).split(epsilon, delta)
         setup = _setup(n_samples, n_features, self.k, self.gap, self.sigma, self.n_batches, self.tau,
-                       self.beta, [(epsilon, delta)])
-        cal = privnorm_calibration(epsilon, delta, setup.k, setup.tau, setup.float_bounds)
+                       self.beta, [(share.epsilon, share.delta)])
+        cal = privnorm_calibration(share.epsilon, share.delta, setup.k, setup.tau, setup.float_bounds)
         err = privnorm_error_bound(cal, setup.k, setup.tau, setup.beta)
         lam = check_positive(lambda_1, "lambda_1", allow_none=True) or setup.sigma**2
+        centring, centring_unmet, private_mean = _plan_centring(self, setup, mean_share, lam)
+        bound = err["error_bound"] + centring["mean_offset_bound"] ** 2
         fc = (batch_forecast(setup.n_features, setup.k, setup.gap, lam, min(setup.sizes), setup.tau)
               if forecast else None)
-        tests = _plan_tests(setup, friendly_test_calibration(epsilon, delta, setup.n_batches),
+        tests = _plan_tests(setup, friendly_test_calibration(share.epsilon, share.delta, setup.n_batches),
                             fc and fc.q_norm(), fc)
+        prob = "1 - 2 beta (Lemma 21, plus centring at the private mean)" if private_mean else "1 - beta (Lemma 21)"
         return SpectralNormPlan(
             n_samples=setup.n_samples,
             n_features=setup.n_features,
             privacy=ApproxDP(epsilon, delta),
             noise_scale=PrivNormMechanism.from_calibration(cal).noise_scales()["release"],  # as released
-            error_bound=err["error_bound"],
-            error_metric="|lambda_hat - lambda_1|, w.p. >= 1 - beta when the tests pass (Lemma 21)",
+            error_bound=bound,
+            error_metric=f"|lambda_hat - lambda_1|, w.p. >= {prob} when the tests pass",
             error_scale=lam,
             error_scale_rule="lambda_1" if lambda_1 is not None else "lambda_1 = sigma**2, the largest Model 1 allows",
-            unmet_conditions=_tests_unmet(tests, "PrivNorm"),
+            unmet_conditions=_tests_unmet(tests, "PrivNorm") + centring_unmet,
             n_batches=setup.n_batches,
             batch_size=min(setup.sizes),
             tau=setup.tau,
@@ -898,10 +1124,11 @@ class SpectralNorm(Estimator):
             tests=tests,
             threshold_error=err["threshold_error"],
             noise_error=err["noise_error"],
-            relative_error_bound=err["error_bound"] / lam,
-            meets_theorem_3_requirement=err["error_bound"] <= setup.gap * lam / 10,
+            relative_error_bound=bound / lam,
+            meets_theorem_3_requirement=bound <= setup.gap * lam / 10,
             release_probability=tests.get("pass_probability"),
             release_probability_range=tests.get("pass_probability_range"),
+            **centring,
         )
 
     def min_samples(self, target_relative_error: float, n_features: int, *, lambda_1: float | None = None) -> int:
@@ -909,10 +1136,12 @@ class SpectralNorm(Estimator):
         value for that n: ``n_batches`` if set, else the default)."""
         epsilon, delta = _check_common(self.k, self.epsilon, self.delta, self.gap, self.sigma,
                                        self.n_batches, self.tau, self.beta, self.scheduler)
-        return search_min_samples(
+        _, share = check_centering(**self._centring()).split(epsilon, delta)
+        return _min_samples(
+            self,
             lambda n: self._plan(n, n_features, lambda_1, forecast=False).relative_error_bound,
             target_relative_error,
-            start=max(40, 2 * (self.n_batches or default_n_batches(epsilon, delta, beta=self.beta))),
+            start=max(40, 2 * (self.n_batches or default_n_batches(share.epsilon, share.delta, beta=self.beta))),
         )
 
 
@@ -941,11 +1170,17 @@ class SparsePCA(Projection, Estimator):
         private tests predicted to pass with probability below 1/2) or vacuous. The plan
         depends only on public parameters and the shape, never on the data, so the refusal
         leaks nothing.
+    assume_centered, mean, mean_fraction, mean_clip
+        Centring, as in :class:`SpectralNorm` (default: a private mean with 10% of the budget;
+        PrivNorm and PrivPCA split the rest by ``norm_fraction``).
 
     Attributes
     ----------
     components_ : ndarray of shape (1, d)
         Unit vector; exactly zero off its (at most 2 k^2) active coordinates.
+    location_ : ndarray of shape (n_features,)
+        The mean the data were centred at (released or public; zeros with
+        ``assume_centered=True``); :meth:`transform` subtracts it.
     lambda_hat_ : float
     noise_scale_ : float
         sigma_priv of the projector release.
@@ -959,6 +1194,27 @@ class SparsePCA(Projection, Estimator):
     See :func:`sparse_pca`: (epsilon, delta)-DP under replace-one neighbours for any input
     (Corollary 1, Lemma 20, basic composition). Parameters are validated in :meth:`fit`; a
     failed fit (including a ``NoPrivateResult``) changes nothing (:mod:`dpdist.algorithms._base`).
+
+    **Centring.** By default the mean is released first (clipped-mean Gaussian mechanism,
+    ``mean_fraction`` of the budget, rows scaled to L2 norm ``mean_clip``) and PrivNorm and
+    PrivPCA run on ``x - mu_hat``. Privacy: ``mu_hat`` is public once released, and ``x -> x -
+    mu_hat`` is a fixed per-row map applied before the entry clip, so the second stage's
+    sensitivity analysis (Lemmas 9-10, the float bounds) holds verbatim for the centred rows;
+    the stages compose by basic composition. The public bounds must now cover: ``sigma`` (hence
+    the entry clip and tau) the centred rows, ``mean_clip`` the norms of the raw rows.
+
+    Utility: with ``w = mu - mu_hat``, the centred rows ``(x - mu) + w`` have second moment
+    ``Sigma' = Sigma + w w^T`` (up to the cross terms ``(1/b) sum (x - mu) w^T``, of mean zero
+    and of the order of the batch sampling error times ``||w|| / sigma``), a rank-one,
+    positive semidefinite perturbation of norm ``||w||^2``. Davis-Kahan: with ``v'`` the top
+    eigenvector of ``Sigma'`` and ``P`` the projector on ``Sigma``'s eigenvectors of
+    eigenvalue at most ``lambda_2``, ``P`` commutes with ``Sigma``, so ``(lambda_1' - Sigma) P
+    v' = P w w^T v'`` and ``sin(v', v_1) = ||P v'|| <= ||w||^2 / (lambda_1' - lambda_2) <=
+    ||w||^2 / (lambda_1 - lambda_2)``, as ``lambda_1' >= lambda_1`` (Weyl, ``w w^T >= 0``).
+    Angles between lines add, so ``sin(v_hat, v_1) <= sin(v_hat, v') + ||w||^2 / (gap
+    lambda_1)``: :meth:`plan` adds this term (``centring_sin_bound``, with ``||w||`` bounded by
+    :func:`~dpdist.algorithms._centering.mean_offset_bounds`) to Theorem 3's bound for
+    ``Sigma'``, and names an unmet condition when ``Sigma'`` may leave the model.
     """
 
     def __init__(
@@ -982,6 +1238,10 @@ class SparsePCA(Projection, Estimator):
         ledger: Any = None,
         dataset: str | None = None,
         require_useful: bool = False,
+        assume_centered: bool = False,
+        mean: Any = None,
+        mean_fraction: float = DEFAULT_MEAN_FRACTION,
+        mean_clip: float | None = None,
     ):
         self.k = k
         self.epsilon = epsilon
@@ -1001,6 +1261,12 @@ class SparsePCA(Projection, Estimator):
         self.ledger = ledger
         self.dataset = dataset
         self.require_useful = require_useful
+        self.assume_centered = assume_centered
+        self.mean = mean
+        self.mean_fraction = mean_fraction
+        self.mean_clip = mean_clip
+
+    _centring = SpectralNorm._centring
 
     def _fit_release(self, X) -> Release:
         return sparse_pca(
@@ -1008,11 +1274,12 @@ class SparsePCA(Projection, Estimator):
             norm_fraction=self.norm_fraction, lambda_hat=self.lambda_hat, n_batches=self.n_batches,
             tau=self.tau, beta=self.beta, shuffle_batches=self.shuffle_batches,
             random_state=self.random_state, scheduler=self.scheduler, timeout=self.timeout,
-            on_nonfinite=self.on_nonfinite,
+            on_nonfinite=self.on_nonfinite, **self._centring(),
         )
 
     def _fitted_attributes(self, rel: Release) -> dict:
         return {
+            **_location(rel),
             "components_": np.asarray(rel.values["components"]),
             "lambda_hat_": float(rel.values["lambda_hat"]),
             "noise_scale_": float(rel.noise_scales["pca/sigma_priv"]),
@@ -1023,12 +1290,14 @@ class SparsePCA(Projection, Estimator):
         }
 
     def _budgets(self):
+        """(PrivNorm's budget or None, PrivPCA's): the share left after a private mean, split."""
         epsilon, delta = _check_common(self.k, self.epsilon, self.delta, self.gap, self.sigma,
                                        self.n_batches, self.tau, self.beta, self.scheduler)
+        _, share = check_centering(**self._centring()).split(epsilon, delta)
         if self.lambda_hat is not None:
             _check_lambda_hat(self.lambda_hat)
-            return None, (epsilon, delta)
-        return split_budget(epsilon, delta, self.norm_fraction)
+            return None, (share.epsilon, share.delta)
+        return split_budget(share.epsilon, share.delta, self.norm_fraction)
 
     @reports_empirical("privpca")
     def plan(self, n_samples: int, n_features: int, *, lambda_1: float | None = None) -> SparsePCAPlan:
@@ -1101,16 +1370,23 @@ class SparsePCA(Projection, Estimator):
             unmet += (f"PrivNorm's and PrivPCA's private tests are predicted to pass together with probability "
                       f"{release_probability:.3g} on the model's reference instance: the fit would most likely "
                       "raise NoPrivateResult and spend its budget",)
+        mean_share, _ = check_centering(**self._centring()).split(check_epsilon(self.epsilon), check_delta(self.delta))
+        centring, centring_unmet, private_mean = _plan_centring(self, setup, mean_share, lam)
+        # the angle the centring's rank-one term turns the top eigenvector by (Davis-Kahan, Notes)
+        centring["centring_sin_bound"] = min(1.0, centring["mean_offset_bound"] ** 2 / (setup.gap * lam))
+        bound = min(1.0, (math.sqrt(err["sin2_error_bound"]) + centring["centring_sin_bound"]) ** 2)
+        prob = ("1 - 2 beta when the tests pass (proof of Theorem 3, plus centring at the private mean)"
+                if private_mean else "1 - beta when the tests pass (proof of Theorem 3)")
         return SparsePCAPlan(
             n_samples=setup.n_samples,
             n_features=setup.n_features,
             privacy=ApproxDP(check_epsilon(self.epsilon), check_delta(self.delta)),
             noise_scale=PrivPCAMechanism.from_calibration(pcal, setup.n_features).noise_scales()["projector"],
-            error_bound=err["sin2_error_bound"],
-            error_metric="sin^2(v_hat, v_1), w.p. >= 1 - beta when the tests pass (proof of Theorem 3)",
+            error_bound=bound,
+            error_metric=f"sin^2(v_hat, v_1), w.p. >= {prob}",
             error_scale=1.0,
             error_scale_rule="1: sin^2 <= 1 always",
-            unmet_conditions=unmet,
+            unmet_conditions=unmet + centring_unmet,
             n_batches=setup.n_batches,
             batch_size=min(setup.sizes),
             tau=setup.tau,
@@ -1123,6 +1399,7 @@ class SparsePCA(Projection, Estimator):
             release_probability_range=release_range,
             **err,
             **norm,
+            **centring,
         )
 
     def min_samples(self, target_sin2: float, n_features: int, *, lambda_1: float | None = None) -> int:
@@ -1133,9 +1410,9 @@ class SparsePCA(Projection, Estimator):
         def err(n):
             p = self._plan(n, n_features, lambda_1, forecast=False)
             ok = p.norm_within_gap_over_10 is not False
-            return p.sin2_error_bound if ok else math.inf
+            return p.error_bound if ok else math.inf
 
         norm_budget, (ep, dp) = self._budgets()
         pairs = [(ep, dp)] if norm_budget is None else [norm_budget, (ep, dp)]
         m = self.n_batches or max(default_n_batches(e, d, beta=self.beta) for e, d in pairs)
-        return search_min_samples(err, target_sin2, start=max(40, 2 * m))
+        return _min_samples(self, err, target_sin2, start=max(40, 2 * m))

@@ -212,7 +212,8 @@ def add_centering_args(p: argparse.ArgumentParser) -> None:
                    help="share of (epsilon, delta) spent on the private mean (default 0.1)")
     p.add_argument("--mean-clip", type=float,
                    help="L2 radius the rows are scaled to for the private mean; must cover the rows' norms "
-                   "(default: clip * sqrt(d))")
+                   "(default: --radius where the method has it, else the entry clip, from --clip or --sigma, "
+                   "times sqrt(d))")
 
 
 def add_nonfinite_arg(p: argparse.ArgumentParser) -> None:

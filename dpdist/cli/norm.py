@@ -5,6 +5,7 @@ from __future__ import annotations
 from dpdist.cli._common import (
     HelpFormatter,
     Method,
+    add_centering_args,
     add_input_arg,
     add_output_args,
     add_plan_args,
@@ -26,7 +27,8 @@ def register(sub) -> None:
         "norm",
         help="private spectral norm of the covariance of a Zarr array (PrivNorm)",
         description="Release an (epsilon, delta)-DP estimate of ||Sigma||_op, the top eigenvalue "
-        "of the rows' second moment, with PrivNorm (COLT 2026, Algorithm 3).",
+        "of the rows' covariance (centred at a private or public mean; of their second moment with "
+        "--assume-centered), with PrivNorm (COLT 2026, Algorithm 3).",
         formatter_class=HelpFormatter,
     )
     add_input_arg(p)
@@ -40,6 +42,7 @@ def register(sub) -> None:
     p.add_argument("--beta", type=float, help="failure probability of the utility statements (default 0.05)")
     p.add_argument("--shuffle-batches", action="store_true",
                    help="batches from a public random permutation instead of consecutive rows")
+    add_centering_args(p)
     add_plan_args(p, "noise scales and the predicted error")
     p.add_argument("--require-useful", action="store_true",
                    help="refuse (exit 2) before reading any data when the plan predicts a rejected or vacuous "

@@ -292,7 +292,8 @@ def theory_n_star(method: str, n_features: int, *, k: int, sigma: float, target:
             return float(search_min_samples(lambda n: est.plan(n, d, k=k, eigengap=gap * s2)["sin2_bound"], target,
                                             start=4, limit=1 << 62))
         if method == "privpca":
-            return float(dpdist.SparsePCA(k, epsilon, delta, gap=gap, sigma=sigma).min_samples(target, d))
+            return float(dpdist.SparsePCA(k, epsilon, delta, gap=gap, sigma=sigma, assume_centered=True)
+                         .min_samples(target, d))
         if method == "expmech":
             return float(dpdist.ExpMechSparsePCA(k, epsilon, delta, sigma=sigma).min_samples(target, d,
                                                                                              eigengap=gap * s2))

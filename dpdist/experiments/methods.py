@@ -158,7 +158,7 @@ def real_error(method: str, inst: Instance, n: int, rep: int, *, epsilon: float 
         elif method == "privpca":
             try:
                 est = dpdist.SparsePCA(inst.k, epsilon, delta, gap=inst.gap, sigma=sigma, random_state=seed,
-                                       scheduler=scheduler).fit(X)
+                                       scheduler=scheduler, **MEAN_ZERO).fit(X)
             except NoPrivateResult:
                 return 1.0
             except ValidationError as exc:  # n below 2 m: PrivPCA cannot run at this n

@@ -285,3 +285,175 @@ def test_centring_parameters_are_checked_even_when_unused():
     est = dpdist.SparseCovariance(1, 1.0, 1e-6, sigma=1.0, assume_centered=True, mean_fraction=5.0)
     with pytest.raises(ValidationError, match="mean_fraction"):
         est.plan(100, 3)
+
+
+# ------------------------------------------------------------------ PrivNorm and PrivPCA
+def _paired_spike(seed, n, d=12, support=(3, 8), lam=5.0, noise=1e-3):
+    """Rows ``z sqrt(lam) v + noise g`` with Rademacher z, every odd row the negation of the
+    row before: each batch's moment is within a tiny distance of ``lam v v^T`` (so the private
+    tests pass at a small tau) and the sample mean is exactly zero."""
+    rng = np.random.default_rng(seed)
+    v = np.zeros(d)
+    v[list(support)] = 1 / np.sqrt(len(support))
+    z = rng.choice([-1.0, 1.0], size=n)
+    X = z[:, None] * np.sqrt(lam) * v + noise * rng.standard_normal((n, d))
+    X[1::2] = -X[0::2]
+    return X, v
+
+
+def _friendly(cls, *args, **kw):
+    params = dict(gap=0.5, n_batches=80, random_state=3, scheduler=SYNC)
+    params.update(kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # seeded, huge epsilon
+        return cls(*args, **params)
+
+
+#: Main's seeded SparsePCA(2, 1e5, 1e-3, gap=0.5, sigma=sqrt(5), n_batches=80, tau=0.01,
+#: random_state=3) on _paired_spike(11, 4000, noise=0.01), before centring existed.
+_PRIVPCA_TODAY = {3: "0x1.6a81693995224p-1", 8: "0x1.69923c15c030ap-1"}
+_PRIVPCA_LAMBDA_TODAY = "0x1.4028f9731e000p+2"
+#: Main's seeded SpectralNorm(2, 1e5, 1e-3, gap=0.5, sigma=sqrt(3), n_batches=80, tau=0.01,
+#: random_state=3) on _paired_spike(12, 4000, lam=3, noise=0.01).
+_PRIVNORM_TODAY = "0x1.80506e1f84000p+1"
+
+
+def test_privpca_and_privnorm_assume_centered_are_todays_releases_bit_for_bit():
+    X, _ = _paired_spike(11, 4000, noise=0.01)
+    est = _friendly(dpdist.SparsePCA, 2, 1e5, 1e-3, sigma=np.sqrt(5), tau=0.01, assume_centered=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(X)
+    comp = est.components_[0]
+    assert {int(i): float(comp[i]).hex() for i in np.flatnonzero(comp)} == _PRIVPCA_TODAY
+    assert float(est.lambda_hat_).hex() == _PRIVPCA_LAMBDA_TODAY
+    assert est.release_.parameters["centering"]["mode"] == "assume-centered"
+    assert [label for label, _ in est.release_.events][0] == "norm/tests"
+    np.testing.assert_array_equal(est.location_, 0.0)
+    X, _ = _paired_spike(12, 4000, lam=3.0, noise=0.01)
+    norm = _friendly(dpdist.SpectralNorm, 2, 1e5, 1e-3, sigma=np.sqrt(3), tau=0.01, assume_centered=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        norm.fit(X)
+    assert float(norm.norm_).hex() == _PRIVNORM_TODAY
+
+
+def test_privpca_on_mean_five_data_is_within_its_predicted_error():
+    """The released component of X + 5 lies within the plan's sin^2 bound (Theorem 3 for the
+    centred rows plus the centring's Davis-Kahan term, a bound below 1 whose centring
+    condition holds) of the spike; taking the same rows as mean-zero, the private tests fail."""
+    from dpdist.exceptions import NoPrivateResult
+
+    n = 80_000
+    X, v = _paired_spike(1, n)
+    params = dict(sigma=np.sqrt(5), tau=0.001)
+    est = _friendly(dpdist.SparsePCA, 2, 1e5, 1e-3, mean_clip=30.0, **params)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(X + 5.0)
+    plan = est.plan(n, 12, lambda_1=5.0)
+    assert plan.centering == "private-mean" and 0 < plan.centring_sin_bound and plan.error_bound < 0.1
+    assert not any("centring" in u for u in plan.unmet_conditions)
+    assert 1 - float(est.components_[0] @ v) ** 2 <= plan.error_bound
+    assert np.abs(est.location_ - 5.0).max() < 1e-3
+    np.testing.assert_array_equal(est.transform(X[:4] + 5.0), (X[:4] + 5.0 - est.location_) @ est.components_.T)
+    with pytest.raises(NoPrivateResult):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _friendly(dpdist.SparsePCA, 2, 1e5, 1e-3, assume_centered=True, **params).fit(X + 5.0)
+
+
+def test_spectral_norm_on_mean_five_data_is_within_its_predicted_error():
+    n = 16_000
+    X, _ = _paired_spike(2, n, lam=3.0, noise=0.01)
+    est = _friendly(dpdist.SpectralNorm, 2, 1e5, 1e-3, sigma=np.sqrt(3), tau=0.01, mean_clip=30.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(X + 5.0)
+    plan = est.plan(n, 12, lambda_1=3.0)
+    assert plan.centering == "private-mean" and plan.mean_offset_bound > 0 and plan.error_bound < 0.5
+    assert not any("centring" in u for u in plan.unmet_conditions)
+    assert abs(est.norm_ - 3.0) <= plan.error_bound
+    # the second moment of X + 5 has top eigenvalue about 25 d: its batches are not even good
+    from dpdist.exceptions import NoPrivateResult
+
+    with pytest.raises(NoPrivateResult):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _friendly(dpdist.SpectralNorm, 2, 1e5, 1e-3, sigma=np.sqrt(3), tau=0.01, assume_centered=True).fit(X + 5.0)
+
+
+def test_privpca_charges_and_records_the_means_share():
+    X, _ = _paired_spike(1, 8000)
+    est = _friendly(dpdist.SparsePCA, 2, 1e5, 1e-3, sigma=np.sqrt(5), tau=0.001, mean_clip=30.0, mean_fraction=0.2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(X + 5.0)
+    rel = est.release_
+    assert rel.privacy.epsilon == 1e5 and rel.privacy.delta == 1e-3
+    assert [label for label, _ in rel.events] == ["mean", "norm/tests", "norm/release", "pca/tests", "pca/release"]
+    mean_event = rel.events[0][1]
+    assert isinstance(mean_event, GaussianEvent)
+    assert release_guarantee([mean_event], delta=0.2e-3).epsilon <= 0.2e5 * (1 + 1e-9)
+    split = rel.parameters["budget_split"]
+    assert split["mean"] == [0.2e5, 0.2e-3]
+    assert split["norm"] == pytest.approx([0.4e5, 0.4e-3]) and split["pca"] == pytest.approx([0.4e5, 0.4e-3])
+    c = rel.parameters["centering"]
+    assert c["mode"] == "private-mean" and c["mean_fraction"] == 0.2 and c["mean_clip"] == 30.0
+    assert c["mean_budget"] == {"epsilon": 0.2e5, "delta": 0.2e-3}
+    np.testing.assert_array_equal(rel.values["mean"], est.location_)
+    assert rel.noise_scales["mean_gaussian"] > 0
+    assert any("centred at the privately released mean" in note for note in rel.notes)
+
+
+def test_a_rejected_privnorm_stage_counts_the_means_share_as_spent():
+    from dpdist.exceptions import NoPrivateResult
+
+    X = np.random.default_rng(2).standard_cauchy((4000, 12)) * 10 + 5.0  # heavy tails: no batch is good
+    est = _friendly(dpdist.SparsePCA, 2, 1e5, 1e-3, sigma=1.0, tau=0.01, mean_clip=50.0, mean_fraction=0.2)
+    with pytest.raises(NoPrivateResult) as info:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            est.fit(X)
+    rel = info.value.release
+    assert [label for label, _ in rel.events] == ["mean", "norm/tests"]
+    assert rel.privacy.epsilon == pytest.approx(0.2e5 + 0.4e5) and rel.privacy.delta == pytest.approx(0.6e-3)
+    assert not hasattr(est, "components_")
+
+
+def test_privpca_and_privnorm_plans_include_the_means_cost_and_error():
+    n, d = 10**6, 50
+    base = dict(gap=0.5, sigma=1.0)
+    pca = dpdist.SparsePCA(2, 1.0, 1e-6, **base).plan(n, d)
+    at_share = dpdist.SparsePCA(2, 0.9, 0.9e-6, assume_centered=True, **base).plan(n, d)
+    moment = dpdist.SparsePCA(2, 1.0, 1e-6, assume_centered=True, **base).plan(n, d)
+    assert pca.privacy == moment.privacy  # the whole budget
+    assert pca.noise_scale == at_share.noise_scale > moment.noise_scale
+    assert pca.sin2_error_bound == at_share.sin2_error_bound
+    assert pca.centering == "private-mean" and pca.mean_noise_scale > 0 and pca.centring_sin_bound > 0
+    expected = min(1.0, (np.sqrt(at_share.sin2_error_bound) + pca.mean_offset_bound**2 / (0.5 * 1.0)) ** 2)
+    assert pca.error_bound == pytest.approx(expected) and "2 beta" in pca.error_metric
+    assert moment.centering == "assume-centered" and moment.centring_sin_bound == 0.0
+    norm = dpdist.SpectralNorm(2, 1.0, 1e-6, **base).plan(n, d)
+    norm_share = dpdist.SpectralNorm(2, 0.9, 0.9e-6, assume_centered=True, **base).plan(n, d)
+    assert norm.privacy == dpdist.privacy.budget.ApproxDP(1.0, 1e-6)
+    assert norm.noise_scale == norm_share.noise_scale
+    assert norm.error_bound == pytest.approx(norm_share.error_bound + norm.mean_offset_bound**2)
+    assert norm.mean_offset_bound > 0 and "2 beta" in norm.error_metric
+
+
+def test_privpca_and_privnorm_at_a_public_mean_are_the_centred_data_releases():
+    X, _ = _paired_spike(11, 4000, noise=0.01)
+    mu = np.linspace(-3.0, 3.0, 12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = _friendly(dpdist.SparsePCA, 2, 1e5, 1e-3, sigma=np.sqrt(5), tau=0.01, mean=mu).fit(X + mu)
+        ref = _friendly(dpdist.SparsePCA, 2, 1e5, 1e-3, sigma=np.sqrt(5), tau=0.01, assume_centered=True).fit(X)
+        norm = _friendly(dpdist.SpectralNorm, 2, 1e5, 1e-3, sigma=np.sqrt(5), tau=0.01, mean=mu).fit(X + mu)
+    np.testing.assert_allclose(est.components_, ref.components_, atol=1e-9)
+    c = est.release_.parameters["centering"]
+    assert c["mode"] == "public-mean" and c["mean"] == mu.tolist() and "public" in c["mean_source"]
+    assert "mean" not in [label for label, _ in est.release_.events]
+    np.testing.assert_array_equal(est.location_, mu)
+    assert norm.release_.parameters["centering"]["mode"] == "public-mean"
+    assert norm.norm_ == pytest.approx(ref.lambda_hat_, rel=0.01)

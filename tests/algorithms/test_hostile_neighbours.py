@@ -366,7 +366,7 @@ def test_the_unbounded_privnorm_is_caught():
     Xp[REPLACED] = 0.0
 
     def fit(data):
-        return dpdist.SpectralNorm(1, 50.0, 1e-3, gap=0.5, sigma=1.0, n_batches=100, tau=0.05, random_state=3,
+        return dpdist.SpectralNorm(1, 50.0, 1e-3, gap=0.5, sigma=1.0, n_batches=100, tau=0.05, random_state=3, assume_centered=True,
                                    **SYNC).fit(data).release_
 
     a, b = fit(X), fit(Xp)

@@ -90,8 +90,9 @@ def test_pipeline_releases_a_unit_vector_when_the_tests_must_pass():
     # good and friends with all, |C| + L - B >= 80 - 2 > 64 and Z + xi - B >= 80 - 14.1 > 64.
     m, b = 80, 50
     X, v = spike_data(1, m * b)
+    # the published algorithm: rows taken as mean-zero, the whole budget to PrivNorm and PrivPCA
     est = dpdist.SparsePCA(2, 1e5, 1e-3, gap=0.5, sigma=math.sqrt(5), n_batches=m, tau=0.01, random_state=3,
-                           scheduler="synchronous").fit(X)
+                           scheduler="synchronous", assume_centered=True).fit(X)
     assert est.components_.shape == (1, X.shape[1])
     assert np.linalg.norm(est.components_) == pytest.approx(1.0, abs=1e-12)
     assert est.release_.status == "released"
@@ -111,7 +112,7 @@ def test_pipeline_raises_no_private_result_when_no_batch_is_good():
     rng = np.random.default_rng(2)
     X = rng.standard_cauchy((m * b, 12)) * 10  # heavy tails: T_tau(Sigma_i) is dense, never k-RCS
     est = dpdist.SparsePCA(2, 1e5, 1e-3, gap=0.5, sigma=1.0, n_batches=m, tau=0.01, random_state=0,
-                           scheduler="synchronous")
+                           scheduler="synchronous", assume_centered=True)
     with pytest.raises(NoPrivateResult) as info:
         est.fit(X)
     err = info.value
@@ -180,7 +181,7 @@ def test_plan_sigma_priv_and_error_do_not_grow_with_d_unlike_wang_xu():
 
 
 def test_plan_reports_the_paper_regime_and_min_samples_is_consistent():
-    est = dpdist.SparsePCA(3, 1.0, 1e-6, gap=0.5, sigma=1.0)
+    est = dpdist.SparsePCA(3, 1.0, 1e-6, gap=0.5, sigma=1.0, assume_centered=True)  # the paper's setting
     p = est.plan(10**7, 1000)
     assert p.n_batches == 5792  # default m at the stage budget (0.5, 5e-7)
     assert p.budget_split == {"norm": [0.5, 5e-7], "pca": [0.5, 5e-7]}
@@ -189,7 +190,7 @@ def test_plan_reports_the_paper_regime_and_min_samples_is_consistent():
     q = est.plan(n, 1000)
     assert q["sin2_error_bound"] <= 0.1 and q["norm_within_gap_over_10"]
     assert est.plan(int(n * 0.99), 1000).sin2_error_bound > 0.1
-    norm = dpdist.SpectralNorm(3, 1.0, 1e-6, gap=0.5, sigma=1.0)
+    norm = dpdist.SpectralNorm(3, 1.0, 1e-6, gap=0.5, sigma=1.0, assume_centered=True)
     nn = norm.min_samples(0.05, 1000)
     assert norm.plan(nn, 1000).relative_error_bound <= 0.05
 
@@ -206,7 +207,8 @@ def zarr_spike(tmp_path_factory):
 
 
 def _fit(X, scheduler, **kw):
-    params = dict(gap=0.5, sigma=math.sqrt(5), n_batches=80, tau=0.01, random_state=11, scheduler=scheduler)
+    params = dict(gap=0.5, sigma=math.sqrt(5), n_batches=80, tau=0.01, random_state=11, scheduler=scheduler,
+                  assume_centered=True)
     params.update(kw)
     return dpdist.SparsePCA(2, 50.0, 1e-3, **params).fit(X)
 

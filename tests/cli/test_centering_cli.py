@@ -1,4 +1,4 @@
-"""``dpdist covariance`` centres: --mean (comma list or .npy), --assume-centered, the private mean."""
+"""The commands centre: --mean (comma list or .npy), --assume-centered, the private mean (covariance, norm, pca)."""
 
 from __future__ import annotations
 
@@ -66,3 +66,25 @@ def test_a_bad_mean_is_a_usage_error_and_writes_nothing(shifted, tmp_path, capsy
     assert main(["covariance", shifted, *BASE, *flag, "--output", str(out)]) == 2
     assert message in capsys.readouterr().err
     assert not out.exists()
+
+
+FRIENDLY = ["--k", "2", "--epsilon", "1", "--delta", "1e-6", "--gap", "0.5", "--sigma", "1", "--n-samples", "100000",
+            "--n-features", "3", "--plan", "--json"]
+
+
+@pytest.mark.parametrize("command", [["norm"], ["pca", "--method", "privpca"]])
+def test_the_centring_flags_reach_privnorm_and_privpca(command, capsys):
+    assert main([*command, *FRIENDLY]) == 0
+    default = json.loads(capsys.readouterr().out)
+    assert default["centering"] == "private-mean" and default["mean_noise_scale"] > 0
+    assert main([*command, *FRIENDLY, "--assume-centered"]) == 0
+    moment = json.loads(capsys.readouterr().out)
+    assert moment["centering"] == "assume-centered" and moment["mean_noise_scale"] is None
+    assert main([*command, *FRIENDLY, "--mean=5,-3,2"]) == 0
+    assert json.loads(capsys.readouterr().out)["centering"] == "public-mean"
+    assert main([*command, *FRIENDLY, "--mean-fraction", "0.3", "--mean-clip", "40"]) == 0
+    bigger = json.loads(capsys.readouterr().out)
+    assert bigger["mean_noise_scale"] != default["mean_noise_scale"]
+    assert main([*command, *FRIENDLY, "--mean=5,-3"]) == 2
+    assert "mean has 2 entries" in capsys.readouterr().err
+

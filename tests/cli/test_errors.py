@@ -258,8 +258,9 @@ def test_no_private_result_records_the_spent_budget(tmp_path, capsys):
     assert "no private result" in captured.err and record_path in captured.err
     record = json.loads(Path(record_path).read_text())
     assert record["status"] == "rejected" and record["exit_code"] == 4 and record["stage"].startswith("privnorm/")
-    # the mechanism's own record: PrivNorm's half of the budget (norm_fraction 0.5) was spent
-    assert record["privacy_spent"] == {"type": "approx-dp", "epsilon": 0.5, "delta": 5e-7}
+    # the mechanism's own record: the private mean's share (0.1) and PrivNorm's half of the rest
+    # (norm_fraction 0.5) were spent
+    assert record["privacy_spent"] == {"type": "approx-dp", "epsilon": 0.55, "delta": 5.5e-7}
     assert record["release"]["status"] == "rejected" and record["command"][:2] == ["dpdist", "pca"]
     assert not out.exists()
     # a second attempt is refused before spending: the record must be moved away first

@@ -50,6 +50,16 @@ def test_theory_values_come_from_the_estimators_plans():
     assert emp.theory_n_star("unknown", 10, k=1, sigma=1.0, target=0.5, epsilon=1.0, delta=1e-6) is None
 
 
+def test_privpca_theory_value_is_the_published_algorithms_least_n():
+    """PrivPCA's sweeps run it as published (rows taken as mean-zero): its theorem n* is that
+    plan's least n, not the centred default's (unreachable with a private mean at these n)."""
+    import dpdist
+
+    t = emp.theory_n_star("privpca", 100, k=2, sigma=1.0, target=0.5, epsilon=1.0, delta=1e-6, gap=0.5)
+    assert t is not None
+    assert t == dpdist.SparsePCA(2, 1.0, 1e-6, gap=0.5, sigma=1.0, assume_centered=True).min_samples(0.5, 100)
+
+
 def _results(mode):
     import pathlib
 

@@ -39,8 +39,9 @@ FAULT_POINT = Path(__file__).with_name("fault_point.py")
 PRIVCOV_NOISE = "_symmetric_task"  # PrivCov's per-row noisy top-k on a symmetric tile pair: draws the noise
 FRIENDLY_PASS1 = "chunk_group_moments"  # FriendlyCore's first pass (SpectralNorm), one task per row chunk: draws none
 
+# rows taken as mean-zero: no private mean (whose noise is drawn before FriendlyCore's first pass)
 SPECTRAL_NORM = ('[estimator]\nname = "SpectralNorm"\n[estimator.params]\nk = 2\nepsilon = 1.0\ndelta = 1e-6\n'
-                 "gap = 0.5\nsigma = 2.3\nn_batches = 20\ntau = 0.6\n")
+                 "gap = 0.5\nsigma = 2.3\nn_batches = 20\ntau = 0.6\nassume_centered = true\n")
 
 
 def _worker_pids(dask_scheduler) -> dict:

@@ -173,11 +173,12 @@ def test_no_private_result_exits_4_and_commits_what_was_spent(setup, capsys):
     doc = json.loads(text)
     assert doc["status"] == "no-private-result"
     [entry] = [e for e in led.history(ds) if e.state != "budget-set"]
-    # PrivPCA rejected in its PrivNorm stage, which had spent half of the budget
+    # PrivPCA rejected in its PrivNorm stage: the private mean's share (0.1) and PrivNorm's half
+    # of the rest were spent
     assert (entry.state, entry.outcome) == ("committed", "no-private-result")
-    assert entry.cost == {"type": "approx-dp", "epsilon": "0.5", "delta": "5E-7"}
+    assert entry.cost == {"type": "approx-dp", "epsilon": "0.55", "delta": "5.5E-7"}
     assert (doc["entry"], doc["spent"], doc["noise_drawn"]) == (entry.id, entry.cost, True)
-    assert f"ledger entry {entry.id} committed as spent (eps=0.5 delta=5e-07)" in err
+    assert f"ledger entry {entry.id} committed as spent (eps=0.55 delta=5.5e-07)" in err
     assert os.listdir(out) == []
 
 

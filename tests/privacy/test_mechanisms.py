@@ -180,9 +180,9 @@ def test_spectral_norm_release_is_on_its_mechanisms_lattice_and_records_its_even
         est.fit(spike())
     rel = est.release_
     labels = [label for label, _ in rel.events]
-    assert labels == ["norm/tests", "norm/release"]
-    assert isinstance(rel.events[0][1], ComposedEvent)
-    gamma = rel.mechanisms[1]["noise"]["release"]["lattice"]["gamma"]
+    assert labels == ["mean", "norm/tests", "norm/release"]  # the private mean first (centring)
+    assert isinstance(rel.events[1][1], ComposedEvent)
+    gamma = rel.mechanisms[2]["noise"]["release"]["lattice"]["gamma"]
     lam = rel.values["norm"]
     assert lam / gamma == math.floor(lam / gamma)  # a lattice point
     assert rel.privacy == ApproxDP(50.0, 1e-3)

@@ -108,27 +108,28 @@ ALLOWED = {
     ),
     "SpectralNorm": (
         {"n_samples", "n_features", "k", "gap", "sigma", "n_batches", "batch_size_min", "batch_size_max", "batches",
-         "tau", "tau_rule", "threshold_sigma_bar", "entry_clip", "float_bounds", "beta", "on_nonfinite", "stages"},
+         "tau", "tau_rule", "threshold_sigma_bar", "entry_clip", "float_bounds", "beta", "on_nonfinite", "stages",
+         "centering"},
         {"norm/count_test_scale", "norm/count_test_bound", "norm/weight_test_scale", "norm/weight_test_bound",
-         "norm/sigma", "norm/sensitivity", "norm/rule"},
-        {"tests", "norm"},
+         "norm/sigma", "norm/sensitivity", "norm/rule", "mean_gaussian"},
+        {"tests", "norm", "mean"},
     ),
     "SparsePCA": (
         {"n_samples", "n_features", "k", "gap", "sigma", "n_batches", "batch_size_min", "batch_size_max", "batches",
          "tau", "tau_rule", "threshold_sigma_bar", "entry_clip", "float_bounds", "beta", "on_nonfinite", "stages",
-         "budget_split"},
+         "budget_split", "centering"},
         {f"{stage}/{key}" for stage in ("norm", "pca") for key in (
             "count_test_scale", "count_test_bound", "weight_test_scale", "weight_test_bound", "sensitivity", "rule")}
-        | {"norm/sigma", "pca/sigma_priv"},
-        {"tests", "components", "projector_top_k2", "lambda_hat", "norm"},
+        | {"norm/sigma", "pca/sigma_priv", "mean_gaussian"},
+        {"tests", "components", "projector_top_k2", "lambda_hat", "norm", "mean"},
     ),
     "SparsePCA-lambda-hat": (
         {"n_samples", "n_features", "k", "gap", "sigma", "n_batches", "batch_size_min", "batch_size_max", "batches",
          "tau", "tau_rule", "threshold_sigma_bar", "entry_clip", "float_bounds", "beta", "on_nonfinite", "stages",
-         "budget_split"},
+         "budget_split", "centering"},
         {f"pca/{key}" for key in ("count_test_scale", "count_test_bound", "weight_test_scale", "weight_test_bound",
-                                  "sigma_priv", "sensitivity", "rule")},
-        {"tests", "components", "projector_top_k2", "lambda_hat"},
+                                  "sigma_priv", "sensitivity", "rule")} | {"mean_gaussian"},
+        {"tests", "components", "projector_top_k2", "lambda_hat", "mean"},
     ),
     "SubsampleAggregateSecondMoment": (
         {"n_samples", "n_features", "epsilon", "delta", "m", "alpha", "xi", "n_groups", "eta_b", "C_N", "threshold",

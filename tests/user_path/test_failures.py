@@ -30,8 +30,9 @@ def rows(block_id=None):  # 2,000 rows a task, a quarter of a second each: the j
     return np.random.default_rng(block_id[0]).standard_normal((2000, 5))
 
 X = da.map_blocks(rows, chunks=((2000,) * 40, (5,)), dtype=float)
+# rows taken as mean-zero: FriendlyCore's first pass is the first step, and it draws no noise
 est = dpdist.SpectralNorm(2, 200.0, 1e-6, gap=0.5, sigma=math.sqrt(5), n_batches=40, tau=0.6,
-                          random_state=0, scheduler=sys.argv[1], timeout=120)
+                          random_state=0, scheduler=sys.argv[1], timeout=120, assume_centered=True)
 try:
     est.fit(X)
     print(json.dumps({"error": None}))
@@ -90,11 +91,22 @@ def _slow_after(n_fast: int, seconds: float):
 def test_a_fit_past_its_timeout_fails_without_spending():
     X = _slow_after(0, 0.2)  # 20 x 0.2 s on two threads: 2 s, past the 0.5 s limit
     est = dpdist.SpectralNorm(2, 200.0, 1e-6, gap=0.5, sigma=math.sqrt(5), n_batches=20, tau=0.6, random_state=0,
-                              scheduler="threads", timeout=0.5)
+                              scheduler="threads", timeout=0.5, assume_centered=True)  # no private mean first
     t0 = time.monotonic()
     with pytest.raises(dpdist.InfrastructureError, match=r"timeout=0\.5 s") as info:
         est.fit(X)
     assert time.monotonic() - t0 < 5 and info.value.noise_drawn is False and not hasattr(est, "norm_")
+
+
+def test_a_timeout_after_the_private_mean_says_the_budget_is_spent():
+    """SpectralNorm centres by default: its private mean (one fast pass) is released first, so a
+    timeout in FriendlyCore's first pass counts the budget as spent."""
+    X = _slow_after(20, 0.5)  # FriendlyCore's first pass: 20 x 0.5 s on two threads, past the 3 s limit
+    est = dpdist.SpectralNorm(2, 200.0, 1e-6, gap=0.5, sigma=math.sqrt(5), n_batches=20, tau=0.6, random_state=0,
+                              scheduler="threads", timeout=3.0)
+    with pytest.raises(dpdist.InfrastructureError, match="earlier step") as info:
+        est.fit(X)
+    assert info.value.noise_drawn is True and "counts as spent" in str(info.value)
 
 
 def test_a_timeout_after_a_released_step_says_the_budget_is_spent():

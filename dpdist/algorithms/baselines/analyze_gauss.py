@@ -11,7 +11,7 @@ import dask.array as da
 import numpy as np
 
 from dpdist._validation import check_int, check_positive, check_probability
-from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note
+from dpdist.algorithms._base import Estimator, Projection, check_nonfinite, nonfinite_note
 from dpdist.algorithms._centering import (
     DEFAULT_MEAN_FRACTION,
     centre_data,
@@ -110,7 +110,7 @@ class AnalyzeGaussPlan(Plan):
     center_operator_bound: float = 0.0
 
 
-class AnalyzeGauss(Estimator):
+class AnalyzeGauss(Projection, Estimator):
     """(epsilon, delta)-DP leading principal component by Analyze Gauss (DTTZ 2014). Dense baseline.
 
     Parameters
@@ -144,7 +144,9 @@ class AnalyzeGauss(Estimator):
         The released ``(1/n) sum (x - mean)(x - mean)^T + E`` (E symmetric Gaussian; the
         second moment with ``assume_centered=True``).
     location_ : ndarray (d,)
-        The mean the rows were centred at (zeros with ``assume_centered=True``).
+        The mean the rows were centred at (zeros with ``assume_centered=True``); ``transform(X)``
+        and ``fit_transform`` project ``X - location_`` on ``components_``, as the other PCA
+        estimators do (:class:`~dpdist.algorithms._base.Projection`).
     noise_scale_ : float
     privacy_, release_
 
