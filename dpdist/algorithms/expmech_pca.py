@@ -222,7 +222,8 @@ def expmech_pca(
     drawn by the exponential mechanism at ``epsilon/2`` (Lemma 28), sampled exactly by
     Gumbel-max: ``argmax_S epsilon n q(S) / (8 k tau^2) + Gumbel_S`` over all ``C(d, k)``
     supports; the block is released with i.i.d. ``N(0, sigma_priv^2)`` noise at
-    ``(epsilon/2, delta)`` (Fact 2), ``sigma_priv`` as printed in line 11 or larger (see
+    ``(epsilon/2, delta)``, ``sigma_priv`` the analytic Gaussian mechanism's (below the printed
+    line 11's; see
     :func:`~dpdist.privacy.expmech_calibration.expmech_calibration`); symmetrising and the
     eigenvector are post-processing; basic composition gives ``(epsilon, delta)``.
 
@@ -261,7 +262,7 @@ def expmech_pca(
     tau, clip_source = _resolve_clip(sigma, clip, n, d, beta)
     centering = check_centering(assume_centered, mean, mean_fraction, mean_clip, n_features=d)
     mean_share, share = centering.split(epsilon, delta)
-    cal = expmech_calibration(share.epsilon, share.delta, n, d, k, tau)
+    cal = expmech_calibration(share.epsilon, share.delta, n, d, k, tau, beta=beta)
     _check_range(cal, int(max_subsets))
     mean_mech = mean_mechanism(centering, mean_share, n, d, tau) if centering.private else None
     seed = resolve_random_state(random_state)
@@ -302,6 +303,7 @@ def expmech_pca(
         "max_subsets": int(max_subsets),
         "on_nonfinite": on_nonfinite,
         "budget_split": {
+            "composition": cal.composition,
             "selection": {"epsilon": cal.selection_epsilon, "delta": 0.0},
             "block": {"epsilon": cal.release_epsilon, "delta": cal.release_delta},
         },
@@ -514,7 +516,7 @@ class ExpMechSparsePCA(Projection, Estimator):
         d = check_int(n_features, "n_features", low=1)
         tau, _ = _resolve_clip(self.sigma, self.clip, n, d, self.beta)
         _, _, share = self._centering(n, d, tau)
-        return expmech_calibration(share.epsilon, share.delta, n, d, self.k, tau)
+        return expmech_calibration(share.epsilon, share.delta, n, d, self.k, tau, beta=self.beta)
 
     def _centering(self, n: int, d: int, tau: float) -> tuple:
         """(centering, mean mechanism or None, the share of the selection and block)."""

@@ -9,6 +9,7 @@ from scipy import special
 
 from dpdist.exceptions import ValidationError
 from dpdist.privacy import calibration as cal
+from tests.privacy.balle_wang import assert_smallest_sigma
 from tests.privacy.float_factor import kappa
 
 
@@ -173,7 +174,19 @@ def test_analytic_gaussian_meets_delta_exactly(eps):
 def test_wang_xu_sensitivity_is_frobenius_bound():
     out = cal.wang_xu_calibration(0.5, 1e-6, 1000, 50, 3.0)
     assert out["sensitivity"] == pytest.approx(2 * 9 * 50 / 1000)
-    assert out["gaussian_sigma"] == pytest.approx(out["sensitivity"] * math.sqrt(2 * math.log(1.25e6)) / 0.5)
+    # the analytic Gaussian mechanism for kappa(n) times that sensitivity, also below epsilon = 1
+    assert_smallest_sigma(out["gaussian_sigma"], out["sensitivity"] * kappa(1000), 0.5, 1e-6)
+
+
+@pytest.mark.parametrize("eps", [0.05, 0.5, 0.99, 1.0, 3.0])
+@pytest.mark.parametrize("delta", [1e-10, 1e-6, 1e-2])
+def test_gaussian_sigma_is_the_smallest_sigma_at_every_epsilon(eps, delta):
+    # one Gaussian mechanism: the exact (Balle-Wang) condition, never the classic formula
+    s, rule = cal.gaussian_sigma(2.5, eps, delta)
+    assert_smallest_sigma(s, 2.5, eps, delta)
+    assert rule.startswith("analytic")
+    if eps < 1:
+        assert s < 2.5 * math.sqrt(2 * math.log(1.25 / delta)) / eps  # the classic formula, typed here
 
 
 def test_advanced_composition_is_infinite_past_the_float_range():
