@@ -203,8 +203,9 @@ def centre(Xg, mu: np.ndarray | None):
 def compose_stages(budget: ApproxDP, stages: list[tuple[list, ApproxDP]], composition: str = "basic") -> ApproxDP:
     """The guarantee of a two-stage release: each stage's events certified by the accountant
     within its share (:func:`~dpdist.privacy.accounting.release_guarantee`), and either the
-    shares adding up to at most ``budget`` (``"basic"`` composition) or, for ``"gdp"`` and
-    ``"zcdp"``, all the stages' events together certified within ``budget``. Returns ``budget``."""
+    shares adding up to at most ``budget`` (``"basic"`` composition) or, for any other
+    composition (``"gdp"``, ``"zcdp"``, ``"mixed"``), all the stages' events together certified
+    within ``budget``. Returns ``budget``."""
     from dpdist.exceptions import DpdistError
 
     eps = dl = 0.0

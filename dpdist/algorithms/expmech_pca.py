@@ -28,6 +28,7 @@ from dpdist.algorithms._centering import (
     mean_notes,
     stage_guarantee,
 )
+from dpdist.privacy.accounting import gaussian_epsilon
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
 from dpdist.privacy.expmech_calibration import (
     ExpMechCalibration,
@@ -147,6 +148,26 @@ def _check_range(cal: ExpMechCalibration, max_subsets: int) -> None:
         )
 
 
+def _composition(cal: ExpMechCalibration) -> str:
+    """How a private mean composes with the selection and the block (:func:`~dpdist.privacy.
+    expmech_calibration.expmech_split`): ``"mixed"`` (the selection by basic composition, the
+    mean and the block one Gaussian mechanism in GDP) or ``"zcdp"``."""
+    return "zcdp" if cal.composition == "zcdp" else "mixed"
+
+
+def _calibrate(centering, epsilon, delta, n: int, d: int, k: int, tau: float, beta) -> tuple:
+    """``(calibration, mean mechanism or None, the mean's stand-alone (epsilon, delta) or None)``:
+    one calibration of the whole budget, the private mean's Gaussian included
+    (``mean_fraction``)."""
+    f = centering.mean_fraction if centering.private else 0.0
+    cal = expmech_calibration(epsilon, delta, n, d, int(k), tau, beta=float(beta), mean_fraction=f)
+    if not centering.private:
+        return cal, None, None
+    # the mean's stand-alone guarantee at the full delta gives back its multiplier (analytic Gaussian)
+    share = ApproxDP(gaussian_epsilon(1.0 / cal.mean_noise_multiplier, cal.delta), cal.delta)
+    return cal, mean_mechanism(centering, share, n, d, tau), share
+
+
 def expmech_pca(
     X: Any,
     k: int,
@@ -203,8 +224,11 @@ def expmech_pca(
         Seconds for the fit; see :mod:`dpdist.engine.runtime`.
     assume_centered, mean, mean_fraction, mean_clip
         Centring, as :func:`~dpdist.algorithms.sparse_covariance.private_sparse_covariance`:
-        by default a mean released with ``mean_fraction`` of (epsilon, delta) (rows scaled to
-        L2 norm ``mean_clip``, default ``tau sqrt(d)``), the rest for Lemma 29.
+        by default a mean released with ``mean_fraction`` of the Gaussian part of the budget
+        (rows scaled to L2 norm ``mean_clip``, default ``tau sqrt(d)``): with the selection
+        by basic composition, the mean and the block form one Gaussian mechanism (GDP) and
+        the mean takes ``mean_fraction`` of its ``mu^2``; in zCDP it takes ``mean_fraction``
+        of rho (:func:`~dpdist.privacy.expmech_calibration.expmech_split`).
 
     Returns
     -------
@@ -261,14 +285,13 @@ def expmech_pca(
         raise ValidationError(f"k must satisfy 1 <= k <= d = {d}, got k={k}")
     tau, clip_source = _resolve_clip(sigma, clip, n, d, beta)
     centering = check_centering(assume_centered, mean, mean_fraction, mean_clip, n_features=d)
-    mean_share, share = centering.split(epsilon, delta)
-    cal = expmech_calibration(share.epsilon, share.delta, n, d, k, tau, beta=beta)
+    cal, mean_mech, mean_share = _calibrate(centering, epsilon, delta, n, d, k, tau, beta)
     _check_range(cal, int(max_subsets))
-    mean_mech = mean_mechanism(centering, mean_share, n, d, tau) if centering.private else None
     seed = resolve_random_state(random_state)
 
     mech = ExpMechMechanism.from_calibration(cal)
-    privacy = stage_guarantee(ApproxDP(epsilon, delta), [mech.event()], share, mean_mech, mean_share)
+    budget = ApproxDP(epsilon, delta)
+    privacy = stage_guarantee(budget, [mech.event()], budget, mean_mech, mean_share, _composition(cal))
 
     Xg, all_finite = nonfinite_guard(Xd, on_nonfinite)
     Xc, mu = centre_data(Xg, all_finite, centering, mean_mech, seed, scheduler=scheduler, timeout=timeout)
@@ -308,12 +331,13 @@ def expmech_pca(
             "block": {"epsilon": cal.release_epsilon, "delta": cal.release_delta},
         },
         "calibration": cal.to_dict(),
-        "centering": centering.record(mean_mech),
+        "centering": centering.record(mean_mech, _composition(cal) if mean_mech is not None else None),
     }
     notes = (
-        "support drawn by the exact exponential mechanism over all C(d, k) supports (Lemma 28 at epsilon/2): "
-        "weighted scores on the lattice 2**-30, exact Gumbel-max with certified comparisons (the lattice and "
-        "the product's rounding paid inside epsilon/2); Gumbel noise of subset rank r is a function of (seed, r) only",
+        "support drawn by the exact exponential mechanism over all C(d, k) supports (Lemma 28 at the selection's "
+        "epsilon): weighted scores on the lattice 2**-30, exact Gumbel-max with certified comparisons (the lattice "
+        "and the product's rounding paid inside that epsilon); Gumbel noise of subset rank r is a function of "
+        "(seed, r) only",
         residual_note(k * k, mech.block_noise),
         f"block noise scale: {cal.gaussian_rule}",
         "components are post-processing of the noisy block (symmetrised, top eigenvector)",
@@ -351,8 +375,8 @@ class ExpMechPlan(Plan):
     the Rayleigh deficit ``lambda_1 - v_hat^T Sigma v_hat`` (scale ``sigma**2``, which bounds
     lambda_1 for sigma-sub-Gaussian rows). With ``clip`` only, both use ``sigma = clip``
     (entries clipped to [-clip, clip] are clip-sub-Gaussian). An infeasible enumeration
-    (``C(d, k) > max_subsets``) is an unmet condition. With a private mean the calibration is
-    at the share ``1 - mean_fraction`` (``privacy`` is the whole budget) and ``error`` adds
+    (``C(d, k) > max_subsets``) is an unmet condition. With a private mean the calibration
+    gives the block ``1 - mean_fraction`` of the Gaussian part (``privacy`` is the whole budget) and ``error`` adds
     ``eta_center`` (k times :func:`~dpdist.algorithms._centering.centring_error`, at beta) to
     the deficit like the sampling term; the bound then holds with probability >= 1 - 2 beta.
     """
@@ -515,16 +539,14 @@ class ExpMechSparsePCA(Projection, Estimator):
         n = check_int(n_samples, "n_samples", low=1)
         d = check_int(n_features, "n_features", low=1)
         tau, _ = _resolve_clip(self.sigma, self.clip, n, d, self.beta)
-        _, _, share = self._centering(n, d, tau)
-        return expmech_calibration(share.epsilon, share.delta, n, d, self.k, tau, beta=self.beta)
+        return self._centering(n, d, tau)[2]
 
     def _centering(self, n: int, d: int, tau: float) -> tuple:
-        """(centering, mean mechanism or None, the share of the selection and block)."""
+        """(centering, mean mechanism or None, the calibration of the selection and block)."""
         centering = check_centering(self.assume_centered, self.mean, self.mean_fraction, self.mean_clip,
                                     n_features=d)
-        mean_share, share = centering.split(self.epsilon, self.delta)
-        mech = mean_mechanism(centering, mean_share, n, d, tau) if centering.private else None
-        return centering, mech, share
+        cal, mech, _ = _calibrate(centering, self.epsilon, self.delta, n, d, self.k, tau, self.beta)
+        return centering, mech, cal
 
     def _check_fit(self, n_samples: int, n_features: int) -> None:
         super()._check_fit(n_samples, n_features)

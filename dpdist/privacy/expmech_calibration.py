@@ -79,7 +79,11 @@ class ExpMechCalibration:
         ``(epsilon - selection_epsilon, delta)``).
     rho : float or None
         With ``"zcdp"``: the zCDP budget of (epsilon, delta) (CKS20 conversion), of which the
-        selection takes ``selection_epsilon**2 / 8`` and the release the rest.
+        selection takes ``selection_epsilon**2 / 8`` and the release the rest (after a
+        private mean's share).
+    mean_noise_multiplier : float or None
+        With ``mean_fraction`` > 0: the private mean's Gaussian noise multiplier (sigma over
+        its sensitivity), from the same budget (:func:`expmech_split`).
     score_sensitivity : float
         ``2 k tau^2 / n``: global sensitivity of ``q(D, S) = lambda_1(Sigma_hat_S)`` in exact
         arithmetic.
@@ -121,6 +125,7 @@ class ExpMechCalibration:
     release_epsilon: float
     release_delta: float
     rho: float | None
+    mean_noise_multiplier: float | None
     score_sensitivity: float
     float_factor: float
     score_sensitivity_fl: float
@@ -157,11 +162,14 @@ def _split_weights(log_range: float, k: int, beta: float) -> tuple[float, float]
 
 
 @lru_cache(maxsize=512)
-def expmech_split(epsilon: float, delta: float, log_range: float, k: int, beta: float) -> tuple:
-    """How ExpMechPCA's selection and block release share (epsilon, delta).
+def expmech_split(epsilon: float, delta: float, log_range: float, k: int, beta: float,
+                  mean_fraction: float = 0.0) -> tuple:
+    """How ExpMechPCA's selection and block release (and a private mean before them) share
+    (epsilon, delta).
 
-    Returns ``(composition, selection_epsilon, noise_multiplier, rho)``: the block's Gaussian
-    noise is ``noise_multiplier`` times its sensitivity. Two valid compositions are compared,
+    Returns ``(composition, selection_epsilon, noise_multiplier, rho, mean_multiplier)``: the
+    block's Gaussian noise is ``noise_multiplier`` times its sensitivity, the mean's
+    ``mean_multiplier`` times its own (None without a mean). Two valid compositions are compared,
     each at the split that minimises the part of :func:`expmech_error_bound`'s deficit that
     depends on it, ``A / eps_sel + B m`` (:func:`_split_weights`; ``log_range = log C(d, k)``),
     and the smaller is used:
@@ -179,32 +187,42 @@ def expmech_split(epsilon: float, delta: float, log_range: float, k: int, beta: 
       rho)``, ``m = 1 / sqrt(2 (1 - f) rho)``, and the minimum of ``C_1 / sqrt(f) + C_2 /
       sqrt(1 - f)`` is at ``f / (1 - f) = (C_1 / C_2)^(2/3)``.
 
+    A private mean (``mean_fraction`` > 0, a Gaussian mechanism) joins the Gaussian part: with
+    ``"basic"`` the mean and the block form one Gaussian mechanism in GDP (Dong-Roth-Su 2019,
+    exact) at ``(epsilon - eps_sel, delta)``, the mean taking ``mean_fraction`` of its ``mu^2``;
+    with ``"zcdp"`` the mean takes ``mean_fraction`` of rho and the selection and the block
+    share the rest.
+
     At (1, 1e-6), d = 1,000, k = 3 basic composition wins (the zCDP conversion of a 2-step
     composition costs more than bounded range saves); zCDP wins at small epsilon, large delta
     or a small range (for example at (0.1, 1e-3) for every range). Public inputs only.
     """
     a, b = _split_weights(log_range, k, beta)
+    mf = float(mean_fraction)
+    block_share = 1.0 - mf  # of the Gaussian part's mu^2 (basic) or of rho (zcdp)
 
     def basic(f: float) -> float:
-        return a / (f * epsilon) + b * analytic_gaussian_sigma(1.0, (1.0 - f) * epsilon, delta)
+        return a / (f * epsilon) + b * analytic_gaussian_sigma(1.0, (1.0 - f) * epsilon, delta) / math.sqrt(block_share)
 
     res = optimize.minimize_scalar(basic, bounds=(1e-4, 1.0 - 1e-4), method="bounded",
                                    options={"xatol": 1e-7})
     f_basic = float(res.x)
-    best = (basic(f_basic), "basic", f_basic * epsilon,
-            analytic_gaussian_sigma(1.0, (1.0 - f_basic) * epsilon, delta), None)
+    inv_mu = analytic_gaussian_sigma(1.0, (1.0 - f_basic) * epsilon, delta)  # 1 / mu of the Gaussian part
+    best = (basic(f_basic), "basic", f_basic * epsilon, inv_mu / math.sqrt(block_share), None,
+            inv_mu / math.sqrt(mf) if mf > 0 else None)
     rho = cks20_rho(epsilon, delta)
-    c1, c2 = a / math.sqrt(8.0 * rho), b / math.sqrt(2.0 * rho)
+    rho_main = block_share * rho
+    c1, c2 = a / math.sqrt(8.0 * rho_main), b / math.sqrt(2.0 * rho_main)
     ratio = (c1 / c2) ** (2.0 / 3.0)
     f = ratio / (1.0 + ratio)
-    zcdp = (c1 / math.sqrt(f) + c2 / math.sqrt(1.0 - f), "zcdp", math.sqrt(8.0 * f * rho),
-            1.0 / math.sqrt(2.0 * (1.0 - f) * rho), rho)
-    _, how, eps_sel, mult, rho_used = min(best, zcdp, key=lambda t: t[0])
-    return how, eps_sel, mult, rho_used
+    zcdp = (c1 / math.sqrt(f) + c2 / math.sqrt(1.0 - f), "zcdp", math.sqrt(8.0 * f * rho_main),
+            1.0 / math.sqrt(2.0 * (1.0 - f) * rho_main), rho, 1.0 / math.sqrt(2.0 * mf * rho) if mf > 0 else None)
+    return min(best, zcdp, key=lambda t: t[0])[1:]
 
 
 def expmech_calibration(
-    epsilon: float, delta: float, n_samples: int, n_features: int, k: int, clip: float, *, beta: float = 0.1
+    epsilon: float, delta: float, n_samples: int, n_features: int, k: int, clip: float, *, beta: float = 0.1,
+    mean_fraction: float = 0.0,
 ) -> ExpMechCalibration:
     """Calibrate Algorithm 4 (ExpMechPCA), Appendix F of the COLT 2026 paper.
 
@@ -254,14 +272,22 @@ def expmech_calibration(
     score_fl = sens_fl + 2.0 * SCORE_EIGEN_ERROR * k * UNIT_ROUNDOFF * k * clip**2 * (1.0 + 1e-6)
     beta = _check_prob(beta)
     log_range = math.lgamma(d + 1) - math.lgamma(k + 1) - math.lgamma(d - k + 1)
-    how, eps_sel, mult, rho = expmech_split(epsilon, delta, log_range, k, beta)
+    mean_fraction = float(mean_fraction)
+    if not 0.0 <= mean_fraction < 1.0:
+        raise ValidationError(f"mean_fraction must lie in [0, 1), got {mean_fraction!r}")
+    how, eps_sel, mult, rho, mean_mult = expmech_split(epsilon, delta, log_range, k, beta, mean_fraction)
     weight = eps_sel / (2.0 * score_fl)
     paper_sigma = kappa * 8.0 * k * clip**2 / (epsilon * n) * math.sqrt(math.log(4.0 / delta))
-    if how == "basic":
+    if how == "basic" and mean_mult is None:
         eps_rel = epsilon - eps_sel
         mech_sigma, mech_rule = gaussian_sigma(sens_fl, eps_rel, delta)
         rule = f"basic composition: selection at epsilon {eps_sel:.6g}, Gaussian mechanism at ({eps_rel:.6g}, delta): " \
             f"{mech_rule}"
+    elif how == "basic":
+        mech_sigma = sens_fl * mult
+        eps_rel = gaussian_epsilon(1.0 / mult, delta)
+        rule = (f"basic composition: selection at epsilon {eps_sel:.6g}; the private mean and the block one Gaussian "
+                f"mechanism (GDP) at ({epsilon - eps_sel:.6g}, delta), the block {1 - mean_fraction:g} of its mu^2")
     else:
         mech_sigma = sens_fl * mult
         eps_rel = gaussian_epsilon(1.0 / mult, delta)
@@ -281,6 +307,7 @@ def expmech_calibration(
         release_epsilon=eps_rel,
         release_delta=delta,
         rho=rho,
+        mean_noise_multiplier=mean_mult,
         score_sensitivity=sens,
         float_factor=kappa,
         score_sensitivity_fl=score_fl,

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from scipy import optimize
 
+import dpdist
 from dpdist.algorithms._centering import Centering, compose_stages
 from dpdist.exceptions import DpdistError
 from dpdist.privacy.accounting import GaussianEvent
@@ -89,3 +90,22 @@ def test_gdp_stages_are_refused_when_together_they_exceed_the_budget():
     half = ApproxDP(0.7, DELTA)
     assert compose_stages(ApproxDP(EPS, DELTA), [([GaussianEvent(m)], half), ([GaussianEvent(m)], half)],
                           "gdp") == ApproxDP(EPS, DELTA)
+
+
+def test_expmech_mean_joins_the_block_in_one_gaussian_mechanism():
+    # the selection by basic composition; the mean and the block one GDP mechanism at the rest
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = dpdist.ExpMechSparsePCA(2, EPS, DELTA, sigma=1.0, mean_clip=6.0, mean_fraction=0.2, random_state=0,
+                                      scheduler=SYNC).fit(_data(300, 5))
+    events = dict(est.release_.events)
+    m_mean = events["mean"].noise_multiplier
+    selection, block = events["ExpMechPCA selection and block"].events
+    eps_sel = selection.epsilon
+    assert selection.delta == 0.0 and 0.1 < eps_sel < 0.9
+    mu = math.hypot(1 / m_mean, 1 / block.noise_multiplier)
+    assert bw_delta(1.0, EPS - eps_sel, 1 / mu) <= DELTA
+    assert bw_delta(1.0, EPS - eps_sel, (1 / mu) * (1 - 1e-6)) > DELTA  # all of the rest, no more
+    assert (1 / m_mean) ** 2 / mu**2 == pytest.approx(0.2, rel=1e-8)
+    assert est.release_.parameters["centering"]["composition"] == "mixed"
+    assert est.privacy_ == ApproxDP(EPS, DELTA)
