@@ -36,7 +36,10 @@ With ``"gdp"`` and ``"zcdp"`` each stage is calibrated at its stand-alone ``(eps
 the (epsilon, delta) profile of its share at the full delta (for a Gaussian share this gives back
 its multiplier exactly, up to an upward nudge of 1e-9); these epsilon_i do not add up to
 epsilon: the accountant re-derives the whole (epsilon, delta) from both stages' events
-together, and the release is refused if it is above the budget charged.
+together, and the release is refused if it is above the budget charged. Where a share is so
+small that it is (0, delta)-DP alone (epsilon of the order of delta), no stand-alone epsilon
+describes it and the split falls back to ``"basic"`` (:meth:`Centering.split`), whose shares
+add up and are checked as such.
 What the clip must now cover is ``x - mu_hat`` (the centred rows), and ``mean_clip`` the norms
 ``||x||`` of the raw rows.
 """
@@ -92,20 +95,35 @@ class Centering:
         unless it is released privately. ``composition`` (module docstring): ``"basic"`` (the
         shares add up to (epsilon, delta)), ``"gdp"`` or ``"zcdp"`` (each share is that stage's
         stand-alone (epsilon_i, delta))."""
-        if composition not in COMPOSITIONS:
-            raise ValidationError(f"composition must be one of {COMPOSITIONS}, got {composition!r}")
         if not self.private:
             return None, ApproxDP(epsilon, delta)
-        f = self.mean_fraction
-        if composition == "basic":
+        alone = self._alone(epsilon, delta, composition)
+        if alone is None:
+            f = self.mean_fraction
             return ApproxDP(epsilon * f, delta * f), ApproxDP(epsilon * (1.0 - f), delta * (1.0 - f))
+        return ApproxDP(alone[0], delta), ApproxDP(alone[1], delta)
+
+    def composition(self, epsilon: float, delta: float, composition: str) -> str:
+        """The composition :meth:`split` uses: ``composition``, or ``"basic"`` where a composed
+        share would be (0, delta)-DP alone (an epsilon of the order of delta)."""
+        return composition if self._alone(epsilon, delta, composition) is not None else "basic"
+
+    def _alone(self, epsilon: float, delta: float, composition: str) -> tuple[float, float] | None:
+        """The stand-alone epsilons of the mean's and the second stage's shares at the full
+        delta, or None for ``"basic"`` and where one would be 0 (no stand-alone epsilon
+        describes such a share; the (epsilon, delta) split does)."""
+        if composition not in COMPOSITIONS:
+            raise ValidationError(f"composition must be one of {COMPOSITIONS}, got {composition!r}")
+        if composition == "basic" or not self.private:
+            return None
+        f = self.mean_fraction
         if composition == "gdp":
             mu = gaussian_mu(epsilon, delta)
-            return (ApproxDP(gaussian_epsilon(mu * math.sqrt(f), delta), delta),
-                    ApproxDP(gaussian_epsilon(mu * math.sqrt(1.0 - f), delta), delta))
-        rho = cks20_rho(epsilon, delta)
-        return (ApproxDP(gaussian_epsilon(math.sqrt(2.0 * f * rho), delta), delta),
-                ApproxDP(cks20_epsilon((1.0 - f) * rho, delta), delta))
+            alone = gaussian_epsilon(mu * math.sqrt(f), delta), gaussian_epsilon(mu * math.sqrt(1.0 - f), delta)
+        else:
+            rho = cks20_rho(epsilon, delta)
+            alone = gaussian_epsilon(math.sqrt(2.0 * f * rho), delta), cks20_epsilon((1.0 - f) * rho, delta)
+        return alone if min(alone) > 0.0 else None
 
     def mean_clip_for(self, n_features: int, clip: float | None, radius: float | None = None) -> float:
         """The mean's L2 radius: ``mean_clip``; when not given, the second stage's L2 bound
@@ -212,9 +230,12 @@ def compose_stages(budget: ApproxDP, stages: list[tuple[list, ApproxDP]], compos
     for events, share in stages:
         release_guarantee(events, budget=share)
         eps, dl = eps + share.epsilon, dl + share.delta
-    if composition != "basic":
+    within = eps <= budget.epsilon * (1 + 1e-12) and dl <= budget.delta * (1 + 1e-12)
+    if composition != "basic" and not within:
+        # the shares do not add up (each is a stage's stand-alone guarantee): the composition
+        # is certified from all the stages' events together
         return release_guarantee([e for events, _ in stages for e in events], budget=budget)
-    if not (eps <= budget.epsilon * (1 + 1e-12) and dl <= budget.delta * (1 + 1e-12)):
+    if not within:
         raise DpdistError(f"internal error: the stages' shares ({eps}, {dl}) exceed the budget {budget}")
     return budget
 

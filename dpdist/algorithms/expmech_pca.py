@@ -151,21 +151,30 @@ def _check_range(cal: ExpMechCalibration, max_subsets: int) -> None:
 def _composition(cal: ExpMechCalibration) -> str:
     """How a private mean composes with the selection and the block (:func:`~dpdist.privacy.
     expmech_calibration.expmech_split`): ``"mixed"`` (the selection by basic composition, the
-    mean and the block one Gaussian mechanism in GDP) or ``"zcdp"``."""
+    mean and the block one Gaussian mechanism in GDP) or ``"zcdp"``; ``"basic"`` when the
+    calibration did not include the mean (a budget too small for it, :func:`_calibrate`)."""
+    if cal.mean_noise_multiplier is None:  # no mean, or the (epsilon, delta) split of a tiny budget
+        return "basic"
     return "zcdp" if cal.composition == "zcdp" else "mixed"
 
 
 def _calibrate(centering, epsilon, delta, n: int, d: int, k: int, tau: float, beta) -> tuple:
-    """``(calibration, mean mechanism or None, the mean's stand-alone (epsilon, delta) or None)``:
-    one calibration of the whole budget, the private mean's Gaussian included
-    (``mean_fraction``)."""
+    """``(calibration, mean mechanism or None, the mean's share or None, the selection and
+    block's share)``: one calibration of the whole budget, the private mean's Gaussian included
+    (``mean_fraction``); the mean's share is its stand-alone (epsilon, delta)."""
+    budget = ApproxDP(epsilon, delta)
     f = centering.mean_fraction if centering.private else 0.0
     cal = expmech_calibration(epsilon, delta, n, d, int(k), tau, beta=float(beta), mean_fraction=f)
     if not centering.private:
-        return cal, None, None
+        return cal, None, None, budget
     # the mean's stand-alone guarantee at the full delta gives back its multiplier (analytic Gaussian)
-    share = ApproxDP(gaussian_epsilon(1.0 / cal.mean_noise_multiplier, cal.delta), cal.delta)
-    return cal, mean_mechanism(centering, share, n, d, tau), share
+    alone = gaussian_epsilon(1.0 / cal.mean_noise_multiplier, cal.delta)
+    if not alone > 0.0:  # a mean (0, delta)-DP alone (epsilon of the order of delta): split (epsilon, delta)
+        mean_share, share = centering.split(epsilon, delta, "basic")
+        cal = expmech_calibration(share.epsilon, share.delta, n, d, int(k), tau, beta=float(beta))
+        return cal, mean_mechanism(centering, mean_share, n, d, tau), mean_share, share
+    mean_share = ApproxDP(alone, cal.delta)
+    return cal, mean_mechanism(centering, mean_share, n, d, tau), mean_share, budget
 
 
 def expmech_pca(
@@ -285,13 +294,13 @@ def expmech_pca(
         raise ValidationError(f"k must satisfy 1 <= k <= d = {d}, got k={k}")
     tau, clip_source = _resolve_clip(sigma, clip, n, d, beta)
     centering = check_centering(assume_centered, mean, mean_fraction, mean_clip, n_features=d)
-    cal, mean_mech, mean_share = _calibrate(centering, epsilon, delta, n, d, k, tau, beta)
+    cal, mean_mech, mean_share, share = _calibrate(centering, epsilon, delta, n, d, k, tau, beta)
     _check_range(cal, int(max_subsets))
     seed = resolve_random_state(random_state)
 
     mech = ExpMechMechanism.from_calibration(cal)
-    budget = ApproxDP(epsilon, delta)
-    privacy = stage_guarantee(budget, [mech.event()], budget, mean_mech, mean_share, _composition(cal))
+    privacy = stage_guarantee(ApproxDP(epsilon, delta), [mech.event()], share, mean_mech, mean_share,
+                              _composition(cal))
 
     Xg, all_finite = nonfinite_guard(Xd, on_nonfinite)
     Xc, mu = centre_data(Xg, all_finite, centering, mean_mech, seed, scheduler=scheduler, timeout=timeout)
@@ -545,7 +554,7 @@ class ExpMechSparsePCA(Projection, Estimator):
         """(centering, mean mechanism or None, the calibration of the selection and block)."""
         centering = check_centering(self.assume_centered, self.mean, self.mean_fraction, self.mean_clip,
                                     n_features=d)
-        cal, mech, _ = _calibrate(centering, self.epsilon, self.delta, n, d, self.k, tau, self.beta)
+        cal, mech, _, _ = _calibrate(centering, self.epsilon, self.delta, n, d, self.k, tau, self.beta)
         return centering, mech, cal
 
     def _check_fit(self, n_samples: int, n_features: int) -> None:

@@ -364,7 +364,7 @@ def private_sparse_covariance(
             "tile_size": tile_size,
             "selection": selection,
             "calibration": cal.to_dict(),
-            "centering": centering.record(mean_mech, _stage_composition(selection)),
+            "centering": centering.record(mean_mech, centering.composition(epsilon, delta, composition)),
         },
         noise_scales=scales,
         values=values,

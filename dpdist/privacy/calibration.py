@@ -10,10 +10,11 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from scipy import optimize, special
+from scipy import optimize
 
 from dpdist._validation import check_int, check_positive, check_probability
 from dpdist.exceptions import ValidationError
+from dpdist.privacy.accounting import gaussian_profile_delta
 from dpdist.privacy.budget import check_delta, check_epsilon
 from dpdist.privacy.zcdp import cks20_rho
 
@@ -583,14 +584,16 @@ def analytic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) ->
 
     ``delta(sigma) = Phi(D/(2 s) - eps s / D) - e^eps Phi(-D/(2 s) - eps s / D)`` is
     decreasing in s; we return the s where it equals ``delta`` (found by bracketing root
-    search, then nudged up by one part in 1e9 so the inequality holds after rounding).
-    Exact (necessary and sufficient) for every eps > 0.
+    search, then nudged up by one part in 1e9 so the inequality holds after rounding; for a
+    small mu and epsilon, delta is evaluated without cancellation,
+    :func:`~dpdist.privacy.accounting.gaussian_profile_delta`). Exact (necessary and
+    sufficient) for every eps > 0.
     """
 
     def excess(s: float) -> float:
         a = sensitivity / (2 * s)
         b = epsilon * s / sensitivity
-        return special.ndtr(a - b) - math.exp(epsilon + special.log_ndtr(-a - b)) - delta
+        return gaussian_profile_delta(sensitivity / s, epsilon, a - b, -a - b) - delta
 
     lo, hi = 1e-12 * sensitivity, sensitivity
     while excess(hi) > 0:

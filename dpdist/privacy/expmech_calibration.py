@@ -281,8 +281,8 @@ def expmech_calibration(
     if how == "basic" and mean_mult is None:
         eps_rel = epsilon - eps_sel
         mech_sigma, mech_rule = gaussian_sigma(sens_fl, eps_rel, delta)
-        rule = f"basic composition: selection at epsilon {eps_sel:.6g}, Gaussian mechanism at ({eps_rel:.6g}, delta): " \
-            f"{mech_rule}"
+        rule = (f"basic composition: selection at epsilon {eps_sel:.6g}, Gaussian mechanism at ({eps_rel:.6g}, "
+                f"delta): {mech_rule}")
     elif how == "basic":
         mech_sigma = sens_fl * mult
         eps_rel = gaussian_epsilon(1.0 / mult, delta)

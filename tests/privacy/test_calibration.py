@@ -196,3 +196,18 @@ def test_advanced_composition_is_infinite_past_the_float_range():
     assert math.isfinite(cal.advanced_composition_epsilon(700.0, 3, 1e-6))
     c = cal.privcov_calibration(1e5, 1e-6, 100, 6, 2, 1.0)
     assert c.composed_epsilon <= 1e5
+
+
+@pytest.mark.parametrize("eps,delta", [(3e-8, 1e-12), (1e-6, 1e-7), (1e-4, 1e-15), (0.01, 1e-10), (1e-10, 1e-3)])
+def test_analytic_gaussian_meets_delta_at_tiny_epsilon_in_exact_arithmetic(eps, delta):
+    # a small mu and epsilon: both terms of Balle-Wang's delta are near Phi(-eps/mu), far above
+    # delta; the returned sigma must still meet delta, checked here in 60-digit arithmetic
+    import mpmath
+
+    mpmath.mp.dps = 60
+    for sens in (1.0, 0.033):
+        s = cal.analytic_gaussian_sigma(sens, eps, delta)
+        mu, e = mpmath.mpf(sens) / mpmath.mpf(s), mpmath.mpf(eps)
+        exact = mpmath.ncdf(-e / mu + mu / 2) - mpmath.e**e * mpmath.ncdf(-e / mu - mu / 2)
+        assert exact <= delta
+        assert exact >= delta * (1 - 1e-6)  # and not far more noise than needed
