@@ -109,3 +109,26 @@ def test_expmech_mean_joins_the_block_in_one_gaussian_mechanism():
     assert (1 / m_mean) ** 2 / mu**2 == pytest.approx(0.2, rel=1e-8)
     assert est.release_.parameters["centering"]["composition"] == "mixed"
     assert est.privacy_ == ApproxDP(EPS, DELTA)
+
+
+@pytest.mark.parametrize("eps,delta", [(1e-6, 1e-6), (0.05, 0.1)])
+def test_a_share_zero_dp_alone_falls_back_to_splitting_epsilon_and_delta(eps, delta):
+    # the mean's GDP share would be (0, delta)-DP alone: no stand-alone epsilon calibrates it, so
+    # the split is (f epsilon, f delta) / the rest, as basic composition, and every estimator fits
+    from dpdist.baselines import AnalyzeGauss, GaussianCovariance
+
+    centering = Centering("private-mean", mean_fraction=0.1)
+    for kind in ("gdp", "zcdp"):
+        assert centering.composition(eps, delta, kind) == "basic"
+        assert centering.split(eps, delta, kind) == (ApproxDP(0.1 * eps, 0.1 * delta), ApproxDP(0.9 * eps, 0.9 * delta))
+    X = _data(200, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for est in (GaussianCovariance(eps, delta, clip=3.0, random_state=0, scheduler=SYNC),
+                    AnalyzeGauss(eps, delta, radius=5.0, random_state=0, scheduler=SYNC),
+                    dpdist.SparseCovariance(2, eps, delta, clip=3.0, random_state=0, scheduler=SYNC),
+                    dpdist.ExpMechSparsePCA(2, eps, delta, sigma=1.0, random_state=0, scheduler=SYNC)):
+            rel = est.fit(X).release_
+            assert rel.privacy == ApproxDP(eps, delta)
+            assert rel.parameters["centering"]["composition"] == "basic"
+            assert rel.parameters["centering"]["mean_budget"] == {"epsilon": 0.1 * eps, "delta": 0.1 * delta}
