@@ -252,13 +252,14 @@ def expmech_pca(
     by Lemma 29 of the COLT 2026 paper. Entries are truncated to ``[-tau, tau]`` with a
     public tau; the score ``lambda_1(Sigma_hat_S)`` of each support S has global sensitivity
     ``2 k tau^2 / n`` and the ``k x k`` block the same Frobenius sensitivity. The support is
-    drawn by the exponential mechanism at ``epsilon/2`` (Lemma 28), sampled exactly by
-    Gumbel-max: ``argmax_S epsilon n q(S) / (8 k tau^2) + Gumbel_S`` over all ``C(d, k)``
-    supports; the block is released with i.i.d. ``N(0, sigma_priv^2)`` noise at
-    ``(epsilon/2, delta)``, ``sigma_priv`` the analytic Gaussian mechanism's (below the printed
-    line 11's; see
-    :func:`~dpdist.privacy.expmech_calibration.expmech_calibration`); symmetrising and the
-    eigenvector are post-processing; basic composition gives ``(epsilon, delta)``.
+    drawn by the exponential mechanism at ``epsilon_sel`` (Lemma 28; the paper's
+    ``epsilon/2``), sampled exactly by Gumbel-max: ``argmax_S epsilon_sel n q(S) / (4 k tau^2)
+    + Gumbel_S`` over all ``C(d, k)`` supports; the block is released with i.i.d. ``N(0,
+    sigma^2)`` noise, sigma the exact requirement of its share (below the printed line 11's);
+    ``epsilon_sel`` and the composition of the two (basic, or zCDP with the selection's
+    bounded range) minimise the error bound
+    (:func:`~dpdist.privacy.expmech_calibration.expmech_split`); symmetrising and the
+    eigenvector are post-processing.
 
     Cost: ``C(d, k)`` score evaluations, and every enumeration task holds the dense
     ``d x d`` clipped second moment (``8 d^2`` bytes; ``plan()`` reports it).
@@ -278,8 +279,10 @@ def expmech_pca(
     Centring: the private mean (:mod:`dpdist.privacy.mechanisms.mean`) is released first;
     ``x -> x - mu_hat`` is then a fixed per-row map before the truncation to tau, so the
     sensitivities above are unchanged (the mean is public by then); tau must cover the
-    entries of ``x - mu_hat``. The stages compose by basic composition
-    (:mod:`dpdist.algorithms._centering`).
+    entries of ``x - mu_hat``. The mean joins the Gaussian part of the budget: with the
+    selection by basic composition, the mean and the block are one Gaussian mechanism in GDP;
+    in zCDP the mean takes ``mean_fraction`` of rho (:func:`_calibrate`). The accountant
+    re-derives (epsilon, delta) from the three events together.
     """
     _check_params(k, epsilon, delta, sigma, clip, max_subsets, beta)
     check_nonfinite(on_nonfinite)
