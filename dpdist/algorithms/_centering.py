@@ -9,15 +9,37 @@ default:
 - ``mean=`` a public vector: the data are centred at it (recorded as public; it costs nothing
   and is taken as the true mean in the error bound);
 - otherwise the mean is released privately first by the clipped-mean Gaussian mechanism
-  (:mod:`dpdist.privacy.mechanisms.mean`) with the share ``mean_fraction`` of (epsilon, delta)
+  (:mod:`dpdist.privacy.mechanisms.mean`) with the share ``mean_fraction`` of the budget
   and rows scaled to L2 norm ``mean_clip``; the second stage runs with the rest of the budget.
 
 Why the second stage's guarantee is unchanged: once released, ``mu_hat`` is public (a
 post-processing of a DP output); the second stage applies the fixed per-row map ``x -> x -
 mu_hat`` before its own clipping, and a per-row map keeps replace-one neighbours neighbours, so
 the second stage's sensitivity analysis (clip, float factor, lattice) holds verbatim for the
-centred rows. The two stages compose by basic composition (DR14 Thm 3.16): each stage's event
-is certified by the accountant within its share, and the shares add up to the budget charged.
+centred rows. How the two stages compose (``composition``, chosen by the estimator from what
+its second stage is):
+
+- ``"basic"`` (DR14 Thm 3.16): the mean gets ``(f epsilon, f delta)``, the second stage the
+  rest; each stage's events are certified by the accountant within its share, and the shares
+  add up to the budget charged.
+- ``"gdp"`` (the second stage is one Gaussian mechanism): both stages are Gaussian
+  mechanisms, and Gaussian mechanisms compose exactly (Dong, Roth and Su 2019, Corollary 3.3:
+  ``mu_1``- and ``mu_2``-GDP compose to ``sqrt(mu_1^2 + mu_2^2)``-GDP, and ``mu``-GDP is exactly
+  the analytic Gaussian mechanism's (epsilon, delta) profile). With ``mu`` the largest GDP
+  parameter within (epsilon, delta), the mean gets ``mu_1 = mu sqrt(f)`` and the second stage
+  ``mu_2 = mu sqrt(1 - f)``: the share f is a share of ``mu^2``, i.e. of rho.
+- ``"zcdp"`` (the second stage is accounted in zCDP): rho from (epsilon, delta) by the exact
+  conversion of Canonne, Kamath and Steinke 2020; the mean gets ``f rho``, the second stage
+  ``(1 - f) rho`` (zCDP composes by adding rho, Bun-Steinke 2016 Lemma 2.3).
+
+With ``"gdp"`` and ``"zcdp"`` each stage is calibrated at its stand-alone ``(epsilon_i, delta)``,
+the (epsilon, delta) profile of its share at the full delta (for a Gaussian share this gives back
+its multiplier exactly, up to an upward nudge of 1e-9); these epsilon_i do not add up to
+epsilon: the accountant re-derives the whole (epsilon, delta) from both stages' events
+together, and the release is refused if it is above the budget charged. Where a share is so
+small that it is (0, delta)-DP alone (epsilon of the order of delta), no stand-alone epsilon
+describes it and the split falls back to ``"basic"`` (:meth:`Centering.split`), whose shares
+add up and are checked as such.
 What the clip must now cover is ``x - mu_hat`` (the centred rows), and ``mean_clip`` the norms
 ``||x||`` of the raw rows.
 """
@@ -35,18 +57,23 @@ from dpdist._validation import check_bool, check_positive, check_probability
 from dpdist.engine.mean import clipped_row_sum
 from dpdist.engine.runtime import compute
 from dpdist.exceptions import ValidationError
-from dpdist.privacy.accounting import release_guarantee
+from dpdist.privacy.accounting import gaussian_epsilon, release_guarantee
 from dpdist.privacy.budget import ApproxDP
+from dpdist.privacy.calibration import gaussian_mu
 from dpdist.privacy.mechanisms.base import residual_note
 from dpdist.privacy.mechanisms.mean import ClippedMeanMechanism
+from dpdist.privacy.zcdp import cks20_epsilon, cks20_rho
 
 __all__ = [
-    "DEFAULT_MEAN_FRACTION", "Centering", "centre", "centre_data", "centring_error", "check_centering",
-    "compose_stages", "mean_mechanism", "mean_notes", "mean_offset_bounds", "release_mean", "stage_guarantee",
+    "COMPOSITIONS", "DEFAULT_MEAN_FRACTION", "Centering", "centre", "centre_data", "centring_error",
+    "check_centering", "compose_stages", "mean_mechanism", "mean_notes", "mean_offset_bounds", "release_mean",
+    "stage_guarantee",
 ]
 
-#: Default share of (epsilon, delta) spent on the private mean.
+#: Default share of the budget spent on the private mean.
 DEFAULT_MEAN_FRACTION = 0.1
+#: How the mean and the second stage compose (module docstring).
+COMPOSITIONS = ("basic", "gdp", "zcdp")
 
 
 @dataclass(frozen=True)
@@ -64,13 +91,40 @@ class Centering:
     def private(self) -> bool:
         return self.mode == "private-mean"
 
-    def split(self, epsilon: float, delta: float) -> tuple[ApproxDP | None, ApproxDP]:
+    def split(self, epsilon: float, delta: float, composition: str = "basic") -> tuple[ApproxDP | None, ApproxDP]:
         """(the mean's share, the second stage's share) of (epsilon, delta); the mean's is None
-        unless it is released privately."""
+        unless it is released privately. ``composition`` (module docstring): ``"basic"`` (the
+        shares add up to (epsilon, delta)), ``"gdp"`` or ``"zcdp"`` (each share is that stage's
+        stand-alone (epsilon_i, delta))."""
         if not self.private:
             return None, ApproxDP(epsilon, delta)
+        alone = self._alone(epsilon, delta, composition)
+        if alone is None:
+            f = self.mean_fraction
+            return ApproxDP(epsilon * f, delta * f), ApproxDP(epsilon * (1.0 - f), delta * (1.0 - f))
+        return ApproxDP(alone[0], delta), ApproxDP(alone[1], delta)
+
+    def composition(self, epsilon: float, delta: float, composition: str) -> str:
+        """The composition :meth:`split` uses: ``composition``, or ``"basic"`` where a composed
+        share would be (0, delta)-DP alone (an epsilon of the order of delta)."""
+        return composition if self._alone(epsilon, delta, composition) is not None else "basic"
+
+    def _alone(self, epsilon: float, delta: float, composition: str) -> tuple[float, float] | None:
+        """The stand-alone epsilons of the mean's and the second stage's shares at the full
+        delta, or None for ``"basic"`` and where one would be 0 (no stand-alone epsilon
+        describes such a share; the (epsilon, delta) split does)."""
+        if composition not in COMPOSITIONS:
+            raise ValidationError(f"composition must be one of {COMPOSITIONS}, got {composition!r}")
+        if composition == "basic" or not self.private:
+            return None
         f = self.mean_fraction
-        return ApproxDP(epsilon * f, delta * f), ApproxDP(epsilon * (1.0 - f), delta * (1.0 - f))
+        if composition == "gdp":
+            mu = gaussian_mu(epsilon, delta)
+            alone = gaussian_epsilon(mu * math.sqrt(f), delta), gaussian_epsilon(mu * math.sqrt(1.0 - f), delta)
+        else:
+            rho = cks20_rho(epsilon, delta)
+            alone = gaussian_epsilon(math.sqrt(2.0 * f * rho), delta), cks20_epsilon((1.0 - f) * rho, delta)
+        return alone if min(alone) > 0.0 else None
 
     def mean_clip_for(self, n_features: int, clip: float | None, radius: float | None = None) -> float:
         """The mean's L2 radius: ``mean_clip``; when not given, the second stage's L2 bound
@@ -83,7 +137,7 @@ class Centering:
             raise ValidationError("the private mean needs mean_clip (an L2 bound on the rows' norms) or clip")
         return float(clip) * math.sqrt(int(n_features))
 
-    def record(self, mech: ClippedMeanMechanism | None = None) -> dict:
+    def record(self, mech: ClippedMeanMechanism | None = None, composition: str | None = None) -> dict:
         """What a release records under ``parameters["centering"]``: public values only (a
         public mean, the private mean's share, clip and noise scale; the released mean itself is
         a value, ``values["mean"]``)."""
@@ -96,6 +150,8 @@ class Centering:
         else:
             out["mean_source"] = "released privately (clipped-mean Gaussian mechanism)"
             out["mean_fraction"] = self.mean_fraction
+            if composition is not None:
+                out["composition"] = composition
             if mech is not None:
                 out["mean_clip"] = mech.clip
                 out["mean_budget"] = {"epsilon": mech.epsilon, "delta": mech.delta}
@@ -163,17 +219,24 @@ def centre(Xg, mu: np.ndarray | None):
     return Xg - np.asarray(mu, dtype=np.float64)
 
 
-def compose_stages(budget: ApproxDP, stages: list[tuple[list, ApproxDP]]) -> ApproxDP:
+def compose_stages(budget: ApproxDP, stages: list[tuple[list, ApproxDP]], composition: str = "basic") -> ApproxDP:
     """The guarantee of a two-stage release: each stage's events certified by the accountant
-    within its share (:func:`~dpdist.privacy.accounting.release_guarantee`), the shares adding
-    up to at most ``budget`` (basic composition). Returns ``budget``."""
+    within its share (:func:`~dpdist.privacy.accounting.release_guarantee`), and either the
+    shares adding up to at most ``budget`` (``"basic"`` composition) or, for any other
+    composition (``"gdp"``, ``"zcdp"``, ``"mixed"``), all the stages' events together certified
+    within ``budget``. Returns ``budget``."""
     from dpdist.exceptions import DpdistError
 
     eps = dl = 0.0
     for events, share in stages:
         release_guarantee(events, budget=share)
         eps, dl = eps + share.epsilon, dl + share.delta
-    if not (eps <= budget.epsilon * (1 + 1e-12) and dl <= budget.delta * (1 + 1e-12)):
+    within = eps <= budget.epsilon * (1 + 1e-12) and dl <= budget.delta * (1 + 1e-12)
+    if composition != "basic" and not within:
+        # the shares do not add up (each is a stage's stand-alone guarantee): the composition
+        # is certified from all the stages' events together
+        return release_guarantee([e for events, _ in stages for e in events], budget=budget)
+    if not within:
         raise DpdistError(f"internal error: the stages' shares ({eps}, {dl}) exceed the budget {budget}")
     return budget
 
@@ -181,7 +244,7 @@ def compose_stages(budget: ApproxDP, stages: list[tuple[list, ApproxDP]]) -> App
 def mean_notes(mech: ClippedMeanMechanism) -> list[str]:
     """The notes a release with a private mean carries."""
     return [
-        f"centred at a privately released mean (share {mech.epsilon:.6g}, {mech.delta:.6g} of the budget; rows "
+        f"centred at a privately released mean (alone ({mech.epsilon:.6g}, {mech.delta:.6g})-DP; rows "
         f"scaled to L2 norm {mech.clip:.6g} for the mean); the second stage's clip covers x - mean",
         "mean: " + residual_note(mech.n_features, mech.noise),
     ]
@@ -243,9 +306,10 @@ def centre_data(Xg, all_finite, centering: Centering, mean_mech: ClippedMeanMech
 
 
 def stage_guarantee(budget: ApproxDP, main_events: list, main_share: ApproxDP,
-                    mean_mech: ClippedMeanMechanism | None, mean_share: ApproxDP | None) -> ApproxDP:
+                    mean_mech: ClippedMeanMechanism | None, mean_share: ApproxDP | None,
+                    composition: str = "basic") -> ApproxDP:
     """The release's guarantee: the main stage's events certified within the budget, or, with a
-    private mean, each stage within its share (:func:`compose_stages`)."""
+    private mean, the stages composed as ``composition`` says (:func:`compose_stages`)."""
     if mean_mech is None:
         return release_guarantee(main_events, budget=budget)
-    return compose_stages(budget, [([mean_mech.event()], mean_share), (main_events, main_share)])
+    return compose_stages(budget, [([mean_mech.event()], mean_share), (main_events, main_share)], composition)

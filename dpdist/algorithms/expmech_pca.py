@@ -28,6 +28,7 @@ from dpdist.algorithms._centering import (
     mean_notes,
     stage_guarantee,
 )
+from dpdist.privacy.accounting import gaussian_epsilon
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
 from dpdist.privacy.expmech_calibration import (
     ExpMechCalibration,
@@ -147,6 +148,35 @@ def _check_range(cal: ExpMechCalibration, max_subsets: int) -> None:
         )
 
 
+def _composition(cal: ExpMechCalibration) -> str:
+    """How a private mean composes with the selection and the block (:func:`~dpdist.privacy.
+    expmech_calibration.expmech_split`): ``"mixed"`` (the selection by basic composition, the
+    mean and the block one Gaussian mechanism in GDP) or ``"zcdp"``; ``"basic"`` when the
+    calibration did not include the mean (a budget too small for it, :func:`_calibrate`)."""
+    if cal.mean_noise_multiplier is None:  # no mean, or the (epsilon, delta) split of a tiny budget
+        return "basic"
+    return "zcdp" if cal.composition == "zcdp" else "mixed"
+
+
+def _calibrate(centering, epsilon, delta, n: int, d: int, k: int, tau: float, beta) -> tuple:
+    """``(calibration, mean mechanism or None, the mean's share or None, the selection and
+    block's share)``: one calibration of the whole budget, the private mean's Gaussian included
+    (``mean_fraction``); the mean's share is its stand-alone (epsilon, delta)."""
+    budget = ApproxDP(epsilon, delta)
+    f = centering.mean_fraction if centering.private else 0.0
+    cal = expmech_calibration(epsilon, delta, n, d, int(k), tau, beta=float(beta), mean_fraction=f)
+    if not centering.private:
+        return cal, None, None, budget
+    # the mean's stand-alone guarantee at the full delta gives back its multiplier (analytic Gaussian)
+    alone = gaussian_epsilon(1.0 / cal.mean_noise_multiplier, cal.delta)
+    if not alone > 0.0:  # a mean (0, delta)-DP alone (epsilon of the order of delta): split (epsilon, delta)
+        mean_share, share = centering.split(epsilon, delta, "basic")
+        cal = expmech_calibration(share.epsilon, share.delta, n, d, int(k), tau, beta=float(beta))
+        return cal, mean_mechanism(centering, mean_share, n, d, tau), mean_share, share
+    mean_share = ApproxDP(alone, cal.delta)
+    return cal, mean_mechanism(centering, mean_share, n, d, tau), mean_share, budget
+
+
 def expmech_pca(
     X: Any,
     k: int,
@@ -203,8 +233,11 @@ def expmech_pca(
         Seconds for the fit; see :mod:`dpdist.engine.runtime`.
     assume_centered, mean, mean_fraction, mean_clip
         Centring, as :func:`~dpdist.algorithms.sparse_covariance.private_sparse_covariance`:
-        by default a mean released with ``mean_fraction`` of (epsilon, delta) (rows scaled to
-        L2 norm ``mean_clip``, default ``tau sqrt(d)``), the rest for Lemma 29.
+        by default a mean released with ``mean_fraction`` of the Gaussian part of the budget
+        (rows scaled to L2 norm ``mean_clip``, default ``tau sqrt(d)``): with the selection
+        by basic composition, the mean and the block form one Gaussian mechanism (GDP) and
+        the mean takes ``mean_fraction`` of its ``mu^2``; in zCDP it takes ``mean_fraction``
+        of rho (:func:`~dpdist.privacy.expmech_calibration.expmech_split`).
 
     Returns
     -------
@@ -219,12 +252,14 @@ def expmech_pca(
     by Lemma 29 of the COLT 2026 paper. Entries are truncated to ``[-tau, tau]`` with a
     public tau; the score ``lambda_1(Sigma_hat_S)`` of each support S has global sensitivity
     ``2 k tau^2 / n`` and the ``k x k`` block the same Frobenius sensitivity. The support is
-    drawn by the exponential mechanism at ``epsilon/2`` (Lemma 28), sampled exactly by
-    Gumbel-max: ``argmax_S epsilon n q(S) / (8 k tau^2) + Gumbel_S`` over all ``C(d, k)``
-    supports; the block is released with i.i.d. ``N(0, sigma_priv^2)`` noise at
-    ``(epsilon/2, delta)`` (Fact 2), ``sigma_priv`` as printed in line 11 or larger (see
-    :func:`~dpdist.privacy.expmech_calibration.expmech_calibration`); symmetrising and the
-    eigenvector are post-processing; basic composition gives ``(epsilon, delta)``.
+    drawn by the exponential mechanism at ``epsilon_sel`` (Lemma 28; the paper's
+    ``epsilon/2``), sampled exactly by Gumbel-max: ``argmax_S epsilon_sel n q(S) / (4 k tau^2)
+    + Gumbel_S`` over all ``C(d, k)`` supports; the block is released with i.i.d. ``N(0,
+    sigma^2)`` noise, sigma the exact requirement of its share (below the printed line 11's);
+    ``epsilon_sel`` and the composition of the two (basic, or zCDP with the selection's
+    bounded range) minimise the error bound
+    (:func:`~dpdist.privacy.expmech_calibration.expmech_split`); symmetrising and the
+    eigenvector are post-processing.
 
     Cost: ``C(d, k)`` score evaluations, and every enumeration task holds the dense
     ``d x d`` clipped second moment (``8 d^2`` bytes; ``plan()`` reports it).
@@ -244,8 +279,10 @@ def expmech_pca(
     Centring: the private mean (:mod:`dpdist.privacy.mechanisms.mean`) is released first;
     ``x -> x - mu_hat`` is then a fixed per-row map before the truncation to tau, so the
     sensitivities above are unchanged (the mean is public by then); tau must cover the
-    entries of ``x - mu_hat``. The stages compose by basic composition
-    (:mod:`dpdist.algorithms._centering`).
+    entries of ``x - mu_hat``. The mean joins the Gaussian part of the budget: with the
+    selection by basic composition, the mean and the block are one Gaussian mechanism in GDP;
+    in zCDP the mean takes ``mean_fraction`` of rho (:func:`_calibrate`). The accountant
+    re-derives (epsilon, delta) from the three events together.
     """
     _check_params(k, epsilon, delta, sigma, clip, max_subsets, beta)
     check_nonfinite(on_nonfinite)
@@ -260,14 +297,13 @@ def expmech_pca(
         raise ValidationError(f"k must satisfy 1 <= k <= d = {d}, got k={k}")
     tau, clip_source = _resolve_clip(sigma, clip, n, d, beta)
     centering = check_centering(assume_centered, mean, mean_fraction, mean_clip, n_features=d)
-    mean_share, share = centering.split(epsilon, delta)
-    cal = expmech_calibration(share.epsilon, share.delta, n, d, k, tau)
+    cal, mean_mech, mean_share, share = _calibrate(centering, epsilon, delta, n, d, k, tau, beta)
     _check_range(cal, int(max_subsets))
-    mean_mech = mean_mechanism(centering, mean_share, n, d, tau) if centering.private else None
     seed = resolve_random_state(random_state)
 
     mech = ExpMechMechanism.from_calibration(cal)
-    privacy = stage_guarantee(ApproxDP(epsilon, delta), [mech.event()], share, mean_mech, mean_share)
+    privacy = stage_guarantee(ApproxDP(epsilon, delta), [mech.event()], share, mean_mech, mean_share,
+                              _composition(cal))
 
     Xg, all_finite = nonfinite_guard(Xd, on_nonfinite)
     Xc, mu = centre_data(Xg, all_finite, centering, mean_mech, seed, scheduler=scheduler, timeout=timeout)
@@ -302,16 +338,18 @@ def expmech_pca(
         "max_subsets": int(max_subsets),
         "on_nonfinite": on_nonfinite,
         "budget_split": {
+            "composition": cal.composition,
             "selection": {"epsilon": cal.selection_epsilon, "delta": 0.0},
             "block": {"epsilon": cal.release_epsilon, "delta": cal.release_delta},
         },
         "calibration": cal.to_dict(),
-        "centering": centering.record(mean_mech),
+        "centering": centering.record(mean_mech, _composition(cal) if mean_mech is not None else None),
     }
     notes = (
-        "support drawn by the exact exponential mechanism over all C(d, k) supports (Lemma 28 at epsilon/2): "
-        "weighted scores on the lattice 2**-30, exact Gumbel-max with certified comparisons (the lattice and "
-        "the product's rounding paid inside epsilon/2); Gumbel noise of subset rank r is a function of (seed, r) only",
+        "support drawn by the exact exponential mechanism over all C(d, k) supports (Lemma 28 at the selection's "
+        "epsilon): weighted scores on the lattice 2**-30, exact Gumbel-max with certified comparisons (the lattice "
+        "and the product's rounding paid inside that epsilon); Gumbel noise of subset rank r is a function of "
+        "(seed, r) only",
         residual_note(k * k, mech.block_noise),
         f"block noise scale: {cal.gaussian_rule}",
         "components are post-processing of the noisy block (symmetrised, top eigenvector)",
@@ -349,8 +387,8 @@ class ExpMechPlan(Plan):
     the Rayleigh deficit ``lambda_1 - v_hat^T Sigma v_hat`` (scale ``sigma**2``, which bounds
     lambda_1 for sigma-sub-Gaussian rows). With ``clip`` only, both use ``sigma = clip``
     (entries clipped to [-clip, clip] are clip-sub-Gaussian). An infeasible enumeration
-    (``C(d, k) > max_subsets``) is an unmet condition. With a private mean the calibration is
-    at the share ``1 - mean_fraction`` (``privacy`` is the whole budget) and ``error`` adds
+    (``C(d, k) > max_subsets``) is an unmet condition. With a private mean the calibration
+    gives the block ``1 - mean_fraction`` of the Gaussian part (``privacy`` is the whole budget) and ``error`` adds
     ``eta_center`` (k times :func:`~dpdist.algorithms._centering.centring_error`, at beta) to
     the deficit like the sampling term; the bound then holds with probability >= 1 - 2 beta.
     """
@@ -513,16 +551,14 @@ class ExpMechSparsePCA(Projection, Estimator):
         n = check_int(n_samples, "n_samples", low=1)
         d = check_int(n_features, "n_features", low=1)
         tau, _ = _resolve_clip(self.sigma, self.clip, n, d, self.beta)
-        _, _, share = self._centering(n, d, tau)
-        return expmech_calibration(share.epsilon, share.delta, n, d, self.k, tau)
+        return self._centering(n, d, tau)[2]
 
     def _centering(self, n: int, d: int, tau: float) -> tuple:
-        """(centering, mean mechanism or None, the share of the selection and block)."""
+        """(centering, mean mechanism or None, the calibration of the selection and block)."""
         centering = check_centering(self.assume_centered, self.mean, self.mean_fraction, self.mean_clip,
                                     n_features=d)
-        mean_share, share = centering.split(self.epsilon, self.delta)
-        mech = mean_mechanism(centering, mean_share, n, d, tau) if centering.private else None
-        return centering, mech, share
+        cal, mech, _, _ = _calibrate(centering, self.epsilon, self.delta, n, d, self.k, tau, self.beta)
+        return centering, mech, cal
 
     def _check_fit(self, n_samples: int, n_features: int) -> None:
         super()._check_fit(n_samples, n_features)

@@ -124,6 +124,14 @@ def _check_selection(selection) -> str:
     return selection
 
 
+def _stage_composition(selection: str) -> str:
+    """How the private mean composes with the covariance stage: in zCDP (the mean's Gaussian
+    ``f rho``, the zCDP analyses' ``(1 - f) rho``) for every selection accounted in zCDP, by
+    basic composition for Algorithm 1 (``"paper"``, reproduced as printed)
+    (:mod:`dpdist.algorithms._centering`)."""
+    return "basic" if selection == "paper" else "zcdp"
+
+
 def _calibrate(selection: str, epsilon, delta, n: int, d: int, k: int, R: float, beta: float):
     """The calibration of ``selection`` (both are functions of public values only)."""
     if selection == "paper":
@@ -260,12 +268,14 @@ def private_sparse_covariance(
 
     **Centring.** With ``assume_centered=False`` and no public ``mean``, the mean is released
     first by :class:`~dpdist.privacy.mechanisms.mean.ClippedMeanMechanism` with the share
-    ``mean_fraction`` of (epsilon, delta) and PrivCov runs with the rest on the rows ``x -
+    ``mean_fraction`` of the budget and PrivCov runs with the rest on the rows ``x -
     mu_hat``. PrivCov's sensitivity ``2 R^2 / n`` is unchanged: ``mu_hat`` is public once
     released, ``x -> x - mu_hat`` is a fixed per-row map applied before the clip, so neighbours
     stay neighbours and every row's clipped term is bounded as before. The clip R (or sigma)
     must now cover the entries of ``x - mu_hat``, ``mean_clip`` the norms of the raw rows.
-    The two stages compose by basic composition (:mod:`dpdist.algorithms._centering`).
+    The two stages compose in zCDP (the mean ``mean_fraction`` of rho, PrivCov the rest, one
+    CKS20 conversion), or by basic composition for ``selection="paper"``
+    (:mod:`dpdist.algorithms._centering`).
 
     **What leaves the workers.** Only, per row block, S_i and the noised values of S_i and
     of the diagonal, and the noised mean. Raw and clipped rows, tiles of Sigma_hat and
@@ -285,7 +295,8 @@ def private_sparse_covariance(
         raise ValidationError(f"k must satisfy k <= d = {d} (the number of features), got k={k}")
     centering = check_centering(assume_centered, mean, mean_fraction, mean_clip, n_features=d)
     R, clip_rule = _resolve_clip(clip, sigma, n, d, beta)
-    mean_share, cov_share = centering.split(epsilon, delta)
+    composition = _stage_composition(selection)
+    mean_share, cov_share = centering.split(epsilon, delta, composition)
     cal = _calibrate(selection, cov_share.epsilon, cov_share.delta, n, d, k, R, beta)
     mech = (PrivCovMechanism if selection == "paper" else PrivCovZCDPMechanism).from_calibration(cal)
     mean_mech = mean_mechanism(centering, mean_share, n, d, R) if centering.private else None
@@ -294,7 +305,7 @@ def private_sparse_covariance(
         privacy = release_guarantee([mech.event()], budget=ApproxDP(epsilon, delta))
     else:
         privacy = compose_stages(ApproxDP(epsilon, delta), [([mean_mech.event()], mean_share),
-                                                            ([mech.event()], cov_share)])
+                                                            ([mech.event()], cov_share)], composition)
 
     Xg, all_finite = nonfinite_guard(X, on_nonfinite)
     mu = centering.mean
@@ -353,7 +364,7 @@ def private_sparse_covariance(
             "tile_size": tile_size,
             "selection": selection,
             "calibration": cal.to_dict(),
-            "centering": centering.record(mean_mech),
+            "centering": centering.record(mean_mech, centering.composition(epsilon, delta, composition)),
         },
         noise_scales=scales,
         values=values,
@@ -650,7 +661,7 @@ class SparseCovariance(Estimator):
         centering = check_centering(self.assume_centered, self.mean, self.mean_fraction, self.mean_clip,
                                     n_features=d)
         R, rule = _resolve_clip(clip, sigma, n, d, beta)
-        mean_share, cov_share = centering.split(epsilon, delta)
+        mean_share, cov_share = centering.split(epsilon, delta, _stage_composition(selection))
         mean_mech = mean_mechanism(centering, mean_share, n, d, R) if centering.private else None
         return (_calibrate(selection, cov_share.epsilon, cov_share.delta, n, d, k, R, beta), rule, centering,
                 mean_mech)

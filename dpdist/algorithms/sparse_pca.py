@@ -102,8 +102,10 @@ _COMMON_NOTES = (
     "bounded samplers exhaust with probability below 2**-1000 + (delta/4)**32 a draw (stated, not added to delta)",
     "Lemma 10 deviation: sigma_priv uses gap (1 - gap/2) lambda_hat in the denominator (Definition 4 "
     "at gap/2 only guarantees that eigengap); the printed (13) omits 1/(1 - gap/2)",
-    "Fact 3/Fact 2 deviation: for a per-step epsilon/3 beyond the range the facts are stated for, the "
-    "bounded-Laplace bound and the Gaussian sigma are enlarged (never reduced)",
+    "Fact 3 deviation: for a per-step epsilon/3 beyond the range Fact 3 is stated for, the "
+    "bounded-Laplace bound is enlarged (never reduced)",
+    "Fact 2 deviation: the Gaussian releases use the analytic Gaussian mechanism (Balle-Wang 2018) at "
+    "(epsilon/3, delta/3), the exact condition for a Gaussian mechanism, instead of Fact 2's sufficient one",
     _MEAN_ZERO_NOTE,
     "deviation 4 (floating point): entries clipped to entry_clip (from sigma), Sigma_bar thresholded at "
     "5 tau + eta, and the release sensitivities include the proven float error (float_bounds)",
@@ -637,8 +639,9 @@ def private_pca(
     ``T_5tau(Sigma_bar)`` is ``Delta``-sensitive in Frobenius norm (Lemma 10) with
     ``Delta = 80 sqrt(2) k tau / (gap (1 - gap/2) lambda_hat)`` (the factor ``1/(1 -
     gap/2)`` corrects the printed (13): goodness at gap/2 guarantees only that eigengap), and
-    ``u u^T + G`` with ``G_ij ~ N(0, sigma_priv^2)``, ``sigma_priv = Delta (6/eps)
-    sqrt(log(6/delta))``, is (epsilon/3, delta/3)-DP (Fact 2); on the lattice the sensitivity
+    ``u u^T + G`` with ``G_ij ~ N(0, sigma_priv^2)``, ``sigma_priv`` the analytic Gaussian
+    mechanism's at (epsilon/3, delta/3) for ``Delta`` (exact; below Fact 2's ``Delta (6/eps)
+    sqrt(log(6/delta))``), is (epsilon/3, delta/3)-DP; on the lattice the sensitivity
     adds the rounding of the d^2 entries (:class:`~dpdist.privacy.mechanisms.friendly.
     PrivPCAMechanism`). ``top_{k^2}`` (sampled exactly, float-safe, by
     :func:`~dpdist.privacy.topk_sampler.lattice_top_k2`), symmetrisation and the top eigenvector are

@@ -209,7 +209,8 @@ def add_centering_args(p: argparse.ArgumentParser) -> None:
                    help="a public mean to centre at: comma-separated numbers (--mean=-1.5,2,...) or a .npy "
                    "file; recorded as public, costs no budget (default: a private mean)")
     p.add_argument("--mean-fraction", type=float,
-                   help="share of (epsilon, delta) spent on the private mean (default 0.1)")
+                   help="share of the budget spent on the private mean (default 0.1; of mu^2 or rho where "
+                        "the stages compose exactly, see docs/estimators.md)")
     p.add_argument("--mean-clip", type=float,
                    help="L2 radius the rows are scaled to for the private mean; must cover the rows' norms "
                    "(default: --radius where the method has it, else the entry clip, from --clip or --sigma, "

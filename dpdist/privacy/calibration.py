@@ -10,10 +10,11 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from scipy import optimize, special
+from scipy import optimize
 
 from dpdist._validation import check_int, check_positive, check_probability
 from dpdist.exceptions import ValidationError
+from dpdist.privacy.accounting import gaussian_profile_delta
 from dpdist.privacy.budget import check_delta, check_epsilon
 from dpdist.privacy.zcdp import cks20_rho
 
@@ -26,6 +27,7 @@ __all__ = [
     "advanced_composition_epsilon",
     "analytic_gaussian_sigma",
     "classic_gaussian_sigma",
+    "gaussian_mu",
     "gaussian_sigma",
     "float_sensitivity",
     "gram_rounding_factor",
@@ -582,14 +584,16 @@ def analytic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) ->
 
     ``delta(sigma) = Phi(D/(2 s) - eps s / D) - e^eps Phi(-D/(2 s) - eps s / D)`` is
     decreasing in s; we return the s where it equals ``delta`` (found by bracketing root
-    search, then nudged up by one part in 1e9 so the inequality holds after rounding).
-    Exact (necessary and sufficient) for every eps > 0.
+    search, then nudged up by one part in 1e9 so the inequality holds after rounding; for a
+    small mu and epsilon, delta is evaluated without cancellation,
+    :func:`~dpdist.privacy.accounting.gaussian_profile_delta`). Exact (necessary and
+    sufficient) for every eps > 0.
     """
 
     def excess(s: float) -> float:
         a = sensitivity / (2 * s)
         b = epsilon * s / sensitivity
-        return special.ndtr(a - b) - math.exp(epsilon + special.log_ndtr(-a - b)) - delta
+        return gaussian_profile_delta(sensitivity / s, epsilon, a - b, -a - b) - delta
 
     lo, hi = 1e-12 * sensitivity, sensitivity
     while excess(hi) > 0:
@@ -598,12 +602,22 @@ def analytic_gaussian_sigma(sensitivity: float, epsilon: float, delta: float) ->
     return s * (1 + 1e-9)
 
 
+def gaussian_mu(epsilon: float, delta: float) -> float:
+    """The largest mu such that mu-GDP implies (epsilon, delta)-DP: ``1 / sigma`` of the analytic
+    Gaussian mechanism at sensitivity 1 (mu-GDP is exactly the profile of the Gaussian mechanism
+    with noise multiplier 1/mu; Dong, Roth and Su 2019, Corollary 2.13). Gaussian stages that
+    compose in GDP share ``mu^2``."""
+    return 1.0 / analytic_gaussian_sigma(1.0, check_epsilon(epsilon), check_delta(delta))
+
+
 def gaussian_sigma(sensitivity: float, epsilon: float, delta: float) -> tuple[float, str]:
-    """Gaussian noise scale for an L2 ``sensitivity`` at (eps, delta): the classic formula
-    (the one ALGORITHMS.md's comparisons use) for eps < 1, the analytic Gaussian mechanism
-    for eps >= 1 where the classic one does not apply. Returns (sigma, rule)."""
-    if epsilon < 1:
-        return classic_gaussian_sigma(sensitivity, epsilon, delta), "classic (DR14 Thm A.1)"
+    """Gaussian noise scale for an L2 ``sensitivity`` at (eps, delta), for every eps > 0: the
+    analytic Gaussian mechanism (:func:`analytic_gaussian_sigma`). Its condition on sigma is
+    necessary and sufficient for one Gaussian mechanism to be (eps, delta)-DP, so no other
+    calibration of a single Gaussian release (the classic formula, a zCDP conversion) is
+    smaller; at delta = 1e-6 it is 24% below the classic formula at eps = 0.5 and 31% below
+    at eps = 0.1.
+    Returns (sigma, rule)."""
     return analytic_gaussian_sigma(sensitivity, epsilon, delta), "analytic (Balle-Wang 2018)"
 
 

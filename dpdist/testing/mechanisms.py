@@ -35,7 +35,7 @@ Gaussian releases are audited in Gaussian DP: a Gaussian release of L2 sensitivi
 noise N(0, sigma^2) is exactly mu = Delta/sigma-GDP, so ``claimed_mu = Delta / sigma`` with both
 from the package's calibration, and ``claimed_epsilon, claimed_delta`` are the (epsilon, delta)
 the calibration was asked for (also checked: the epsilon lower bound at that delta). Where the
-rule that turns (epsilon, delta) into sigma is loose (the classic Gaussian mechanism, Fact 2),
+rule that turns (epsilon, delta) into sigma is loose (Fact 2's formula, kept by the paper's rules),
 a factor-2 twin may still satisfy the (epsilon, delta) claim; the GDP audit then flags the
 noise path (the released noise is not the calibrated sigma), which is the bug it exists to
 catch. Whether each calibrated sigma implies its (epsilon, delta) is checked exactly (no
@@ -242,7 +242,7 @@ def gaussian_case(noise_multiplier: float = 1.0, *, epsilon: float = 2.0, delta:
 
     eps, sens = float(epsilon), 1.0
     sigma, rule = gaussian_sigma(sens, eps, delta)
-    name = "primitives/gaussian" if eps >= 1 else "primitives/gaussian-classic"
+    name = "primitives/gaussian" if eps >= 1 else "primitives/gaussian-small-epsilon"
 
     def mech(value: float, n: int, seed: int) -> np.ndarray:
         u = _seed(seed).uniforms("audit/gaussian", 0, 0, n)
@@ -266,9 +266,10 @@ def gaussian_case(noise_multiplier: float = 1.0, *, epsilon: float = 2.0, delta:
     )
 
 
-def gaussian_classic_case(noise_multiplier: float = 1.0) -> AuditCase:
-    """:func:`gaussian_case` at (epsilon, delta) = (0.9, 0.05): the classic branch of
-    :func:`~dpdist.privacy.calibration.gaussian_sigma` (DR14 Theorem A.1, epsilon < 1)."""
+def gaussian_small_epsilon_case(noise_multiplier: float = 1.0) -> AuditCase:
+    """:func:`gaussian_case` at (epsilon, delta) = (0.9, 0.05): the analytic Gaussian mechanism
+    of :func:`~dpdist.privacy.calibration.gaussian_sigma` below epsilon = 1 (where it is
+    smaller than the classic formula of DR14 Theorem A.1)."""
     return gaussian_case(noise_multiplier, epsilon=0.9, delta=0.05)
 
 
@@ -1413,7 +1414,7 @@ def mean_data_case(noise_multiplier: float = 1.0) -> AuditCase:
 CASES: dict[str, Callable[..., AuditCase]] = {
     "primitives/laplace": laplace_case,
     "primitives/gaussian": gaussian_case,
-    "primitives/gaussian-classic": gaussian_classic_case,
+    "primitives/gaussian-small-epsilon": gaussian_small_epsilon_case,
     "primitives/bounded-laplace": bounded_laplace_case,
     "privcov/value-release": privcov_release_case,
     "privcov/selection": privcov_selection_case,

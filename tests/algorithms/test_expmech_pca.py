@@ -169,8 +169,12 @@ def test_fit_sets_attributes_and_metadata():
     meta = est.release_.metadata()
     json.dumps(meta)
     assert meta["seeding"]["mode"] == "seeded"
-    assert meta["parameters"]["budget_split"]["selection"] == {"epsilon": 0.5, "delta": 0.0}
-    assert meta["parameters"]["budget_split"]["block"] == {"epsilon": 0.5, "delta": 1e-6}
+    # (1, 1e-6), C(8, 2) = 28 supports: basic composition, the split that minimises the bound
+    split = meta["parameters"]["budget_split"]
+    assert split["composition"] == "basic"
+    assert split["selection"]["delta"] == 0.0 and split["block"]["delta"] == 1e-6
+    assert split["selection"]["epsilon"] + split["block"]["epsilon"] == pytest.approx(1.0, rel=1e-12)
+    assert 0.1 < split["selection"]["epsilon"] < 0.9
     assert est.clip_ == pytest.approx(2 * m.sigma * math.sqrt(math.log(4 * 5000 * 8 / 0.1)))
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from dask.callbacks import Callback
-from scipy import stats
+from scipy import optimize, stats
 
 import dpdist
 from tests.privacy.float_factor import kappa
@@ -17,6 +17,7 @@ from dpdist.algorithms.sparse_covariance import assemble_privcov, private_sparse
 from dpdist.data.synthetic import make_model1
 from dpdist.exceptions import DataConversionWarning, ValidationError
 from dpdist.report.metrics import operator_norm, support_metrics
+from tests.privacy.balle_wang import bw_delta
 
 from ..conftest import LONG
 
@@ -133,22 +134,22 @@ def test_accuracy_on_model1_within_theorem_1_bound():
 
 # ---------------------------------------------------------------- crossover through plan()
 def test_crossover_with_wang_xu_through_plan():
-    """b / sigma_WX = 8 sqrt((k+1) log(d/delta_row) / d) * sqrt(log(2/delta) / log(1.25/delta))
-    (derived from the two calibrations); Wang-Xu wins below d ~ 8,000 at k = 3, delta = 1e-6."""
+    """b / sigma_WX = 8 sqrt(2 log(2/delta) (k+1) log(d/delta_row) / d) / (eps m), m = sigma_WX /
+    Delta_WX the analytic Gaussian mechanism's multiplier at (eps, delta) (derived from the two
+    calibrations); Wang-Xu wins below d ~ 16,000 at k = 3, eps = 0.5, delta = 1e-6."""
     k, eps, delta, n = 3, 0.5, 1e-6, 10**9
+    m = optimize.brentq(lambda s: bw_delta(1.0, eps, s) - delta, 1e-3, 1e4, xtol=1e-15, rtol=1e-14)
 
     def ratio(d):
         p = dpdist.SparseCovariance(k, eps, delta, clip=4.0, assume_centered=True, selection="paper").plan(n, d)
         return p.calibrated_noise_scale / p.wang_xu_sigma  # the two calibrations, before any lattice
 
     for d in (60, 1000, 20_000, 100_000):
-        expected = 8 * math.sqrt((k + 1) * math.log(d / (delta / (2 * d))) / d) * math.sqrt(
-            math.log(2 / delta) / math.log(1.25 / delta)
-        )
-        assert ratio(d) == pytest.approx(expected, rel=1e-12)
-    assert ratio(60) > 8  # "at d = 60, k = 3 Wang-Xu's noise is about 9x smaller"
-    assert ratio(1000) > 1 and ratio(5000) > 1
-    assert ratio(12_000) < 1 and ratio(100_000) < 1
+        expected = 8 * math.sqrt(2 * math.log(2 / delta) * (k + 1) * math.log(d / (delta / (2 * d))) / d) / (eps * m)
+        assert ratio(d) == pytest.approx(expected, rel=1e-8)
+    assert ratio(60) > 13  # at d = 60, k = 3 Wang-Xu's noise is about 13x smaller
+    assert ratio(1000) > 1 and ratio(12_000) > 1
+    assert ratio(16_000) < 1 and ratio(100_000) < 1
 
 
 # ---------------------------------------------------------------- determinism

@@ -153,3 +153,28 @@ def test_release_guarantee_states_the_charged_budget_only_when_the_events_fit_in
     assert release_guarantee([GaussianEvent(1.0)], budget=ZCDP(0.5)) == ZCDP(0.5)
     with pytest.raises(DpdistError, match="above the budget"):
         release_guarantee([GaussianEvent(1.0)], budget=ZCDP(0.49))
+
+
+@pytest.mark.parametrize("eps,delta", [(3e-8, 1e-12), (1e-6, 1e-7), (0.01, 1e-10)])
+def test_gaussian_epsilon_is_accurate_at_tiny_epsilon(eps, delta):
+    # the exact profile of mu-GDP at a tiny mu, against 60-digit arithmetic: the accountant's
+    # epsilon is at least the exact one and within a part in 1e8 of it
+    import mpmath
+
+    from dpdist.privacy.accounting import gaussian_epsilon
+    from dpdist.privacy.calibration import analytic_gaussian_sigma
+
+    mpmath.mp.dps = 60
+
+    def exact_delta(mu, e):
+        mu, e = mpmath.mpf(mu), mpmath.mpf(e)
+        return mpmath.ncdf(-e / mu + mu / 2) - mpmath.e**e * mpmath.ncdf(-e / mu - mu / 2)
+
+    mu = 1.0 / analytic_gaussian_sigma(1.0, eps, delta)  # a mu whose epsilon is near eps
+    lo, hi = mpmath.mpf(0), mpmath.mpf(10 * eps)  # the exact epsilon at delta, by bisection
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if exact_delta(mu, mid) <= delta else (mid, hi)
+    got = gaussian_epsilon(mu, delta)
+    assert got >= hi
+    assert got == pytest.approx(float(hi), rel=1e-8)

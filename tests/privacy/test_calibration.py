@@ -9,6 +9,7 @@ from scipy import special
 
 from dpdist.exceptions import ValidationError
 from dpdist.privacy import calibration as cal
+from tests.privacy.balle_wang import assert_smallest_sigma
 from tests.privacy.float_factor import kappa
 
 
@@ -173,7 +174,19 @@ def test_analytic_gaussian_meets_delta_exactly(eps):
 def test_wang_xu_sensitivity_is_frobenius_bound():
     out = cal.wang_xu_calibration(0.5, 1e-6, 1000, 50, 3.0)
     assert out["sensitivity"] == pytest.approx(2 * 9 * 50 / 1000)
-    assert out["gaussian_sigma"] == pytest.approx(out["sensitivity"] * math.sqrt(2 * math.log(1.25e6)) / 0.5)
+    # the analytic Gaussian mechanism for kappa(n) times that sensitivity, also below epsilon = 1
+    assert_smallest_sigma(out["gaussian_sigma"], out["sensitivity"] * kappa(1000), 0.5, 1e-6)
+
+
+@pytest.mark.parametrize("eps", [0.05, 0.5, 0.99, 1.0, 3.0])
+@pytest.mark.parametrize("delta", [1e-10, 1e-6, 1e-2])
+def test_gaussian_sigma_is_the_smallest_sigma_at_every_epsilon(eps, delta):
+    # one Gaussian mechanism: the exact (Balle-Wang) condition, never the classic formula
+    s, rule = cal.gaussian_sigma(2.5, eps, delta)
+    assert_smallest_sigma(s, 2.5, eps, delta)
+    assert rule.startswith("analytic")
+    if eps < 1:
+        assert s < 2.5 * math.sqrt(2 * math.log(1.25 / delta)) / eps  # the classic formula, typed here
 
 
 def test_advanced_composition_is_infinite_past_the_float_range():
@@ -183,3 +196,18 @@ def test_advanced_composition_is_infinite_past_the_float_range():
     assert math.isfinite(cal.advanced_composition_epsilon(700.0, 3, 1e-6))
     c = cal.privcov_calibration(1e5, 1e-6, 100, 6, 2, 1.0)
     assert c.composed_epsilon <= 1e5
+
+
+@pytest.mark.parametrize("eps,delta", [(3e-8, 1e-12), (1e-6, 1e-7), (1e-4, 1e-15), (0.01, 1e-10), (1e-10, 1e-3)])
+def test_analytic_gaussian_meets_delta_at_tiny_epsilon_in_exact_arithmetic(eps, delta):
+    # a small mu and epsilon: both terms of Balle-Wang's delta are near Phi(-eps/mu), far above
+    # delta; the returned sigma must still meet delta, checked here in 60-digit arithmetic
+    import mpmath
+
+    mpmath.mp.dps = 60
+    for sens in (1.0, 0.033):
+        s = cal.analytic_gaussian_sigma(sens, eps, delta)
+        mu, e = mpmath.mpf(sens) / mpmath.mpf(s), mpmath.mpf(eps)
+        exact = mpmath.ncdf(-e / mu + mu / 2) - mpmath.e**e * mpmath.ncdf(-e / mu - mu / 2)
+        assert exact <= delta
+        assert exact >= delta * (1 - 1e-6)  # and not far more noise than needed

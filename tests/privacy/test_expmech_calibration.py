@@ -6,8 +6,10 @@ import math
 
 import pytest
 
+from scipy import optimize
+
 from dpdist.exceptions import ValidationError
-from tests.privacy.float_factor import kappa
+from dpdist.privacy.accounting import release_guarantee
 from dpdist.privacy.calibration import SAMPLING_CONSTANT
 from dpdist.privacy.expmech_calibration import (
     analyze_gauss_calibration,
@@ -16,51 +18,88 @@ from dpdist.privacy.expmech_calibration import (
     expmech_error_bound,
     expmech_min_samples,
 )
+from dpdist.privacy.mechanisms.expmech import ExpMechMechanism
+from tests.privacy.balle_wang import assert_smallest_sigma, bw_delta
+from tests.privacy.float_factor import kappa
+
+
+def _bw_sigma(eps, delta):
+    """The analytic Gaussian sigma at sensitivity 1, solved here from Balle-Wang's condition."""
+    return optimize.brentq(lambda s: bw_delta(1.0, eps, s) - delta, 1e-3, 1e4, xtol=1e-14, rtol=1e-13)
+
+
+def _deficit_weights(d, k, beta=0.1):
+    """The split-dependent part of Theorem 7's deficit per unit sensitivity, A / eps_sel + B m."""
+    log_range = math.log(math.comb(d, k))
+    return 2 * (log_range + math.log(4 / beta)), 2 * (2 * math.sqrt(k) + math.sqrt(2 * math.log(4 / beta)))
 
 
 def test_expmech_calibration_matches_hand_computation():
     # eps = 0.5, delta = 1e-5, n = 1000, d = 50, k = 3, tau = 2
     cal = expmech_calibration(0.5, 1e-5, 1000, 50, 3, 2.0)
     assert cal.n_subsets == 19600
-    assert cal.selection_epsilon == 0.25 and cal.release_epsilon == 0.25 and cal.release_delta == 1e-5
     assert cal.score_sensitivity == pytest.approx(0.024, rel=1e-15)  # 2 k tau^2 / n
     assert cal.block_sensitivity == pytest.approx(0.024, rel=1e-15)
     # issue 9: the score sensitivity as computed is kappa(n) 0.024 plus twice the eigenvalue
     # kernel's error 64 k u k tau^2 (1 + 1e-6); the block's is kappa(n) 0.024
     score_fl = kappa(1000) * 0.024 + 2 * 64 * 3 * 2.0**-53 * 3 * 4.0 * (1 + 1e-6)
     assert cal.score_sensitivity_fl == pytest.approx(score_fl, rel=1e-15)
-    assert cal.gumbel_weight == pytest.approx(0.25 / (2 * score_fl), rel=1e-15)  # eps n / (8 k tau^2) exactly
-    assert cal.gumbel_weight == pytest.approx(500 / 96, rel=1e-8)
+    assert cal.gumbel_weight == pytest.approx(cal.selection_epsilon / (2 * score_fl), rel=1e-15)
     assert cal.gumbel_scale == pytest.approx(1 / cal.gumbel_weight, rel=1e-15)
     assert cal.paper_sigma == pytest.approx(kappa(1000) * 0.192 * math.sqrt(math.log(400000.0)), rel=1e-15)
-    # classic Gaussian mechanism at (eps/2, delta): 0.024 sqrt(2 ln(1.25e5)) / 0.25
-    assert cal.mechanism_sigma == pytest.approx(kappa(1000) * 0.024 * math.sqrt(2 * math.log(1.25e5)) / 0.25,
-                                                rel=1e-15)
-    assert cal.gaussian_sigma == cal.paper_sigma
-    assert cal.gaussian_rule.startswith("paper")
+    # basic composition: the selection at eps_sel, the block by the analytic Gaussian mechanism
+    # at (0.5 - eps_sel, delta) for kappa(n) 0.024
+    assert cal.composition == "basic" and cal.rho is None
+    assert cal.selection_epsilon + cal.release_epsilon == pytest.approx(0.5, rel=1e-14)
+    assert cal.release_delta == 1e-5
+    assert_smallest_sigma(cal.gaussian_sigma, kappa(1000) * 0.024, cal.release_epsilon, 1e-5)
+    assert cal.mechanism_sigma == cal.gaussian_sigma < cal.paper_sigma
+    # the split minimises A / eps_sel + B m(0.5 - eps_sel): below the paper's halves and both neighbours
+    a, b = _deficit_weights(50, 3)
+
+    def cost(e):
+        return a / e + b * _bw_sigma(0.5 - e, 1e-5)
+
+    best = cost(cal.selection_epsilon)
+    assert best < cost(0.25)
+    assert best <= min(cost(cal.selection_epsilon * 0.99), cost(cal.selection_epsilon * 1.01))
 
 
-def test_gumbel_weight_is_lemma_28_at_half_epsilon():
-    # exp(eps' q / (2 Delta_q)) with eps' = eps/2 is exp(eps n q / (8 k tau^2)) (line 9)
+def test_gumbel_weight_is_lemma_28_at_the_selection_epsilon():
+    # exp(eps' q / (2 Delta_q)) at eps' = selection_epsilon (line 9 has eps' = eps/2)
     for eps, n, k, tau in [(0.1, 10, 1, 0.5), (1.0, 12345, 4, 3.0), (7.0, 99, 2, 1.0)]:
         cal = expmech_calibration(eps, 1e-6, n, 10, k, tau)
         # the float terms (issue 9) lower the weight by kappa(n) - 1 (1.1e-8 at n = 12345) at most
-        assert cal.gumbel_weight == pytest.approx((eps / 2) / (2 * cal.score_sensitivity_fl), rel=1e-14)
-        assert cal.gumbel_weight <= eps * n / (8 * k * tau**2)
-        assert cal.gumbel_weight == pytest.approx(eps * n / (8 * k * tau**2), rel=2e-8)
+        es = cal.selection_epsilon
+        assert cal.gumbel_weight == pytest.approx(es / (2 * cal.score_sensitivity_fl), rel=1e-14)
+        assert cal.gumbel_weight <= es * n / (4 * k * tau**2)
+        assert cal.gumbel_weight == pytest.approx(es * n / (4 * k * tau**2), rel=2e-8)
 
 
 @pytest.mark.parametrize("eps", [0.01, 0.3, 1.0, 1.9, 2.0, 5.0, 20.0])
-@pytest.mark.parametrize("delta", [1e-12, 1e-6, 0.1])
-def test_block_sigma_never_below_paper_nor_gaussian_mechanism(eps, delta):
+@pytest.mark.parametrize("delta", [1e-12, 1e-6, 1e-3])
+def test_the_events_spend_exactly_the_budget(eps, delta):
     cal = expmech_calibration(eps, delta, 500, 20, 2, 1.5)
-    assert cal.gaussian_sigma >= cal.paper_sigma
-    assert cal.gaussian_sigma >= cal.mechanism_sigma
-    if eps <= 2:
-        # Fact 2 at eps' = eps/2 <= 1: sigma >= (2 Delta / eps') sqrt(log(2/delta))
-        fact2 = 2 * cal.block_sensitivity / (eps / 2) * math.sqrt(math.log(2 / delta))
-        assert cal.paper_sigma >= fact2
-        assert cal.gaussian_sigma == cal.paper_sigma
+    sens = cal.block_sensitivity * cal.float_factor
+    if cal.composition == "basic":
+        assert cal.selection_epsilon + cal.release_epsilon == pytest.approx(eps, rel=1e-12)
+        assert_smallest_sigma(cal.gaussian_sigma, sens, cal.release_epsilon, delta)
+    else:  # the selection's bounded-range rho plus the release's Gaussian rho is the budget's rho
+        assert cal.selection_epsilon**2 / 8 + sens**2 / (2 * cal.gaussian_sigma**2) == pytest.approx(cal.rho, rel=1e-9)
+    # the accountant re-derives (eps, delta) from the events: within the budget, and all of it
+    got = release_guarantee([ExpMechMechanism.from_calibration(cal).event()], delta=delta).epsilon
+    assert eps * (1 - 1e-6) <= got <= eps * (1 + 1e-12)
+
+
+def test_small_epsilon_composes_in_zcdp_with_the_bounded_range_selection():
+    # at (0.1, 1e-3) and 190 supports zCDP beats basic composition: the split's objective says so
+    cal = expmech_calibration(0.1, 1e-3, 500, 20, 2, 1.5)
+    assert cal.composition == "zcdp"
+    a, b = _deficit_weights(20, 2)
+    sens = cal.block_sensitivity * cal.float_factor
+    zcdp = a / cal.selection_epsilon + b * cal.gaussian_sigma / sens
+    basic = min(a / e + b * _bw_sigma(0.1 - e, 1e-3) for e in [0.1 * i / 200 for i in range(1, 200)])
+    assert zcdp < basic
 
 
 def test_expmech_clip_is_theorem_7():
@@ -77,7 +116,8 @@ def test_error_bound_pieces_match_hand_computation():
     t = 2 * math.log(20) + math.log(40)
     assert b["eta_samp"] == pytest.approx(SAMPLING_CONSTANT * (math.sqrt(t / 1e4) + t / 1e4), rel=1e-14)
     sens = 2 * 2 * 16 / 1e4
-    assert b["eta_select"] == pytest.approx(2 * sens / 0.5 * (math.log(190) + math.log(40)), rel=1e-12)
+    assert b["eta_select"] == pytest.approx(2 * sens / cal.selection_epsilon * (math.log(190) + math.log(40)),
+                                            rel=1e-12)
     assert b["eta_noise"] == pytest.approx(cal.gaussian_sigma * (2 * math.sqrt(2) + math.sqrt(2 * math.log(40))), rel=1e-14)
     deficit = 2 * b["eta_samp"] + b["eta_select"] + 2 * b["eta_noise"]
     assert b["rayleigh_deficit_bound"] == pytest.approx(deficit, rel=1e-14)
@@ -103,10 +143,10 @@ def test_analyze_gauss_calibration_matches_hand_computation():
     c = analyze_gauss_calibration(0.5, 1e-5, 1000, 2.0)
     assert c["sensitivity"] == pytest.approx(0.008, rel=1e-15)  # 2 L^2 / n
     assert c["float_factor"] == pytest.approx(kappa(1000), rel=1e-15)
-    assert c["gaussian_sigma"] == pytest.approx(kappa(1000) * 0.008 * math.sqrt(2 * math.log(1.25e5)) / 0.5, rel=1e-15)
-    assert c["rule"].startswith("classic")
-    big = analyze_gauss_calibration(2.0, 1e-5, 1000, 2.0)
-    assert big["rule"].startswith("analytic")
+    # the analytic Gaussian mechanism also below epsilon = 1 (below the classic formula)
+    assert_smallest_sigma(c["gaussian_sigma"], kappa(1000) * 0.008, 0.5, 1e-5)
+    assert c["gaussian_sigma"] < kappa(1000) * 0.008 * math.sqrt(2 * math.log(1.25e5)) / 0.5
+    assert c["rule"].startswith("analytic")
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dpdist.exceptions import ValidationError
-from dpdist.privacy.calibration import analytic_gaussian_sigma, wang_xu_calibration
+from dpdist.privacy.calibration import wang_xu_calibration
 from dpdist.privacy.pca_calibration import (
     MIN_BATCHES,
     TAU_CONSTANT,
@@ -26,6 +26,7 @@ from dpdist.privacy.pca_calibration import (
     search_min_samples,
     split_budget,
 )
+from tests.privacy.balle_wang import assert_smallest_sigma
 
 
 def test_lemma8_test_noise_matches_the_paper():
@@ -58,29 +59,30 @@ def test_bounded_laplace_bound_is_enlarged_only_for_large_epsilon():
 def test_privnorm_sigma_matches_algorithm3_line17():
     cal = privnorm_calibration(1.0, 1e-6, 3, 0.01)
     assert cal.sensitivity == pytest.approx(20 * 3 * 0.01, rel=1e-15)
-    assert cal.sigma == pytest.approx(20 * 3 * 0.01 * 6.0 * math.sqrt(math.log(6e6)), rel=1e-14)
-    # hand value: 0.6 * 6 * sqrt(log 6e6) = 3.6 * 3.9503...
-    assert cal.sigma == pytest.approx(14.2212, rel=1e-4)
+    # the analytic Gaussian mechanism at (eps/3, delta/3), below Line 17's printed
+    # 0.6 * 6 * sqrt(log 6e6) = 14.2212 (Fact 2)
+    assert_smallest_sigma(cal.sigma, 20 * 3 * 0.01, 1.0 / 3, 1e-6 / 3)
+    assert cal.sigma < 20 * 3 * 0.01 * 6.0 * math.sqrt(math.log(6e6)) * 0.6
 
 
 def test_privpca_sigma_is_line19_times_the_lemma10_gap_correction():
     k, tau, gap, lam, eps, delta = 3, 0.01, 0.5, 2.0, 1.0, 1e-6
-    printed = (80 * math.sqrt(2) * k * tau / (gap * lam)) * (6 / eps) * math.sqrt(math.log(6 / delta))
+    sens = 80 * math.sqrt(2) * k * tau / (gap * lam) / (1 - gap / 2)
     cal = privpca_calibration(eps, delta, k, tau, gap, lam)
-    assert cal.sigma == pytest.approx(printed / (1 - gap / 2), rel=1e-14)
-    assert cal.sigma > printed  # the deviation only adds noise
+    assert cal.sensitivity == pytest.approx(sens, rel=1e-14)
+    # Line 19's Gaussian release at (eps/3, delta/3) with the exact (analytic) condition
+    assert_smallest_sigma(cal.sigma, sens, eps / 3, delta / 3)
+    assert cal.sigma < sens * (6 / eps) * math.sqrt(math.log(6 / delta))  # below Fact 2's
     assert privpca_sensitivity(k, tau, gap, lam) == pytest.approx(80 * math.sqrt(2) * 0.03 / (0.5 * 0.75 * 2.0))
 
 
-def test_gaussian_release_uses_analytic_mechanism_when_it_needs_more_noise():
-    # eps/3 <= 1: exactly the paper's formula
-    s, _ = gaussian_release_sigma(1.0, 3.0, 1e-5)
-    assert s == pytest.approx(2.0 * math.sqrt(math.log(6e5)), rel=1e-15)
-    # eps/3 > 1: never below the exact analytic Gaussian sigma at (eps/3, delta/3)
-    for eps in (4.0, 30.0, 300.0):
-        s, _ = gaussian_release_sigma(1.0, eps, 1e-5)
-        assert s >= analytic_gaussian_sigma(1.0, eps / 3, 1e-5 / 3)
-        assert s >= (6 / eps) * math.sqrt(math.log(6e5)) * (1 - 1e-15)
+@pytest.mark.parametrize("eps", [0.3, 3.0, 4.0, 30.0, 300.0])
+def test_gaussian_release_is_the_analytic_mechanism_at_a_third_of_the_budget(eps):
+    s, rule = gaussian_release_sigma(1.7, eps, 1e-5)
+    assert_smallest_sigma(s, 1.7, eps / 3, 1e-5 / 3)
+    assert rule.startswith("analytic")
+    if eps / 3 <= 1:  # Fact 2's range: its printed sigma is larger
+        assert s < 1.7 * (6 / eps) * math.sqrt(math.log(6e5))
 
 
 def test_tau_is_eq11_with_the_documented_constant():

@@ -45,6 +45,9 @@ from dpdist.privacy.release import Release, warn_if_unsafe
 __all__ = ["AnalyzeGauss", "AnalyzeGaussPlan", "block_row_norm_clip", "resolve_radius", "row_norm_clip"]
 
 MECHANISM = "Analyze Gauss (Dwork-Talwar-Thakurta-Zhang 2014): Gaussian noise on the second moment of norm-clipped rows"
+#: The private mean and the Gaussian release are both Gaussian mechanisms: they compose
+#: exactly in Gaussian DP (:mod:`dpdist.algorithms._centering`).
+COMPOSITION = "gdp"
 
 
 def block_row_norm_clip(x: np.ndarray, row_norm: float) -> np.ndarray:
@@ -93,7 +96,7 @@ class AnalyzeGaussPlan(Plan):
     and ``eigengap``, the Davis-Kahan ``sin^2`` bound (scale 1). **Scale** (vacuity) of the
     operator error: ``radius**2``, the largest ``||Sigma||_op`` rows of norm at most
     ``radius`` allow. With a private mean the noise is calibrated at the share ``1 -
-    mean_fraction`` and ``center_operator_bound`` (``d`` times
+    mean_fraction`` of the budget's ``mu^2`` (Gaussian DP) and ``center_operator_bound`` (``d`` times
     :func:`~dpdist.algorithms._centering.centring_error`: ``||b b^T - a a^T||_op <= d
     max(||b||_inf, ||a||_inf)^2``, at beta) is added to the error, which then holds with
     probability >= 1 - 2 beta.
@@ -157,8 +160,8 @@ class AnalyzeGauss(Projection, Estimator):
     most ``2 L^2 / n`` in Frobenius norm, hence the released upper triangle (diagonal
     included) by at most that in L2 (DTTZ14 state 1 for add/remove neighbours, unnormalised,
     L = 1). **Mechanism.** i.i.d. ``N(0, s^2)`` on the upper triangle, mirrored, with
-    ``s`` from :func:`~dpdist.privacy.expmech_calibration.analyze_gauss_calibration` (classic
-    Gaussian mechanism for epsilon < 1, analytic Balle-Wang for epsilon >= 1); the
+    ``s`` from :func:`~dpdist.privacy.expmech_calibration.analyze_gauss_calibration` (the
+    analytic Gaussian mechanism of Balle-Wang 2018, for every epsilon); the
     eigenvector is post-processing. The noise is dense d x d, ``||E||_op ~ 3 s sqrt(d)``, so
     its error grows with d: the dense baseline. Noise is added tile by tile on the workers.
     Floating point: rows are scaled to norm at most L as computed before the product, and the
@@ -170,7 +173,7 @@ class AnalyzeGauss(Projection, Estimator):
     changes nothing (:mod:`dpdist.algorithms._base`). **Centring.** The private mean
     (:mod:`dpdist.privacy.mechanisms.mean`) is released first; ``x -> x - mu_hat`` is then a
     fixed per-row map before the norm clip, so the sensitivity ``2 L^2 / n`` is unchanged; the
-    stages compose by basic composition (:mod:`dpdist.algorithms._centering`).
+    stages compose exactly in Gaussian DP (:mod:`dpdist.algorithms._centering`).
     """
 
     def __init__(self, epsilon: float, delta: float, *, radius: float | None = None, row_norm: float | None = None,
@@ -202,7 +205,7 @@ class AnalyzeGauss(Projection, Estimator):
         radius = resolve_radius(self.radius, self.row_norm)
         centering = check_centering(self.assume_centered, self.mean, self.mean_fraction, self.mean_clip,
                                     n_features=d)
-        mean_share, share = centering.split(eps, delta)
+        mean_share, share = centering.split(eps, delta, COMPOSITION)
         mech = None
         if centering.private and d is not None:
             mech = mean_mechanism(centering, mean_share, n, d, None, radius=radius)
@@ -279,7 +282,7 @@ class AnalyzeGauss(Projection, Estimator):
         centering, mean_mech, mean_share, share = self._centering(n, d)
         mech = analyze_gauss_mechanism(cal, d)
         budget = ApproxDP(check_epsilon(self.epsilon), check_delta(self.delta))
-        privacy = stage_guarantee(budget, [mech.event()], share, mean_mech, mean_share)
+        privacy = stage_guarantee(budget, [mech.event()], share, mean_mech, mean_share, COMPOSITION)
         Xg, finite = nonfinite_guard(X, self.on_nonfinite)
         Xc, mu = centre_data(Xg, finite, centering, mean_mech, seed, scheduler=self.scheduler, timeout=timeout)
         Y = row_norm_clip(Xc, cal["row_norm"])
@@ -306,7 +309,9 @@ class AnalyzeGauss(Projection, Estimator):
             privacy=privacy,
             parameters={"n_samples": n, "n_features": d, "radius": cal["row_norm"],
                         "sensitivity": cal["sensitivity"], "float_factor": cal["float_factor"], "rule": cal["rule"],
-                        "on_nonfinite": self.on_nonfinite, "centering": centering.record(mean_mech)},
+                        "on_nonfinite": self.on_nonfinite,
+                        "centering": centering.record(mean_mech, centering.composition(budget.epsilon, budget.delta,
+                                                                                       COMPOSITION))},
             noise_scales=noise_scales,
             values=values,
             seeding=seed.describe(),

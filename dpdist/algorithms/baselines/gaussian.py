@@ -35,6 +35,9 @@ from dpdist.privacy.release import Release, warn_if_unsafe
 __all__ = ["GaussianCovariance", "GaussianCovariancePlan", "WangXuCovariance", "wang_xu_noise_threshold"]
 
 MECHANISM = "Wang-Xu Gaussian covariance (symmetric Gaussian noise on the clipped second moment, then thresholding)"
+#: The private mean and the Gaussian release are both Gaussian mechanisms: they compose
+#: exactly in Gaussian DP (:mod:`dpdist.algorithms._centering`).
+COMPOSITION = "gdp"
 
 
 def wang_xu_noise_threshold(noise_sigma: float, n_features: int, beta: float = 0.1) -> float:
@@ -56,7 +59,8 @@ class GaussianCovariancePlan(ThresholdedCovariancePlan):
     ``clip`` only, ``sigma = clip`` (clipped entries are clip-sub-Gaussian).
 
     **Centring.** With a private mean, the Gaussian noise is calibrated at the share
-    ``1 - mean_fraction`` of the budget (``privacy`` is the whole budget) and the bound adds
+    ``1 - mean_fraction`` of the budget's ``mu^2`` (the two Gaussian stages compose in GDP;
+    ``privacy`` is the whole budget) and the bound adds
     ``lambda_center`` (:func:`~dpdist.algorithms._centering.centring_error`, at beta): it then
     holds with probability >= 1 - 3 beta. ``mean_noise_scale`` is the mean's noise.
     """
@@ -128,7 +132,7 @@ class GaussianCovariance(Estimator):
     **Centring.** The private mean (:mod:`dpdist.privacy.mechanisms.mean`) is released first;
     the rows ``x - mu_hat`` are then clipped: the sensitivity above is unchanged (the mean is
     public by then, a fixed per-row map), and ``clip`` must cover the centred entries. The two
-    stages compose by basic composition (:mod:`dpdist.algorithms._centering`).
+    stages compose exactly in Gaussian DP (:mod:`dpdist.algorithms._centering`).
     **Float-safe noise.** Released entries are lattice points with an exactly sampled rounded
     Gaussian (:mod:`dpdist.privacy.mechanisms.gaussian`, where the argument is written); the
     release records the mechanism's event and states the requested (epsilon, delta).
@@ -176,7 +180,7 @@ class GaussianCovariance(Estimator):
         centering = check_centering(self.assume_centered, self.mean, self.mean_fraction, self.mean_clip,
                                     n_features=d)
         R = clip if clip is not None else subgaussian_clip(sigma, n, d, beta)
-        mean_share, main_share = centering.split(eps, delta)
+        mean_share, main_share = centering.split(eps, delta, COMPOSITION)
         mech = mean_mechanism(centering, mean_share, n, d, R) if centering.private else None
         return centering, mech, mean_share, main_share
 
@@ -255,7 +259,8 @@ class GaussianCovariance(Estimator):
         p = self._resolve(n, d)
         centering, mean_mech, mean_share, share = self._centering(n, d)
         mech = wang_xu_mechanism(p, d)
-        privacy = stage_guarantee(ApproxDP(p["epsilon"], p["delta"]), [mech.event()], share, mean_mech, mean_share)
+        privacy = stage_guarantee(ApproxDP(p["epsilon"], p["delta"]), [mech.event()], share, mean_mech, mean_share,
+                                   COMPOSITION)
         Xg, finite = nonfinite_guard(X, self.on_nonfinite)
         Xc, mu = centre_data(Xg, finite, centering, mean_mech, seed, scheduler=self.scheduler, timeout=timeout)
         S = clipped_second_moment(Xc, p["clip"], tile=tile)
@@ -277,7 +282,8 @@ class GaussianCovariance(Estimator):
             mechanism=MECHANISM,
             privacy=privacy,
             parameters={"n_samples": n, "n_features": d, "sigma": self.sigma, "on_nonfinite": self.on_nonfinite, **p,
-                        "centering": centering.record(mean_mech)},
+                        "centering": centering.record(mean_mech, centering.composition(p["epsilon"], p["delta"],
+                                                                                       COMPOSITION))},
             noise_scales=noise_scales,
             values=values,
             seeding=seed.describe(),

@@ -8,9 +8,14 @@ float-safe and states the guarantee for the values actually computed.
 Guarantee
 ---------
 (epsilon, delta)-DP under replace-one neighbours (rows), for every input (Lemma 29): the
-selection is ``epsilon_sel = epsilon / 2``-DP (pure), the block release is (epsilon / 2,
-delta)-DP, and they compose (basic composition; the release records both events and states
-the requested budget after the accountant checked it).
+selection is ``epsilon_sel``-DP (pure) and ``epsilon_sel``-bounded-range (the privacy loss of
+the exponential mechanism, ``w (q_S - q'_S) - log(Z / Z')``, ranges over an interval of width
+``2 w max_S |q_S - q'_S| <= epsilon_sel``; Durfee-Rogers 2019), hence ``epsilon_sel^2 /
+8``-zCDP (Cesar-Rogers 2021); the block release is a Gaussian mechanism. They compose as the
+calibration chose (:func:`~dpdist.privacy.expmech_calibration.expmech_split`: basic
+composition with the release at ``(epsilon - epsilon_sel, delta)``, or in zCDP converted by
+CKS20); the release records both events and states the requested budget after the accountant
+re-derived it from them.
 
 Selection: the exponential mechanism, sampled exactly
 -----------------------------------------------------
@@ -80,7 +85,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpdist.exceptions import ValidationError
-from dpdist.privacy.accounting import ComposedEvent, EpsilonDeltaEvent, Event, GaussianEvent
+from dpdist.privacy.accounting import ComposedEvent, EpsilonDeltaEvent, Event, GaussianEvent, ZCDPEvent
 from dpdist.privacy.expmech_calibration import ExpMechCalibration
 from dpdist.privacy.gumbel import SCORE_BITS, GumbelMax
 from dpdist.privacy.lattice import LatticeField, LatticeNoise
@@ -161,11 +166,18 @@ class ExpMechMechanism(Mechanism):
                       + 2.0**-SCORE_BITS)
 
     def event(self) -> Event:
-        """Selection (pure) then block (the calibration's Gaussian), composed."""
+        """Selection then block (the calibration's Gaussian), composed. The selection is
+        recorded as pure ``epsilon_sel``-DP under basic composition, and as its bounded-range
+        zCDP bound ``epsilon_sel^2 / 8`` when the calibration composes in zCDP."""
         cal = self.calibration
         sens = cal.block_sensitivity * cal.float_factor
-        # the weight makes the selection exactly epsilon_sel-DP (selection_epsilon, up to rounding)
-        return ComposedEvent((EpsilonDeltaEvent(cal.selection_epsilon), GaussianEvent(cal.gaussian_sigma / sens)))
+        # the weight makes the selection exactly epsilon_sel-DP and epsilon_sel-bounded-range
+        # (selection_epsilon, up to rounding)
+        if cal.composition == "zcdp":
+            selection: Event = ZCDPEvent(cal.selection_epsilon**2 / 8.0)
+        else:
+            selection = EpsilonDeltaEvent(cal.selection_epsilon)
+        return ComposedEvent((selection, GaussianEvent(cal.gaussian_sigma / sens)))
 
     def laws(self) -> dict[str, LatticeNoise]:
         return {"block": self.block_noise}

@@ -41,7 +41,7 @@ PrivNorm's release (:class:`PrivNormMechanism`): the rounded Gaussian on the lat
 :func:`~dpdist.privacy.pca_calibration.privnorm_calibration`) is released as ``(m + K) gamma``,
 K the rounded Gaussian of scale ``s = (sigma / Delta) Delta_Z`` units (``Delta_Z = floor(Delta /
 gamma) + 1``): post-processing of the Gaussian mechanism on the integer m with noise multiplier
-``s / Delta_Z >= sigma / Delta``, so at least as private as Fact 2's release (its event is that
+``s / Delta_Z >= sigma / Delta``, so at least as private as the calibration's release (its event is that
 Gaussian mechanism, :class:`~dpdist.privacy.accounting.GaussianEvent`, whose exact profile
 (Balle-Wang 2018) is within ``(epsilon/3, delta/3)``).
 
@@ -59,7 +59,8 @@ entries, :meth:`~dpdist.privacy.lattice.Lattice.sensitivity_units`). The lattice
 rounding term then costs at most 0.1% more noise; never finer than ``s <= 2**39`` units, never
 coarser than ``2**-50``, so that every value is an exact float integer). The scale ``s =
 (sigma / Delta) Delta_Z`` keeps the calibration's noise multiplier, so its event is the
-Gaussian mechanism with multiplier ``sigma / Delta`` (Fact 2: ``(epsilon/3, delta/3)``).
+Gaussian mechanism with multiplier ``sigma / Delta`` (the analytic Gaussian mechanism at
+``(epsilon/3, delta/3)``).
 Residuals: the signal cells' lattice exhaustion and the order-statistics sampler's refinement
 exhaustion (:mod:`dpdist.privacy.topk_sampler`), each far below 1e-15.
 

@@ -16,8 +16,8 @@ Delta_Z >= sigma / Delta`` (below), i.e. ``Delta_Z^2 / (2 s^2) <= Delta^2 / (2 s
 mechanism with multiplier ``sigma / Delta`` (Balle-Wang 2018;
 :func:`~dpdist.privacy.accounting.gaussian_epsilon`). The mechanism's event is the
 calibration's, ``GaussianEvent(sigma / Delta)``: an upper bound on what ran.
-The calibrations (``sigma``) are the algorithms': the classic (DR14 Thm A.1) or analytic
-(Balle-Wang 2018) Gaussian mechanism at the requested (epsilon, delta) for the baselines,
+The calibrations (``sigma``) are the algorithms': the analytic (Balle-Wang 2018) Gaussian
+mechanism at the requested (epsilon, delta) for the baselines,
 ``Delta / sqrt(2 rho)`` for the zCDP second moments; the accounted event is never worse than
 the calibration's, so the accountant reports at most the requested budget.
 

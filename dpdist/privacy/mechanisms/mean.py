@@ -27,8 +27,8 @@ the integers actually summed, with no float error term. In data units of the mea
 ``Delta_Z gamma / n``, about ``(2 C + sqrt(d) gamma) / n``; the exact-arithmetic sensitivity
 of the clipped mean is ``Delta = 2 C / n``. **Noise.** ``s = (sigma / Delta) Delta_Z``, rounded
 up, with ``sigma`` the Gaussian calibration for ``Delta`` at the requested (epsilon, delta)
-(:func:`~dpdist.privacy.calibration.gaussian_sigma`: classic for epsilon < 1, analytic
-Balle-Wang otherwise). ``S + K = round(S + s N)`` is post-processing of the Gaussian mechanism
+(:func:`~dpdist.privacy.calibration.gaussian_sigma`: the analytic Gaussian mechanism of
+Balle-Wang 2018, exact for every epsilon). ``S + K = round(S + s N)`` is post-processing of the Gaussian mechanism
 on the integer vector ``S`` with noise multiplier ``s / Delta_Z >= sigma / Delta``, hence
 ``Delta^2 / (2 sigma^2)``-zCDP and (epsilon, delta)-DP; the event is the calibration's
 ``GaussianEvent(sigma / Delta)``. Dividing by the public n is post-processing. Every released
