@@ -63,6 +63,7 @@ from dpdist.exceptions import ValidationError
 from dpdist.privacy.noise import gaussian_from_uniform, laplace_from_uniform
 from dpdist.simulate.instances import BlockModel, block_triples
 from dpdist.simulate.statistics import (
+    normal_gumbel_isf,
     normal_laplace_abs_isf,
     open_uniforms,
     scaled_chi2,
@@ -323,13 +324,17 @@ def _distinct_positions(rng, n_rows: int, pool: int, count: int) -> np.ndarray:
 
 def simulate_privcov(model: BlockModel, n: float, epsilon: float, delta: float, rng, *,
                      sigma: float | None = None, beta: float = 0.1, error: str = "operator",
-                     selection: str = "tight") -> SimResult:
+                     selection: str = "gumbel") -> SimResult:
     """PrivCov (:class:`~dpdist.SparseCovariance` with ``sigma``, ``k = model.k`` and
     ``selection``): the noise scales and clip come from the estimator's ``plan()`` (hence from
-    :func:`dpdist.privacy.calibration.privcov_calibration` or ``privcov_zcdp_calibration``);
-    selection (Laplace b) and release (Laplace b for ``"paper"``, Gaussian ``release_sigma``
-    for ``"tight"``) follow the algorithm row by row, the AND rule is
-    :func:`~dpdist.algorithms.sparse_covariance.assemble_privcov`.
+    :func:`dpdist.privacy.calibration.privcov_calibration`, ``privcov_zcdp_calibration`` or
+    ``privcov_gumbel_calibration``); selection (keys ``|S_ij + Laplace(b)|``, or ``|S_ij| +
+    beta G_ij`` with G standard Gumbel for ``"gumbel"``, float noise: this measures accuracy,
+    not privacy) and release (Laplace b for ``"paper"``, Gaussian ``release_sigma``
+    otherwise) follow the algorithm row by row, the AND rule is
+    :func:`~dpdist.algorithms.sparse_covariance.assemble_privcov`. The off-block candidates
+    of a row are the top order statistics of the key's law (``normal_laplace_abs_isf``,
+    ``normal_gumbel_isf``).
 
     ``error="operator"``: ``||M - Sigma||_op``; ``error="sin2"``: ``sin^2`` to ``v1`` of the
     k-sparse component that :class:`~dpdist.SparseCovariancePCA` takes from M (its own
@@ -363,9 +368,14 @@ def simulate_privcov(model: BlockModel, n: float, epsilon: float, delta: float, 
         in_cols[nb:, 0] = nb + np.arange(model.n_bulk)
         in_raw[nb:, 0] = bulk
     valid = in_cols >= 0
-    in_scores = np.where(valid, np.abs(in_raw + laplace_from_uniform(open_uniforms(rng, in_raw.shape), b)), -np.inf)
+    gumbel = selection == "gumbel"
+    if gumbel:  # keys in data units: |S_ij| + beta G_ij
+        in_keys = np.abs(in_raw) - b * np.log(-np.log(open_uniforms(rng, in_raw.shape)))
+    else:
+        in_keys = np.abs(in_raw + laplace_from_uniform(open_uniforms(rng, in_raw.shape), b))
+    in_scores = np.where(valid, in_keys, -np.inf)
     diag_hat = np.concatenate([np.einsum("bii->bi", blocks).ravel(), bulk])
-    # off-block candidates: the k largest of |N(0, tau_i^2) + Laplace(b)| over the row's others
+    # off-block candidates: the k largest keys (|N(0, tau_i^2) + Laplace(b)|, or |N(0, tau_i^2)| + b G) of the others
     n_in = np.where(np.arange(d) < nb, s, 1)
     pool = d - n_in
     tau = np.sqrt(np.maximum(diag_hat, 0.0) * _offblock_scale2(model, n))
@@ -373,7 +383,10 @@ def simulate_privcov(model: BlockModel, n: float, epsilon: float, delta: float, 
     if kk > 0:
         e = -np.log(open_uniforms(rng, (d, kk)))  # Renyi: top survival probabilities per row
         q = -np.expm1(-np.cumsum(e / (pool[:, None] - np.arange(kk)[None, :]), axis=1))
-        off_scores = normal_laplace_abs_isf(q, tau[:, None], b)
+        if gumbel:
+            off_scores = b * normal_gumbel_isf(q, tau[:, None] / b)
+        else:
+            off_scores = normal_laplace_abs_isf(q, tau[:, None], b)
         # positions: distinct uniform among the row's off-block columns
         off_cols = np.empty((d, kk), np.int64)
         rows_blk = np.arange(d) < nb
@@ -415,7 +428,8 @@ def simulate_privcov(model: BlockModel, n: float, epsilon: float, delta: float, 
         err = _op_error(model, (coo.row[up].astype(np.int64), coo.col[up].astype(np.int64), coo.data[up]))
     return SimResult(err, True, {
         "label": SIMULATED, "method": "privcov" if error == "operator" else "privcov_power",
-        "n_samples": float(n), "laplace_scale": b, "selection": selection, "release_sigma": plan.release_sigma,
+        "n_samples": float(n), "gumbel_scale" if gumbel else "laplace_scale": b, "selection": selection,
+        "release_sigma": plan.release_sigma,
         "clip": plan["clip"], "p_clip": clip_probability(model, n, plan["clip"]), "epsilon": epsilon, "delta": delta,
         "approximations": ["off-block second-moment entries Gaussian and independent; raw value of a selected "
                            "off-block entry independent of its score; (i,j) and (j,i) raw values drawn apart"],
