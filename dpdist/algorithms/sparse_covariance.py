@@ -279,23 +279,29 @@ def private_sparse_covariance(
     Notes
     -----
     **Guarantee.** (epsilon, delta)-DP for replace-one neighbours (same n, one row
-    replaced), for any input. The release records its event (d pure per-row steps,
-    ``release.events``); its ``privacy`` is the charged (epsilon, delta), which the accountant
-    certifies the event to fit in (:func:`~dpdist.privacy.accounting.release_guarantee`; the
-    event may account to less: ``release.accountant()``). The argument (sensitivity ``2 R^2 / n`` of
-    the clipped second moment, the per-row coupling, the float factor, the lattice, why the
-    selection noise is lattice noise too) is written once in
-    :mod:`dpdist.privacy.mechanisms.privcov`; the constants and the k+1 deviation are
-    :func:`~dpdist.privacy.calibration.privcov_calibration`'s.
+    replaced), for any input. The release records its event (``release.events``: d k
+    bounded-range selection steps and one Gaussian release for ``"gumbel"``, d pure per-row
+    selections and one Gaussian for ``"laplace"``, d pure per-row steps for ``"paper"``); its
+    ``privacy`` is the charged (epsilon, delta), which the accountant certifies the event to
+    fit in (:func:`~dpdist.privacy.accounting.release_guarantee`; the event may account to
+    less: ``release.accountant()``). The arguments (sensitivity ``2 R^2 / n`` of the clipped
+    second moment, the float factor, the lattices, the selection's analysis) are written once
+    in :mod:`dpdist.privacy.mechanisms.privcov` and docs/privacy/privcov.md; the constants are
+    :func:`~dpdist.privacy.calibration.privcov_gumbel_calibration`'s,
+    ``privcov_zcdp_calibration``'s and ``privcov_calibration``'s (with the k+1 deviation).
 
     **Float-safe noise.** Selected values and the diagonal are released on a public
-    power-of-two lattice with an exactly sampled discrete Laplace law; the selection compares
-    integer scores with noise of the same exact law. ``on_nonfinite="raise"``: the refusal
-    reveals that the data contain a non-finite value (one bit), before anything is released.
-    The output is post-processing of the per-row releases (the symmetric AND rule of lines
-    13-17), computed on the client.
+    power-of-two lattice with an exactly sampled discrete law; the selection compares exact
+    Gumbel keys of lattice scores (``"gumbel"``: certified float intervals, exact comparisons
+    where they overlap) or integer scores with lattice Laplace noise. ``on_nonfinite="raise"``:
+    the refusal reveals that the data contain a non-finite value (one bit), before anything is
+    released. The output is post-processing of the per-row releases (the symmetric AND rule of
+    lines 13-17), computed on the client.
 
-    **Selection noise.** S_i is drawn by
+    **Selection noise.** ``"gumbel"``: :class:`~dpdist.privacy.gumbel.GumbelTopK` draws every
+    key of a row (one 64-bit word an entry, d^2 in all) and keeps each tile's exact top k; the
+    engine merges the tiles' lists by the sampler's exact comparisons, so S_i is the same for
+    every tiling. ``"laplace"`` and ``"paper"``:
     :class:`~dpdist.privacy.lazy_selection.LazySelectionNoise`: each row's d noises are
     defined by a tree of keyed draws and only the draws that can change the top k are made
     (O(d k) a row instead of d); the selected sets and scores are exactly those of the fully

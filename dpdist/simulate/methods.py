@@ -29,8 +29,10 @@ Approximate:
   with variance ``Sigma_hat_ii Sigma_jj / n``; we drop the correlation within the other
   block, use the mean of Sigma_jj, and draw the (i, j) and (j, i) raw values of a selected
   off-block pair independently);
-- a selected off-block raw value is drawn independently of its selection score (exact when
-  the Laplace scale dominates the sampling spread, which is the regime of n*);
+- with the Laplace selection, a selected off-block raw value is drawn independently of its
+  selection score (exact when the Laplace scale dominates the sampling spread, which is the
+  regime of n* there); with the Gumbel selection, whose scale is comparable to the sampling
+  spread near n*, it is drawn from its law given its key (on a grid of 256 values);
 - the Wang-Xu / thresholding exceedances off the blocks are Poisson with the Gaussian tail
   rate above;
 - PrivPCA: batches are good and friends unless their support blocks say otherwise; the
@@ -63,6 +65,7 @@ from dpdist.exceptions import ValidationError
 from dpdist.privacy.noise import gaussian_from_uniform, laplace_from_uniform
 from dpdist.simulate.instances import BlockModel, block_triples
 from dpdist.simulate.statistics import (
+    normal_gumbel_conditional_abs,
     normal_gumbel_isf,
     normal_laplace_abs_isf,
     open_uniforms,
@@ -398,7 +401,12 @@ def simulate_privcov(model: BlockModel, n: float, epsilon: float, delta: float, 
             p = _distinct_positions(rng, model.n_bulk, d - 1, kk)
             own = (nb + np.arange(model.n_bulk))[:, None]
             off_cols[~rows_blk] = np.where(p >= own, p + 1, p)
-        off_raw = tau[:, None] * gaussian_from_uniform(open_uniforms(rng, (d, kk)), 1.0)
+        if gumbel:  # the raw value given its key: |Z| given a |Z| + G = key / b, a random sign
+            a = np.broadcast_to(tau[:, None] / b, off_scores.shape)
+            z = normal_gumbel_conditional_abs(off_scores / b, a, open_uniforms(rng, (d, kk)))
+            off_raw = tau[:, None] * z * np.where(open_uniforms(rng, (d, kk)) < 0.5, -1.0, 1.0)
+        else:
+            off_raw = tau[:, None] * gaussian_from_uniform(open_uniforms(rng, (d, kk)), 1.0)
     else:
         off_scores = np.zeros((d, 0))
         off_cols = np.zeros((d, 0), np.int64)
