@@ -32,7 +32,9 @@ Approximate:
 - with the Laplace selection, a selected off-block raw value is drawn independently of its
   selection score (exact when the Laplace scale dominates the sampling spread, which is the
   regime of n* there); with the Gumbel selection, whose scale is comparable to the sampling
-  spread near n*, it is drawn from its law given its key (on a grid of 256 values);
+  spread near n*, it is drawn from its law given its key (on a grid of 256 values), and the
+  row j of a selected off-block entry (i, j) gets column i as a candidate with the same raw
+  value and its own key (the rows' off-block order statistics are otherwise independent);
 - the Wang-Xu / thresholding exceedances off the blocks are Poisson with the Gaussian tail
   rate above;
 - PrivPCA: batches are good and friends unless their support blocks say otherwise; the
@@ -325,6 +327,35 @@ def _distinct_positions(rng, n_rows: int, pool: int, count: int) -> np.ndarray:
         pos[bad] = rng.integers(0, pool, size=(bad.size, count))
 
 
+def _mirror_offblock(cols, scores, raw, top, n_in: int, b: float, rng):
+    """Row j's candidate for column i when row i selected the off-block entry (i, j): the same
+    raw value (the second moment is symmetric) with its own Gumbel key ``|raw| + b G``, added to
+    row j's candidates (when row j does not hold column i already). The off-block order
+    statistics of the rows are drawn independently; this restores the dependence that matters
+    once the keys follow the values (a large off-block entry is likely chosen from both sides)."""
+    d = cols.shape[0]
+    rows, slots = np.nonzero(top >= n_in)
+    if rows.size == 0:
+        return cols, scores, raw
+    picked = top[rows, slots]
+    J, I, R = cols[rows, picked], rows, raw[rows, picked]
+    key = np.abs(R) - b * np.log(-np.log(open_uniforms(rng, R.shape)))
+    order = np.argsort(J, kind="stable")
+    J, I, R, key = J[order], I[order], R[order], key[order]
+    counts = np.bincount(J, minlength=d)
+    pos = np.arange(J.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    width = int(counts.max())
+    extra_cols = np.full((d, width), -1, np.int64)
+    extra_scores = np.full((d, width), -np.inf)
+    extra_raw = np.zeros((d, width))
+    held = (cols[J] == I[:, None]).any(axis=1)
+    extra_cols[J, pos] = np.where(held, -1, I)
+    extra_scores[J, pos] = np.where(held, -np.inf, key)
+    extra_raw[J, pos] = R
+    return (np.concatenate([cols, extra_cols], axis=1), np.concatenate([scores, extra_scores], axis=1),
+            np.concatenate([raw, extra_raw], axis=1))
+
+
 def simulate_privcov(model: BlockModel, n: float, epsilon: float, delta: float, rng, *,
                      sigma: float | None = None, beta: float = 0.1, error: str = "operator",
                      selection: str = "gumbel") -> SimResult:
@@ -415,6 +446,9 @@ def simulate_privcov(model: BlockModel, n: float, epsilon: float, delta: float, 
     scores = np.concatenate([in_scores, off_scores], axis=1)
     raw = np.concatenate([in_raw, off_raw], axis=1)
     top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    if gumbel and kk > 0:
+        cols, scores, raw = _mirror_offblock(cols, scores, raw, top, in_cols.shape[1], b, rng)
+        top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
     sel_cols = np.take_along_axis(cols, top, axis=1)
     sel_raw = np.take_along_axis(raw, top, axis=1)
     sel_vals = sel_raw + release_noise(sel_raw.shape)
@@ -440,7 +474,9 @@ def simulate_privcov(model: BlockModel, n: float, epsilon: float, delta: float, 
         "release_sigma": plan.release_sigma,
         "clip": plan["clip"], "p_clip": clip_probability(model, n, plan["clip"]), "epsilon": epsilon, "delta": delta,
         "approximations": ["off-block second-moment entries Gaussian and independent; raw value of a selected "
-                           "off-block entry independent of its score; (i,j) and (j,i) raw values drawn apart"],
+                           + ("off-block entry drawn given its key on a grid, and offered to row j with its own key"
+                              if gumbel else "off-block entry independent of its score; (i,j) and (j,i) raw values "
+                              "drawn apart")],
     })
 
 

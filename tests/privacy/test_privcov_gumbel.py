@@ -280,3 +280,20 @@ def test_a_candidate_far_behind_can_still_be_selected():
     tile = np.array([[45.0, 44.0, 1.0, 0.0]])  # candidate 2 trails the top two by 43-44
     assert 2 in sampler.tile_candidates(tile, 0, 0, 2)[0][0]
     assert 2 not in sampler.tile_candidates(np.array([[100.0, 99.0, 1.0, 0.0]]), 0, 0, 2)[0][0]
+
+
+def test_plan_reports_the_gumbel_calibration_and_its_bound():
+    """The default plan carries the Gumbel scale (the mechanism's, at least the calibrated one),
+    the rho split, the release sigma, and the Gumbel error bound; min_samples inverts that bound
+    and is below the Laplace selection's."""
+    est = dpdist.SparseCovariance(20, 1.0, 1e-6, sigma=1.0, assume_centered=True)
+    plan = est.plan(10**9, 1000)
+    cal = privcov_gumbel_calibration(1.0, 1e-6, 10**9, 1000, 20, plan.clip, 0.1)
+    assert plan.selection == "gumbel" and plan.calibration == cal
+    assert plan.selection_share == cal.selection_share and plan.release_sigma == cal.gaussian_sigma
+    assert plan.calibrated_noise_scale == cal.gumbel_scale <= plan.noise_scale < cal.gumbel_scale * (1 + 1e-6)
+    assert plan.error_bound == privcov_gumbel_error_bound(cal, 1.0, 0.1)["error_bound"]
+    n = est.min_samples(0.25, 1000)
+    assert est.plan(n, 1000).error_bound <= 0.25 < est.plan(int(n * 0.99), 1000).error_bound
+    laplace = dpdist.SparseCovariance(20, 1.0, 1e-6, sigma=1.0, assume_centered=True, selection="laplace")
+    assert n < laplace.min_samples(0.25, 1000) / 10
