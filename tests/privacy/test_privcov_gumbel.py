@@ -297,3 +297,24 @@ def test_plan_reports_the_gumbel_calibration_and_its_bound():
     assert est.plan(n, 1000).error_bound <= 0.25 < est.plan(int(n * 0.99), 1000).error_bound
     laplace = dpdist.SparseCovariance(20, 1.0, 1e-6, sigma=1.0, assume_centered=True, selection="laplace")
     assert n < laplace.min_samples(0.25, 1000) / 10
+
+
+def test_the_engine_merge_tree_is_exact_for_any_fan_in():
+    """row_topk_release with the sampler: tiles of 2 merged two at a time (three levels) give the
+    same sets as one tile, bit for bit."""
+    import dask
+    import dask.array as da
+
+    from dpdist.engine.topk import row_topk_release
+
+    A = np.random.default_rng(8).normal(size=(16, 16))
+    S = (A + A.T) / 2
+    sampler = GumbelTopK(NoiseSeed(3, seeded=True), "test/gumbel-tree", 2.0)
+    got = []
+    for chunk, fan_in in ((16, 8), (2, 2), (4, 3)):
+        parts = row_topk_release(da.from_array(S, chunks=chunk), 4, sampler, lambda r, c, raw: raw,
+                                 split_every=fan_in, symmetric=True)
+        out = sorted(dask.compute(*parts, scheduler="synchronous"), key=lambda p: p.row_start)
+        got.append(np.vstack([p.cols for p in out]))
+    for cols in got[1:]:
+        np.testing.assert_array_equal(cols, got[0])
