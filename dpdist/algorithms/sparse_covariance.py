@@ -1,7 +1,8 @@
 """Algorithm 1 of the COLT 2026 paper (PrivCov): private sparse covariance by per-row noisy
-top-k selection; by default (``selection="tight"``) with a Gaussian release of the selected
-values and zCDP accounting (docs/privacy/privcov.md), or as the paper writes it
-(``selection="paper"``).
+top-k selection; by default (``selection="gumbel"``) each row's top k by Gumbel keys (the
+peeling exponential mechanism) with a Gaussian release of the selected values and zCDP
+accounting (docs/privacy/privcov.md), with the same release after a Laplace selection
+(``selection="laplace"``), or as the paper writes it (``selection="paper"``).
 
 ``private_sparse_covariance`` is the function that does the work and returns a
 :class:`~dpdist.privacy.release.Release`; :class:`SparseCovariance` is the estimator that
@@ -36,9 +37,12 @@ from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
 from dpdist.privacy.calibration import (
     PrivCovCalibration,
+    PrivCovGumbelCalibration,
     PrivCovZCDPCalibration,
     privcov_calibration,
     privcov_error_bound,
+    privcov_gumbel_calibration,
+    privcov_gumbel_error_bound,
     privcov_min_samples,
     privcov_zcdp_calibration,
     privcov_zcdp_error_bound,
@@ -48,7 +52,7 @@ from dpdist.privacy.calibration import (
 )
 from dpdist.privacy.accounting import release_guarantee
 from dpdist.privacy.mechanisms.base import residual_note
-from dpdist.privacy.mechanisms.privcov import PrivCovMechanism, PrivCovZCDPMechanism
+from dpdist.privacy.mechanisms.privcov import PrivCovGumbelMechanism, PrivCovMechanism, PrivCovZCDPMechanism
 from dpdist.privacy.noise import resolve_random_state
 from dpdist.privacy.plan import Plan
 from dpdist.privacy.release import Release, warn_if_unsafe
@@ -65,11 +69,20 @@ __all__ = [
 
 MECHANISM = "PrivCov (COLT 2026, Algorithm 1)"
 MECHANISM_ZCDP = "PrivCov (COLT 2026, Algorithm 1) with zCDP accounting: Laplace selection, Gaussian release"
-#: ``selection=`` values: "tight" (default), the zCDP analysis of docs/privacy/privcov.md;
-#: "paper", Algorithm 1 as the paper writes it (per-row Laplace, advanced composition).
-SELECTIONS = ("tight", "paper")
+MECHANISM_GUMBEL = ("PrivCov (COLT 2026, Algorithm 1) with zCDP accounting: Gumbel top-k selection (peeling "
+                    "exponential mechanism), Gaussian release")
+#: ``selection=`` values: "gumbel" (default) and "laplace", the zCDP analyses of
+#: docs/privacy/privcov.md (the selection by Gumbel keys or by Laplace noise, then one Gaussian
+#: release); "paper", Algorithm 1 as the paper writes it (per-row Laplace, advanced composition).
+SELECTIONS = ("gumbel", "laplace", "paper")
 ZCDP_NOTE = (
     "zCDP analysis: each row's selection is pure 2k Delta/b-DP, the released values one Gaussian mechanism of "
+    "L2 sensitivity sqrt(d k') Delta (k' = k+1 released values a row, S_i plus the diagonal); zCDP "
+    "composition, converted by Canonne-Kamath-Steinke 2020"
+)
+GUMBEL_NOTE = (
+    "zCDP analysis: each row's selection is k steps of the exponential mechanism (Gumbel top-k), each "
+    "2 Delta/beta-bounded range, hence (2 Delta/beta)^2/8-zCDP; the released values one Gaussian mechanism of "
     "L2 sensitivity sqrt(d k') Delta (k' = k+1 released values a row, S_i plus the diagonal); zCDP "
     "composition, converted by Canonne-Kamath-Steinke 2020"
 )
@@ -118,6 +131,15 @@ def assemble_privcov(cols: np.ndarray, values: np.ndarray, diag: np.ndarray) -> 
     return sp.csr_array((all_vals, (all_rows, all_cols)), shape=(d, d))
 
 
+_MECHANISM_NAMES = {"paper": "PrivCovMechanism", "laplace": "PrivCovZCDPMechanism", "gumbel": "PrivCovGumbelMechanism"}
+
+
+def _mechanism_class(selection: str):
+    """The mechanism class of ``selection``, looked up by its name in this module at call time
+    (an audit may stand a twin in for the class)."""
+    return globals()[_MECHANISM_NAMES[selection]]
+
+
 def _check_selection(selection) -> str:
     if not isinstance(selection, str) or selection not in SELECTIONS:
         raise ValidationError(f"selection must be one of {SELECTIONS}, got {selection!r}")
@@ -133,10 +155,29 @@ def _stage_composition(selection: str) -> str:
 
 
 def _calibrate(selection: str, epsilon, delta, n: int, d: int, k: int, R: float, beta: float):
-    """The calibration of ``selection`` (both are functions of public values only)."""
+    """The calibration of ``selection`` (all are functions of public values only)."""
     if selection == "paper":
         return privcov_calibration(epsilon, delta, n, d, k, R)
-    return privcov_zcdp_calibration(epsilon, delta, n, d, k, R, beta)
+    if selection == "laplace":
+        return privcov_zcdp_calibration(epsilon, delta, n, d, k, R, beta)
+    return privcov_gumbel_calibration(epsilon, delta, n, d, k, R, beta)
+
+
+def _selection_of(cal) -> str:
+    """The ``selection`` a calibration belongs to."""
+    if isinstance(cal, PrivCovCalibration):
+        return "paper"
+    return "laplace" if isinstance(cal, PrivCovZCDPCalibration) else "gumbel"
+
+
+def _error_bound(cal, sigma: float, beta: float) -> dict:
+    """The error bound of a calibration's selection."""
+    selection = _selection_of(cal)
+    if selection == "paper":
+        return privcov_error_bound(cal, sigma, beta)
+    if selection == "laplace":
+        return privcov_zcdp_error_bound(cal, sigma, beta)
+    return privcov_gumbel_error_bound(cal, sigma, beta)
 
 
 def _check_params(k, epsilon, delta, sigma, clip, beta) -> tuple:
@@ -179,7 +220,7 @@ def private_sparse_covariance(
     mean: Any = None,
     mean_fraction: float = DEFAULT_MEAN_FRACTION,
     mean_clip: float | None = None,
-    selection: str = "tight",
+    selection: str = "gumbel",
 ) -> Release:
     """Release an (epsilon, delta)-DP sparse estimate of the covariance of ``X``.
 
@@ -224,13 +265,17 @@ def private_sparse_covariance(
         L2 radius the rows are scaled to for the private mean: it must cover the norms
         ``||x||`` of the raw rows. Default ``clip * sqrt(d)`` (rows in the box
         ``[-R, R]^d``).
-    selection : {"tight", "paper"}, default "tight"
-        "tight": the same per-row noisy top-k selection with Laplace noise calibrated by zCDP,
-        and the selected values and the diagonal released by one Gaussian mechanism
-        (:class:`~dpdist.privacy.mechanisms.privcov.PrivCovZCDPMechanism`; proof in
-        docs/privacy/privcov.md): about 7x less noise at d = 1,000, k = 20, epsilon 1,
-        delta 1e-6. "paper": Algorithm 1 as the paper writes it (per-row Laplace for
-        selection and values, advanced composition; the noise is described below).
+    selection : {"gumbel", "laplace", "paper"}, default "gumbel"
+        "gumbel": each row's k columns of largest keys ``|S_ij| / beta_g + G_ij`` (exact
+        Gumbel noise G on a public score lattice), the peeling exponential mechanism, and the
+        selected values and the diagonal released by one Gaussian mechanism, all accounted in
+        zCDP (:class:`~dpdist.privacy.mechanisms.privcov.PrivCovGumbelMechanism`; proof in
+        docs/privacy/privcov.md): at d = 1,000, k = 20, epsilon 1, delta 1e-6 a selection
+        noise 63x and a release noise 20x smaller than "paper"'s. "laplace": the same release
+        after a per-row top-k selection with Laplace noise, calibrated by zCDP
+        (:class:`~dpdist.privacy.mechanisms.privcov.PrivCovZCDPMechanism`). "paper":
+        Algorithm 1 as the paper writes it (per-row Laplace for selection and values,
+        advanced composition; the noise is described below).
 
     Returns
     -------
@@ -242,23 +287,29 @@ def private_sparse_covariance(
     Notes
     -----
     **Guarantee.** (epsilon, delta)-DP for replace-one neighbours (same n, one row
-    replaced), for any input. The release records its event (d pure per-row steps,
-    ``release.events``); its ``privacy`` is the charged (epsilon, delta), which the accountant
-    certifies the event to fit in (:func:`~dpdist.privacy.accounting.release_guarantee`; the
-    event may account to less: ``release.accountant()``). The argument (sensitivity ``2 R^2 / n`` of
-    the clipped second moment, the per-row coupling, the float factor, the lattice, why the
-    selection noise is lattice noise too) is written once in
-    :mod:`dpdist.privacy.mechanisms.privcov`; the constants and the k+1 deviation are
-    :func:`~dpdist.privacy.calibration.privcov_calibration`'s.
+    replaced), for any input. The release records its event (``release.events``: d k
+    bounded-range selection steps and one Gaussian release for ``"gumbel"``, d pure per-row
+    selections and one Gaussian for ``"laplace"``, d pure per-row steps for ``"paper"``); its
+    ``privacy`` is the charged (epsilon, delta), which the accountant certifies the event to
+    fit in (:func:`~dpdist.privacy.accounting.release_guarantee`; the event may account to
+    less: ``release.accountant()``). The arguments (sensitivity ``2 R^2 / n`` of the clipped
+    second moment, the float factor, the lattices, the selection's analysis) are written once
+    in :mod:`dpdist.privacy.mechanisms.privcov` and docs/privacy/privcov.md; the constants are
+    :func:`~dpdist.privacy.calibration.privcov_gumbel_calibration`'s,
+    ``privcov_zcdp_calibration``'s and ``privcov_calibration``'s (with the k+1 deviation).
 
     **Float-safe noise.** Selected values and the diagonal are released on a public
-    power-of-two lattice with an exactly sampled discrete Laplace law; the selection compares
-    integer scores with noise of the same exact law. ``on_nonfinite="raise"``: the refusal
-    reveals that the data contain a non-finite value (one bit), before anything is released.
-    The output is post-processing of the per-row releases (the symmetric AND rule of lines
-    13-17), computed on the client.
+    power-of-two lattice with an exactly sampled discrete law; the selection compares exact
+    Gumbel keys of lattice scores (``"gumbel"``: certified float intervals, exact comparisons
+    where they overlap) or integer scores with lattice Laplace noise. ``on_nonfinite="raise"``:
+    the refusal reveals that the data contain a non-finite value (one bit), before anything is
+    released. The output is post-processing of the per-row releases (the symmetric AND rule of
+    lines 13-17), computed on the client.
 
-    **Selection noise.** S_i is drawn by
+    **Selection noise.** ``"gumbel"``: :class:`~dpdist.privacy.gumbel.GumbelTopK` draws every
+    key of a row (one 64-bit word an entry, d^2 in all) and keeps each tile's exact top k; the
+    engine merges the tiles' lists by the sampler's exact comparisons, so S_i is the same for
+    every tiling. ``"laplace"`` and ``"paper"``:
     :class:`~dpdist.privacy.lazy_selection.LazySelectionNoise`: each row's d noises are
     defined by a tree of keyed draws and only the draws that can change the top k are made
     (O(d k) a row instead of d); the selected sets and scores are exactly those of the fully
@@ -298,7 +349,7 @@ def private_sparse_covariance(
     composition = _stage_composition(selection)
     mean_share, cov_share = centering.split(epsilon, delta, composition)
     cal = _calibrate(selection, cov_share.epsilon, cov_share.delta, n, d, k, R, beta)
-    mech = (PrivCovMechanism if selection == "paper" else PrivCovZCDPMechanism).from_calibration(cal)
+    mech = _mechanism_class(selection).from_calibration(cal)
     mean_mech = mean_mechanism(centering, mean_share, n, d, R) if centering.private else None
     # the stated guarantee is the charged budget, certified by the accountant from the events
     if mean_mech is None:
@@ -312,7 +363,8 @@ def private_sparse_covariance(
     if mean_mech is not None:
         mu = release_mean(Xg, all_finite, mean_mech, seed, scheduler=scheduler, progress=progress, timeout=timeout)
     S = clipped_second_moment(centre(Xg, mu), R, tile=tile_size)
-    # selection noise drawn lazily: exactly the law of d i.i.d. lattice Laplace per row, O(d k) draws
+    # selection noise: Laplace drawn lazily (exactly the law of d i.i.d. lattice Laplace per row, O(d k)
+    # draws), or exact Gumbel keys of every entry (merged exactly across tiles by the sampler)
     parts = row_topk_release(S, k, mech.selection(seed), mech.release(seed), guard=all_finite, symmetric=True)
     results = compute(*parts, scheduler=scheduler, progress=progress, timeout=timeout)
     if any(r is None for r in results):
@@ -335,9 +387,12 @@ def private_sparse_covariance(
     if selection == "paper":
         notes = [K_PLUS_ONE_NOTE, f"Laplace scale: {cal.laplace_rule}", residual_note(d * (2 * k + 1), mech.noise)]
         scales = {f"laplace_{role}": scale for role, scale in mech.noise_scales().items()}
-    else:
+    elif selection == "laplace":
         notes = [ZCDP_NOTE, residual_note(d * k, mech.noise), residual_note(d * (k + 1), mech.release_noise)]
         scales = {"laplace_select": mech.noise_scales()["select"], "gaussian_release": mech.noise_scales()["release"]}
+    else:
+        notes = [GUMBEL_NOTE, mech.selection_residual_note(), residual_note(d * (k + 1), mech.release_noise)]
+        scales = {"gumbel_select": mech.noise_scales()["select"], "gaussian_release": mech.noise_scales()["release"]}
     notes += [nonfinite_note(on_nonfinite), *chunk_reading_notes(X)]
     events = [("PrivCov rows", mech.event())]
     mechanisms = [mech.describe()]
@@ -350,7 +405,7 @@ def private_sparse_covariance(
         notes.extend(mean_notes(mean_mech))
         scales["mean_gaussian"] = mean_mech.noise_scales()["gaussian"]
     return warn_if_unsafe(Release(
-        mechanism=MECHANISM if selection == "paper" else MECHANISM_ZCDP,
+        mechanism={"paper": MECHANISM, "laplace": MECHANISM_ZCDP, "gumbel": MECHANISM_GUMBEL}[selection],
         privacy=privacy,
         parameters={
             "n_samples": n,
@@ -378,15 +433,18 @@ def private_sparse_covariance(
 @dataclass(frozen=True, kw_only=True)
 class SparseCovariancePlan(Plan):
     """:meth:`SparseCovariance.plan`: a :class:`~dpdist.privacy.plan.Plan` whose
-    ``noise_scale`` is the selection's Laplace scale b (with ``selection="paper"`` also the
-    release's) that the release uses and reports in its ``noise_scales``: the calibrated scale
-    ``calibrated_noise_scale`` enlarged by the charge for rounding the noise onto its lattice (a
+    ``noise_scale`` is the selection's noise scale that the release uses and reports in its
+    ``noise_scales`` (the Gumbel scale beta_g for ``selection="gumbel"``, the Laplace scale b
+    otherwise, with ``selection="paper"`` also the release's): the calibrated scale
+    ``calibrated_noise_scale`` enlarged by the charge for rounding onto its lattice (a
     relative change near 1e-6); and whose ``error_bound`` is, for ``selection="paper"``,
     Theorem 1's ``||M - Sigma||_op <= 6 k (lambda_samp + lambda_priv)`` and, for
-    ``selection="tight"``, ``6 k (lambda_samp + lambda_priv) + lambda_release``
-    (:func:`~dpdist.privacy.calibration.privcov_zcdp_error_bound`, ``release_sigma`` the
-    Gaussian release's sigma); probability >= 1 - beta, when no entry is clipped (1 - 2 beta
-    with a private mean, whose error is added).
+    ``selection="gumbel"`` and ``"laplace"``, ``6 k (lambda_samp + lambda_priv) +
+    lambda_release`` (:func:`~dpdist.privacy.calibration.privcov_gumbel_error_bound`,
+    :func:`~dpdist.privacy.calibration.privcov_zcdp_error_bound`; ``release_sigma`` the
+    Gaussian release's sigma, ``selection_share`` the share of rho spent on the selection);
+    probability >= 1 - beta, when no entry is clipped (1 - 2 beta with a private mean, whose
+    error is added).
 
     **Scale** (vacuity): ``sigma**2``, the scale of a covariance of sigma-sub-Gaussian rows
     (every entry of Sigma is at most sigma^2 in magnitude; Problem 1's alpha is the error over
@@ -409,7 +467,7 @@ class SparseCovariancePlan(Plan):
     clip_rule: str
     laplace_rule: str
     calibrated_noise_scale: float
-    calibration: PrivCovCalibration | PrivCovZCDPCalibration
+    calibration: PrivCovCalibration | PrivCovZCDPCalibration | PrivCovGumbelCalibration
     release_sigma: float | None
     lambda_release: float | None
     wang_xu_sigma: float
@@ -421,26 +479,33 @@ class SparseCovariancePlan(Plan):
     centering: str = "assume-centered"
     mean_noise_scale: float | None = None
     lambda_center: float = 0.0
+    selection_share: float | None = None
 
 
 def _privcov_plan(cal, clip_rule: str, sigma: float | None, beta: float, *,
                   budget: ApproxDP | None = None, centering=None, mean_mech=None) -> SparseCovariancePlan:
     s = float(sigma) if sigma is not None else cal.clip
-    paper = isinstance(cal, PrivCovCalibration)
-    err = privcov_error_bound(cal, s, beta) if paper else privcov_zcdp_error_bound(cal, s, beta)
+    selection = _selection_of(cal)
+    paper = selection == "paper"
+    err = _error_bound(cal, s, beta)
     rule = "sigma**2" if sigma is not None else "clip**2: no sigma given, clipped entries are clip-sub-Gaussian"
     lam_c = 0.0 if centering is None else centring_error(centering, mean_mech, s, cal.n_samples, cal.n_features,
                                                          beta)
     bound = err["error_bound"] + 6 * cal.k * lam_c
     if paper:
         metric, laplace_rule = "||M - Sigma||_op, w.p. >= 1 - beta (Theorem 1)", cal.laplace_rule
-    else:
+    elif selection == "laplace":
         metric = "||M - Sigma||_op, w.p. >= 1 - beta (Theorem 1 with the Gaussian release, docs/privacy/privcov.md)"
         laplace_rule = (f"zCDP: selection gets {cal.selection_share:.4f} of rho = {cal.rho:.4g}, "
                         f"b = 2k Delta / sqrt(2 rho_sel / d)")
+    else:
+        metric = ("||M - Sigma||_op, w.p. >= 1 - beta (Theorem 1 with Gumbel selection and the Gaussian release, "
+                  "docs/privacy/privcov.md)")
+        laplace_rule = (f"zCDP: selection gets {cal.selection_share:.4f} of rho = {cal.rho:.4g}, "
+                        f"Gumbel beta = Delta sqrt(d k / (2 rho_sel))")
     if mean_mech is not None:
         metric = metric.replace("w.p. >= 1 - beta (", "w.p. >= 1 - 2 beta (centring at the private mean, ")
-    mech = (PrivCovMechanism if paper else PrivCovZCDPMechanism).from_calibration(cal)
+    mech = _mechanism_class(selection).from_calibration(cal)
     return SparseCovariancePlan(
         n_samples=cal.n_samples,
         n_features=cal.n_features,
@@ -451,11 +516,11 @@ def _privcov_plan(cal, clip_rule: str, sigma: float | None, beta: float, *,
         error_scale=s * s,
         error_scale_rule=rule,
         k=cal.k,
-        selection="paper" if paper else "tight",
+        selection=selection,
         clip=cal.clip,
         clip_rule=clip_rule,
         laplace_rule=laplace_rule,
-        calibrated_noise_scale=cal.laplace_scale,
+        calibrated_noise_scale=cal.gumbel_scale if selection == "gumbel" else cal.laplace_scale,
         calibration=cal,
         release_sigma=None if paper else cal.gaussian_sigma,
         lambda_release=None if paper else err["lambda_release"],
@@ -469,12 +534,14 @@ def _privcov_plan(cal, clip_rule: str, sigma: float | None, beta: float, *,
         centering=centering.mode if centering is not None else "assume-centered",
         mean_noise_scale=None if mean_mech is None else mean_mech.noise_scales()["gaussian"],
         lambda_center=lam_c,
+        selection_share=None if paper else cal.selection_share,
     )
 
 
 class SparseCovariance(Estimator):
     """Private sparse covariance (PrivCov, Algorithm 1 of the COLT 2026 paper; by default with
-    the zCDP analysis of docs/privacy/privcov.md, ``selection="tight"``).
+    Gumbel top-k selection and the zCDP analysis of docs/privacy/privcov.md,
+    ``selection="gumbel"``).
 
     Parameters
     ----------
@@ -524,9 +591,10 @@ class SparseCovariance(Estimator):
         L2 radius the rows are scaled to for the private mean; it must cover the norms of the
         raw rows (default ``clip * sqrt(d)``). ``clip`` / ``sigma`` must cover the entries of
         the centred rows ``x - mean``.
-    selection : {"tight", "paper"}, default "tight"
-        "tight": Laplace selection and a Gaussian release calibrated by zCDP (the proof is
-        docs/privacy/privcov.md); "paper": Algorithm 1 as the paper writes it. See
+    selection : {"gumbel", "laplace", "paper"}, default "gumbel"
+        "gumbel": Gumbel top-k selection (the peeling exponential mechanism) and a Gaussian
+        release calibrated by zCDP; "laplace": Laplace selection and the same release (the
+        proofs are docs/privacy/privcov.md); "paper": Algorithm 1 as the paper writes it. See
         :func:`private_sparse_covariance`.
 
     Attributes
@@ -543,10 +611,11 @@ class SparseCovariance(Estimator):
     clip_ : float
         The truncation level R used.
     noise_scale_ : float
-        The selection's Laplace scale b used (with ``selection="paper"`` also the release's).
+        The selection's noise scale used: the Gumbel scale (``"gumbel"``, data units) or the
+        Laplace scale b (with ``selection="paper"`` also the release's).
     release_noise_scale_ : float
-        The noise scale of the released values: the Gaussian sigma (``"tight"``) or b
-        (``"paper"``).
+        The noise scale of the released values: the Gaussian sigma (``"gumbel"``,
+        ``"laplace"``) or b (``"paper"``).
     privacy_ : ApproxDP
         The (epsilon, delta) spent.
     release_ : Release
@@ -591,7 +660,7 @@ class SparseCovariance(Estimator):
         mean: Any = None,
         mean_fraction: float = DEFAULT_MEAN_FRACTION,
         mean_clip: float | None = None,
-        selection: str = "tight",
+        selection: str = "gumbel",
     ):
         self.k = k
         self.epsilon = epsilon
@@ -644,8 +713,8 @@ class SparseCovariance(Estimator):
             "support_": sp.csr_array(M != 0) if M.nnz else sp.csr_array(M.shape, dtype=bool),
             "selected_": rel.values["selected"],
             "clip_": rel.parameters["clip"],
-            "noise_scale_": rel.noise_scales["laplace_select"],
-            "release_noise_scale_": rel.noise_scales.get("gaussian_release", rel.noise_scales["laplace_select"]),
+            "noise_scale_": rel.noise_scales.get("gumbel_select", rel.noise_scales.get("laplace_select")),
+            "release_noise_scale_": rel.noise_scales.get("gaussian_release", rel.noise_scales.get("laplace_select")),
             "privacy_": rel.privacy,
             "release_": rel,
         }
@@ -675,26 +744,36 @@ class SparseCovariance(Estimator):
     def _paper_plan(self, n_samples: int, n_features: int) -> "SparseCovariancePlan":
         return self._plan_of(n_samples, n_features)
 
-    @reports_empirical("privcov_tight")
-    def _tight_plan(self, n_samples: int, n_features: int) -> "SparseCovariancePlan":
+    @reports_empirical("privcov_laplace")
+    def _laplace_plan(self, n_samples: int, n_features: int) -> "SparseCovariancePlan":
+        return self._plan_of(n_samples, n_features)
+
+    @reports_empirical("privcov_gumbel")
+    def _gumbel_plan(self, n_samples: int, n_features: int) -> "SparseCovariancePlan":
         return self._plan_of(n_samples, n_features)
 
     def plan(self, n_samples: int, n_features: int) -> "SparseCovariancePlan":
         """Clip level, noise scales and error bound for a data size; reads no data.
 
         Returns a :class:`SparseCovariancePlan`: ``clip``, ``noise_scale`` (the selection's
-        Laplace b), ``release_sigma`` (``selection="tight"``: the release's Gaussian sigma),
-        ``laplace_rule`` (how b was set), the full ``calibration``, the ``error_bound``
+        Gumbel scale, or Laplace b), ``release_sigma`` (``selection="gumbel"`` and
+        ``"laplace"``: the release's Gaussian sigma), ``selection_share`` (their share of rho
+        spent on the selection), ``laplace_rule`` (how the selection's scale was set), the
+        full ``calibration``, the ``error_bound``
         (operator norm, with probability >= 1 - beta over data and noise, when no entry is
         clipped: Theorem 1's, or its version with the Gaussian release) and its pieces,
         whether it is vacuous, and for comparison the Gaussian scale of the Wang-Xu baseline
         (``wang_xu_sigma``) at the same budget and clip. The measured n* of
         ``dpdist experiment sample-complexity`` (``empirical``) are those of the plan's
-        selection: method ``privcov`` for ``"paper"``, ``privcov_tight`` for ``"tight"``.
+        selection: method ``privcov`` for ``"paper"``, ``privcov_laplace`` for ``"laplace"``,
+        ``privcov_gumbel`` for ``"gumbel"``.
         """
-        if _check_selection(self.selection) == "paper":
+        selection = _check_selection(self.selection)
+        if selection == "paper":
             return self._paper_plan(n_samples, n_features)
-        return self._tight_plan(n_samples, n_features)
+        if selection == "laplace":
+            return self._laplace_plan(n_samples, n_features)
+        return self._gumbel_plan(n_samples, n_features)
 
     def min_samples(self, target_error: float, n_features: int) -> int:
         """Least n at which :meth:`plan`'s error bound is <= ``target_error`` (needs sigma;
@@ -717,7 +796,6 @@ class SparseCovariance(Estimator):
 
         def bound(n: int) -> float:
             r = clip if clip is not None else subgaussian_clip(sigma, n, d, beta)
-            cal = privcov_zcdp_calibration(epsilon, delta, n, d, k, r, beta)
-            return privcov_zcdp_error_bound(cal, sigma, beta)["error_bound"]
+            return _error_bound(_calibrate(selection, epsilon, delta, n, d, k, r, beta), sigma, beta)["error_bound"]
 
         return search_min_samples(bound, target_error, start=4, limit=1 << 62)

@@ -54,8 +54,9 @@ def register(sub) -> None:
     p.add_argument("--threshold", type=float, help="threshold (wang-xu, thresholded)")
     p.add_argument("--beta", type=float, help="failure probability (privcov, wang-xu; default 0.1)")
     add_centering_args(p)
-    p.add_argument("--selection", choices=("tight", "paper"),
-                   help="privcov's analysis: tight (default; zCDP, Gaussian release, docs/privacy/privcov.md) "
+    p.add_argument("--selection", choices=("gumbel", "laplace", "paper"),
+                   help="privcov's selection and analysis: gumbel (default; Gumbel top-k, Gaussian release, zCDP), "
+                   "laplace (Laplace selection, Gaussian release, zCDP; both proved in docs/privacy/privcov.md) "
                    "or paper (Algorithm 1 as printed)")
     add_nonfinite_arg(p)
     p.add_argument("--tile-size", type=int, help="features per Gram tile (default: the estimator's)")

@@ -91,7 +91,8 @@ def run(args) -> int:
         say(f"dpdist {dpdist.__version__} demo: Model 1 ({args.structure}, d={args.n_features}, "
             f"k={args.k}, sigma^2={model.sigma2:.3f}), n={args.n_samples:,}")
         release = "" if plan.release_sigma is None else f", release Gaussian sigma={plan.release_sigma:.4g}"
-        say(f"plan      : clip R={plan.clip:.3f}, selection Laplace scale b={plan.noise_scale:.4g}{release}, "
+        scale = "Gumbel scale" if plan.selection == "gumbel" else "Laplace scale b"
+        say(f"plan      : clip R={plan.clip:.3f}, selection {scale}={plan.noise_scale:.4g}{release}, "
             f"error bound {plan.error_bound:.3g} (Wang-Xu Gaussian scale {plan.wang_xu_sigma:.3g})")
         with run_context(args) as sched, privacy_warnings() as warned:  # prints nothing inside: progress line
             cluster = None

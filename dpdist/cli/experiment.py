@@ -23,8 +23,9 @@ def register(sub) -> None:
                     help="draw the statistics (simulated, reaches d = 1e5) or fit the estimators on rows (real)")
     sc.add_argument("--methods",
                     default="thresholded,privcov,wang_xu,thresholded_pca,wang_xu_pca,privpca,privcov_power",
-                    help="comma-separated: thresholded, privcov, wang_xu, thresholded_pca, wang_xu_pca, privpca, "
-                         "privcov_power, expmech (real mode only)")
+                    help="comma-separated: thresholded, privcov (selection='paper'), privcov_gumbel (the default "
+                         "selection), privcov_laplace, wang_xu, thresholded_pca, wang_xu_pca, privpca, privcov_power, "
+                         "expmech (real mode only)")
     sc.add_argument("--dims", default=None, help="comma-separated d grid (default: per problem)")
     sc.add_argument("--reps", type=int, default=20, help="repetitions per n (common random numbers)")
     sc.add_argument("--beta", type=float, default=0.1, help="failure probability: success needs >= (1-beta) reps")

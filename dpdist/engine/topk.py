@@ -18,6 +18,13 @@ scale. The caller supplies the selection noise in one of two forms:
   (seed, purpose, row) only, and the tile candidates merged by :func:`combine_row_topk` are
   the row's exact top k, so the merge and its result do not depend on the tiling.
 
+A lazy sampler may also decide the merge itself (:class:`ExactMerge`): when its float scores
+cannot order every pair of candidates exactly (certified intervals refined on demand, as for
+exact Gumbel keys), it returns with each tile's candidates an ``aux`` array (per candidate,
+whatever it needs to compare them) and the engine merges candidate lists by calling
+``sampler.exact_select(row_start, cols, scores, raw, aux, k)`` instead of sorting the float
+scores. The engine still chooses no noise and compares nothing itself.
+
 Ties in the score are broken by the smaller column index, so the selection is a function of
 the scores alone, whatever the tiling.
 
@@ -39,6 +46,7 @@ from dpdist.engine.runtime import unoptimized_delayed
 
 __all__ = [
     "Candidates",
+    "ExactMerge",
     "LazyNoise",
     "RowRelease",
     "chunk_row_topk",
@@ -63,6 +71,16 @@ class LazyNoise(Protocol):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
 
 
+@runtime_checkable
+class ExactMerge(Protocol):
+    """A lazy sampler that merges candidate lists itself (see the module docstring): its
+    ``tile_candidates`` returns ``(cols, scores, raw, aux)``, already its exact top k."""
+
+    def exact_select(
+        self, row_start: int, cols: np.ndarray, scores: np.ndarray, raw: np.ndarray, aux: np.ndarray, k: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]: ...
+
+
 @dataclass
 class Candidates:
     """Per-row candidates of one row block (``rows`` x ``k``; column -1 marks an empty slot)."""
@@ -72,6 +90,7 @@ class Candidates:
     scores: np.ndarray  # (r, k) float64, -inf for empty slots
     raw: np.ndarray  # (r, k) float64, un-noised values: never leave the worker
     diag_raw: np.ndarray  # (r,) raw diagonal S_ii (NaN until the diagonal tile is seen)
+    aux: np.ndarray | None = None  # (r, k, ...) an ExactMerge sampler's comparison data; never leaves
 
 
 @dataclass
@@ -121,6 +140,9 @@ def chunk_row_topk(
     ``prepare_rows`` output for a row range containing the tile's rows, or None).
     """
     tile = np.asarray(tile, dtype=np.float64)
+    if isinstance(select_noise, ExactMerge):
+        cols, cand_scores, raw, aux = select_noise.tile_candidates(tile, int(row_start), int(col_start), k, state)
+        return Candidates(row_start, cols, cand_scores, raw, _diag_of(tile, row_start, col_start), aux)
     if isinstance(select_noise, LazyNoise):
         cols, cand_scores, raw = select_noise.tile_candidates(tile, int(row_start), int(col_start), k, state)
         cols, cand_scores, raw = _select(cols, cand_scores, raw, k)
@@ -182,18 +204,24 @@ def _row_task(tile, row_start, col_start, k, select_noise, states, bi: int):
     return chunk_row_topk(tile, row_start, col_start, k, select_noise, None if states is None else states[bi])
 
 
-def combine_row_topk(parts: list[Candidates], k: int) -> Candidates:
-    """Merge candidate lists of the same row block (any number of column tiles)."""
+def combine_row_topk(parts: list[Candidates], k: int, select_noise: Any = None) -> Candidates:
+    """Merge candidate lists of the same row block (any number of column tiles); by the
+    sampler's :meth:`ExactMerge.exact_select` when ``select_noise`` has one."""
     first = parts[0]
     cols = np.hstack([p.cols for p in parts])
     scores = np.hstack([p.scores for p in parts])
     raw = np.hstack([p.raw for p in parts])
-    cols, scores, raw = _select(cols, scores, raw, k)
+    aux = None
+    if isinstance(select_noise, ExactMerge):
+        aux = np.concatenate([p.aux for p in parts], axis=1)
+        cols, scores, raw, aux = select_noise.exact_select(first.row_start, cols, scores, raw, aux, k)
+    else:
+        cols, scores, raw = _select(cols, scores, raw, k)
     diag = first.diag_raw.copy()
     for p in parts[1:]:
         seen = ~np.isnan(p.diag_raw)
         diag[seen] = p.diag_raw[seen]
-    return Candidates(first.row_start, cols, scores, raw, diag)
+    return Candidates(first.row_start, cols, scores, raw, diag, aux)
 
 
 def finalize_row_topk(cand: Candidates, release: ReleaseFn, guard=None) -> RowRelease | None:
@@ -268,11 +296,12 @@ def row_topk_release(
             parts[bi] = [chunk(tiles[bi, bj], int(r0), int(c0), k, select_noise, states, bi)
                          for bj, c0 in enumerate(col_starts)]
     combine = dask.delayed(combine_row_topk)
+    merge = select_noise if isinstance(select_noise, ExactMerge) else None
     finalize = dask.delayed(finalize_row_topk)
     out = []
     for bi in range(len(row_starts)):
         level = parts[bi]
         while len(level) > 1:
-            level = [combine(level[i : i + split_every], k) for i in range(0, len(level), split_every)]
+            level = [combine(level[i : i + split_every], k, merge) for i in range(0, len(level), split_every)]
         out.append(finalize(level[0], release, guard))
     return out

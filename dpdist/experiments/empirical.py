@@ -269,13 +269,14 @@ def theory_n_star(method: str, n_features: int, *, k: int, sigma: float, target:
     at which its ``plan()`` bound meets ``target`` (alpha for covariance, sin^2 for PCA).
     None when the estimator plans no such bound."""
     import dpdist
+    from dpdist.experiments.methods import PRIVCOV_SELECTIONS
     from dpdist.privacy.calibration import search_min_samples
 
     d = int(n_features)
     s2 = sigma * sigma
     try:
-        if method in ("privcov", "privcov_tight"):
-            selection = "paper" if method == "privcov" else "tight"
+        if method in PRIVCOV_SELECTIONS:
+            selection = PRIVCOV_SELECTIONS[method]
             return float(dpdist.SparseCovariance(k, epsilon, delta, sigma=sigma, selection=selection,
                                                     assume_centered=True)
                          .min_samples(target * s2, d))

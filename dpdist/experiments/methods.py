@@ -46,9 +46,12 @@ METHODS = {
                           "k^2 [BL09]", 0.0, False),
     "privcov": Method("privcov", "covariance", "dpdist.SparseCovariance (PrivCov, selection='paper': Algorithm 1)",
                       "k^2 + sqrt(d) k^1.5 (Thm 1)", 0.5, True),
-    "privcov_tight": Method("privcov_tight", "covariance",
-                            "dpdist.SparseCovariance (PrivCov, selection='tight': zCDP, the default)",
-                            "k^2 + sqrt(d) k^1.5 (Thm 1)", 0.5, True),
+    "privcov_laplace": Method("privcov_laplace", "covariance",
+                              "dpdist.SparseCovariance (PrivCov, selection='laplace': Laplace selection, zCDP)",
+                              "k^2 + sqrt(d) k^1.5 (Thm 1)", 0.5, True),
+    "privcov_gumbel": Method("privcov_gumbel", "covariance",
+                             "dpdist.SparseCovariance (PrivCov, selection='gumbel': Gumbel selection, zCDP, "
+                             "the default)", "k^2 + sqrt(d) k^1.5 (Thm 1)", 0.5, True),
     "wang_xu": Method("wang_xu", "covariance", "dpdist.baselines.GaussianCovariance (Wang-Xu)", "d k^2 [WX21]",
                       1.0, True),
     "thresholded_pca": Method("thresholded_pca", "pca", "dpdist.baselines.ThresholdedPCA (NOT PRIVATE)",
@@ -61,6 +64,10 @@ METHODS = {
     "privcov_power": Method("privcov_power", "pca", "dpdist.SparseCovariancePCA (PrivCov, truncated power method)",
                             "as PrivCov, via Davis-Kahan", 0.5, True),
 }
+
+
+#: The PrivCov methods and their ``selection``.
+PRIVCOV_SELECTIONS = {"privcov": "paper", "privcov_laplace": "laplace", "privcov_gumbel": "gumbel"}
 
 
 @dataclass
@@ -144,8 +151,8 @@ def real_error(method: str, inst: Instance, n: int, rep: int, *, epsilon: float 
         elif method == "wang_xu":
             M = dpdist.baselines.GaussianCovariance(epsilon, delta, sigma=sigma, random_state=seed,
                                                     scheduler=scheduler, **MEAN_ZERO).fit(X).covariance_
-        elif method in ("privcov", "privcov_tight"):
-            selection = "paper" if method == "privcov" else "tight"
+        elif method in PRIVCOV_SELECTIONS:
+            selection = PRIVCOV_SELECTIONS[method]
             M = dpdist.SparseCovariance(inst.k, epsilon, delta, sigma=sigma, random_state=seed, scheduler=scheduler,
                                         progress=False, selection=selection, **MEAN_ZERO).fit(X).covariance_
         elif method == "thresholded_pca":
@@ -188,8 +195,8 @@ def simulated_error(method: str, inst: Instance, n: float, rng: np.random.Genera
         return simulate.simulate_thresholded(bm, n, rng).error / inst.sigma2
     if method == "wang_xu":
         return simulate.simulate_wang_xu(bm, n, epsilon, delta, rng).error / inst.sigma2
-    if method in ("privcov", "privcov_tight"):
-        selection = "paper" if method == "privcov" else "tight"
+    if method in PRIVCOV_SELECTIONS:
+        selection = PRIVCOV_SELECTIONS[method]
         return simulate.simulate_privcov(bm, n, epsilon, delta, rng, selection=selection).error / inst.sigma2
     if method == "thresholded_pca":
         return simulate.simulate_thresholded(bm, n, rng, error="sin2").error

@@ -131,7 +131,7 @@ DEFAULTS = {
 }
 #: Where each method's search starts (the previous d's n* after the first d).
 START = {"thresholded": 1e3, "thresholded_pca": 1e3, "wang_xu": 1e5, "wang_xu_pca": 1e5, "privcov": 1e6,
-         "privcov_tight": 1e6, "privpca": 1e15, "expmech": 1e4, "privcov_power": 1e6}
+         "privcov_laplace": 1e6, "privcov_gumbel": 1e6, "privpca": 1e15, "expmech": 1e4, "privcov_power": 1e6}
 SMOKE = {
     "covariance": {"dims": [24, 48, 96], "k": 12, "target": 0.25},
     "pca": {"dims": [20, 40, 80], "k": 3, "target": 0.1},

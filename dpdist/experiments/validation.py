@@ -26,13 +26,14 @@ FULL_POINTS = [
     ("thresholded", 50, 2_000, 40), ("thresholded", 50, 20_000, 30), ("thresholded", 200, 20_000, 20),
     ("wang_xu", 50, 100_000, 30), ("wang_xu", 50, 1_000_000, 15), ("wang_xu", 200, 1_000_000, 10),
     ("privcov", 50, 1_000_000, 15), ("privcov", 50, 10_000_000, 8), ("privcov", 200, 2_000_000, 8),
-    ("privcov_tight", 24, 300_000, 20), ("privcov_tight", 50, 1_000_000, 10),
+    ("privcov_laplace", 24, 300_000, 20), ("privcov_laplace", 50, 1_000_000, 10),
+    ("privcov_gumbel", 24, 300_000, 20), ("privcov_gumbel", 50, 1_000_000, 10),
     ("thresholded_pca", 50, 2_000, 40), ("thresholded_pca", 200, 5_000, 30),
     ("wang_xu_pca", 50, 200_000, 30), ("wang_xu_pca", 200, 1_000_000, 10),
     ("privpca", 50, 1_000_000, 10), ("privcov_power", 50, 10_000_000, 8),
 ]
 #: The CI short form: tiny sizes, enough repetitions for a meaningful test.
-SMOKE_POINTS = [("thresholded", 24, 400, 30), ("privcov", 24, 100_000, 20), ("privcov_tight", 24, 10_000, 20),
+SMOKE_POINTS = [("thresholded", 24, 400, 30), ("privcov", 24, 100_000, 20), ("privcov_gumbel", 24, 10_000, 20),
                 ("wang_xu", 24, 20_000, 30), ("wang_xu_pca", 20, 200_000, 30)]
 
 

@@ -65,6 +65,7 @@ __all__ = [
     "ComposedEvent",
     "DiscreteGaussianEvent",
     "DiscreteLaplaceEvent",
+    "BoundedRangeEvent",
     "EpsilonDeltaEvent",
     "Event",
     "GaussianEvent",
@@ -248,6 +249,22 @@ class EpsilonDeltaEvent(Event):
         object.__setattr__(self, "delta", d)
 
 
+@_register("bounded-range")
+@dataclass(frozen=True)
+class BoundedRangeEvent(Event):
+    """An epsilon-bounded-range step (Durfee and Rogers 2019): for all neighbours the privacy
+    loss ``log(p(y) / p'(y))`` takes values in an interval of width epsilon, as for one
+    exponential mechanism whose utilities move within an interval of width ``epsilon``
+    (weights ``exp(u)``). It is pure epsilon-DP (the loss interval contains 0, since both laws
+    sum to 1) and ``epsilon^2 / 8``-zCDP (Cesar and Rogers 2021, "Bounding, concentrating, and
+    truncating: unifying privacy loss composition for data analytics", ALT)."""
+
+    epsilon: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", _positive(self.epsilon, "epsilon", allow_zero=True))
+
+
 @_register("composed")
 @dataclass(frozen=True)
 class ComposedEvent(Event):
@@ -306,6 +323,8 @@ def pure_epsilon(event: Event) -> float | None:
             total.append(k * leaf.sensitivity / leaf.scale)
         elif isinstance(leaf, EpsilonDeltaEvent) and leaf.delta == 0:
             total.append(k * leaf.epsilon)
+        elif isinstance(leaf, BoundedRangeEvent):
+            total.append(k * leaf.epsilon)
         else:
             return None
     return math.fsum(total)
@@ -323,6 +342,8 @@ def zcdp_rho(event: Event) -> float | None:
             total.append(k * leaf.sensitivity**2 / (2.0 * leaf.sigma**2))
         elif isinstance(leaf, ZCDPEvent):
             total.append(k * leaf.rho)
+        elif isinstance(leaf, BoundedRangeEvent):
+            total.append(k * leaf.epsilon**2 / 8.0)  # Cesar-Rogers 2021
         else:
             eps = pure_epsilon(leaf)
             if eps is None:
@@ -455,7 +476,7 @@ def mixed_composition(event: Event, delta: float) -> ApproxDP | None:
             dlt.append(k * leaf.delta)
         elif isinstance(leaf, GaussianEvent):
             gauss.append(k / leaf.noise_multiplier**2)
-        elif isinstance(leaf, (ZCDPEvent, DiscreteGaussianEvent)):
+        elif isinstance(leaf, (ZCDPEvent, DiscreteGaussianEvent, BoundedRangeEvent)):
             zparts.append(k * zcdp_rho(leaf))
         else:
             e = pure_epsilon(leaf)
@@ -502,6 +523,8 @@ def to_dp_accounting(event: Event):
         return dpa.ZCDpEvent(event.rho)
     if isinstance(event, DiscreteGaussianEvent):
         return dpa.ZCDpEvent(event.sensitivity**2 / (2.0 * event.sigma**2))
+    if isinstance(event, BoundedRangeEvent):
+        return dpa.ZCDpEvent(event.epsilon**2 / 8.0)
     if isinstance(event, ComposedEvent):
         return dpa.ComposedDpEvent([to_dp_accounting(e) for e in event.events])
     if isinstance(event, SelfComposedEvent):

@@ -23,6 +23,7 @@ __all__ = [
     "GRAM_TREE_FAN_IN",
     "UNIT_ROUNDOFF",
     "PrivCovCalibration",
+    "PrivCovGumbelCalibration",
     "PrivCovZCDPCalibration",
     "advanced_composition_epsilon",
     "analytic_gaussian_sigma",
@@ -35,6 +36,8 @@ __all__ = [
     "summation_depth",
     "privcov_calibration",
     "privcov_error_bound",
+    "privcov_gumbel_calibration",
+    "privcov_gumbel_error_bound",
     "privcov_min_samples",
     "privcov_pure_coefficient",
     "privcov_zcdp_calibration",
@@ -369,7 +372,7 @@ def privcov_error_bound(cal: PrivCovCalibration, sigma: float, beta: float) -> d
 
 @dataclass(frozen=True)
 class PrivCovZCDPCalibration:
-    """All constants of one run of PrivCov with the zCDP analysis (``selection="tight"``),
+    """All constants of one run of PrivCov with the zCDP analysis (``selection="laplace"``),
     computed from public values (:func:`privcov_zcdp_calibration`).
 
     ``sensitivity`` and ``float_factor`` are as in :class:`PrivCovCalibration` (Delta =
@@ -413,7 +416,7 @@ def _privcov_zcdp_logs(n_features: int, beta: float) -> tuple[float, float]:
 def privcov_zcdp_calibration(
     epsilon: float, delta: float, n_samples: int, n_features: int, k: int, clip: float, beta: float = 0.1
 ) -> PrivCovZCDPCalibration:
-    """Calibrate PrivCov's selection and release by zCDP (``selection="tight"``).
+    """Calibrate PrivCov's selection and release by zCDP (``selection="laplace"``).
 
     The guarantee, proved in docs/privacy/privcov.md and
     :mod:`dpdist.privacy.mechanisms.privcov`: each row's selection (noisy top-k by
@@ -518,6 +521,171 @@ def privcov_zcdp_error_bound(cal: PrivCovZCDPCalibration, sigma: float, beta: fl
     log_sel, log_rel = _privcov_zcdp_logs(d, beta)
     lam_samp = _sampling_lambda(sigma, n, d, beta)
     lam_priv = cal.laplace_scale * log_sel if cal.selection_coefficient else 0.0
+    lam_rel = cal.gaussian_sigma * math.sqrt((k + 2) * log_rel)
+    err = 6 * k * (lam_samp + lam_priv) + lam_rel
+    return {
+        "lambda_samp": lam_samp,
+        "lambda_priv": lam_priv,
+        "lambda_release": lam_rel,
+        "lambda": lam_samp + lam_priv,
+        "error_bound": err,
+        "relative_error_bound": err / sigma**2,
+    }
+
+
+@dataclass(frozen=True)
+class PrivCovGumbelCalibration:
+    """All constants of one run of PrivCov with Gumbel top-k selection (``selection="gumbel"``),
+    computed from public values (:func:`privcov_gumbel_calibration`).
+
+    ``sensitivity`` and ``float_factor`` are as in :class:`PrivCovCalibration`. ``gumbel_scale``
+    is the selection's Gumbel scale beta in data units (the keys are ``|S_ij| / beta + G_ij``),
+    ``selection_steps`` the number of exponential-mechanism steps of one row (k, or 0 when
+    ``k = d``: the selection is then a constant), ``selection_step_epsilon`` the bounded-range
+    parameter ``2 Delta_fl / beta`` of one step, ``gaussian_sigma`` the release's Gaussian sigma;
+    ``rho = rho_selection + rho_release`` is the zCDP budget whose tight conversion is the
+    requested (epsilon, delta).
+    """
+
+    epsilon: float
+    delta: float
+    n_samples: int
+    n_features: int
+    k: int
+    clip: float
+    beta: float
+    k_released: int
+    rho: float
+    selection_share: float
+    rho_selection: float
+    rho_release: float
+    sensitivity: float
+    float_factor: float
+    selection_steps: int
+    selection_step_epsilon: float
+    gumbel_scale: float
+    release_coordinates: int
+    release_sensitivity: float
+    gaussian_sigma: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _privcov_gumbel_logs(n_features: int, beta: float) -> tuple[float, float]:
+    """``(T, log(12 d / beta))`` of :func:`privcov_gumbel_error_bound`: ``T = t_up + t_low`` with
+    ``t_up = log(12 d^2 / beta)`` (``d^2 P(G > t_up) <= d^2 e^-t_up = beta/12``) and ``t_low =
+    log(log(12 d^2 / beta))`` (``d^2 P(G < -t_low) = d^2 exp(-e^t_low) = beta/12``), G standard
+    Gumbel; the second is the release noise's union-bound logarithm."""
+    d = int(n_features)
+    t_up = math.log(12.0 * d * d / beta)
+    return t_up + math.log(t_up), math.log(12.0 * d / beta)
+
+
+def privcov_gumbel_calibration(
+    epsilon: float, delta: float, n_samples: int, n_features: int, k: int, clip: float, beta: float = 0.1
+) -> PrivCovGumbelCalibration:
+    """Calibrate PrivCov with Gumbel top-k selection and a Gaussian release (``selection="gumbel"``).
+
+    The guarantee, proved in docs/privacy/privcov.md and
+    :mod:`dpdist.privacy.mechanisms.privcov`: row i's selection, the k largest keys
+    ``|S_ij| / beta + G_ij`` (G i.i.d. standard Gumbel), has the law of k peeling steps of the
+    exponential mechanism with utility ``|S_ij|`` (Durfee and Rogers 2019); a step whose
+    utilities move by at most ``Delta_fl`` between neighbours is ``(2 Delta_fl / beta)``-bounded
+    range, hence ``(2 Delta_fl / beta)^2 / 8``-zCDP (Cesar and Rogers 2021); the ``d k`` steps
+    and the Gaussian release of the ``d k'`` selected values and diagonal entries (L2
+    sensitivity ``sqrt(d k') Delta_fl``) compose in zCDP, converted by CKS20 (Prop. 12)::
+
+        rho        = the largest rho that converts to (epsilon, delta)   (cks20_rho)
+        rho_sel    = f rho,  rho_rel = (1 - f) rho
+        eps_step   = sqrt(8 rho_sel / (d k))       (bounded range of one step)
+        beta_g     = 2 Delta_fl / eps_step = Delta_fl sqrt(d k / (2 rho_sel))
+        sigma      = sqrt(d k') Delta_fl / sqrt(2 rho_rel)
+
+    At the same rho_sel the Laplace selection of :func:`privcov_zcdp_calibration` needs ``b =
+    2 k Delta_fl sqrt(d / (2 rho_sel))``: ``b / beta_g = 2 sqrt(k)``.
+
+    When ``k = d`` every column is selected whatever the noise: the selection costs nothing,
+    ``f = 0`` (beta_g is then irrelevant; it is set to sigma).
+
+    The split f minimises :func:`privcov_gumbel_error_bound`'s terms that depend on it,
+    ``3 k T beta_g + sigma sqrt((k + 2) L_2)`` = ``Delta_fl sqrt(d / (2 rho)) (C_1 / sqrt(f) +
+    C_2 / sqrt(1 - f))`` with ``C_1 = 3 k^1.5 T`` and ``C_2 = sqrt(k' (k + 2) L_2)``; convex in
+    f, least at ``f / (1 - f) = (C_1 / C_2)^(2/3)``. beta (public) enters only through T, L_2.
+    """
+    epsilon, delta, n, d, k, clip = _check_privcov_inputs(epsilon, delta, n_samples, n_features, k, clip)
+    beta = check_probability(beta, "beta")
+    k_released = min(k + 1, d)
+    sensitivity = 2 * clip**2 / n
+    sens_fl, kappa = float_sensitivity(sensitivity, n)
+    rho = cks20_rho(epsilon, delta)
+    steps = k if k < d else 0
+    t_sel, log_rel = _privcov_gumbel_logs(d, beta)
+    if steps:
+        c1 = 3.0 * k * math.sqrt(k) * t_sel
+        c2 = math.sqrt(k_released * (k + 2) * log_rel)
+        ratio = (c1 / c2) ** (2.0 / 3.0)
+        share = ratio / (1.0 + ratio)
+    else:
+        share = 0.0
+    rho_sel, rho_rel = share * rho, (1.0 - share) * rho
+    coordinates = d * k_released
+    release_sens = math.sqrt(coordinates) * sens_fl
+    sigma = release_sens / math.sqrt(2.0 * rho_rel)
+    if steps:
+        eps_step = math.sqrt(8.0 * rho_sel / (d * steps))
+        scale = 2.0 * sens_fl / eps_step
+    else:
+        eps_step, scale = 0.0, sigma
+    return PrivCovGumbelCalibration(
+        epsilon=epsilon,
+        delta=delta,
+        n_samples=n,
+        n_features=d,
+        k=k,
+        clip=clip,
+        beta=beta,
+        k_released=k_released,
+        rho=rho,
+        selection_share=share,
+        rho_selection=rho_sel,
+        rho_release=rho_rel,
+        sensitivity=sensitivity,
+        float_factor=kappa,
+        selection_steps=steps,
+        selection_step_epsilon=eps_step,
+        gumbel_scale=scale,
+        release_coordinates=coordinates,
+        release_sensitivity=release_sens,
+        gaussian_sigma=sigma,
+    )
+
+
+def privcov_gumbel_error_bound(cal: PrivCovGumbelCalibration, sigma: float, beta: float) -> dict:
+    """Operator-norm error bound of PrivCov with Gumbel selection, with its pieces.
+
+    With probability >= 1 - beta, when no entry is clipped::
+
+        ||M - Sigma||_op <= 6 k (lambda_samp + lambda_priv) + lambda_release
+        lambda_samp    = C sigma^2 (sqrt(log(6d/beta)/n) + log(6d/beta)/n)      (as Theorem 1)
+        lambda_priv    = beta_g (t_up + t_low) / 2                               (0 when k = d)
+        t_up = log(12 d^2 / beta),  t_low = log(t_up)
+        lambda_release = sigma_rel sqrt((k + 2) log(12 d / beta))
+
+    Proof (docs/privacy/privcov.md): as :func:`privcov_zcdp_error_bound`'s, with the
+    selection event "every Gumbel ``G_ij`` lies in ``[-t_low, t_up]``", which fails with
+    probability at most ``d^2 e^-t_up + d^2 exp(-e^t_low) = beta/6`` (``P(G > t) <= e^-t``,
+    ``P(G < -t) = exp(-e^t)``). On it, an entry with ``|Sigma_ij| > 2 lambda_samp + beta_g
+    (t_up + t_low)`` has key (in data units) ``|S_ij| + beta_g G_ij > lambda_samp + beta_g
+    t_up``, above the key of every zero entry of its row; at most k - 1 other entries of the
+    row are non-zero, so it is selected, and every unselected entry is at most ``2
+    (lambda_samp + lambda_priv)``. The rest is unchanged (E with at most 3k non-zero entries a
+    row, the matrix Gaussian series for the release noise).
+    """
+    n, d, k = cal.n_samples, cal.n_features, cal.k
+    t_sel, log_rel = _privcov_gumbel_logs(d, beta)
+    lam_samp = _sampling_lambda(sigma, n, d, beta)
+    lam_priv = cal.gumbel_scale * t_sel / 2.0 if cal.selection_steps else 0.0
     lam_rel = cal.gaussian_sigma * math.sqrt((k + 2) * log_rel)
     err = 6 * k * (lam_samp + lam_priv) + lam_rel
     return {

@@ -92,6 +92,7 @@ PARAMETER_SCHEMA: dict[str, tuple[type, ...]] = {
 #: Every key a release's ``noise_scales`` may hold (``stage/name`` for staged mechanisms).
 NOISE_SCALE_SCHEMA: dict[str, tuple[type, ...]] = {
     "laplace_select": _REAL, "laplace_release": _REAL, "gaussian_release": _REAL, "gaussian": _REAL, "sigma": _REAL,
+    "gumbel_select": _REAL,
     "selection_gumbel_scale": _REAL, "block_gaussian_sigma": _REAL,
     "level_sigmas": _LIST, "level_sigmas_units": _STR, "radius_histogram_sigma": _REAL,
     "lambda_histogram_sigma": _REAL, "mean_gaussian": _REAL, "tlap_scale": _REAL, "tlap_support": _REAL, "masking_eta_b": _REAL,

@@ -29,8 +29,12 @@ Approximate:
   with variance ``Sigma_hat_ii Sigma_jj / n``; we drop the correlation within the other
   block, use the mean of Sigma_jj, and draw the (i, j) and (j, i) raw values of a selected
   off-block pair independently);
-- a selected off-block raw value is drawn independently of its selection score (exact when
-  the Laplace scale dominates the sampling spread, which is the regime of n*);
+- with the Laplace selection, a selected off-block raw value is drawn independently of its
+  selection score (exact when the Laplace scale dominates the sampling spread, which is the
+  regime of n* there); with the Gumbel selection, whose scale is comparable to the sampling
+  spread near n*, it is drawn from its law given its key (on a grid of 256 values), and the
+  row j of a selected off-block entry (i, j) gets column i as a candidate with the same raw
+  value and its own key (the rows' off-block order statistics are otherwise independent);
 - the Wang-Xu / thresholding exceedances off the blocks are Poisson with the Gaussian tail
   rate above;
 - PrivPCA: batches are good and friends unless their support blocks say otherwise; the
@@ -63,6 +67,8 @@ from dpdist.exceptions import ValidationError
 from dpdist.privacy.noise import gaussian_from_uniform, laplace_from_uniform
 from dpdist.simulate.instances import BlockModel, block_triples
 from dpdist.simulate.statistics import (
+    normal_gumbel_conditional_abs,
+    normal_gumbel_isf,
     normal_laplace_abs_isf,
     open_uniforms,
     scaled_chi2,
@@ -321,15 +327,48 @@ def _distinct_positions(rng, n_rows: int, pool: int, count: int) -> np.ndarray:
         pos[bad] = rng.integers(0, pool, size=(bad.size, count))
 
 
+def _mirror_offblock(cols, scores, raw, top, n_in: int, b: float, rng):
+    """Row j's candidate for column i when row i selected the off-block entry (i, j): the same
+    raw value (the second moment is symmetric) with its own Gumbel key ``|raw| + b G``, added to
+    row j's candidates (when row j does not hold column i already). The off-block order
+    statistics of the rows are drawn independently; this restores the dependence that matters
+    once the keys follow the values (a large off-block entry is likely chosen from both sides)."""
+    d = cols.shape[0]
+    rows, slots = np.nonzero(top >= n_in)
+    if rows.size == 0:
+        return cols, scores, raw
+    picked = top[rows, slots]
+    J, I, R = cols[rows, picked], rows, raw[rows, picked]
+    key = np.abs(R) - b * np.log(-np.log(open_uniforms(rng, R.shape)))
+    order = np.argsort(J, kind="stable")
+    J, I, R, key = J[order], I[order], R[order], key[order]
+    counts = np.bincount(J, minlength=d)
+    pos = np.arange(J.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    width = int(counts.max())
+    extra_cols = np.full((d, width), -1, np.int64)
+    extra_scores = np.full((d, width), -np.inf)
+    extra_raw = np.zeros((d, width))
+    held = (cols[J] == I[:, None]).any(axis=1)
+    extra_cols[J, pos] = np.where(held, -1, I)
+    extra_scores[J, pos] = np.where(held, -np.inf, key)
+    extra_raw[J, pos] = R
+    return (np.concatenate([cols, extra_cols], axis=1), np.concatenate([scores, extra_scores], axis=1),
+            np.concatenate([raw, extra_raw], axis=1))
+
+
 def simulate_privcov(model: BlockModel, n: float, epsilon: float, delta: float, rng, *,
                      sigma: float | None = None, beta: float = 0.1, error: str = "operator",
-                     selection: str = "tight") -> SimResult:
+                     selection: str = "gumbel") -> SimResult:
     """PrivCov (:class:`~dpdist.SparseCovariance` with ``sigma``, ``k = model.k`` and
     ``selection``): the noise scales and clip come from the estimator's ``plan()`` (hence from
-    :func:`dpdist.privacy.calibration.privcov_calibration` or ``privcov_zcdp_calibration``);
-    selection (Laplace b) and release (Laplace b for ``"paper"``, Gaussian ``release_sigma``
-    for ``"tight"``) follow the algorithm row by row, the AND rule is
-    :func:`~dpdist.algorithms.sparse_covariance.assemble_privcov`.
+    :func:`dpdist.privacy.calibration.privcov_calibration`, ``privcov_zcdp_calibration`` or
+    ``privcov_gumbel_calibration``); selection (keys ``|S_ij + Laplace(b)|``, or ``|S_ij| +
+    beta G_ij`` with G standard Gumbel for ``"gumbel"``, float noise: this measures accuracy,
+    not privacy) and release (Laplace b for ``"paper"``, Gaussian ``release_sigma``
+    otherwise) follow the algorithm row by row, the AND rule is
+    :func:`~dpdist.algorithms.sparse_covariance.assemble_privcov`. The off-block candidates
+    of a row are the top order statistics of the key's law (``normal_laplace_abs_isf``,
+    ``normal_gumbel_isf``).
 
     ``error="operator"``: ``||M - Sigma||_op``; ``error="sin2"``: ``sin^2`` to ``v1`` of the
     k-sparse component that :class:`~dpdist.SparseCovariancePCA` takes from M (its own
@@ -363,9 +402,14 @@ def simulate_privcov(model: BlockModel, n: float, epsilon: float, delta: float, 
         in_cols[nb:, 0] = nb + np.arange(model.n_bulk)
         in_raw[nb:, 0] = bulk
     valid = in_cols >= 0
-    in_scores = np.where(valid, np.abs(in_raw + laplace_from_uniform(open_uniforms(rng, in_raw.shape), b)), -np.inf)
+    gumbel = selection == "gumbel"
+    if gumbel:  # keys in data units: |S_ij| + beta G_ij
+        in_keys = np.abs(in_raw) - b * np.log(-np.log(open_uniforms(rng, in_raw.shape)))
+    else:
+        in_keys = np.abs(in_raw + laplace_from_uniform(open_uniforms(rng, in_raw.shape), b))
+    in_scores = np.where(valid, in_keys, -np.inf)
     diag_hat = np.concatenate([np.einsum("bii->bi", blocks).ravel(), bulk])
-    # off-block candidates: the k largest of |N(0, tau_i^2) + Laplace(b)| over the row's others
+    # off-block candidates: the k largest keys (|N(0, tau_i^2) + Laplace(b)|, or |N(0, tau_i^2)| + b G) of the others
     n_in = np.where(np.arange(d) < nb, s, 1)
     pool = d - n_in
     tau = np.sqrt(np.maximum(diag_hat, 0.0) * _offblock_scale2(model, n))
@@ -373,7 +417,10 @@ def simulate_privcov(model: BlockModel, n: float, epsilon: float, delta: float, 
     if kk > 0:
         e = -np.log(open_uniforms(rng, (d, kk)))  # Renyi: top survival probabilities per row
         q = -np.expm1(-np.cumsum(e / (pool[:, None] - np.arange(kk)[None, :]), axis=1))
-        off_scores = normal_laplace_abs_isf(q, tau[:, None], b)
+        if gumbel:
+            off_scores = b * normal_gumbel_isf(q, tau[:, None] / b)
+        else:
+            off_scores = normal_laplace_abs_isf(q, tau[:, None], b)
         # positions: distinct uniform among the row's off-block columns
         off_cols = np.empty((d, kk), np.int64)
         rows_blk = np.arange(d) < nb
@@ -385,7 +432,12 @@ def simulate_privcov(model: BlockModel, n: float, epsilon: float, delta: float, 
             p = _distinct_positions(rng, model.n_bulk, d - 1, kk)
             own = (nb + np.arange(model.n_bulk))[:, None]
             off_cols[~rows_blk] = np.where(p >= own, p + 1, p)
-        off_raw = tau[:, None] * gaussian_from_uniform(open_uniforms(rng, (d, kk)), 1.0)
+        if gumbel:  # the raw value given its key: |Z| given a |Z| + G = key / b, a random sign
+            a = np.broadcast_to(tau[:, None] / b, off_scores.shape)
+            z = normal_gumbel_conditional_abs(off_scores / b, a, open_uniforms(rng, (d, kk)))
+            off_raw = tau[:, None] * z * np.where(open_uniforms(rng, (d, kk)) < 0.5, -1.0, 1.0)
+        else:
+            off_raw = tau[:, None] * gaussian_from_uniform(open_uniforms(rng, (d, kk)), 1.0)
     else:
         off_scores = np.zeros((d, 0))
         off_cols = np.zeros((d, 0), np.int64)
@@ -394,6 +446,9 @@ def simulate_privcov(model: BlockModel, n: float, epsilon: float, delta: float, 
     scores = np.concatenate([in_scores, off_scores], axis=1)
     raw = np.concatenate([in_raw, off_raw], axis=1)
     top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    if gumbel and kk > 0:
+        cols, scores, raw = _mirror_offblock(cols, scores, raw, top, in_cols.shape[1], b, rng)
+        top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
     sel_cols = np.take_along_axis(cols, top, axis=1)
     sel_raw = np.take_along_axis(raw, top, axis=1)
     sel_vals = sel_raw + release_noise(sel_raw.shape)
@@ -415,10 +470,13 @@ def simulate_privcov(model: BlockModel, n: float, epsilon: float, delta: float, 
         err = _op_error(model, (coo.row[up].astype(np.int64), coo.col[up].astype(np.int64), coo.data[up]))
     return SimResult(err, True, {
         "label": SIMULATED, "method": "privcov" if error == "operator" else "privcov_power",
-        "n_samples": float(n), "laplace_scale": b, "selection": selection, "release_sigma": plan.release_sigma,
+        "n_samples": float(n), "gumbel_scale" if gumbel else "laplace_scale": b, "selection": selection,
+        "release_sigma": plan.release_sigma,
         "clip": plan["clip"], "p_clip": clip_probability(model, n, plan["clip"]), "epsilon": epsilon, "delta": delta,
         "approximations": ["off-block second-moment entries Gaussian and independent; raw value of a selected "
-                           "off-block entry independent of its score; (i,j) and (j,i) raw values drawn apart"],
+                           + ("off-block entry drawn given its key on a grid, and offered to row j with its own key"
+                              if gumbel else "off-block entry independent of its score; (i,j) and (j,i) raw values "
+                              "drawn apart")],
     })
 
 

@@ -9,6 +9,8 @@ Exact pieces (in law):
 - :func:`top_survival`: the ``count`` smallest of ``N`` i.i.d. Uniform(0, 1) survival
   probabilities (the top order statistics of any continuous law, Renyi's representation),
   in log space so that ``N`` may be astronomically large.
+- :func:`normal_gumbel_isf`: the inverse survival function of ``a |Z| + G`` (Z normal, G
+  Gumbel), tabulated by quadrature.
 - :func:`normal_laplace_abs_isf`: the inverse survival function of ``|G + L|``,
   ``G ~ N(0, s^2)``, ``L ~ Laplace(b)`` (closed form of the normal-Laplace convolution).
 
@@ -17,6 +19,7 @@ These seeds drive simulation only; no release is made from them.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -24,6 +27,8 @@ from scipy import special
 
 __all__ = [
     "normal_laplace_abs_sf",
+    "normal_gumbel_conditional_abs",
+    "normal_gumbel_isf",
     "normal_laplace_abs_isf",
     "open_uniforms",
     "scaled_chi2",
@@ -137,3 +142,82 @@ def normal_laplace_abs_isf(q: np.ndarray, s, b: float, *, iterations: int = 80) 
                 break
         out[todo] = 0.5 * (lo + hi)
     return out
+
+
+#: The ratios a = s / beta tabulated by :func:`normal_gumbel_isf` (0, then 1e-3 .. 1e3).
+_NG_RATIOS = np.concatenate([[0.0], np.geomspace(1e-3, 1e3, 481)])
+_NG_POINTS = 1200
+
+
+def _log_sf_normal_gumbel(x: np.ndarray, a: float) -> np.ndarray:
+    """``log P(a |Z| + G > x)``, Z standard normal, G standard Gumbel, by quadrature: over Z
+    (``2 phi(z) P(G > x - a z)``) when ``a <= 1``, over G (``g(t) P(|Z| > (x - t) / a)``)
+    otherwise, so that the integrand is smooth on the grid in both cases."""
+    x = np.asarray(x, dtype=np.float64)[:, None]
+    if a <= 1.0:
+        z = np.linspace(0.0, 12.0, 1201)
+        w = np.full(z.size, z[1] - z[0])
+        w[[0, -1]] *= 0.5
+        t = x - a * z[None, :]  # log P(G > t) = log(1 - exp(-e^-t))
+        log_sf = np.log(-np.expm1(-np.exp(-np.maximum(t, -40.0))))
+        terms = log_sf + (math.log(2.0) - 0.5 * z * z - 0.5 * math.log(2 * math.pi) + np.log(w))[None, :]
+    else:
+        t = np.linspace(-6.0, 60.0, 2201)
+        w = np.full(t.size, t[1] - t[0])
+        w[[0, -1]] *= 0.5
+        log_g = -t - np.exp(-t)
+        y = (x - t[None, :]) / a  # P(|Z| > y) = min(1, 2 Phi(-y))
+        log_sf = np.minimum(math.log(2.0) + special.log_ndtr(-y), 0.0)
+        terms = log_sf + (log_g + np.log(w))[None, :]
+    return special.logsumexp(terms, axis=1)
+
+
+@functools.lru_cache(maxsize=None)
+def _normal_gumbel_column(j: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(log sf ascending, x descending)`` over a grid of x at the tabulated ratio ``j``."""
+    a = float(_NG_RATIOS[j])
+    x = np.linspace(-4.0, 32.0 + 8.0 * a, _NG_POINTS)
+    ls = np.minimum.accumulate(_log_sf_normal_gumbel(x, a))  # monotone despite rounding
+    return ls[::-1].copy(), x[::-1].copy()
+
+
+def normal_gumbel_isf(q: np.ndarray, a) -> np.ndarray:
+    """The x with ``P(a |Z| + G > x) = q`` (Z standard normal, G standard Gumbel, ``a >= 0``
+    an array broadcast with q): the law of a key ``|N(0, s^2)| / beta + G`` with ``a = s /
+    beta``. Tabulated by quadrature at the ratios :data:`_NG_RATIOS` the call needs (each
+    once a process, 1,200 points of x), interpolated in log q, and linearly in a between
+    tabulated ratios: the survival at the returned x is q within 2e-3 relative, enough for a
+    simulation. Ratios above 1e3 are clamped."""
+    q = np.asarray(q, dtype=np.float64)
+    a = np.clip(np.broadcast_to(np.asarray(a, dtype=np.float64), q.shape), 0.0, _NG_RATIOS[-1])
+    lq = np.log(q)
+    hi = np.clip(np.searchsorted(_NG_RATIOS, a, side="right"), 1, _NG_RATIOS.size - 1)
+    out = np.empty(q.shape)
+    for j in np.unique(hi).tolist():
+        m = hi == j
+        x_lo = np.interp(lq[m], *_normal_gumbel_column(j - 1))
+        x_hi = np.interp(lq[m], *_normal_gumbel_column(j))
+        r0, r1 = _NG_RATIOS[j - 1], _NG_RATIOS[j]
+        out[m] = x_lo + np.clip((a[m] - r0) / (r1 - r0), 0.0, 1.0) * (x_hi - x_lo)
+    return out
+
+
+def normal_gumbel_conditional_abs(x: np.ndarray, a, u: np.ndarray, *, points: int = 256) -> np.ndarray:
+    """A draw of ``|Z|`` given ``a |Z| + G = x`` (Z standard normal, G standard Gumbel, ``a >=
+    0`` broadcast with x), by the inverse of its conditional distribution function at the
+    uniforms ``u``: the density ``phi(z) g(x - a z)`` (g the Gumbel density) on a grid of
+    ``points`` values of z over [0, 9] (cut where G would fall below -5: probability below
+    1e-64), normalised. With ``a = 0``, the half-normal law (Z and G independent)."""
+    x = np.asarray(x, dtype=np.float64)
+    a = np.broadcast_to(np.asarray(a, dtype=np.float64), x.shape)
+    u = np.asarray(u, dtype=np.float64)
+    top = np.where(a > 0, np.clip((x + 5.0) / np.where(a > 0, a, 1.0), 1e-9, 9.0), 9.0)
+    grid = np.linspace(0.0, 1.0, points)
+    z = top[..., None] * grid  # (..., points)
+    t = x[..., None] - a[..., None] * z
+    log_w = -0.5 * z * z - t - np.exp(-np.maximum(t, -700.0))
+    w = np.exp(log_w - log_w.max(axis=-1, keepdims=True))
+    cdf = np.cumsum(w, axis=-1)
+    cdf /= cdf[..., -1:]
+    idx = np.minimum((cdf < u[..., None]).sum(axis=-1), points - 1)
+    return np.take_along_axis(z, idx[..., None], axis=-1)[..., 0]

@@ -364,7 +364,7 @@ def _privcov_row0(S: np.ndarray, mech, n_trials: int, seed: int) -> tuple[np.nda
     state = select.prepare_rows(np.arange(n_trials), k)
     h = d // 2
     parts = [chunk_row_topk(tile[:, :h], 0, 0, k, select, state), chunk_row_topk(tile[:, h:], 0, h, k, select, state)]
-    rel = finalize_row_topk(combine_row_topk(parts, k), release)
+    rel = finalize_row_topk(combine_row_topk(parts, k, select), release)
     return rel.cols, rel.values
 
 
@@ -574,11 +574,11 @@ def privcov_estimator_case(noise_multiplier: float = 1.0) -> AuditCase:
 
 
 # ---------------------------------------------------------------------------------------
-# PrivCov with the zCDP analysis (selection="tight"): Laplace selection, Gaussian release
+# PrivCov with the zCDP analysis (selection="laplace"): Laplace selection, Gaussian release
 # ---------------------------------------------------------------------------------------
 
 
-def _privcov_tight_mech(k: int, claim, noise_multiplier: float = 1.0):
+def _privcov_laplace_mech(k: int, claim, noise_multiplier: float = 1.0):
     """(the :class:`~dpdist.privacy.mechanisms.privcov.PrivCovZCDPMechanism` at the epsilon
     that makes ``claim(mechanism)`` equal 1, the mechanism the trials run). The calibration
     is not linear in epsilon (the CKS20 inversion), so the epsilon is found by a root search
@@ -608,14 +608,14 @@ def _release_entry_mu(mech) -> float:
     return units / mech.release_noise.scale
 
 
-def privcov_tight_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
-    """``selection="tight"``: the per-row noisy top-k selection (lattice Laplace, the lazy
+def privcov_laplace_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
+    """``selection="laplace"``: the per-row noisy top-k selection (lattice Laplace, the lazy
     sampler through the engine kernels) on the pair of :func:`privcov_selection_case` (k = 1,
     one score of row 0 moves by exactly Delta). Claim: ``Delta_Z / s``-DP for a pair moving one
     score (shift that score's noise by Delta_Z), with s the zCDP calibration's selection scale
     (:class:`~dpdist.privacy.mechanisms.privcov.PrivCovZCDPMechanism`). Statistic: 1 if S_0 = {1}."""
     k = 1
-    mech, run = _privcov_tight_mech(k, _selection_claim, noise_multiplier)
+    mech, run = _privcov_laplace_mech(k, _selection_claim, noise_multiplier)
     S = _privcov_selection_moments()
 
     def mech_fn(which: int, n: int, seed: int) -> np.ndarray:
@@ -623,9 +623,9 @@ def privcov_tight_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
         return (cols[:, 0] == 1).astype(np.float64)
 
     return AuditCase(
-        name=_twin_name("privcov-tight/selection", noise_multiplier),
-        family="privcov-tight",
-        component="noisy top-k selection S_i of selection='tight' (lazy lattice Laplace sampler, zCDP calibration) "
+        name=_twin_name("privcov-laplace/selection", noise_multiplier),
+        family="privcov-laplace",
+        component="noisy top-k selection S_i of selection='laplace' (lazy lattice Laplace sampler, zCDP calibration) "
         "under a pair moving one score of row i by Delta: Delta_Z/s-DP (PrivCovZCDPMechanism)",
         notion="approx-dp",
         claimed_epsilon=_selection_claim(mech),
@@ -640,8 +640,61 @@ def privcov_tight_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
     )
 
 
-def privcov_tight_release_case(noise_multiplier: float = 1.0) -> AuditCase:
-    """``selection="tight"``: the Gaussian release of the selected values, data-level, on the
+def _privcov_gumbel_mech(k: int, noise_multiplier: float = 1.0):
+    """(the :class:`~dpdist.privacy.mechanisms.privcov.PrivCovGumbelMechanism` at the epsilon
+    whose selection step moves a single score by exactly one Gumbel unit, ``u = 1``, the
+    mechanism the trials run), by a root search on the package's own mechanism (the
+    calibration is not linear in epsilon)."""
+    from scipy import optimize
+
+    from dpdist.privacy.mechanisms.privcov import privcov_gumbel_mechanism
+
+    def build(eps: float):
+        return privcov_gumbel_mechanism(eps, PRIVCOV_DELTA, PRIVCOV_N, PRIVCOV_D, k, PRIVCOV_CLIP)
+
+    eps = optimize.brentq(lambda e: build(e).step_epsilon / 2 - 1.0, 0.05, 500.0, xtol=1e-6)
+    mech = build(eps)
+    return mech, _twin_of(mech, noise_multiplier)
+
+
+def privcov_gumbel_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
+    """``selection="gumbel"``: the per-row exact Gumbel top-k selection (the sampler through the
+    engine kernels, two column tiles merged exactly) on the pair of
+    :func:`privcov_selection_case` (k = 1, one score of row 0 moves by exactly Delta). Claim:
+    ``u``-DP with ``u = step_epsilon / 2`` the most a score moves in Gumbel units: one
+    exponential-mechanism step whose scores move by at most u is 2u-bounded range, and when a
+    single score moves (by a) every output's probability changes by a factor within
+    ``[e^-|a|, e^|a|]`` (the chosen one by ``e^a Z'/Z``, the others by ``Z'/Z``). Statistic: 1 if
+    S_0 = {1}. The twin halves the Gumbel scale (and the release's sigma): its scores move by 2u."""
+    k = 1
+    mech, run = _privcov_gumbel_mech(k, noise_multiplier)
+    S = _privcov_selection_moments()
+
+    def mech_fn(which: int, n: int, seed: int) -> np.ndarray:
+        cols, _ = _privcov_row0(S[which], run, n, seed)
+        return (cols[:, 0] == 1).astype(np.float64)
+
+    return AuditCase(
+        name=_twin_name("privcov-gumbel/selection", noise_multiplier),
+        family="privcov-gumbel",
+        component="exact Gumbel top-k selection S_i of selection='gumbel' (peeling exponential mechanism, zCDP "
+        "calibration) under a pair moving one score of row i by Delta: u-DP, u = step_epsilon/2 "
+        "(PrivCovGumbelMechanism)",
+        notion="approx-dp",
+        claimed_epsilon=mech.step_epsilon / 2,
+        claimed_delta=0.0,
+        claimed_mu=None,
+        claimed_rho=None,
+        mechanism=mech_fn,
+        neighbours=(0, 1),
+        default_trials=10_000,
+        noise_multiplier=noise_multiplier,
+        parameters={"calibration": mech.calibration.to_dict(), "k": k, "mechanism": mech.describe()},
+    )
+
+
+def privcov_laplace_release_case(noise_multiplier: float = 1.0) -> AuditCase:
+    """``selection="laplace"``: the Gaussian release of the selected values, data-level, on the
     pair of :func:`privcov_release_case` (k = d, so every entry of row 0 is released; only
     Sigma_hat_01 moves, by exactly Delta). Statistic: the released value of entry (0, 1).
     Claim: that coordinate of the lattice Gaussian release is ``Delta_Z1 / s_r``-GDP (the
@@ -651,7 +704,7 @@ def privcov_tight_release_case(noise_multiplier: float = 1.0) -> AuditCase:
     from dpdist.privacy.accounting import gaussian_epsilon
 
     k = PRIVCOV_D
-    mech, run = _privcov_tight_mech(k, _release_entry_mu, noise_multiplier)
+    mech, run = _privcov_laplace_mech(k, _release_entry_mu, noise_multiplier)
     base = np.zeros((PRIVCOV_N, PRIVCOV_D))
     base[1:11, :2] = 1.0
     D, Dp = base.copy(), base.copy()
@@ -666,9 +719,9 @@ def privcov_tight_release_case(noise_multiplier: float = 1.0) -> AuditCase:
 
     mu = _release_entry_mu(mech)
     return AuditCase(
-        name=_twin_name("privcov-tight/value-release", noise_multiplier),
-        family="privcov-tight",
-        component="lattice Gaussian value release of one entry of row i, selection='tight': Delta_Z1/s_r-GDP "
+        name=_twin_name("privcov-laplace/value-release", noise_multiplier),
+        family="privcov-laplace",
+        component="lattice Gaussian value release of one entry of row i, selection='laplace': Delta_Z1/s_r-GDP "
         "(PrivCovZCDPMechanism)",
         notion="gdp",
         claimed_epsilon=gaussian_epsilon(mu, PRIVCOV_DELTA),
@@ -1420,8 +1473,9 @@ CASES: dict[str, Callable[..., AuditCase]] = {
     "privcov/selection": privcov_selection_case,
     "privcov/row": privcov_row_case,
     "privcov/estimator": privcov_estimator_case,
-    "privcov-tight/selection": privcov_tight_selection_case,
-    "privcov-tight/value-release": privcov_tight_release_case,
+    "privcov-laplace/selection": privcov_laplace_selection_case,
+    "privcov-laplace/value-release": privcov_laplace_release_case,
+    "privcov-gumbel/selection": privcov_gumbel_selection_case,
     "wang-xu/release": wang_xu_release_case,
     "wang-xu/data": wang_xu_data_case,
     "analyze-gauss/release": analyze_gauss_release_case,

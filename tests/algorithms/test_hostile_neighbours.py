@@ -208,6 +208,12 @@ PRIVATE = {
         lambda: gauss(300, 6),
         privcov_ratio,
     ),
+    "SparseCovariance-laplace": (
+        lambda X, rs: dpdist.SparseCovariance(2, 1.0, 1e-5, clip=2.0, random_state=rs, tile_size=3,
+                                              selection="laplace", assume_centered=True, **SYNC).fit(X).release_,
+        lambda: gauss(300, 6),
+        privcov_ratio,
+    ),
     "SparseCovariance-paper": (
         lambda X, rs: dpdist.SparseCovariance(2, 1.0, 1e-5, clip=2.0, random_state=rs, tile_size=3, selection="paper",
                                               assume_centered=True, **SYNC).fit(X).release_,

@@ -71,10 +71,12 @@ def test_released_values_have_laplace_scale_noise_scale():
     assert abs(np.abs(e).mean() / b - 1) < 5 / math.sqrt(len(e))
 
 
-def test_released_values_have_gaussian_release_noise_scale():
-    """selection="tight": released entries minus truth are i.i.d. N(0, release_noise_scale_^2),
-    the calibration's Gaussian sigma (up to the lattice's 2**-28), not the selection's b."""
-    e, est = _release_errors("tight")
+@pytest.mark.parametrize("selection", ["gumbel", "laplace"])
+def test_released_values_have_gaussian_release_noise_scale(selection):
+    """selection="gumbel" and "laplace": released entries minus truth are i.i.d. N(0,
+    release_noise_scale_^2), the calibration's Gaussian sigma (up to the lattice's 2**-28), not
+    the selection's scale."""
+    e, est = _release_errors(selection)
     s = est.release_noise_scale_
     cal = est.release_.parameters["calibration"]
     assert s == pytest.approx(cal["gaussian_sigma"], rel=1e-6) and s != est.noise_scale_
@@ -322,7 +324,7 @@ def test_functional_form_returns_the_release(rng):
     x = rng.standard_normal((300, 6))
     rel = private_sparse_covariance(x, 2, 1.0, 1e-5, clip=2.0, random_state=5, scheduler="synchronous")
     est = _fit(x, k=2, epsilon=1.0, delta=1e-5, clip=2.0, random_state=5)
-    assert rel.parameters["selection"] == "tight" and "gaussian_release" in rel.noise_scales
+    assert rel.parameters["selection"] == "gumbel" and "gaussian_release" in rel.noise_scales
     assert sp.issparse(rel.values["covariance"])
     np.testing.assert_array_equal(rel.values["covariance"].toarray(), est.covariance_.toarray())
     meta = rel.metadata()
@@ -400,12 +402,12 @@ def test_plan_noise_scale_is_the_scale_the_release_reports():
     est = dpdist.SparseCovariance(2, 1.0, 1e-6, sigma=1.3, random_state=0, scheduler="synchronous")
     plan = est.plan(*X.shape)
     est.fit(X)
-    assert plan.noise_scale == est.release_.noise_scales["laplace_select"] == est.noise_scale_
+    assert plan.noise_scale == est.release_.noise_scales["gumbel_select"] == est.noise_scale_
     assert plan.calibrated_noise_scale < plan.noise_scale < plan.calibrated_noise_scale * (1 + 1e-4)
     assert plan.to_dict()["noise_scale"] == plan.noise_scale
 
 
-@pytest.mark.parametrize("selection", ["tight", "paper"])
+@pytest.mark.parametrize("selection", ["gumbel", "laplace", "paper"])
 def test_selected_sets_are_released_in_column_order(selection):
     """S_i is released as a set (the guarantee covers the set, not the noisy ranking the engine
     merges by): every row of selected_ is increasing, its values follow their columns, and the

@@ -34,7 +34,7 @@ def test_covariance_round_trip(dataset, tmp_path, capsys):
     est = dpdist.SparseCovariance(3, 1.0, 1e-5, clip=3.0, random_state=7, scheduler="synchronous").fit(dataset)
     np.testing.assert_array_equal(res.covariance.toarray(), est.covariance_.toarray())
     assert res.metadata["mechanism"] == est.release_.mechanism
-    assert res.metadata["noise_scales"]["laplace_select"] == est.noise_scale_
+    assert res.metadata["noise_scales"]["gumbel_select"] == est.noise_scale_
 
 
 @pytest.mark.parametrize("method,flags", [

@@ -45,8 +45,11 @@ def test_theory_values_come_from_the_estimators_plans():
     # the sweeps run the paper's mean-zero models: the second moment, no private mean
     assert t == dpdist.SparseCovariance(3, 1.0, 1e-6, sigma=1.0, assume_centered=True,
                                         selection="paper").min_samples(0.5, 1000)
-    t = emp.theory_n_star("privcov_tight", 1000, k=3, sigma=1.0, target=0.5, epsilon=1.0, delta=1e-6)
+    t = emp.theory_n_star("privcov_gumbel", 1000, k=3, sigma=1.0, target=0.5, epsilon=1.0, delta=1e-6)
     assert t == dpdist.SparseCovariance(3, 1.0, 1e-6, sigma=1.0, assume_centered=True).min_samples(0.5, 1000)
+    t = emp.theory_n_star("privcov_laplace", 1000, k=3, sigma=1.0, target=0.5, epsilon=1.0, delta=1e-6)
+    assert t == dpdist.SparseCovariance(3, 1.0, 1e-6, sigma=1.0, assume_centered=True,
+                                        selection="laplace").min_samples(0.5, 1000)
     assert emp.theory_n_star("unknown", 10, k=1, sigma=1.0, target=0.5, epsilon=1.0, delta=1e-6) is None
 
 
@@ -92,7 +95,9 @@ def test_every_measured_method_is_reported_by_its_estimator():
     b = dpdist.baselines
     plans = {
         "privcov": lambda d: dpdist.SparseCovariance(20, 1.0, 1e-6, sigma=1.0, selection="paper").plan(10**9, d),
-        "privcov_tight": lambda d: dpdist.SparseCovariance(20, 1.0, 1e-6, sigma=1.0).plan(10**9, d),
+        "privcov_gumbel": lambda d: dpdist.SparseCovariance(20, 1.0, 1e-6, sigma=1.0).plan(10**9, d),
+        "privcov_laplace": lambda d: dpdist.SparseCovariance(20, 1.0, 1e-6, sigma=1.0,
+                                                             selection="laplace").plan(10**9, d),
         "wang_xu": lambda d: b.GaussianCovariance(1.0, 1e-6, sigma=1.0).plan(10**9, d),
         "thresholded": lambda d: b.ThresholdedCovariance(sigma=1.0).plan(10**9, d),
         "privpca": lambda d: dpdist.SparsePCA(3, 1.0, 1e-6, gap=0.5, sigma=1.0).plan(10**9, d),

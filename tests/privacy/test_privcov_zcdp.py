@@ -1,4 +1,4 @@
-"""PrivCov with the zCDP analysis (selection="tight"): the calibration, its split, its event."""
+"""PrivCov with the zCDP analysis (selection="laplace"): the calibration, its split, its event."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def test_cks20_rho_is_the_largest_rho_converting_to_epsilon(eps, delta):
     assert rho > rho_bs
 
 
-def test_tight_calibration_by_hand():
+def test_laplace_calibration_by_hand():
     eps, delta, n, d, k, R = 1.0, 1e-6, 10**6, 1000, 20, 1.5
     cal = privcov_zcdp_calibration(eps, delta, n, d, k, R, beta=0.1)
     sens = cal.sensitivity * cal.float_factor

@@ -61,7 +61,7 @@ COMMON_PRIVCOV = {"n_samples", "n_features", "sigma", "clip", "beta", "on_nonfin
 ALLOWED = {
     "SparseCovariance": (
         COMMON_PRIVCOV | {"k", "clip_rule", "tile_size", "calibration", "centering", "selection"},
-        {"laplace_select", "laplace_release", "gaussian_release", "mean_gaussian"},
+        {"gumbel_select", "laplace_select", "laplace_release", "gaussian_release", "mean_gaussian"},
         {"covariance", "selected", "selected_values", "diagonal", "mean"},
     ),
     "GaussianCovariance": (

@@ -9,6 +9,8 @@ import pytest
 from scipy import stats
 
 from dpdist.simulate.statistics import (
+    normal_gumbel_conditional_abs,
+    normal_gumbel_isf,
     normal_laplace_abs_isf,
     normal_laplace_abs_sf,
     open_uniforms,
@@ -35,6 +37,42 @@ def test_normal_laplace_isf_inverts_the_survival(s, b):
     x = normal_laplace_abs_isf(q, s, b)
     assert np.all(np.diff(x) > 0)
     np.testing.assert_allclose(normal_laplace_abs_sf(x, s, b), q, rtol=1e-6)
+
+
+@pytest.mark.parametrize("a", [0.0, 4e-4, 0.05, 0.8, 1.7, 30.0])
+def test_normal_gumbel_isf_inverts_the_survival(a):
+    """P(a |Z| + G > x) at the returned x, by an independent quadrature (scipy's quad over G),
+    is q to 2e-3 relative, over q from 1/2 to 1e-9."""
+    from scipy import integrate
+
+    def sf(x):
+        def f(t):  # Gumbel density times P(a |Z| > x - t)
+            tail = 1.0 if x <= t else (math.erfc((x - t) / (a * math.sqrt(2))) if a > 0 else 0.0)
+            return math.exp(-t - math.exp(-t)) * tail
+
+        return integrate.quad(f, -10, 60, points=[x], limit=200, epsabs=0, epsrel=1e-9)[0]
+
+    q = np.array([0.5, 1e-2, 1e-5, 1e-9])
+    x = normal_gumbel_isf(q, a)
+    assert np.all(np.diff(x) > 0)
+    np.testing.assert_allclose([sf(v) for v in x], q, rtol=2e-3)
+
+
+@pytest.mark.parametrize("x, a", [(3.0, 0.0), (3.0, 0.5), (9.0, 2.0), (18.0, 8.0)])
+def test_normal_gumbel_conditional_draws_have_the_conditional_mean(x, a):
+    """|Z| given a |Z| + G = x: the mean of 40,000 draws is E[|Z| | key] computed by quadrature
+    of phi(z) g(x - a z) (independently of the sampler's grid), within 5 standard errors."""
+    from scipy import integrate
+
+    def dens(z):
+        t = x - a * z
+        return math.exp(-0.5 * z * z - t - math.exp(-t))
+
+    mass = integrate.quad(dens, 0, 12, limit=200)[0]
+    mean = integrate.quad(lambda z: z * dens(z), 0, 12, limit=200)[0] / mass
+    sd = math.sqrt(integrate.quad(lambda z: z * z * dens(z), 0, 12, limit=200)[0] / mass - mean**2)
+    z = normal_gumbel_conditional_abs(np.full(40_000, x), a, np.random.default_rng(3).random(40_000))
+    assert abs(z.mean() - mean) < 5 * sd / math.sqrt(40_000) + 0.01 * sd  # grid of 256 points
 
 
 def test_wishart_blocks_have_the_wishart_mean_and_variance():

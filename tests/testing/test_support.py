@@ -76,8 +76,8 @@ def _released_quantities():
     return [
         ("privcov/release", PrivCovMechanism.from_calibration(pc), "release", 0.37212,
          pc.sensitivity * pc.float_factor, InverseCdfSampler("laplace", pc.laplace_scale)),
-        # selection="tight": the Gaussian release of the selected values (one entry moves by Delta_fl)
-        ("privcov-tight/release", PrivCovZCDPMechanism.from_calibration(pz), "release", 0.37212,
+        # selection="laplace": the Gaussian release of the selected values (one entry moves by Delta_fl)
+        ("privcov-laplace/release", PrivCovZCDPMechanism.from_calibration(pz), "release", 0.37212,
          pz.sensitivity * pz.float_factor, InverseCdfSampler("gaussian", pz.gaussian_sigma)),
         ("friendly/count", tests, "count", 16.0, ft.count_sensitivity,
          InverseCdfSampler("bounded-laplace", ft.count_scale, ft.count_bound)),

@@ -12,8 +12,10 @@ from dpdist.privacy.mechanisms.friendly import FriendlyTestMechanism, PrivNormMe
 from dpdist.privacy.mechanisms.gaussian import SymmetricGaussianMechanism, analyze_gauss_mechanism, wang_xu_mechanism
 from dpdist.privacy.mechanisms.mean import ClippedMeanMechanism
 from dpdist.privacy.mechanisms.privcov import (
+    PrivCovGumbelMechanism,
     PrivCovMechanism,
     PrivCovZCDPMechanism,
+    privcov_gumbel_mechanism,
     privcov_mechanism,
     privcov_zcdp_mechanism,
 )
@@ -22,8 +24,9 @@ from dpdist.privacy.mechanisms.subsample import SubsampleAggregateMechanism, sub
 
 __all__ = [
     "ClippedMeanMechanism", "ExpMechMechanism", "FriendlyTestMechanism", "GaussianHistogramMechanism", "Mechanism",
-    "PrivCovMechanism", "PrivCovZCDPMechanism", "PrivNormMechanism", "PrivPCAMechanism", "SubsampleAggregateMechanism",
+    "PrivCovGumbelMechanism", "PrivCovMechanism", "PrivCovZCDPMechanism", "PrivNormMechanism", "PrivPCAMechanism",
+    "SubsampleAggregateMechanism",
     "SymmetricGaussianMechanism",
     "analyze_gauss_mechanism", "histogram_mechanism", "lattice_law", "level_mechanisms", "privcov_mechanism",
-    "privcov_zcdp_mechanism", "subsample_aggregate_mechanism", "wang_xu_mechanism",
+    "privcov_gumbel_mechanism", "privcov_zcdp_mechanism", "subsample_aggregate_mechanism", "wang_xu_mechanism",
 ]

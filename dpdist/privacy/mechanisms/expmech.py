@@ -103,13 +103,16 @@ BLOCK_PURPOSE = "expmech/block"
 SCORE_MARGIN = 1e-6
 
 
-def safe_gumbel_weight(selection_epsilon: float, score_sensitivity: float, score_bound: float) -> float:
-    """``w = (epsilon_sel - 2**-(SCORE_BITS-1)) / (2 (Delta_q + 2**-52 S_max))`` (module docstring)."""
+def safe_gumbel_weight(selection_epsilon: float, score_sensitivity: float, score_bound: float, *,
+                       what: str = "ExpMechPCA") -> float:
+    """``w = (epsilon_sel - 2**-(SCORE_BITS-1)) / (2 (Delta_q + 2**-52 S_max))`` (module docstring).
+    ``what`` names the caller in the error."""
     lattice = 2.0 ** -(SCORE_BITS - 1)
     eps = float(selection_epsilon)
     if not eps > 2.0 * lattice:
+        what_eps = "the selection's epsilon/2" if what == "ExpMechPCA" else "one selection step's epsilon"
         raise ValidationError(
-            f"epsilon is too small for ExpMechPCA: the selection's epsilon/2 = {eps!r} must exceed twice the score "
+            f"epsilon is too small for {what}: {what_eps} = {eps!r} must exceed twice the score "
             f"lattice's 2**-{SCORE_BITS - 1} (about 3.7e-9)")
     return (eps - lattice) / (2.0 * (float(score_sensitivity) + 2.0**-52 * float(score_bound)))
 

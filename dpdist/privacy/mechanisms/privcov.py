@@ -1,8 +1,10 @@
 """PrivCov (COLT 2026, Algorithm 1): per-row noisy top-k selection and Laplace release.
 
-Two mechanisms. :class:`PrivCovZCDPMechanism` (``selection="tight"``, the default) keeps the
-selection below and releases the values by one Gaussian mechanism, accounted in zCDP; its
-proof is docs/privacy/privcov.md (summarised in the class docstring). :class:`PrivCovMechanism`
+Three mechanisms. :class:`PrivCovGumbelMechanism` (``selection="gumbel"``, the default) selects
+each row's top k by exact Gumbel keys (the peeling exponential mechanism) and releases the
+values by one Gaussian mechanism, accounted in zCDP; :class:`PrivCovZCDPMechanism`
+(``selection="laplace"``) keeps the Laplace selection below with the same release. Their proofs
+are docs/privacy/privcov.md (summarised in the class docstrings). :class:`PrivCovMechanism`
 (``selection="paper"``) is Algorithm 1 as the paper writes it; the rest of this docstring is
 its argument.
 
@@ -85,31 +87,46 @@ below ``2**-1000`` per entry (:data:`~dpdist.privacy.lattice.EXHAUSTION_DELTA_PE
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from dpdist.privacy.accounting import ComposedEvent, EpsilonDeltaEvent, Event, GaussianEvent, SelfComposedEvent
+from dpdist.privacy.accounting import (
+    BoundedRangeEvent,
+    ComposedEvent,
+    EpsilonDeltaEvent,
+    Event,
+    GaussianEvent,
+    SelfComposedEvent,
+)
 from dpdist.privacy.calibration import (
     PrivCovCalibration,
+    PrivCovGumbelCalibration,
     PrivCovZCDPCalibration,
     privcov_calibration,
+    privcov_gumbel_calibration,
     privcov_pure_coefficient,
     privcov_zcdp_calibration,
 )
+from dpdist.privacy.gumbel import EXHAUSTION_DELTA_PER_COMPARISON, SCORE_BITS, GumbelTopK
 from dpdist.privacy.lattice import LatticeField, LatticeNoise
 from dpdist.privacy.lazy_selection import LazySelectionNoise, privcov_score_bound
 from dpdist.privacy.mechanisms.base import Mechanism, lattice_law
+from dpdist.privacy.mechanisms.expmech import safe_gumbel_weight
 from dpdist.privacy.noise import NoiseSeed
 
 __all__ = [
+    "PURPOSE_GUMBEL_RELEASE",
+    "PURPOSE_GUMBEL_SELECT",
     "PURPOSE_RELEASE",
     "PURPOSE_SELECT",
     "PURPOSE_ZCDP_RELEASE",
     "PURPOSE_ZCDP_SELECT",
+    "PrivCovGumbelMechanism",
     "PrivCovMechanism",
     "PrivCovRelease",
     "PrivCovZCDPMechanism",
+    "privcov_gumbel_mechanism",
     "privcov_mechanism",
     "privcov_zcdp_mechanism",
 ]
@@ -118,10 +135,14 @@ __all__ = [
 PURPOSE_SELECT = "privcov/select"
 #: Purpose of the release noise (lines 8 and 11).
 PURPOSE_RELEASE = "privcov/release"
-#: Purpose of the selection noise with the zCDP analysis (``selection="tight"``).
+#: Purpose of the selection noise with the zCDP analysis (``selection="laplace"``).
 PURPOSE_ZCDP_SELECT = "privcov-zcdp/select"
 #: Purpose of the Gaussian release noise with the zCDP analysis.
 PURPOSE_ZCDP_RELEASE = "privcov-zcdp/release"
+#: Purpose of the Gumbel keys of ``selection="gumbel"`` (entry (i, j): position j of stream i).
+PURPOSE_GUMBEL_SELECT = "privcov-gumbel/select"
+#: Purpose of the Gaussian release noise of ``selection="gumbel"``.
+PURPOSE_GUMBEL_RELEASE = "privcov-gumbel/release"
 
 
 @dataclass(frozen=True)
@@ -205,7 +226,7 @@ def privcov_mechanism(epsilon: float, delta: float, n_samples: int, n_features: 
 
 @dataclass(frozen=True)
 class PrivCovZCDPMechanism(Mechanism):
-    """PrivCov with the zCDP analysis (``selection="tight"``): each row's top-k selection by
+    """PrivCov with the zCDP analysis (``selection="laplace"``): each row's top-k selection by
     lattice Laplace noise, then all selected values and the diagonal by one lattice Gaussian
     mechanism. The proof is docs/privacy/privcov.md; in short:
 
@@ -301,3 +322,141 @@ def privcov_zcdp_mechanism(epsilon: float, delta: float, n_samples: int, n_featu
     """:class:`PrivCovZCDPMechanism` of :func:`~dpdist.privacy.calibration.privcov_zcdp_calibration`."""
     return PrivCovZCDPMechanism.from_calibration(
         privcov_zcdp_calibration(epsilon, delta, n_samples, n_features, k, clip, beta))
+
+
+@dataclass(frozen=True)
+class PrivCovGumbelMechanism(Mechanism):
+    """PrivCov with Gumbel top-k selection (``selection="gumbel"``): each row's k columns of
+    largest exact Gumbel keys on lattice scores, then all selected values and the diagonal by
+    one lattice Gaussian mechanism, accounted in zCDP. The proof is docs/privacy/privcov.md
+    (section "Gumbel selection"); in short:
+
+    * **Scores.** ``q_ij = rint(w |S_ij| 2**30) 2**-30`` (:class:`~dpdist.privacy.gumbel.GumbelTopK`),
+      S the computed clipped second moment, w the Gumbel weight (keys in Gumbel units). The
+      computed entries of neighbours differ by at most ``Delta_fl`` (float factor included),
+      so ``| |S_ij| - |S'_ij| | <= Delta_fl``, the product ``w |S_ij|`` is rounded once (at most
+      ``2**-53 w C``, C the public score bound) and the lattice twice: ``|q_ij - q'_ij| <= u = w
+      (Delta_fl + 2**-52 C) + 2**-30`` for every entry.
+    * **Selection of row i.** The k largest of ``q_ij + G_ij``, G exact i.i.d. standard Gumbel
+      (certified intervals, exact refinement: no float decides a comparison), in order, have
+      the law of k peeling steps of the exponential mechanism with weights ``exp(q_ij)``
+      (Durfee and Rogers 2019, Gumbel-max trick); the set is post-processing of that ordered
+      output. At each step the privacy loss of choosing j is ``(q_ij - q'_ij) - log(Z / Z')``:
+      its values over j lie in an interval of width ``2 u`` (the normaliser is common to all
+      candidates), so the step is ``2u``-bounded range, hence ``(2u)^2 / 8``-zCDP (Cesar and
+      Rogers 2021). The weight is ``(eps_step - 2**-29) / (2 (Delta_fl + 2**-52 C))``, so ``2u =
+      eps_step``. No cost when k = d (every column is selected whatever the noise).
+    * **Release**, given the sets: as :class:`PrivCovZCDPMechanism`'s (one Gaussian of L2
+      sensitivity ``Delta_Z2`` over the at most ``d k'`` addresses, on its lattice).
+    * **Total**: ``d k`` bounded-range steps and one Gaussian step, composed in zCDP (BS16
+      Lemma 2.3, adaptive), converted by CKS20: the event this object records, which
+      ``release_guarantee`` checks against the charged budget.
+
+    Residual, stated and not added to delta: an exact comparison still undecided after 64
+    refinements of both cells (probability below ``2**-1000`` each) goes to the smaller column.
+
+    Attributes
+    ----------
+    calibration : PrivCovGumbelCalibration
+    weight : float
+        Gumbel units per unit of score (``1 / weight`` is the Gumbel scale in data units).
+    score_bound : float
+        Public C >= |S_ij| of the computed second moment (data units).
+    release_noise : LatticeNoise
+        The release's rounded Gaussian law.
+    release_sensitivity_units : float
+        ``Delta_Z2``, the L2 sensitivity of the rounded released values on the release's lattice.
+    """
+
+    NAME = ("PrivCov with zCDP accounting: per-row exact Gumbel top-k selection (peeling exponential mechanism), "
+            "lattice Gaussian release")
+
+    calibration: PrivCovGumbelCalibration
+    weight: float
+    score_bound: float
+    release_noise: LatticeNoise
+    release_sensitivity_units: float
+
+    @classmethod
+    def from_calibration(cls, cal: PrivCovGumbelCalibration) -> "PrivCovGumbelMechanism":
+        sens = cal.sensitivity * cal.float_factor  # Delta_fl: the computed entries' sensitivity
+        bound = privcov_score_bound(cal.clip, cal.n_samples)
+        floor_exp = math.frexp(bound)[1] - 51  # C / gamma <= 2**51 on the release lattice
+        if cal.selection_steps:
+            weight = safe_gumbel_weight(cal.selection_step_epsilon, sens, bound, what="PrivCov's Gumbel selection")
+        else:  # k = d: the selection is a constant, the weight changes nothing
+            weight = 1.0 / cal.gumbel_scale
+        release, dz2 = lattice_law("gaussian", cal.release_sensitivity, cal.gaussian_sigma / cal.release_sensitivity,
+                                   norm="l2", coordinates=cal.release_coordinates, min_exponent=floor_exp)
+        return cls(cal, weight, bound, release, dz2)
+
+    @property
+    def step_epsilon(self) -> float:
+        """Bounded range of one selection step: ``2 (w (Delta_fl + 2**-52 C) + 2**-30)`` (0 when k = d)."""
+        cal = self.calibration
+        if not cal.selection_steps:
+            return 0.0
+        sens = cal.sensitivity * cal.float_factor
+        return 2.0 * (self.weight * (sens + 2.0**-52 * self.score_bound) + 2.0**-SCORE_BITS)
+
+    @property
+    def gumbel_scale(self) -> float:
+        """``1 / w``: the Gumbel noise in data units."""
+        return 1.0 / self.weight
+
+    @property
+    def release_multiplier(self) -> float:
+        """The release's Gaussian noise multiplier on the lattice: ``s_r / Delta_Z2``."""
+        return self.release_noise.scale / self.release_sensitivity_units
+
+    def event(self) -> Event:
+        cal = self.calibration
+        parts: list[Event] = []
+        if cal.selection_steps:
+            parts.append(SelfComposedEvent(BoundedRangeEvent(self.step_epsilon), cal.n_features * cal.selection_steps))
+        parts.append(GaussianEvent(self.release_multiplier))
+        return ComposedEvent(tuple(parts))
+
+    def laws(self) -> dict[str, LatticeNoise]:
+        return {"release": self.release_noise}
+
+    def purposes(self) -> dict[str, str]:
+        return {"select": PURPOSE_GUMBEL_SELECT, "release": PURPOSE_GUMBEL_RELEASE}
+
+    def noise_scales(self) -> dict[str, float]:
+        return {"select": self.gumbel_scale, **super().noise_scales()}
+
+    def describe(self) -> dict:
+        return {**super().describe(), "selection": {"gumbel_weight": self.weight, "score_lattice_bits": SCORE_BITS,
+                                                   "score_bound": self.score_bound,
+                                                   "sampler": "exact Gumbel top-k per row"}}
+
+    def twin(self, noise_multiplier: float) -> "PrivCovGumbelMechanism":
+        """A copy whose Gumbel and Gaussian noise are both scaled by ``noise_multiplier``, the
+        event unchanged (an audit twin; never used by an algorithm)."""
+        f = float(noise_multiplier)
+        law = self.release_noise
+        copy = replace(self, weight=self.weight / f,
+                       release_noise=LatticeNoise(law.law, law.lattice, law.scale * f, law.bound))
+        return self._as_twin(copy, f)
+
+    def selection_residual_note(self) -> str:
+        """The selection's exhaustion residual, in words (stated, not added to delta)."""
+        return (f"exact Gumbel keys on the score lattice 2**-{SCORE_BITS}; a comparison undecided after refinement "
+                f"(probability below {EXHAUSTION_DELTA_PER_COMPARISON:.3g} each) goes to the smaller column "
+                "(not added to delta)")
+
+    def selection(self, seed: NoiseSeed) -> GumbelTopK:
+        """The exact Gumbel top-k sampler the engine's tiles and merges call."""
+        return GumbelTopK(seed, PURPOSE_GUMBEL_SELECT, self.weight)
+
+    def release(self, seed: NoiseSeed) -> PrivCovRelease:
+        """The Gaussian release of the selected values and the diagonal (at each row block's root)."""
+        return PrivCovRelease(self.field("release", seed))
+
+
+def privcov_gumbel_mechanism(epsilon: float, delta: float, n_samples: int, n_features: int, k: int, clip: float,
+                             beta: float = 0.1) -> PrivCovGumbelMechanism:
+    """:class:`PrivCovGumbelMechanism` of :func:`~dpdist.privacy.calibration.privcov_gumbel_calibration`."""
+    return PrivCovGumbelMechanism.from_calibration(
+        privcov_gumbel_calibration(epsilon, delta, n_samples, n_features, k, clip, beta))
