@@ -413,6 +413,23 @@ def _privcov_zcdp_logs(n_features: int, beta: float) -> tuple[float, float]:
     return math.log(6.0 * d * d / beta), math.log(12.0 * d / beta)
 
 
+def _privcov_release(rho: float, c1: float, d: int, k: int, k_released: int, log_rel: float, sens_fl: float):
+    """The split of rho between a zCDP PrivCov's selection and its Gaussian release, and the
+    release: ``f / (1 - f) = (C_1 / C_2)^(2/3)`` with the selection's constant ``c1`` (0 when the
+    selection is free: f = 0) and ``C_2 = sqrt(k' (k + 2) L_2)``; the release is one Gaussian
+    mechanism over the ``d k'`` released coordinates, L2 sensitivity ``sqrt(d k') Delta_fl``.
+    Returns ``(f, rho_sel, rho_rel, coordinates, release_sensitivity, sigma)``."""
+    if c1:
+        ratio = (c1 / math.sqrt(k_released * (k + 2) * log_rel)) ** (2.0 / 3.0)
+        share = ratio / (1.0 + ratio)
+    else:
+        share = 0.0
+    coordinates = d * k_released
+    release_sens = math.sqrt(coordinates) * sens_fl
+    rho_rel = (1.0 - share) * rho
+    return share, share * rho, rho_rel, coordinates, release_sens, release_sens / math.sqrt(2.0 * rho_rel)
+
+
 def privcov_zcdp_calibration(
     epsilon: float, delta: float, n_samples: int, n_features: int, k: int, clip: float, beta: float = 0.1
 ) -> PrivCovZCDPCalibration:
@@ -450,17 +467,8 @@ def privcov_zcdp_calibration(
     rho = cks20_rho(epsilon, delta)
     coefficient = 2 * k if k < d else 0
     log_sel, log_rel = _privcov_zcdp_logs(d, beta)
-    if coefficient:
-        c1 = 12.0 * k * k * log_sel
-        c2 = math.sqrt(k_released * (k + 2) * log_rel)
-        ratio = (c1 / c2) ** (2.0 / 3.0)
-        share = ratio / (1.0 + ratio)
-    else:
-        share = 0.0
-    rho_sel, rho_rel = share * rho, (1.0 - share) * rho
-    coordinates = d * k_released
-    release_sens = math.sqrt(coordinates) * sens_fl
-    sigma = release_sens / math.sqrt(2.0 * rho_rel)
+    share, rho_sel, rho_rel, coordinates, release_sens, sigma = _privcov_release(
+        rho, 12.0 * k * k * log_sel if coefficient else 0.0, d, k, k_released, log_rel, sens_fl)
     if coefficient:
         eps_sel = math.sqrt(2.0 * rho_sel / d)
         b = coefficient * sens_fl / eps_sel
@@ -621,17 +629,8 @@ def privcov_gumbel_calibration(
     rho = cks20_rho(epsilon, delta)
     steps = k if k < d else 0
     t_sel, log_rel = _privcov_gumbel_logs(d, beta)
-    if steps:
-        c1 = 3.0 * k * math.sqrt(k) * t_sel
-        c2 = math.sqrt(k_released * (k + 2) * log_rel)
-        ratio = (c1 / c2) ** (2.0 / 3.0)
-        share = ratio / (1.0 + ratio)
-    else:
-        share = 0.0
-    rho_sel, rho_rel = share * rho, (1.0 - share) * rho
-    coordinates = d * k_released
-    release_sens = math.sqrt(coordinates) * sens_fl
-    sigma = release_sens / math.sqrt(2.0 * rho_rel)
+    share, rho_sel, rho_rel, coordinates, release_sens, sigma = _privcov_release(
+        rho, 3.0 * k * math.sqrt(k) * t_sel if steps else 0.0, d, k, k_released, log_rel, sens_fl)
     if steps:
         eps_step = math.sqrt(8.0 * rho_sel / (d * steps))
         scale = 2.0 * sens_fl / eps_step
