@@ -224,8 +224,34 @@ def privcov_mechanism(epsilon: float, delta: float, n_samples: int, n_features: 
     return PrivCovMechanism.from_calibration(privcov_calibration(epsilon, delta, n_samples, n_features, k, clip))
 
 
+def _gaussian_release_set_up(cal) -> tuple[float, float, int, LatticeNoise, float]:
+    """What both zCDP mechanisms compute from their calibration: ``Delta_fl`` (float factor
+    included), the public score bound C, the lattices' smallest exponent (``C / gamma <= 2**51``)
+    and the release's rounded Gaussian law with its L2 sensitivity ``Delta_Z2`` in lattice units."""
+    sens = cal.sensitivity * cal.float_factor
+    bound = privcov_score_bound(cal.clip, cal.n_samples)
+    floor_exp = math.frexp(bound)[1] - 51
+    release, dz2 = lattice_law("gaussian", cal.release_sensitivity, cal.gaussian_sigma / cal.release_sensitivity,
+                               norm="l2", coordinates=cal.release_coordinates, min_exponent=floor_exp)
+    return sens, bound, floor_exp, release, dz2
+
+
+class _GaussianRelease:
+    """The Gaussian release both zCDP mechanisms share (fields ``release_noise`` and
+    ``release_sensitivity_units``)."""
+
+    @property
+    def release_multiplier(self) -> float:
+        """The release's Gaussian noise multiplier on the lattice: ``s_r / Delta_Z2``."""
+        return self.release_noise.scale / self.release_sensitivity_units
+
+    def release(self, seed: NoiseSeed) -> PrivCovRelease:
+        """The Gaussian release of the selected values and the diagonal (at each row block's root)."""
+        return PrivCovRelease(self.field("release", seed))
+
+
 @dataclass(frozen=True)
-class PrivCovZCDPMechanism(Mechanism):
+class PrivCovZCDPMechanism(_GaussianRelease, Mechanism):
     """PrivCov with the zCDP analysis (``selection="laplace"``): each row's top-k selection by
     lattice Laplace noise, then all selected values and the diagonal by one lattice Gaussian
     mechanism. The proof is docs/privacy/privcov.md; in short:
@@ -276,23 +302,14 @@ class PrivCovZCDPMechanism(Mechanism):
 
     @classmethod
     def from_calibration(cls, cal: PrivCovZCDPCalibration) -> "PrivCovZCDPMechanism":
-        sens = cal.sensitivity * cal.float_factor  # Delta_fl: the computed entries' sensitivity
-        bound = privcov_score_bound(cal.clip, cal.n_samples)
-        floor_exp = math.frexp(bound)[1] - 51  # C / gamma <= 2**51 on both lattices
+        sens, bound, floor_exp, release, dz2 = _gaussian_release_set_up(cal)
         noise, dz = lattice_law("laplace", sens, cal.laplace_scale / sens, min_exponent=floor_exp)
-        release, dz2 = lattice_law("gaussian", cal.release_sensitivity, cal.gaussian_sigma / cal.release_sensitivity,
-                                   norm="l2", coordinates=cal.release_coordinates, min_exponent=floor_exp)
         return cls(cal, noise, release, dz, dz2, bound)
 
     @property
     def row_epsilon(self) -> float:
         """Pure epsilon of one row's selection: ``2 k Delta_Z / s`` (0 when k = d)."""
         return self.calibration.selection_coefficient * self.sensitivity_units / self.noise.scale
-
-    @property
-    def release_multiplier(self) -> float:
-        """The release's Gaussian noise multiplier on the lattice: ``s_r / Delta_Z2``."""
-        return self.release_noise.scale / self.release_sensitivity_units
 
     def event(self) -> Event:
         parts: list[Event] = []
@@ -312,9 +329,6 @@ class PrivCovZCDPMechanism(Mechanism):
         return LazySelectionNoise(seed, PURPOSE_ZCDP_SELECT, self.noise, self.calibration.n_features,
                                   score_bound=self.score_bound)
 
-    def release(self, seed: NoiseSeed) -> PrivCovRelease:
-        """The Gaussian release of the selected values and the diagonal (at each row block's root)."""
-        return PrivCovRelease(self.field("release", seed))
 
 
 def privcov_zcdp_mechanism(epsilon: float, delta: float, n_samples: int, n_features: int, k: int, clip: float,
@@ -325,7 +339,7 @@ def privcov_zcdp_mechanism(epsilon: float, delta: float, n_samples: int, n_featu
 
 
 @dataclass(frozen=True)
-class PrivCovGumbelMechanism(Mechanism):
+class PrivCovGumbelMechanism(_GaussianRelease, Mechanism):
     """PrivCov with Gumbel top-k selection (``selection="gumbel"``): each row's k columns of
     largest exact Gumbel keys on lattice scores, then all selected values and the diagonal by
     one lattice Gaussian mechanism, accounted in zCDP. The proof is docs/privacy/privcov.md
@@ -379,15 +393,11 @@ class PrivCovGumbelMechanism(Mechanism):
 
     @classmethod
     def from_calibration(cls, cal: PrivCovGumbelCalibration) -> "PrivCovGumbelMechanism":
-        sens = cal.sensitivity * cal.float_factor  # Delta_fl: the computed entries' sensitivity
-        bound = privcov_score_bound(cal.clip, cal.n_samples)
-        floor_exp = math.frexp(bound)[1] - 51  # C / gamma <= 2**51 on the release lattice
+        sens, bound, _, release, dz2 = _gaussian_release_set_up(cal)
         if cal.selection_steps:
             weight = safe_gumbel_weight(cal.selection_step_epsilon, sens, bound, what="PrivCov's Gumbel selection")
         else:  # k = d: the selection is a constant, the weight changes nothing
             weight = 1.0 / cal.gumbel_scale
-        release, dz2 = lattice_law("gaussian", cal.release_sensitivity, cal.gaussian_sigma / cal.release_sensitivity,
-                                   norm="l2", coordinates=cal.release_coordinates, min_exponent=floor_exp)
         return cls(cal, weight, bound, release, dz2)
 
     @property
@@ -403,11 +413,6 @@ class PrivCovGumbelMechanism(Mechanism):
     def gumbel_scale(self) -> float:
         """``1 / w``: the Gumbel noise in data units."""
         return 1.0 / self.weight
-
-    @property
-    def release_multiplier(self) -> float:
-        """The release's Gaussian noise multiplier on the lattice: ``s_r / Delta_Z2``."""
-        return self.release_noise.scale / self.release_sensitivity_units
 
     def event(self) -> Event:
         cal = self.calibration
@@ -450,9 +455,6 @@ class PrivCovGumbelMechanism(Mechanism):
         """The exact Gumbel top-k sampler the engine's tiles and merges call."""
         return GumbelTopK(seed, PURPOSE_GUMBEL_SELECT, self.weight)
 
-    def release(self, seed: NoiseSeed) -> PrivCovRelease:
-        """The Gaussian release of the selected values and the diagonal (at each row block's root)."""
-        return PrivCovRelease(self.field("release", seed))
 
 
 def privcov_gumbel_mechanism(epsilon: float, delta: float, n_samples: int, n_features: int, k: int, clip: float,
