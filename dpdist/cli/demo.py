@@ -101,7 +101,7 @@ def run(args) -> int:
         release = "" if plan.release_sigma is None else f", release Gaussian sigma={plan.release_sigma:.4g}"
         scale = "Gumbel scale" if plan.selection == "gumbel" else "Laplace scale b"
         say(f"plan      : clip R={plan.clip:.3f}, selection {scale}={plan.noise_scale:.4g}{release}, "
-            f"error bound {plan.error_bound:.3g} (Wang-Xu Gaussian scale {plan.wang_xu_sigma:.3g})")
+            f"error bound {plan.error_bound:.3g} (Wang-Xu Gaussian scale {wang_xu_plan.noise_scale:.3g})")
         with run_context(args) as sched, privacy_warnings() as warned:  # prints nothing inside: progress line
             cluster = None
             if not isinstance(sched, (str, type(None))):
