@@ -23,12 +23,13 @@ import json
 import math
 import os
 import subprocess
+import threading
 import warnings
 
 from dpdist.exceptions import ValidationError
 
-__all__ = ["FINGERPRINTED", "SIGNIFICANT", "check_result", "code_revision", "diff", "method_fingerprint",
-           "methods_of", "provenance", "stamp"]
+__all__ = ["FINGERPRINTED", "SIGNIFICANT", "check_result", "code_revision", "current_fingerprint", "diff",
+           "method_fingerprint", "methods_of", "provenance", "stamp"]
 
 #: Values are rounded to this many significant digits (platform noise does not flip them).
 SIGNIFICANT = 10
@@ -184,6 +185,27 @@ def method_fingerprint(method: str) -> dict:
     record["values"] = [{k: _round(v) for k, v in row.items()} for row in values]
     record["digest"] = _digest(record)
     return record
+
+
+#: Today's fingerprints, computed once per process (:func:`current_fingerprint`).
+_CACHE: dict = {}
+_BUSY = threading.local()
+
+
+def current_fingerprint(method: str) -> dict | None:
+    """:func:`method_fingerprint` of ``method``, computed once per process. None when asked
+    while a fingerprint is being computed: the plans evaluated then ask for their measured n*,
+    which no fingerprint depends on."""
+    if method in _CACHE:
+        return _CACHE[method]
+    if getattr(_BUSY, "on", False):
+        return None
+    _BUSY.on = True
+    try:
+        _CACHE[method] = method_fingerprint(method)
+    finally:
+        _BUSY.on = False
+    return _CACHE[method]
 
 
 def code_revision() -> str | None:
