@@ -36,6 +36,7 @@ import numpy as np
 
 import dpdist
 from dpdist.exceptions import NoPrivateResult
+from dpdist.experiments.fingerprint import provenance
 from dpdist.simulate import model2_block_model, simulate_privpca
 
 D, K, GAP, SIGMA, DELTA = 16, 3, 0.5, 1.3, 1e-6
@@ -177,6 +178,7 @@ def main(argv=None) -> int:
                     "(the plans' reference instance); README row: Model 1 (dpdist generate)",
         "delta": DELTA, "rows": rows,
     }
+    doc.update(provenance(["privpca"]))  # the commit and the fingerprint of the plans forecast here
     if not args.smoke:
         with open(args.out, "w") as fh:
             json.dump(doc, fh, indent=1)

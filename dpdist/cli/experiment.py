@@ -27,6 +27,11 @@ def register(sub) -> None:
                          "selection), privcov_laplace, wang_xu, thresholded_pca, wang_xu_pca, privpca, privcov_power, "
                          "expmech (real mode only)")
     sc.add_argument("--dims", default=None, help="comma-separated d grid (default: per problem)")
+    sc.add_argument("--dims-for", action="append", default=[], metavar="METHOD=D1,D2",
+                    help="the d grid of one method, instead of --dims (repeatable)")
+    sc.add_argument("--output", default=None, metavar="NAME.json",
+                    help="results file name in --out (default sample_complexity_<mode>.json; its PNGs are named "
+                         "after it)")
     sc.add_argument("--reps", type=int, default=20, help="repetitions per n (common random numbers)")
     sc.add_argument("--beta", type=float, default=0.1, help="failure probability: success needs >= (1-beta) reps")
     sc.add_argument("--epsilon", type=float, default=1.0)
@@ -52,6 +57,24 @@ def register(sub) -> None:
                           formatter_class=HelpFormatter)
     _common(pe)
     pe.set_defaults(func=run_peers)
+
+    fp = inner.add_parser(
+        "fingerprint",
+        help="are the committed results fresh? (fingerprints of what their numbers depend on)",
+        description="Each results file records, per method, a fingerprint of the noise scales, thresholds, clip "
+        "levels and selection shares that the method's plan gives at fixed reference points. --check recomputes "
+        "them from this code and reports each file's methods as fresh, stale (with the fields that differ) or "
+        "unfingerprinted; exit status 1 when any is stale. --write stamps this code's commit and fingerprints "
+        "into a results file: use it only right after regenerating that file with this same code (stamping an "
+        "old file would call stale numbers fresh).",
+        formatter_class=HelpFormatter,
+    )
+    fp.add_argument("--check", action="store_true", help="check every *.json under --results (the default action)")
+    fp.add_argument("--write", nargs="+", default=[], metavar="FILE",
+                    help="stamp today's commit and fingerprints into FILE (a results file just regenerated)")
+    fp.add_argument("--results", default="benchmarks/results", help="directory of the results files to check")
+    fp.add_argument("--json", action="store_true", help="print the result as one JSON document")
+    fp.set_defaults(func=run_fingerprint)
 
 
 def _common(p) -> None:
@@ -86,10 +109,27 @@ def _files(result: dict) -> None:
 def run_sample_complexity(args) -> int:
     from dpdist.experiments.sample_complexity import run_sample_complexity as run
 
+    import shlex
+
+    from dpdist.exceptions import ValidationError
+
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     dims = None if args.dims is None else [int(x) for x in args.dims.split(",") if x.strip()]
-    res = run([m.strip() for m in args.methods.split(",") if m.strip()], mode=args.mode, out_dir=args.out,
+    if args.dims_for:
+        grids = {}
+        for item in args.dims_for:
+            name, _, grid = item.partition("=")
+            if name.strip() not in methods or not grid.strip():
+                raise ValidationError(f"--dims-for takes METHOD=D1,D2 for a method of --methods, got {item!r}")
+            try:
+                grids[name.strip()] = [int(x) for x in grid.split(",") if x.strip()]
+            except ValueError:
+                raise ValidationError(f"--dims-for: the grid must be integers, got {item!r}") from None
+        dims = {m: grids[m] for m in grids} | ({m: dims for m in methods if m not in grids} if dims else {})
+    res = run(methods, mode=args.mode, out_dir=args.out,
               dims=dims, reps=args.reps, beta=args.beta, epsilon=args.epsilon, delta=args.delta, smoke=args.smoke,
-              rtol=args.rtol, log=_progress)
+              rtol=args.rtol, log=_progress, output=args.output,
+              command=shlex.join(["dpdist", *getattr(args, "argv", [])]))
     if _json(args, res):
         return 0
     print(f"[{res['label']}]")
@@ -132,3 +172,35 @@ def run_peers(args) -> int:
     if not _json(args, res):
         _files(res)
     return 0
+
+
+def run_fingerprint(args) -> int:
+    import glob
+    import os
+
+    from dpdist.experiments.fingerprint import check_result, stamp
+
+    if args.write:
+        for path in args.write:  # every file is read before any is written
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f"--write: no such results file: {path}")
+        written = stamp(args.write)
+        if not _json(args, {"written": written}):
+            for path, rec in written.items():
+                print(f"stamped {path}: revision {rec['code_revision']}, methods {', '.join(rec['fingerprints'])}")
+        return 0
+    import json
+
+    report = {}
+    for path in sorted(glob.glob(os.path.join(args.results, "**", "*.json"), recursive=True)):
+        with open(path) as fh:
+            report[path] = check_result(json.load(fh))
+    stale = any(r["status"] == "stale" for methods in report.values() for r in methods.values())
+    if not _json(args, {"files": report, "stale": stale}):
+        for path, methods in report.items():
+            print(path + ("" if methods else ": no method results (timings only)"))
+            for method, r in methods.items():
+                print(f"  {method:20s} {r['status']}")
+                for line in r["differences"]:
+                    print(f"      {line}")
+    return 1 if stale else 0

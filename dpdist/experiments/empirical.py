@@ -9,18 +9,24 @@ estimators' own theorem-based planning value (their ``plan()``/``min_samples()``
 same target, so the two can be shown side by side (:func:`planning_rows`).
 
 The measured values hold for the instance family and target they were measured on; they are
-not a guarantee for other data.
+not a guarantee for other data. Each entry carries the fingerprint its results file recorded
+(:mod:`dpdist.experiments.fingerprint`): when it differs from the one today's code gives, the
+measurement no longer describes the code and :func:`measured_n_star` returns None
+(:func:`table_status` says which fields differ). An entry whose file records no fingerprint is
+reported as not checked.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import asdict, dataclass
 
 from dpdist.exceptions import ValidationError
 
-__all__ = ["TABLE", "EmpiricalNStar", "measured_n_star", "planning_rows", "table_from_results", "theory_n_star"]
+__all__ = ["SOURCES", "TABLE", "EmpiricalNStar", "build_table", "measured_n_star", "planning_rows",
+           "table_from_results", "table_status", "theory_n_star"]
 
 
 @dataclass(frozen=True)
@@ -40,16 +46,24 @@ class EmpiricalNStar:
     source: str
     date: str
     label: str = "empirical"
+    fingerprint: str = "not recorded: not checked against this code"
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-#: Filled from benchmarks/results/sample_complexity_*.json by :func:`table_from_results`.
+#: The results files :data:`TABLE` is built from.
+SOURCES = ("benchmarks/results/sample_complexity_simulated.json", "benchmarks/results/sample_complexity_real.json",
+           "benchmarks/results/sample_complexity_privcov_gumbel_simulated.json",
+           "benchmarks/results/sample_complexity_privcov_power_simulated.json")
+
+#: :func:`build_table` of :data:`SOURCES` (after regenerating a source: ``pprint.pprint(build_table())``
+#: from the repository root, pasted here; a test checks that the two agree).
 TABLE: dict = {('expmech', 'real'): {'beta': 0.1,
                        'date': '2026-11-30',
                        'delta': 1e-06,
                        'epsilon': 1.0,
+                       'fingerprint': None,
                        'instance_family': 'model2-sparse-spike (k=3, gap=0.5)',
                        'mode': 'real',
                        'points': [(30, 86600.0), (60, 86600.0), (120, 86600.0)],
@@ -60,6 +74,7 @@ TABLE: dict = {('expmech', 'real'): {'beta': 0.1,
                             'date': '2026-11-30',
                             'delta': 1e-06,
                             'epsilon': 1.0,
+                            'fingerprint': None,
                             'instance_family': 'construction1 (k=20)',
                             'mode': 'simulated',
                             'points': [(60, 42169650.0),
@@ -82,6 +97,33 @@ TABLE: dict = {('expmech', 'real'): {'beta': 0.1,
                                    'date': '2026-12-01',
                                    'delta': 1e-06,
                                    'epsilon': 1.0,
+                                   'fingerprint': {'digest': '107ec8cabd3d0613',
+                                                   'evaluates': "SparseCovariance(k=20, selection='gumbel', sigma=1, "
+                                                                'assume_centered=True).plan',
+                                                   'points': [{'delta': 1e-06,
+                                                               'epsilon': 1.0,
+                                                               'n_features': 200,
+                                                               'n_samples': 1000000},
+                                                              {'delta': 1e-06,
+                                                               'epsilon': 1.0,
+                                                               'n_features': 20000,
+                                                               'n_samples': 1000000000},
+                                                              {'delta': 1e-08,
+                                                               'epsilon': 0.5,
+                                                               'n_features': 1000,
+                                                               'n_samples': 10000000}],
+                                                   'values': [{'clip': 6.812954203,
+                                                               'noise_scale': 0.02736516942,
+                                                               'release_sigma': 0.1162309425,
+                                                               'selection_share': 0.9449986904},
+                                                              {'clip': 8.33319842,
+                                                               'noise_scale': 0.0004081281511,
+                                                               'release_sigma': 0.001877856967,
+                                                               'selection_share': 0.952746677},
+                                                              {'clip': 7.3648076,
+                                                               'noise_scale': 0.01646402453,
+                                                               'release_sigma': 0.07226037195,
+                                                               'selection_share': 0.9483096059}]},
                                    'instance_family': 'construction1 (k=20)',
                                    'mode': 'simulated',
                                    'points': [(60, 1539927.0),
@@ -102,6 +144,33 @@ TABLE: dict = {('expmech', 'real'): {'beta': 0.1,
                                   'date': '2026-12-01',
                                   'delta': 1e-06,
                                   'epsilon': 1.0,
+                                  'fingerprint': {'digest': 'de8f148dae4baa94',
+                                                  'evaluates': 'SparseCovariancePCA(k=3, sigma=1, '
+                                                               'assume_centered=True).plan(eigengap=0.5)',
+                                                  'points': [{'delta': 1e-06,
+                                                              'epsilon': 1.0,
+                                                              'n_features': 200,
+                                                              'n_samples': 1000000},
+                                                             {'delta': 1e-06,
+                                                              'epsilon': 1.0,
+                                                              'n_features': 20000,
+                                                              'n_samples': 1000000000},
+                                                             {'delta': 1e-08,
+                                                              'epsilon': 0.5,
+                                                              'n_features': 1000,
+                                                              'n_samples': 10000000}],
+                                                  'values': [{'clip': 6.812954203,
+                                                              'noise_scale': 0.01098233926,
+                                                              'release_sigma': 0.0343563926,
+                                                              'selection_share': 0.880093664},
+                                                             {'clip': 8.33319842,
+                                                              'noise_scale': 0.0001629976853,
+                                                              'release_sigma': 0.0005523789495,
+                                                              'selection_share': 0.8959783277},
+                                                             {'clip': 7.3648076,
+                                                              'noise_scale': 0.006593754408,
+                                                              'release_sigma': 0.021315049,
+                                                              'selection_share': 0.886843826}]},
                                   'instance_family': 'model2-sparse-spike (k=3, gap=0.5)',
                                   'mode': 'simulated',
                                   'points': [(50, 191095.0),
@@ -124,6 +193,7 @@ TABLE: dict = {('expmech', 'real'): {'beta': 0.1,
                             'date': '2026-11-30',
                             'delta': 1e-06,
                             'epsilon': 1.0,
+                            'fingerprint': None,
                             'instance_family': 'model2-sparse-spike (k=3, gap=0.5)',
                             'mode': 'simulated',
                             'points': [(50, 1.5399265260594922e+17),
@@ -144,6 +214,7 @@ TABLE: dict = {('expmech', 'real'): {'beta': 0.1,
                            'date': '2026-11-30',
                            'delta': 1e-06,
                            'epsilon': 1.0,
+                           'fingerprint': None,
                            'instance_family': 'construction1 (k=20)',
                            'mode': 'real',
                            'points': [(60, 56230.0), (120, 64940.0)],
@@ -154,6 +225,7 @@ TABLE: dict = {('expmech', 'real'): {'beta': 0.1,
                                 'date': '2026-11-30',
                                 'delta': 1e-06,
                                 'epsilon': 1.0,
+                                'fingerprint': None,
                                 'instance_family': 'construction1 (k=20)',
                                 'mode': 'simulated',
                                 'points': [(60, 52330.0),
@@ -176,6 +248,7 @@ TABLE: dict = {('expmech', 'real'): {'beta': 0.1,
                                'date': '2026-11-30',
                                'delta': 1e-06,
                                'epsilon': 1.0,
+                               'fingerprint': None,
                                'instance_family': 'model2-sparse-spike (k=3, gap=0.5)',
                                'mode': 'real',
                                'points': [(60, 6494.0), (240, 7499.0), (960, 8660.0)],
@@ -186,6 +259,7 @@ TABLE: dict = {('expmech', 'real'): {'beta': 0.1,
                                     'date': '2026-11-30',
                                     'delta': 1e-06,
                                     'epsilon': 1.0,
+                                    'fingerprint': None,
                                     'instance_family': 'model2-sparse-spike (k=3, gap=0.5)',
                                     'mode': 'simulated',
                                     'points': [(50, 5623.0),
@@ -206,6 +280,7 @@ TABLE: dict = {('expmech', 'real'): {'beta': 0.1,
                             'date': '2026-11-30',
                             'delta': 1e-06,
                             'epsilon': 1.0,
+                            'fingerprint': None,
                             'instance_family': 'construction1 (k=20)',
                             'mode': 'simulated',
                             'points': [(60, 2548297.0),
@@ -228,6 +303,7 @@ TABLE: dict = {('expmech', 'real'): {'beta': 0.1,
                            'date': '2026-11-30',
                            'delta': 1e-06,
                            'epsilon': 1.0,
+                           'fingerprint': None,
                            'instance_family': 'model2-sparse-spike (k=3, gap=0.5)',
                            'mode': 'real',
                            'points': [(20, 237100.0), (40, 562300.0), (80, 1155000.0)],
@@ -238,6 +314,7 @@ TABLE: dict = {('expmech', 'real'): {'beta': 0.1,
                                 'date': '2026-11-30',
                                 'delta': 1e-06,
                                 'epsilon': 1.0,
+                                'fingerprint': None,
                                 'instance_family': 'model2-sparse-spike (k=3, gap=0.5)',
                                 'mode': 'simulated',
                                 'points': [(50, 697831.0),
@@ -256,6 +333,14 @@ TABLE: dict = {('expmech', 'real'): {'beta': 0.1,
                                                   (100000, 36708548608.0)]}}
 
 
+def build_table(paths=SOURCES) -> dict:
+    """:data:`TABLE` as the results files ``paths`` give it (later files win on a shared key)."""
+    out: dict = {}
+    for path in paths:
+        out.update(table_from_results(path))
+    return out
+
+
 def table_from_results(path: str) -> dict:
     """Table entries (the shape of :data:`TABLE`) from a ``sample_complexity_<mode>.json``."""
     with open(path) as fh:
@@ -268,11 +353,29 @@ def table_from_results(path: str) -> dict:
         target = ("||M - Sigma||_op <= %g sigma^2" if r["problem"] == "covariance" else "sin^2 <= %g") % r["target"]
         out[(name, res["mode"])] = {
             "instance_family": family, "target": target, "epsilon": res["epsilon"], "delta": res["delta"],
-            "beta": res["beta"], "mode": res["mode"], "source": f"benchmarks/results/sample_complexity_{res['mode']}.json",
+            "beta": res["beta"], "mode": res["mode"], "source": f"benchmarks/results/{os.path.basename(path)}",
             "date": res["date"], "points": [(row["d"], row["n_star"]) for row in r["rows"] if row["reached"]],
             "theory_points": [(row["d"], row["theory_n"]) for row in r["rows"] if row["reached"] and row.get("theory_n")],
+            "fingerprint": res.get("fingerprints", {}).get(name),
         }
     return out
+
+
+def table_status(method: str, mode: str = "simulated") -> dict | None:
+    """Whether the table's entry for ``method`` still describes today's code: ``{"status":
+    "fresh" | "stale" | "unfingerprinted", "differences": [...]}`` (None when there is no entry)."""
+    from dpdist.experiments.fingerprint import current_fingerprint, diff
+
+    entry = TABLE.get((method, mode))
+    if entry is None:
+        return None
+    recorded = entry.get("fingerprint")
+    if recorded is None:
+        return {"status": "unfingerprinted", "differences": []}
+    current = current_fingerprint(method)
+    if current is None or current["digest"] == recorded.get("digest"):
+        return {"status": "fresh", "differences": []}
+    return {"status": "stale", "differences": diff(recorded, current) or ["digest differs"]}
 
 
 def _loglog(points, d: float) -> tuple[float, bool] | None:
@@ -290,9 +393,13 @@ def _loglog(points, d: float) -> tuple[float, bool] | None:
 def measured_n_star(method: str, n_features: float, *, mode: str = "simulated") -> EmpiricalNStar | None:
     """The measured n* of ``method`` at dimension ``n_features``: exact at a measured d,
     log-log interpolated between two measured d, None outside the measured range (or when
-    the method was not measured in that mode)."""
+    the method was not measured in that mode). None, too, when the entry is stale: its results
+    file's fingerprint differs from today's code (:func:`table_status` says where)."""
     entry = TABLE.get((method, mode))
     if entry is None:
+        return None
+    status = table_status(method, mode)
+    if status["status"] == "stale":
         return None
     d = float(n_features)
     if not (math.isfinite(d) and d > 0):
@@ -302,7 +409,8 @@ def measured_n_star(method: str, n_features: float, *, mode: str = "simulated") 
         return None
     value, interp = found
     keys = ("instance_family", "target", "epsilon", "delta", "beta", "mode", "source", "date")
-    return EmpiricalNStar(method, d, float(value), interp, **{k: entry[k] for k in keys})
+    checked = {} if status["status"] == "unfingerprinted" else {"fingerprint": "matches this code"}
+    return EmpiricalNStar(method, d, float(value), interp, **{k: entry[k] for k in keys}, **checked)
 
 
 def theory_n_star(method: str, n_features: int, *, k: int, sigma: float, target: float, epsilon: float,

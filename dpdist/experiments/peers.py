@@ -184,6 +184,9 @@ def run_peer_comparison(*, smoke: bool = False, delta: float = 1e-6, seed: int =
                 log(f"{kind} d={d} eps={eps}: " + ", ".join(
                     f"{k} " + (f"{v['sin2']:.3g} ({v['seconds']:.2f}s)" if v.get("status") == "ok" else v["status"][:24])
                     for k, v in row["methods"].items()) + f"; numpy {ref['sin2']:.2g} ({ref_s:.3f}s)")
+    from dpdist.experiments.fingerprint import methods_of, provenance
+
+    out.update(provenance(methods_of(out)))
     if out_dir is not None:
         from dpdist.experiments.plots import write_json
 

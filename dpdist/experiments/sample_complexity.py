@@ -141,10 +141,13 @@ SMOKE = {
 def run_sample_complexity(methods, *, mode: str = "simulated", out_dir: str | None = None, dims=None,
                           reps: int = 20, beta: float = 0.1, epsilon: float = 1.0, delta: float = 1e-6,
                           smoke: bool = False, rtol: float = 0.1, seed: int = 0, log=print,
-                          large_d_fit: float = 2000.0) -> dict:
+                          large_d_fit: float = 2000.0, output: str | None = None, command: str | None = None) -> dict:
     """Sweep n*(d) for each method (``mode`` "simulated" or "real"; ``dims`` one grid for all or
     a dict method -> grid), fit exponents, find the
-    PrivCov / Wang-Xu crossover, write ``sample_complexity_<mode>.json`` and a PNG per table.
+    PrivCov / Wang-Xu crossover, write ``output`` (default ``sample_complexity_<mode>.json``) and a
+    PNG per table. The result records the commit, the fingerprints of its methods
+    (:func:`~dpdist.experiments.fingerprint.provenance`) and ``command``, the command that
+    produced it, when given.
 
     Covariance methods run on Construction 1 (k = 20 by default: Construction 1 needs
     ``k >= 2 log(d/k)`` up to d ~ 4e5), PCA methods on Model 2 (k = 3, gap 0.5, lambda1 = 2).
@@ -159,6 +162,8 @@ def run_sample_complexity(methods, *, mode: str = "simulated", out_dir: str | No
 
     if mode not in ("simulated", "real"):
         raise ValidationError(f"mode must be 'simulated' or 'real', got {mode!r}")
+    if output is not None and (os.path.basename(output) != output or not output.endswith(".json")):
+        raise ValidationError(f"output must be a file name ending in .json (written in out_dir), got {output!r}")
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValidationError(f"unknown method(s) {unknown}; choose from {sorted(METHODS)}")
@@ -208,16 +213,23 @@ def run_sample_complexity(methods, *, mode: str = "simulated", out_dir: str | No
         result["crossover"] = crossover(result["methods"]["privcov"], result["methods"]["wang_xu"],
                                         k=cfg["covariance"]["k"], epsilon=epsilon, delta=delta)
     add_theory(result)
+    from dpdist.experiments.fingerprint import provenance
+
+    if command is not None:
+        result["commands"] = [command]
+    result.update(provenance(result["methods"]))
     if out_dir is not None:
         from dpdist.experiments.plots import plot_sample_complexity, write_json
 
-        result["files"] = [write_json(result, out_dir, f"sample_complexity_{mode}.json")]
-
+        name = output or f"sample_complexity_{mode}.json"
+        result["files"] = [write_json(result, out_dir, name)]
+        problems = {v["problem"] for v in result["methods"].values()}
         for problem, title in (("covariance", "Table 1: covariance on Construction 1"),
                                ("pca", "Table 2: PCA on Model 2 (sparse spike)")):
             sub = {k: v for k, v in result["methods"].items() if v["problem"] == problem}
             if sub:
-                png = os.path.join(out_dir, f"sample_complexity_{problem}_{mode}.png")
+                png = os.path.join(out_dir, f"sample_complexity_{problem}_{mode}.png" if output is None else
+                                   name[:-5] + (f"_{problem}" if len(problems) > 1 else "") + ".png")
                 plot_sample_complexity({"methods": sub}, png, title=f"{title}, eps={epsilon}, delta={delta}, "
                                        f"beta={beta}" + ("" if mode == "simulated" else " [REAL PIPELINE]"))
                 result["files"].append(png)

@@ -138,6 +138,8 @@ def run_second_moment_curves(*, smoke: bool = False, rho: float = 1.0, delta_sta
         log(f"outliers eta={eta}: RecDPSME lambda_min vs Sigma_D {np.median(rec_low):.4f} (min {min(rec_low):.4f}), "
             f"one-shot {np.median(one_low):.3g}, S&A bottom {bottom}/{cfg['seeds']}")
     out["seconds"] = time.perf_counter() - t_start
+    from dpdist.experiments.fingerprint import provenance
+    out.update(provenance(["recdpsme", "one_shot", "subsample_aggregate"]))
     if out_dir is not None:
         from dpdist.experiments.plots import write_json
 

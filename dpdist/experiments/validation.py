@@ -94,6 +94,9 @@ def run_validation(points=None, *, smoke: bool = False, reps_sim: int = 300, eps
     for row in out["points"]:
         row["passes"] = bool(row["ks_pvalue"] > cut and row["mannwhitney_pvalue"] > cut)
     out["all_pass"] = all(r["passes"] for r in out["points"])
+    from dpdist.experiments.fingerprint import provenance
+
+    out.update(provenance(p[0] for p in pts))
     if out_dir is not None:
         from dpdist.experiments.plots import write_json
 

@@ -124,19 +124,21 @@ def test_privcov_power_theory_value_is_its_plans_least_n():
     assert t == dpdist.SparseCovariancePCA(3, 1.0, 1e-6, sigma=math.sqrt(2.0)).min_samples(0.1, 1000, eigengap=1.0)
 
 
-@pytest.mark.parametrize("source", ["sample_complexity_privcov_gumbel_simulated.json",
-                                    "sample_complexity_privcov_power_simulated.json"])
-def test_the_table_matches_the_results_file_it_names(source):
-    """Each entry of the shipped table whose source is a results file holds that file's measured
-    points (a table that no longer matches its file would put stale numbers in every plan)."""
+def test_the_table_is_what_its_results_files_give():
+    """The shipped table equals the one built from the results files it names: each entry holds
+    its file's measured points and its file's fingerprint of that method (a table that no longer
+    matches its files would put stale numbers in every plan)."""
     import pathlib
 
-    path = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "results" / source
-    res = json.loads(path.read_text())
-    for name, r in res["methods"].items():
-        entry = emp.TABLE[(name, res["mode"])]
-        assert entry["source"] == f"benchmarks/results/{source}"
-        assert entry["points"] == [(row["d"], row["n_star"]) for row in r["rows"] if row["reached"]]
+    root = pathlib.Path(__file__).resolve().parents[2]
+    assert emp.build_table([root / s for s in emp.SOURCES]) == emp.TABLE
+    for source in emp.SOURCES:
+        res = json.loads((root / source).read_text())
+        for name, r in res["methods"].items():
+            entry = emp.TABLE[(name, res["mode"])]
+            assert entry["source"] == source
+            assert entry["points"] == [(row["d"], row["n_star"]) for row in r["rows"] if row["reached"]]
+            assert entry["fingerprint"] == res.get("fingerprints", {}).get(name)
 
 
 def test_the_default_privcov_plan_reports_its_measured_n_star():
