@@ -288,7 +288,7 @@ def test_plan_reports_the_gumbel_calibration_and_its_bound():
     and is below the Laplace selection's."""
     est = dpdist.SparseCovariance(20, 1.0, 1e-6, sigma=1.0, assume_centered=True)
     plan = est.plan(10**9, 1000)
-    cal = privcov_gumbel_calibration(1.0, 1e-6, 10**9, 1000, 20, plan.clip, 0.1)
+    cal = privcov_gumbel_calibration(1.0, 1e-6, 10**9, 1000, 20, plan.clip, 0.1, row_clip=plan.row_clip)
     assert plan.selection == "gumbel" and plan.calibration == cal
     assert plan.selection_share == cal.selection_share and plan.release_sigma == cal.gaussian_sigma
     assert plan.calibrated_noise_scale == cal.gumbel_scale <= plan.noise_scale < cal.gumbel_scale * (1 + 1e-6)
