@@ -311,13 +311,15 @@ def bounded_laplace_case(noise_multiplier: float = 1.0) -> AuditCase:
 PRIVCOV_D, PRIVCOV_N, PRIVCOV_CLIP, PRIVCOV_DELTA = 4, 40, 1.0, 0.1
 
 
-def _exact_second_moment(X: np.ndarray, clip: float) -> np.ndarray:
-    """The clipped second moment (1/n) Y^T Y through the engine (computed once per dataset)."""
+def _exact_second_moment(X: np.ndarray, clip: float, row_clip: float | None = None) -> np.ndarray:
+    """The clipped second moment (1/n) Y^T Y through the engine (computed once per dataset);
+    with ``row_clip``, the rows scaled to that L2 norm after the entry clip."""
     import dask.array as da
 
     from dpdist.engine.gram import clipped_second_moment
 
-    return np.asarray(clipped_second_moment(da.from_array(np.asarray(X, float)), clip).compute(scheduler="synchronous"))
+    return np.asarray(clipped_second_moment(da.from_array(np.asarray(X, float)), clip, row_clip=row_clip)
+                      .compute(scheduler="synchronous"))
 
 
 def _privcov_cal(k: int, component_epsilon: float):
@@ -723,6 +725,66 @@ def privcov_laplace_release_case(noise_multiplier: float = 1.0) -> AuditCase:
         family="privcov-laplace",
         component="lattice Gaussian value release of one entry of row i, selection='laplace': Delta_Z1/s_r-GDP "
         "(PrivCovZCDPMechanism)",
+        notion="gdp",
+        claimed_epsilon=gaussian_epsilon(mu, PRIVCOV_DELTA),
+        claimed_delta=PRIVCOV_DELTA,
+        claimed_mu=mu,
+        claimed_rho=None,
+        mechanism=mech_fn,
+        neighbours=(0, 1),
+        default_trials=10_000,
+        noise_multiplier=noise_multiplier,
+        parameters={"calibration": mech.calibration.to_dict(), "k": k, "mechanism": mech.describe()},
+    )
+
+
+#: Row-norm level of the row-clipped release audit: ``C = sqrt(2) R``, so ``C min(R sqrt(k'), C)
+#: = 2 R^2`` and the release's L2 sensitivity is ``2 Delta`` (against ``sqrt(d k') Delta = 4 Delta``
+#: without the row clip, at d = k' = 4).
+PRIVCOV_ROW_CLIP = math.sqrt(2.0) * PRIVCOV_CLIP
+
+
+def privcov_gumbel_release_case(noise_multiplier: float = 1.0) -> AuditCase:
+    """``selection="gumbel"`` with the L2 row clip: the Gaussian release of the selected values,
+    data-level, through the engine's row scaling (rows clipped to ``C = sqrt(2) R``). The pair
+    of :func:`privcov_laplace_release_case` (rows ``(1, 1, 0, 0)`` and ``(1, -1, 0, 0)``, both of
+    norm C: only Sigma_hat_01 moves, by exactly Delta); k = d. The release's sigma is calibrated
+    for the row route's L2 sensitivity (half the entry route's here). Claim: the released value
+    of entry (0, 1) is ``Delta_Z1 / s_r``-GDP (one coordinate moving by at most Delta_fl);
+    statistic: that value. The twin halves the release's sigma."""
+    from scipy import optimize
+
+    from dpdist.privacy.accounting import gaussian_epsilon
+    from dpdist.privacy.mechanisms.privcov import privcov_gumbel_mechanism
+
+    k = PRIVCOV_D
+
+    def build(eps: float):
+        return privcov_gumbel_mechanism(eps, PRIVCOV_DELTA, PRIVCOV_N, PRIVCOV_D, k, PRIVCOV_CLIP,
+                                        row_clip=PRIVCOV_ROW_CLIP)
+
+    eps = optimize.brentq(lambda e: _release_entry_mu(build(e)) - 1.0, 0.05, 500.0, xtol=1e-6)
+    mech = build(eps)
+    run = _twin_of(mech, noise_multiplier)
+    base = np.zeros((PRIVCOV_N, PRIVCOV_D))
+    base[1:11, :2] = 1.0
+    D, Dp = base.copy(), base.copy()
+    D[0, :2] = (1.0, 1.0)
+    Dp[0, :2] = (1.0, -1.0)
+    S = {0: _exact_second_moment(D, PRIVCOV_CLIP, PRIVCOV_ROW_CLIP),
+         1: _exact_second_moment(Dp, PRIVCOV_CLIP, PRIVCOV_ROW_CLIP)}
+
+    def mech_fn(which: int, n: int, seed: int) -> np.ndarray:
+        cols, vals = _privcov_row0(S[which], run, n, seed)
+        hit = cols == 1
+        return np.where(hit.any(axis=1), (vals * hit).sum(axis=1), -1e6)
+
+    mu = _release_entry_mu(mech)
+    return AuditCase(
+        name=_twin_name("privcov-gumbel/value-release", noise_multiplier),
+        family="privcov-gumbel",
+        component="lattice Gaussian value release of one entry of row i, selection='gumbel' with the L2 row clip: "
+        "Delta_Z1/s_r-GDP (PrivCovGumbelMechanism, release sensitivity 2 C min(R sqrt(k'), C) / n)",
         notion="gdp",
         claimed_epsilon=gaussian_epsilon(mu, PRIVCOV_DELTA),
         claimed_delta=PRIVCOV_DELTA,
@@ -1476,6 +1538,7 @@ CASES: dict[str, Callable[..., AuditCase]] = {
     "privcov-laplace/selection": privcov_laplace_selection_case,
     "privcov-laplace/value-release": privcov_laplace_release_case,
     "privcov-gumbel/selection": privcov_gumbel_selection_case,
+    "privcov-gumbel/value-release": privcov_gumbel_release_case,
     "wang-xu/release": wang_xu_release_case,
     "wang-xu/data": wang_xu_data_case,
     "analyze-gauss/release": analyze_gauss_release_case,

@@ -318,10 +318,10 @@ class PrivCovZCDPMechanism(Mechanism):
 
 
 def privcov_zcdp_mechanism(epsilon: float, delta: float, n_samples: int, n_features: int, k: int, clip: float,
-                           beta: float = 0.1) -> PrivCovZCDPMechanism:
+                           beta: float = 0.1, *, row_clip: float = math.inf) -> PrivCovZCDPMechanism:
     """:class:`PrivCovZCDPMechanism` of :func:`~dpdist.privacy.calibration.privcov_zcdp_calibration`."""
     return PrivCovZCDPMechanism.from_calibration(
-        privcov_zcdp_calibration(epsilon, delta, n_samples, n_features, k, clip, beta))
+        privcov_zcdp_calibration(epsilon, delta, n_samples, n_features, k, clip, beta, row_clip=row_clip))
 
 
 @dataclass(frozen=True)
@@ -456,7 +456,7 @@ class PrivCovGumbelMechanism(Mechanism):
 
 
 def privcov_gumbel_mechanism(epsilon: float, delta: float, n_samples: int, n_features: int, k: int, clip: float,
-                             beta: float = 0.1) -> PrivCovGumbelMechanism:
+                             beta: float = 0.1, *, row_clip: float = math.inf) -> PrivCovGumbelMechanism:
     """:class:`PrivCovGumbelMechanism` of :func:`~dpdist.privacy.calibration.privcov_gumbel_calibration`."""
     return PrivCovGumbelMechanism.from_calibration(
-        privcov_gumbel_calibration(epsilon, delta, n_samples, n_features, k, clip, beta))
+        privcov_gumbel_calibration(epsilon, delta, n_samples, n_features, k, clip, beta, row_clip=row_clip))
