@@ -306,6 +306,8 @@ def private_sparse_covariance(
         L2 radius the rows are scaled to for the private mean: it must cover the norms
         ``||x||`` of the raw rows. Default ``clip * sqrt(d)`` (rows in the box
         ``[-R, R]^d``).
+    row_clip : float, optional
+        L2 bound C the entry-clipped rows are scaled to; see :class:`SparseCovariance`.
     selection : {"gumbel", "laplace", "paper"}, default "gumbel"
         "gumbel": each row's k columns of largest keys ``|S_ij| / beta_g + G_ij`` (exact
         Gumbel noise G on a public score lattice), the peeling exponential mechanism, and the
@@ -435,6 +437,10 @@ def private_sparse_covariance(
     else:
         notes = [GUMBEL_NOTE, mech.selection_residual_note(), residual_note(d * (k + 1), mech.release_noise)]
         scales = {"gumbel_select": mech.noise_scales()["select"], "gaussian_release": mech.noise_scales()["release"]}
+    if C != math.inf:
+        notes.append(f"row clip: entry-clipped rows scaled to L2 norm at most C = {C:.6g}; the release's L2 "
+                     f"sensitivity is min(sqrt(d k') Delta, 2 C min(R sqrt(k'), C) / n) (float factor included) = "
+                     f"{cal.release_sensitivity:.6g}")
     notes += [nonfinite_note(on_nonfinite), *chunk_reading_notes(X)]
     events = [("PrivCov rows", mech.event())]
     mechanisms = [mech.describe()]
@@ -650,6 +656,13 @@ class SparseCovariance(Estimator):
         release calibrated by zCDP; "laplace": Laplace selection and the same release (the
         proofs are docs/privacy/privcov.md); "paper": Algorithm 1 as the paper writes it. See
         :func:`private_sparse_covariance`.
+    row_clip : float, optional
+        L2 bound C the entry-clipped rows are scaled to (``"gumbel"`` and ``"laplace"`` only):
+        the release's L2 sensitivity becomes ``min(sqrt(d k') 2 R^2 / n, 2 C min(R sqrt(k'),
+        C) / n)`` (float factor included), a factor about ``C / (R sqrt(d))``. Default (None):
+        with ``sigma``, ``C = sigma sqrt(d + 2 sqrt(d t) + 2 t)``, ``t = log(6 n / beta)`` (no
+        Gaussian row scaled but with probability beta/6; R's rule then takes beta/6 too); with
+        only ``clip``, no row clip. ``inf``: no row clip.
 
     Attributes
     ----------

@@ -120,9 +120,9 @@ def row_scale_factors(sumsq: np.ndarray, row_clip: float, n_features: int) -> np
     Why the margin suffices (u = 2**-53, ``gamma_m = m u / (1 - m u)``, Higham's Lemma 3.1 and
     3.4): the computed sum of squares of a row y of d entries, in any order, is at least ``(1 -
     gamma_d) ||y||^2``; the square root, the computed ``C'``, the division and the final product
-    ``y_j f`` add four factors ``(1 + delta)``; so the computed row has norm at most ``C' (1 +
-    u)^3 / ((1 - u) sqrt(1 - gamma_d)) <= C' (1 + 2 gamma_{d+5}) <= C`` (a row left unscaled,
-    ``s <= C'^2``, likewise has ``||y|| <= C' / sqrt(1 - gamma_d) <= C``). The factor is at
+    ``y_j f`` add four factors ``(1 + delta)``, ``|delta| <= u``; so the computed row has norm at
+    most ``C (1 - 4 (d + 8) u) (1 + u)^4 / ((1 - u) sqrt(1 - gamma_d)) <= C`` (a row left
+    unscaled, whose computed norm is at most ``C'``, likewise has exact norm at most C). The factor is at
     most 1, so no entry grows. A zero row gets 1; a sum of squares that overflows to inf gets 0
     (the row becomes zero, still within C); NaN (a non-finite row under
     ``on_nonfinite="raise"``, refused later) stays NaN.

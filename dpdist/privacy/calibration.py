@@ -506,6 +506,15 @@ def privcov_zcdp_calibration(
     ``C_1 / sqrt(f) + C_2 / sqrt(1 - f)`` times ``Delta_fl sqrt(d / (2 rho))`` with ``C_1 = 12
     k^2 L_1`` and ``C_2 = sqrt(k' (k + 2) L_2)``; its minimum is at ``f / (1 - f) = (C_1 /
     C_2)^(2/3)``. beta (public) enters only through the logarithms ``L_1, L_2``.
+
+    With ``row_clip`` C finite (rows scaled to L2 norm at most C after the entry clip), the
+    release's L2 sensitivity is :func:`privcov_release_sensitivity`'s ``min(sqrt(d k')
+    Delta_fl, kappa(n) 2 C min(R sqrt(k'), C) / n)`` (docs/privacy/privcov.md, Lemma 3a), sigma
+    is that over ``sqrt(2 rho_rel)``, and ``C_2`` is multiplied by its ratio to ``sqrt(d k')
+    Delta_fl`` (``C_2 = sqrt((k + 2) L_2) Delta_rel / (sqrt(d) Delta_fl)``): the split moves
+    towards the selection. ``release_sensitivity_entry`` and ``release_sensitivity_row`` record
+    both routes. The selection's entry sensitivity ``Delta_fl`` is unchanged (scaling only
+    shrinks entries).
     """
     epsilon, delta, n, d, k, clip = _check_privcov_inputs(epsilon, delta, n_samples, n_features, k, clip)
     beta = check_probability(beta, "beta")
@@ -688,6 +697,15 @@ def privcov_gumbel_calibration(
     ``3 k T beta_g + sigma sqrt((k + 2) L_2)`` = ``Delta_fl sqrt(d / (2 rho)) (C_1 / sqrt(f) +
     C_2 / sqrt(1 - f))`` with ``C_1 = 3 k^1.5 T`` and ``C_2 = sqrt(k' (k + 2) L_2)``; convex in
     f, least at ``f / (1 - f) = (C_1 / C_2)^(2/3)``. beta (public) enters only through T, L_2.
+
+    With ``row_clip`` C finite (rows scaled to L2 norm at most C after the entry clip), the
+    release's L2 sensitivity is :func:`privcov_release_sensitivity`'s ``min(sqrt(d k')
+    Delta_fl, kappa(n) 2 C min(R sqrt(k'), C) / n)`` (docs/privacy/privcov.md, Lemma 3a), sigma
+    is that over ``sqrt(2 rho_rel)``, and ``C_2`` is multiplied by its ratio to ``sqrt(d k')
+    Delta_fl`` (``C_2 = sqrt((k + 2) L_2) Delta_rel / (sqrt(d) Delta_fl)``): the split moves
+    towards the selection. ``release_sensitivity_entry`` and ``release_sensitivity_row`` record
+    both routes. The selection's entry sensitivity ``Delta_fl`` is unchanged (scaling only
+    shrinks entries).
     """
     epsilon, delta, n, d, k, clip = _check_privcov_inputs(epsilon, delta, n_samples, n_features, k, clip)
     beta = check_probability(beta, "beta")

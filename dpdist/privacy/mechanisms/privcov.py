@@ -246,6 +246,14 @@ class PrivCovZCDPMechanism(Mechanism):
       mechanism with multiplier ``s_r / Delta_Z2``: ``Delta_Z2^2 / (2 s_r^2)``-zCDP. The noise
       field is keyed by address and independent of the selection noise, so this is an
       adaptive composition step.
+    * **Row clip** (``row_clip`` C finite): the engine also scales each entry-clipped row to L2
+      norm at most C (provably in the computed floats). A row y with ``|y_j| <= R``, ``||y|| <=
+      C`` has ``||(y y^T)_P||_F^2 = sum_i y_i^2 sum_{j in P_i} y_j^2 <= C^2 min(k' R^2, C^2)``, so
+      the released vector moves by at most ``kappa(n) 2 C min(R sqrt(k'), C) / n`` in L2
+      (float factor as in Lemma 1); the release's sensitivity is the smaller of that and
+      ``sqrt(d k') Delta_fl`` (:func:`~dpdist.privacy.calibration.privcov_release_sensitivity`)
+      and ``Delta_Z2`` is computed from it. Scaling only shrinks entries: the selection's entry
+      sensitivity ``Delta_fl`` is unchanged. Proof: docs/privacy/privcov.md, Lemma 3a.
     * **Total**: the event ``d`` pure steps and one Gaussian step; the accountant's zCDP route
       adds the rho's and converts by CKS20, which the calibration inverted, so the charged
       (epsilon, delta) is certified (``release_guarantee``).
@@ -347,7 +355,8 @@ class PrivCovGumbelMechanism(Mechanism):
       Rogers 2021). The weight is ``(eps_step - 2**-29) / (2 (Delta_fl + 2**-52 C))``, so ``2u =
       eps_step``. No cost when k = d (every column is selected whatever the noise).
     * **Release**, given the sets: as :class:`PrivCovZCDPMechanism`'s (one Gaussian of L2
-      sensitivity ``Delta_Z2`` over the at most ``d k'`` addresses, on its lattice).
+      sensitivity ``Delta_Z2`` over the at most ``d k'`` addresses, on its lattice), including
+      its row clip.
     * **Total**: ``d k`` bounded-range steps and one Gaussian step, composed in zCDP (BS16
       Lemma 2.3, adaptive), converted by CKS20: the event this object records, which
       ``release_guarantee`` checks against the charged budget.
