@@ -301,7 +301,9 @@ def private_sparse_covariance(
         A public mean to centre at (recorded in the release as public; costs no budget).
         Without it (and ``assume_centered=False``) the mean is released privately.
     mean_fraction : float in (0, 1), default 0.1
-        Share of (epsilon, delta) spent on the private mean.
+        Share of the budget spent on the private mean: of rho for the zCDP selections
+        (``"gumbel"``, ``"laplace"``: the two stages compose in zCDP), of (epsilon, delta) for
+        ``selection="paper"``.
     mean_clip : float, optional
         L2 radius the rows are scaled to for the private mean: it must cover the norms
         ``||x||`` of the raw rows. Default ``clip * sqrt(d)`` (rows in the box
@@ -646,7 +648,9 @@ class SparseCovariance(Estimator):
         A public mean to centre at (recorded as public in the release; costs nothing).
         Without it the mean is released privately with ``mean_fraction`` of the budget.
     mean_fraction : float in (0, 1), default 0.1
-        Share of (epsilon, delta) spent on the private mean.
+        Share of the budget spent on the private mean: of rho for the zCDP selections
+        (``"gumbel"``, ``"laplace"``: the two stages compose in zCDP), of (epsilon, delta) for
+        ``selection="paper"``.
     mean_clip : float, optional
         L2 radius the rows are scaled to for the private mean; it must cover the norms of the
         raw rows (default ``clip * sqrt(d)``). ``clip`` / ``sigma`` must cover the entries of

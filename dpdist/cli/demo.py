@@ -61,6 +61,13 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def _noise_comparison(plan, wang_xu_plan) -> str:
+    """What the two private releases add, from their plans (public parameters only)."""
+    return (f"PrivCov releases at most k + 1 = {plan.k + 1} entries a row with Gaussian noise of sd "
+            f"{plan.release_sigma:.2g};\nWang-Xu adds sd {wang_xu_plan.noise_scale:.2g} to all d^2 = "
+            f"{plan.n_features ** 2:,} entries. `dpdist plan --compare` ranks the methods at your size.")
+
+
 def _workdir(path: str | None) -> tuple[str, bool]:
     """(directory, keep): --workdir, created and checked writable, or a temporary one."""
     from dpdist.data.results import check_output_path
@@ -86,6 +93,7 @@ def run(args) -> int:
     sigma = float(np.sqrt(model.sigma2))
     budget = dict(epsilon=args.epsilon, delta=args.delta, sigma=sigma, random_state=args.random_state)
     plan = dpdist.SparseCovariance(args.k, **budget).plan(args.n_samples, args.n_features)  # validates first
+    wang_xu_plan = dpdist.baselines.GaussianCovariance(**budget).plan(args.n_samples, args.n_features)
     workdir, keep = _workdir(args.workdir)
     try:
         say(f"dpdist {dpdist.__version__} demo: Model 1 ({args.structure}, d={args.n_features}, "
@@ -93,7 +101,7 @@ def run(args) -> int:
         release = "" if plan.release_sigma is None else f", release Gaussian sigma={plan.release_sigma:.4g}"
         scale = "Gumbel scale" if plan.selection == "gumbel" else "Laplace scale b"
         say(f"plan      : clip R={plan.clip:.3f}, selection {scale}={plan.noise_scale:.4g}{release}, "
-            f"error bound {plan.error_bound:.3g} (Wang-Xu Gaussian scale {plan.wang_xu_sigma:.3g})")
+            f"error bound {plan.error_bound:.3g} (Wang-Xu Gaussian scale {wang_xu_plan.noise_scale:.3g})")
         with run_context(args) as sched, privacy_warnings() as warned:  # prints nothing inside: progress line
             cluster = None
             if not isinstance(sched, (str, type(None))):
@@ -143,9 +151,7 @@ def run(args) -> int:
         for row in summary:
             label = f"{row['estimator']} ({'private' if row['private'] else 'NOT private'})"
             print(f"{label:<34}{row['operator_norm_error']:>18.4f}{row['recall']:>9.2f}{row['precision']:>11.2f}")
-        print(f"\n||Sigma||_op = {model.sigma2:.3f}. At small d the Wang-Xu baseline is the better private "
-              "estimator;\nPrivCov's noise grows like sqrt(d) instead of d; `dpdist plan --compare` says which "
-              "wins at your size.")
+        print(f"\n||Sigma||_op = {model.sigma2:.3f}. {_noise_comparison(plan, wang_xu_plan)}")
         print()
         print(f"spent     : PrivCov ({args.epsilon:g}, {args.delta:g})-DP + Wang-Xu ({args.epsilon:g}, "
               f"{args.delta:g})-DP on the same data = ({total.epsilon:g}, {total.delta:g})-DP for the whole "

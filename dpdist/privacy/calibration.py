@@ -41,6 +41,7 @@ __all__ = [
     "privcov_min_samples",
     "privcov_pure_coefficient",
     "privcov_release_sensitivity",
+    "privcov_selection_sensitivity",
     "gaussian_row_norm_bound",
     "privcov_zcdp_calibration",
     "privcov_zcdp_error_bound",
@@ -229,6 +230,30 @@ def privcov_release_sensitivity(n_samples: int, n_features: int, k_released: int
     if not math.isfinite(row_clip):
         return entry_route, entry_route, math.inf
     row_route = float_sensitivity(2.0 * row_clip * min(clip * math.sqrt(kr), row_clip) / n, n)[0]
+    return min(entry_route, row_route), entry_route, row_route
+
+
+def privcov_selection_sensitivity(n_samples: int, n_features: int, clip: float,
+                                  row_clip: float = math.inf) -> tuple[float, float, float]:
+    """Root-mean-square over the d rows of the most one row's computed scores move, float error
+    included: ``(selection, entry_route, row_route)`` with ``selection = min(entry_route,
+    row_route)``. For neighbours, with ``delta_i = max_j |S_ij - S'_ij|`` (S the computed
+    clipped moment), ``sqrt(sum_i delta_i^2) <= sqrt(d) selection``.
+
+    * Entry route: every computed entry moves by at most ``Delta_fl = kappa(n) 2 R^2 / n``, so
+      ``delta_i <= Delta_fl`` for every row.
+    * Row route (rows entry-clipped to R, then scaled to L2 norm at most ``C = row_clip``): in
+      the norm ``N(M) = sqrt(sum_i max_j M_ij^2)`` (absolute, hence monotone) one row's term has
+      ``N(|y| |y|^T) = ||y||_2 ||y||_inf <= C min(R, C)``, so one replaced row moves the exact
+      moment by at most ``2 C min(R, C) / n`` in N, and the computed one by ``kappa(n)`` times
+      that (:func:`gram_rounding_factor`'s claim with this N); divided by ``sqrt(d)``. ``inf``
+      when C is inf.
+    """
+    n, d = int(n_samples), int(n_features)
+    entry_route = float_sensitivity(2 * clip**2 / n, n)[0]
+    if not math.isfinite(row_clip):
+        return entry_route, entry_route, math.inf
+    row_route = float_sensitivity(2.0 * row_clip * min(clip, row_clip) / n, n)[0] / math.sqrt(d)
     return min(entry_route, row_route), entry_route, row_route
 
 
@@ -477,6 +502,20 @@ def _privcov_zcdp_logs(n_features: int, beta: float) -> tuple[float, float]:
     return math.log(6.0 * d * d / beta), math.log(12.0 * d / beta)
 
 
+def _privcov_release(rho: float, c1: float, c2: float, release_sens: float):
+    """The split of rho between a zCDP PrivCov's selection and its Gaussian release, and the
+    release's sigma: ``f / (1 - f) = (C_1 / C_2)^(2/3)`` with the selection's constant ``c1``
+    (0 when the selection is free: f = 0) and the release's ``c2``; the release is one Gaussian
+    mechanism of L2 sensitivity ``release_sens``. Returns ``(f, rho_sel, rho_rel, sigma)``."""
+    if c1:
+        ratio = (c1 / c2) ** (2.0 / 3.0)
+        share = ratio / (1.0 + ratio)
+    else:
+        share = 0.0
+    rho_rel = (1.0 - share) * rho
+    return share, share * rho, rho_rel, release_sens / math.sqrt(2.0 * rho_rel)
+
+
 def privcov_zcdp_calibration(
     epsilon: float, delta: float, n_samples: int, n_features: int, k: int, clip: float, beta: float = 0.1,
     *, row_clip: float = math.inf,
@@ -526,19 +565,11 @@ def privcov_zcdp_calibration(
     rho = cks20_rho(epsilon, delta)
     coefficient = 2 * k if k < d else 0
     log_sel, log_rel = _privcov_zcdp_logs(d, beta)
-    if coefficient:
-        c1 = 12.0 * k * k * log_sel
-        if release_sens < entry_route:  # C_2 is proportional to the release's L2 sensitivity
-            c2 = math.sqrt((k + 2) * log_rel) * release_sens / (math.sqrt(d) * sens_fl)
-        else:
-            c2 = math.sqrt(k_released * (k + 2) * log_rel)
-        ratio = (c1 / c2) ** (2.0 / 3.0)
-        share = ratio / (1.0 + ratio)
-    else:
-        share = 0.0
-    rho_sel, rho_rel = share * rho, (1.0 - share) * rho
     coordinates = d * k_released
-    sigma = release_sens / math.sqrt(2.0 * rho_rel)
+    # C_2 = sqrt(k' (k + 2) L_2) for the entry route, proportional to the release's L2 sensitivity
+    c2 = math.sqrt(k_released * (k + 2) * log_rel) * (release_sens / entry_route)
+    share, rho_sel, rho_rel, sigma = _privcov_release(
+        rho, 12.0 * k * k * log_sel if coefficient else 0.0, c2, release_sens)
     if coefficient:
         eps_sel = math.sqrt(2.0 * rho_sel / d)
         b = coefficient * sens_fl / eps_sel
@@ -651,6 +682,8 @@ class PrivCovGumbelCalibration:
     row_clip: float
     release_sensitivity_entry: float
     release_sensitivity_row: float
+    selection_sensitivity: float
+    selection_sensitivity_row: float
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -714,25 +747,19 @@ def privcov_gumbel_calibration(
     sensitivity = 2 * clip**2 / n
     sens_fl, kappa = float_sensitivity(sensitivity, n)
     release_sens, entry_route, row_route = privcov_release_sensitivity(n, d, k_released, clip, row_clip)
+    sel_sens, _, sel_row_route = privcov_selection_sensitivity(n, d, clip, row_clip)
     rho = cks20_rho(epsilon, delta)
     steps = k if k < d else 0
     t_sel, log_rel = _privcov_gumbel_logs(d, beta)
-    if steps:
-        c1 = 3.0 * k * math.sqrt(k) * t_sel
-        if release_sens < entry_route:  # C_2 is proportional to the release's L2 sensitivity
-            c2 = math.sqrt((k + 2) * log_rel) * release_sens / (math.sqrt(d) * sens_fl)
-        else:
-            c2 = math.sqrt(k_released * (k + 2) * log_rel)
-        ratio = (c1 / c2) ** (2.0 / 3.0)
-        share = ratio / (1.0 + ratio)
-    else:
-        share = 0.0
-    rho_sel, rho_rel = share * rho, (1.0 - share) * rho
     coordinates = d * k_released
-    sigma = release_sens / math.sqrt(2.0 * rho_rel)
+    # C_1 = 3 k^1.5 T and C_2 = sqrt(k' (k + 2) L_2) on the entry routes, each proportional to its
+    # stage's sensitivity (the selection's root-mean-square row sensitivity, the release's L2)
+    c1 = 3.0 * k * math.sqrt(k) * t_sel * (sel_sens / sens_fl) if steps else 0.0
+    c2 = math.sqrt(k_released * (k + 2) * log_rel) * (release_sens / entry_route)
+    share, rho_sel, rho_rel, sigma = _privcov_release(rho, c1, c2, release_sens)
     if steps:
         eps_step = math.sqrt(8.0 * rho_sel / (d * steps))
-        scale = 2.0 * sens_fl / eps_step
+        scale = 2.0 * sel_sens / eps_step
     else:
         eps_step, scale = 0.0, sigma
     return PrivCovGumbelCalibration(
@@ -759,6 +786,8 @@ def privcov_gumbel_calibration(
         row_clip=row_clip,
         release_sensitivity_entry=entry_route,
         release_sensitivity_row=row_route,
+        selection_sensitivity=sel_sens,
+        selection_sensitivity_row=sel_row_route,
     )
 
 

@@ -202,7 +202,25 @@ def _exact_greater(qa: float, word_a: int, fallback_a, qb: float, word_b: int, f
 
 
 @dataclass(frozen=True)
-class GumbelMax:
+class _KeyedGumbel:
+    """What both samplers hold: the seed, the purpose their keys are drawn under (main words and
+    fallback words), and the weight that turns scores into Gumbel units."""
+
+    seed: NoiseSeed
+    purpose: str
+    weight: float
+
+    def __post_init__(self) -> None:
+        w = float(self.weight)
+        if not (math.isfinite(w) and w > 0):
+            raise ValueError(f"weight must be finite and > 0, got {self.weight!r}")
+        object.__setattr__(self, "weight", w)
+        object.__setattr__(self, "_key", self.seed.key(self.purpose))
+        object.__setattr__(self, "_fkey", self.seed.key(self.purpose + FALLBACK_SUFFIX))
+
+
+@dataclass(frozen=True)
+class GumbelMax(_KeyedGumbel):
     """Exact exponential mechanism by Gumbel-max over candidates addressed by rank.
 
     Parameters
@@ -216,18 +234,6 @@ class GumbelMax:
 
     Small, frozen and picklable: ``best`` runs in the chunk tasks, ``combine`` in the merges.
     """
-
-    seed: NoiseSeed
-    purpose: str
-    weight: float
-
-    def __post_init__(self) -> None:
-        w = float(self.weight)
-        if not (math.isfinite(w) and w > 0):
-            raise ValueError(f"weight must be finite and > 0, got {self.weight!r}")
-        object.__setattr__(self, "weight", w)
-        object.__setattr__(self, "_key", self.seed.key(self.purpose))
-        object.__setattr__(self, "_fkey", self.seed.key(self.purpose + FALLBACK_SUFFIX))
 
     # -- float keys --------------------------------------------------------------------------
     def lattice_scores(self, scores) -> np.ndarray:
@@ -290,7 +296,7 @@ class GumbelMax:
 
 
 @dataclass(frozen=True)
-class GumbelTopK:
+class GumbelTopK(_KeyedGumbel):
     """Exact row-wise Gumbel top-k: for each row i, the k columns of largest keys
     ``q_ij + G_ij`` (the peeling exponential mechanism, Durfee and Rogers 2019), decided exactly
     across any tiling of the columns.
@@ -316,18 +322,6 @@ class GumbelTopK:
     engine's lazy-noise protocol (:func:`dpdist.engine.topk.row_topk_release`) with the exact
     merge hook :meth:`exact_select`.
     """
-
-    seed: NoiseSeed
-    purpose: str
-    weight: float
-
-    def __post_init__(self) -> None:
-        w = float(self.weight)
-        if not (math.isfinite(w) and w > 0):
-            raise ValueError(f"weight must be finite and > 0, got {self.weight!r}")
-        object.__setattr__(self, "weight", w)
-        object.__setattr__(self, "_key", self.seed.key(self.purpose))
-        object.__setattr__(self, "_fkey", self.seed.key(self.purpose + FALLBACK_SUFFIX))
 
     def lattice_scores(self, values) -> np.ndarray:
         """``q = rint(clamp(weight * |value|) 2**SCORE_BITS) 2**-SCORE_BITS``."""

@@ -162,10 +162,17 @@ def _split_units(model: BlockModel, triples):
     return blocks, bulk, (r[~same], c[~same], v[~same])
 
 
+#: Pieces with more coordinates than this are kept sparse and their extreme eigenvalue found by
+#: Lanczos (``eigsh``); a dense eigendecomposition of a 6,000-coordinate piece takes about 10 s
+#: and one of 20,000 would not fit the simulator's budget.
+_DENSE_MAX = 1500
+
+
 def _touched(model: BlockModel, blocks, bulk, extras) -> list:
     """The connected pieces that extra entries create: for each connected component of the
-    units (blocks, bulk coordinates) linked by extras, the dense matrix on its coordinates
-    (blocks, bulk diagonals and extras) and the coordinate list."""
+    units (blocks, bulk coordinates) linked by extras, the matrix on its coordinates (blocks,
+    bulk diagonals and extras; a dense array up to ``_DENSE_MAX`` coordinates, else a sparse
+    CSR array) and the coordinate list."""
     from scipy.sparse import coo_array
     from scipy.sparse.csgraph import connected_components
 
@@ -180,26 +187,48 @@ def _touched(model: BlockModel, blocks, bulk, extras) -> list:
     ncomp, lab = connected_components(coo_array((np.ones(lr.size), (lr, lc)), shape=(units.size,) * 2),
                                       directed=False)
     pieces = []
+    blk = np.arange(s)
     for comp in range(ncomp):
         us = units[lab == comp]
-        coords = np.concatenate([u * s + np.arange(s) if u < B else np.array([nb + (u - B)]) for u in us])
+        coords = np.concatenate([u * s + blk if u < B else np.array([nb + (u - B)]) for u in us])
         pos = np.full(int(coords.max()) + 1, -1)
         pos[coords] = np.arange(coords.size)
-        M = np.zeros((coords.size, coords.size))
+        rows, cols, vals = [], [], []
         for u in us:
             if u < B:
-                idx = pos[u * s + np.arange(s)]
-                M[np.ix_(idx, idx)] = blocks[u]
+                idx = pos[u * s + blk]
+                rows.append(np.repeat(idx, s))
+                cols.append(np.tile(idx, s))
+                vals.append(blocks[u].ravel())
             else:
                 j = pos[nb + (u - B)]
-                M[j, j] = bulk[u - B]
+                rows.append(np.array([j]))
+                cols.append(np.array([j]))
+                vals.append(np.array([bulk[u - B]]))
         sel = lab[lr] == comp
-        pr, pc = pos[r[sel]], pos[c[sel]]
-        np.add.at(M, (pr, pc), v[sel])
+        pr, pc, pv = pos[r[sel]], pos[c[sel]], v[sel]
         off = pr != pc
-        np.add.at(M, (pc[off], pr[off]), v[sel][off])
-        pieces.append((M, coords))
+        rows += [pr, pc[off]]
+        cols += [pc, pr[off]]
+        vals += [pv, pv[off]]
+        # duplicates add up, as the dense np.add.at did
+        M = coo_array((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                      shape=(coords.size,) * 2).tocsr()
+        pieces.append((M.toarray() if coords.size <= _DENSE_MAX else M, coords))
     return pieces
+
+
+def _extreme_pair(M, which: str):
+    """``(eigenvalue, eigenvector)`` of a piece: the largest in magnitude (``"LM"``) or the
+    largest algebraic (``"LA"``), by a dense eigendecomposition or, for a sparse piece, Lanczos."""
+    if isinstance(M, np.ndarray):
+        w, q = np.linalg.eigh(M)
+        i = int(np.argmax(np.abs(w))) if which == "LM" else w.size - 1
+        return float(w[i]), q[:, i]
+    from scipy.sparse.linalg import eigsh
+
+    w, q = eigsh(M, k=1, which=which, tol=1e-10)
+    return float(w[0]), q[:, 0]
 
 
 def _op_norm_units(model: BlockModel, blocks, bulk, extras) -> float:
@@ -209,7 +238,8 @@ def _op_norm_units(model: BlockModel, blocks, bulk, extras) -> float:
     if bulk.size:
         base = max(base, float(np.abs(bulk).max()))
     for M, _ in _touched(model, blocks, bulk, extras):
-        base = max(base, float(np.abs(np.linalg.eigvalsh(M)).max()))
+        base = max(base, abs(_extreme_pair(M, "LM")[0]) if not isinstance(M, np.ndarray)
+                   else float(np.abs(np.linalg.eigvalsh(M)).max()))
     return base
 
 
@@ -242,9 +272,9 @@ def _sin2(model: BlockModel, triples) -> float:
             if bulk[j] > best:
                 best, vec, support = bulk[j], np.ones(1), np.array([nb + j])
     for M, cs in pieces:
-        w, q = np.linalg.eigh(M)
-        if w[-1] > best:
-            best, vec, support = w[-1], q[:, -1], cs
+        top, v = _extreme_pair(M, "LA")
+        if top > best:
+            best, vec, support = top, v, cs
     cos = float(vec @ model.v1[support]) / max(float(np.linalg.norm(vec)), 1e-300)
     return max(0.0, 1.0 - cos * cos)
 

@@ -202,6 +202,11 @@ def normal_gumbel_isf(q: np.ndarray, a) -> np.ndarray:
     return out
 
 
+#: Elements of :func:`normal_gumbel_conditional_abs` handled at once (its work arrays hold this
+#: many rows of ``points`` values: 128 MiB each at 256 points).
+_CONDITIONAL_BLOCK = 1 << 16
+
+
 def normal_gumbel_conditional_abs(x: np.ndarray, a, u: np.ndarray, *, points: int = 256) -> np.ndarray:
     """A draw of ``|Z|`` given ``a |Z| + G = x`` (Z standard normal, G standard Gumbel, ``a >=
     0`` broadcast with x), by the inverse of its conditional distribution function at the
@@ -209,15 +214,22 @@ def normal_gumbel_conditional_abs(x: np.ndarray, a, u: np.ndarray, *, points: in
     ``points`` values of z over [0, 9] (cut where G would fall below -5: probability below
     1e-64), normalised. With ``a = 0``, the half-normal law (Z and G independent)."""
     x = np.asarray(x, dtype=np.float64)
-    a = np.broadcast_to(np.asarray(a, dtype=np.float64), x.shape)
-    u = np.asarray(u, dtype=np.float64)
-    top = np.where(a > 0, np.clip((x + 5.0) / np.where(a > 0, a, 1.0), 1e-9, 9.0), 9.0)
+    a = np.broadcast_to(np.asarray(a, dtype=np.float64), x.shape).ravel()
+    u = np.broadcast_to(np.asarray(u, dtype=np.float64), x.shape).ravel()
+    flat = x.ravel()
+    out = np.empty(flat.size)
     grid = np.linspace(0.0, 1.0, points)
-    z = top[..., None] * grid  # (..., points)
-    t = x[..., None] - a[..., None] * z
-    log_w = -0.5 * z * z - t - np.exp(-np.maximum(t, -700.0))
-    w = np.exp(log_w - log_w.max(axis=-1, keepdims=True))
-    cdf = np.cumsum(w, axis=-1)
-    cdf /= cdf[..., -1:]
-    idx = np.minimum((cdf < u[..., None]).sum(axis=-1), points - 1)
-    return np.take_along_axis(z, idx[..., None], axis=-1)[..., 0]
+    # element by element, so a block of rows at a time: the (elements x points) work arrays stay
+    # near _CONDITIONAL_BLOCK * points * 8 bytes each whatever the size of x
+    for lo in range(0, flat.size, _CONDITIONAL_BLOCK):
+        xs, as_, us = flat[lo:lo + _CONDITIONAL_BLOCK], a[lo:lo + _CONDITIONAL_BLOCK], u[lo:lo + _CONDITIONAL_BLOCK]
+        top = np.where(as_ > 0, np.clip((xs + 5.0) / np.where(as_ > 0, as_, 1.0), 1e-9, 9.0), 9.0)
+        z = top[:, None] * grid
+        t = xs[:, None] - as_[:, None] * z
+        log_w = -0.5 * z * z - t - np.exp(-np.maximum(t, -700.0))
+        w = np.exp(log_w - log_w.max(axis=-1, keepdims=True))
+        cdf = np.cumsum(w, axis=-1)
+        cdf /= cdf[:, -1:]
+        idx = np.minimum((cdf < us[:, None]).sum(axis=-1), points - 1)
+        out[lo:lo + _CONDITIONAL_BLOCK] = np.take_along_axis(z, idx[:, None], axis=-1)[:, 0]
+    return out.reshape(x.shape)

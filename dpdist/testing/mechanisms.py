@@ -428,6 +428,35 @@ def _privcov_selection_moments() -> dict:
     return {0: _exact_second_moment(D, PRIVCOV_CLIP), 1: _exact_second_moment(Dp, PRIVCOV_CLIP)}
 
 
+def _row0_selection_case(name: str, family: str, mech, run, claimed_epsilon: float, k: int,
+                         noise_multiplier: float, component: str) -> AuditCase:
+    """A PrivCov selection audited on the pair of :func:`_privcov_selection_moments` (one score
+    of row 0 moves by exactly Delta), through the engine kernels ``run``; statistic 1 if
+    S_0 = {1}. The three selections (paper, laplace, gumbel) differ only in their mechanism
+    and claim."""
+    S = _privcov_selection_moments()
+
+    def mech_fn(which: int, n: int, seed: int) -> np.ndarray:
+        cols, _ = _privcov_row0(S[which], run, n, seed)
+        return (cols[:, 0] == 1).astype(np.float64)
+
+    return AuditCase(
+        name=_twin_name(name, noise_multiplier),
+        family=family,
+        component=component,
+        notion="approx-dp",
+        claimed_epsilon=claimed_epsilon,
+        claimed_delta=0.0,
+        claimed_mu=None,
+        claimed_rho=None,
+        mechanism=mech_fn,
+        neighbours=(0, 1),
+        default_trials=10_000,
+        noise_multiplier=noise_multiplier,
+        parameters={"calibration": mech.calibration.to_dict(), "k": k, "mechanism": mech.describe()},
+    )
+
+
 def privcov_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
     """PrivCov's noisy top-k selection of one entry, data-level, drawn by the mechanism's lazy
     selection sampler (:mod:`dpdist.privacy.lazy_selection`) through the engine kernels.
@@ -444,28 +473,10 @@ def privcov_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
     """
     k = 1
     mech, run = _privcov_mech(k, noise_multiplier)
-    S = _privcov_selection_moments()
-
-    def mech_fn(which: int, n: int, seed: int) -> np.ndarray:
-        cols, _ = _privcov_row0(S[which], run, n, seed)
-        return (cols[:, 0] == 1).astype(np.float64)
-
-    return AuditCase(
-        name=_twin_name("privcov/selection", noise_multiplier),
-        family="privcov",
-        component="noisy top-k selection S_i (Algorithm 1 line 6, the lazy lattice sampler) under a pair moving "
-        "one score of row i by Delta: Delta_Z/s-DP (PrivCovMechanism)",
-        notion="approx-dp",
-        claimed_epsilon=_entry_epsilon(mech),
-        claimed_delta=0.0,
-        claimed_mu=None,
-        claimed_rho=None,
-        mechanism=mech_fn,
-        neighbours=(0, 1),
-        default_trials=10_000,
-        noise_multiplier=noise_multiplier,
-        parameters={"calibration": mech.calibration.to_dict(), "k": k, "mechanism": mech.describe()},
-    )
+    return _row0_selection_case(
+        "privcov/selection", "privcov", mech, run, _entry_epsilon(mech), k, noise_multiplier,
+        "noisy top-k selection S_i (Algorithm 1 line 6, the lazy lattice sampler) under a pair moving "
+        "one score of row i by Delta: Delta_Z/s-DP (PrivCovMechanism)")
 
 
 def privcov_row_case(noise_multiplier: float = 1.0) -> AuditCase:
@@ -618,28 +629,10 @@ def privcov_laplace_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
     (:class:`~dpdist.privacy.mechanisms.privcov.PrivCovZCDPMechanism`). Statistic: 1 if S_0 = {1}."""
     k = 1
     mech, run = _privcov_laplace_mech(k, _selection_claim, noise_multiplier)
-    S = _privcov_selection_moments()
-
-    def mech_fn(which: int, n: int, seed: int) -> np.ndarray:
-        cols, _ = _privcov_row0(S[which], run, n, seed)
-        return (cols[:, 0] == 1).astype(np.float64)
-
-    return AuditCase(
-        name=_twin_name("privcov-laplace/selection", noise_multiplier),
-        family="privcov-laplace",
-        component="noisy top-k selection S_i of selection='laplace' (lazy lattice Laplace sampler, zCDP calibration) "
-        "under a pair moving one score of row i by Delta: Delta_Z/s-DP (PrivCovZCDPMechanism)",
-        notion="approx-dp",
-        claimed_epsilon=_selection_claim(mech),
-        claimed_delta=0.0,
-        claimed_mu=None,
-        claimed_rho=None,
-        mechanism=mech_fn,
-        neighbours=(0, 1),
-        default_trials=10_000,
-        noise_multiplier=noise_multiplier,
-        parameters={"calibration": mech.calibration.to_dict(), "k": k, "mechanism": mech.describe()},
-    )
+    return _row0_selection_case(
+        "privcov-laplace/selection", "privcov-laplace", mech, run, _selection_claim(mech), k, noise_multiplier,
+        "noisy top-k selection S_i of selection='laplace' (lazy lattice Laplace sampler, zCDP calibration) "
+        "under a pair moving one score of row i by Delta: Delta_Z/s-DP (PrivCovZCDPMechanism)")
 
 
 def _privcov_gumbel_mech(k: int, noise_multiplier: float = 1.0):
@@ -670,29 +663,11 @@ def privcov_gumbel_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
     S_0 = {1}. The twin halves the Gumbel scale (and the release's sigma): its scores move by 2u."""
     k = 1
     mech, run = _privcov_gumbel_mech(k, noise_multiplier)
-    S = _privcov_selection_moments()
-
-    def mech_fn(which: int, n: int, seed: int) -> np.ndarray:
-        cols, _ = _privcov_row0(S[which], run, n, seed)
-        return (cols[:, 0] == 1).astype(np.float64)
-
-    return AuditCase(
-        name=_twin_name("privcov-gumbel/selection", noise_multiplier),
-        family="privcov-gumbel",
-        component="exact Gumbel top-k selection S_i of selection='gumbel' (peeling exponential mechanism, zCDP "
+    return _row0_selection_case(
+        "privcov-gumbel/selection", "privcov-gumbel", mech, run, mech.step_epsilon / 2, k, noise_multiplier,
+        "exact Gumbel top-k selection S_i of selection='gumbel' (peeling exponential mechanism, zCDP "
         "calibration) under a pair moving one score of row i by Delta: u-DP, u = step_epsilon/2 "
-        "(PrivCovGumbelMechanism)",
-        notion="approx-dp",
-        claimed_epsilon=mech.step_epsilon / 2,
-        claimed_delta=0.0,
-        claimed_mu=None,
-        claimed_rho=None,
-        mechanism=mech_fn,
-        neighbours=(0, 1),
-        default_trials=10_000,
-        noise_multiplier=noise_multiplier,
-        parameters={"calibration": mech.calibration.to_dict(), "k": k, "mechanism": mech.describe()},
-    )
+        "(PrivCovGumbelMechanism)")
 
 
 def privcov_laplace_release_case(noise_multiplier: float = 1.0) -> AuditCase:

@@ -122,3 +122,30 @@ def test_privcov_power_theory_value_is_its_plans_least_n():
     t = emp.theory_n_star("privcov_power", 1000, k=3, sigma=math.sqrt(2.0), target=0.1, epsilon=1.0, delta=1e-6,
                           gap=0.5)
     assert t == dpdist.SparseCovariancePCA(3, 1.0, 1e-6, sigma=math.sqrt(2.0)).min_samples(0.1, 1000, eigengap=1.0)
+
+
+@pytest.mark.parametrize("source", ["sample_complexity_privcov_gumbel_simulated.json",
+                                    "sample_complexity_privcov_power_simulated.json"])
+def test_the_table_matches_the_results_file_it_names(source):
+    """Each entry of the shipped table whose source is a results file holds that file's measured
+    points (a table that no longer matches its file would put stale numbers in every plan)."""
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "results" / source
+    res = json.loads(path.read_text())
+    for name, r in res["methods"].items():
+        entry = emp.TABLE[(name, res["mode"])]
+        assert entry["source"] == f"benchmarks/results/{source}"
+        assert entry["points"] == [(row["d"], row["n_star"]) for row in r["rows"] if row["reached"]]
+
+
+def test_the_default_privcov_plan_reports_its_measured_n_star():
+    """The default (Gumbel) SparseCovariance's plan carries the n* measured for the Gumbel
+    selection, and SparseCovariancePCA's its own, at a measured d."""
+    import dpdist
+
+    cov = dpdist.SparseCovariance(20, 1.0, 1e-6, sigma=1.0, assume_centered=True).plan(10**8, 2000)
+    (sim,) = [e for e in cov.empirical if e["mode"] == "simulated"]
+    assert sim["method"] == "privcov_gumbel" and sim["n_star"] == emp.TABLE[("privcov_gumbel", "simulated")]["points"][3][1]
+    pca = dpdist.SparseCovariancePCA(3, 1.0, 1e-6, sigma=1.0, assume_centered=True).plan(10**8, 1000)
+    assert [e["method"] for e in pca.empirical] == ["privcov_power"]

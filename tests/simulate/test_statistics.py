@@ -105,3 +105,15 @@ def test_top_survival_is_the_law_of_the_top_order_statistics():
 def test_open_uniforms_are_in_the_open_interval():
     u = open_uniforms(np.random.default_rng(4), 100_000)
     assert u.min() > 0 and u.max() < 1
+
+
+def test_conditional_draw_in_blocks_is_the_same_draw(monkeypatch):
+    """The conditional draw works a block of elements at a time (its work arrays are elements x
+    grid points, 24 GB at d = 1e5 in one piece); any block size gives the same values."""
+    import dpdist.simulate.statistics as st
+
+    rng = np.random.default_rng(0)
+    x, a, u = rng.normal(3, 2, (300, 7)), np.abs(rng.normal(0, 1, (300, 1))), rng.random((300, 7))
+    whole = st.normal_gumbel_conditional_abs(x, a, u)
+    monkeypatch.setattr(st, "_CONDITIONAL_BLOCK", 64)
+    assert np.array_equal(st.normal_gumbel_conditional_abs(x, a, u), whole) and whole.shape == x.shape

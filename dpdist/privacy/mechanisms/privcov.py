@@ -224,8 +224,34 @@ def privcov_mechanism(epsilon: float, delta: float, n_samples: int, n_features: 
     return PrivCovMechanism.from_calibration(privcov_calibration(epsilon, delta, n_samples, n_features, k, clip))
 
 
+def _gaussian_release_set_up(cal) -> tuple[float, float, int, LatticeNoise, float]:
+    """What both zCDP mechanisms compute from their calibration: ``Delta_fl`` (float factor
+    included), the public score bound C, the lattices' smallest exponent (``C / gamma <= 2**51``)
+    and the release's rounded Gaussian law with its L2 sensitivity ``Delta_Z2`` in lattice units."""
+    sens = cal.sensitivity * cal.float_factor
+    bound = privcov_score_bound(cal.clip, cal.n_samples)
+    floor_exp = math.frexp(bound)[1] - 51
+    release, dz2 = lattice_law("gaussian", cal.release_sensitivity, cal.gaussian_sigma / cal.release_sensitivity,
+                               norm="l2", coordinates=cal.release_coordinates, min_exponent=floor_exp)
+    return sens, bound, floor_exp, release, dz2
+
+
+class _GaussianRelease:
+    """The Gaussian release both zCDP mechanisms share (fields ``release_noise`` and
+    ``release_sensitivity_units``)."""
+
+    @property
+    def release_multiplier(self) -> float:
+        """The release's Gaussian noise multiplier on the lattice: ``s_r / Delta_Z2``."""
+        return self.release_noise.scale / self.release_sensitivity_units
+
+    def release(self, seed: NoiseSeed) -> PrivCovRelease:
+        """The Gaussian release of the selected values and the diagonal (at each row block's root)."""
+        return PrivCovRelease(self.field("release", seed))
+
+
 @dataclass(frozen=True)
-class PrivCovZCDPMechanism(Mechanism):
+class PrivCovZCDPMechanism(_GaussianRelease, Mechanism):
     """PrivCov with the zCDP analysis (``selection="laplace"``): each row's top-k selection by
     lattice Laplace noise, then all selected values and the diagonal by one lattice Gaussian
     mechanism. The proof is docs/privacy/privcov.md; in short:
@@ -284,23 +310,14 @@ class PrivCovZCDPMechanism(Mechanism):
 
     @classmethod
     def from_calibration(cls, cal: PrivCovZCDPCalibration) -> "PrivCovZCDPMechanism":
-        sens = cal.sensitivity * cal.float_factor  # Delta_fl: the computed entries' sensitivity
-        bound = privcov_score_bound(cal.clip, cal.n_samples)
-        floor_exp = math.frexp(bound)[1] - 51  # C / gamma <= 2**51 on both lattices
+        sens, bound, floor_exp, release, dz2 = _gaussian_release_set_up(cal)
         noise, dz = lattice_law("laplace", sens, cal.laplace_scale / sens, min_exponent=floor_exp)
-        release, dz2 = lattice_law("gaussian", cal.release_sensitivity, cal.gaussian_sigma / cal.release_sensitivity,
-                                   norm="l2", coordinates=cal.release_coordinates, min_exponent=floor_exp)
         return cls(cal, noise, release, dz, dz2, bound)
 
     @property
     def row_epsilon(self) -> float:
         """Pure epsilon of one row's selection: ``2 k Delta_Z / s`` (0 when k = d)."""
         return self.calibration.selection_coefficient * self.sensitivity_units / self.noise.scale
-
-    @property
-    def release_multiplier(self) -> float:
-        """The release's Gaussian noise multiplier on the lattice: ``s_r / Delta_Z2``."""
-        return self.release_noise.scale / self.release_sensitivity_units
 
     def event(self) -> Event:
         parts: list[Event] = []
@@ -320,9 +337,6 @@ class PrivCovZCDPMechanism(Mechanism):
         return LazySelectionNoise(seed, PURPOSE_ZCDP_SELECT, self.noise, self.calibration.n_features,
                                   score_bound=self.score_bound)
 
-    def release(self, seed: NoiseSeed) -> PrivCovRelease:
-        """The Gaussian release of the selected values and the diagonal (at each row block's root)."""
-        return PrivCovRelease(self.field("release", seed))
 
 
 def privcov_zcdp_mechanism(epsilon: float, delta: float, n_samples: int, n_features: int, k: int, clip: float,
@@ -333,7 +347,7 @@ def privcov_zcdp_mechanism(epsilon: float, delta: float, n_samples: int, n_featu
 
 
 @dataclass(frozen=True)
-class PrivCovGumbelMechanism(Mechanism):
+class PrivCovGumbelMechanism(_GaussianRelease, Mechanism):
     """PrivCov with Gumbel top-k selection (``selection="gumbel"``): each row's k columns of
     largest exact Gumbel keys on lattice scores, then all selected values and the diagonal by
     one lattice Gaussian mechanism, accounted in zCDP. The proof is docs/privacy/privcov.md
@@ -354,6 +368,15 @@ class PrivCovGumbelMechanism(Mechanism):
       candidates), so the step is ``2u``-bounded range, hence ``(2u)^2 / 8``-zCDP (Cesar and
       Rogers 2021). The weight is ``(eps_step - 2**-29) / (2 (Delta_fl + 2**-52 C))``, so ``2u =
       eps_step``. No cost when k = d (every column is selected whatever the noise).
+    * **With a row clip** (rows scaled to L2 norm at most C after the entry clip), row i's bound
+      ``u_i`` depends on how much of the changed row lies in coordinate i: with ``delta_i =
+      max_j |S_ij - S'_ij|``, ``sqrt(sum_i delta_i^2) <= kappa(n) 2 C min(R, C) / n`` (the
+      calibration's ``selection_sensitivity`` times ``sqrt(d)``), so the d k steps are
+      ``(k / 2) sum_i u_i^2 <= d k (eps_step / 2)^2 / 2``-zCDP with the weight above computed
+      from ``selection_sensitivity`` instead of ``Delta_fl`` (docs/privacy/privcov.md, Lemma
+      4a). ``eps_step`` is then the steps' root-mean-square range; the recorded event (d k steps
+      of ``eps_step``) is exact in zCDP (sums of squares) and an upper bound in basic
+      composition (``sum_i eps_i <= sqrt(d) ||eps||_2``, Cauchy-Schwarz).
     * **Release**, given the sets: as :class:`PrivCovZCDPMechanism`'s (one Gaussian of L2
       sensitivity ``Delta_Z2`` over the at most ``d k'`` addresses, on its lattice), including
       its row clip.
@@ -388,35 +411,28 @@ class PrivCovGumbelMechanism(Mechanism):
 
     @classmethod
     def from_calibration(cls, cal: PrivCovGumbelCalibration) -> "PrivCovGumbelMechanism":
-        sens = cal.sensitivity * cal.float_factor  # Delta_fl: the computed entries' sensitivity
-        bound = privcov_score_bound(cal.clip, cal.n_samples)
-        floor_exp = math.frexp(bound)[1] - 51  # C / gamma <= 2**51 on the release lattice
+        _, bound, _, release, dz2 = _gaussian_release_set_up(cal)
         if cal.selection_steps:
-            weight = safe_gumbel_weight(cal.selection_step_epsilon, sens, bound, what="PrivCov's Gumbel selection")
+            weight = safe_gumbel_weight(cal.selection_step_epsilon, cal.selection_sensitivity, bound,
+                                        what="PrivCov's Gumbel selection")
         else:  # k = d: the selection is a constant, the weight changes nothing
             weight = 1.0 / cal.gumbel_scale
-        release, dz2 = lattice_law("gaussian", cal.release_sensitivity, cal.gaussian_sigma / cal.release_sensitivity,
-                                   norm="l2", coordinates=cal.release_coordinates, min_exponent=floor_exp)
         return cls(cal, weight, bound, release, dz2)
 
     @property
     def step_epsilon(self) -> float:
-        """Bounded range of one selection step: ``2 (w (Delta_fl + 2**-52 C) + 2**-30)`` (0 when k = d)."""
+        """Bounded range of one selection step, root-mean-square over the rows: ``2 (w (Delta_sel
+        + 2**-52 C) + 2**-30)``, ``Delta_sel`` the calibration's ``selection_sensitivity``
+        (``Delta_fl`` without a row clip: then every step's range is at most this); 0 when k = d."""
         cal = self.calibration
         if not cal.selection_steps:
             return 0.0
-        sens = cal.sensitivity * cal.float_factor
-        return 2.0 * (self.weight * (sens + 2.0**-52 * self.score_bound) + 2.0**-SCORE_BITS)
+        return 2.0 * (self.weight * (cal.selection_sensitivity + 2.0**-52 * self.score_bound) + 2.0**-SCORE_BITS)
 
     @property
     def gumbel_scale(self) -> float:
         """``1 / w``: the Gumbel noise in data units."""
         return 1.0 / self.weight
-
-    @property
-    def release_multiplier(self) -> float:
-        """The release's Gaussian noise multiplier on the lattice: ``s_r / Delta_Z2``."""
-        return self.release_noise.scale / self.release_sensitivity_units
 
     def event(self) -> Event:
         cal = self.calibration
@@ -459,9 +475,6 @@ class PrivCovGumbelMechanism(Mechanism):
         """The exact Gumbel top-k sampler the engine's tiles and merges call."""
         return GumbelTopK(seed, PURPOSE_GUMBEL_SELECT, self.weight)
 
-    def release(self, seed: NoiseSeed) -> PrivCovRelease:
-        """The Gaussian release of the selected values and the diagonal (at each row block's root)."""
-        return PrivCovRelease(self.field("release", seed))
 
 
 def privcov_gumbel_mechanism(epsilon: float, delta: float, n_samples: int, n_features: int, k: int, clip: float,
