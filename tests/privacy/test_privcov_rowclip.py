@@ -73,6 +73,66 @@ def test_row_route_bound_holds_on_adversarial_pairs_and_is_nearly_reached(C_over
     assert entry == pytest.approx(math.sqrt(d * kr) * gram_rounding_factor(n) * 2 * R**2 / n, rel=1e-15)
 
 
+def _rowwise_change(Y: np.ndarray, Yp: np.ndarray) -> np.ndarray:
+    """For each pair (y, y'), ``sqrt(sum_i max_j |y'_i y'_j - y_i y_j|^2)``: the L2 norm over
+    rows of the largest change of a row's scores (the norm of the selection's Lemma 4a)."""
+    D = np.abs(Yp[:, :, None] * Yp[:, None, :] - Y[:, :, None] * Y[:, None, :])
+    return np.sqrt((D.max(axis=2) ** 2).sum(axis=1))
+
+
+@pytest.mark.parametrize("C_over_R", [math.sqrt(8.0), 2.0, 0.7])
+def test_selection_row_route_bound_holds_on_adversarial_pairs_and_is_reached(C_over_R):
+    """d = 8, R = 1: every pair of sign patterns in {-R, R}^8 and random rows, scaled to norm <=
+    C. The rows' largest score changes have L2 norm at most ``2 C min(R, C)`` (the library's
+    selection row route is that over n, divided by sqrt(d), times the float factor); y = R on
+    m = (C/R)^2 coordinates and y' = y with one sign flipped reaches it."""
+    d, R = 8, 1.0
+    C = C_over_R * R
+    bound = 2 * C * min(R, C)
+    signs = _scale_rows(np.array(list(itertools.product((-R, R), repeat=d))), C)
+    i, j = np.meshgrid(np.arange(len(signs)), np.arange(len(signs)), indexing="ij")
+    worst = _rowwise_change(signs[i.ravel()], signs[j.ravel()])
+    rng = np.random.default_rng(1)
+    Y = _scale_rows(rng.uniform(-R, R, size=(20_000, d)) * rng.choice([0.0, 1.0], size=(20_000, d), p=[0.3, 0.7]), C)
+    Yp = _scale_rows(np.sign(rng.normal(size=(20_000, d))) * R, C)
+    assert worst.max() <= bound * (1 + 1e-12) and _rowwise_change(Y, Yp).max() <= bound * (1 + 1e-12)
+    if C_over_R == 2.0:  # m = 4 coordinates at R, norm exactly C: the flipped pair reaches the bound
+        y = np.zeros(d)
+        y[:4] = R
+        yp = y.copy()
+        yp[0] = -R
+        assert _rowwise_change(y[None], yp[None])[0] == pytest.approx(bound, rel=1e-12)
+    n = 1000
+    sel, entry, row = dpdist.privacy.calibration.privcov_selection_sensitivity(n, d, R, C)
+    assert row == pytest.approx(gram_rounding_factor(n) * bound / n / math.sqrt(d), rel=1e-15)
+    assert entry == pytest.approx(gram_rounding_factor(n) * 2 * R**2 / n, rel=1e-15)
+    assert sel == min(entry, row)
+
+
+def test_engine_rows_meet_the_selection_bound_on_hostile_neighbours():
+    """The computed moments of neighbouring datasets (hostile rows: 1e300, inf, NaN, a fill value
+    1e30, zeroed or clipped by the engine as in a fit) differ, row by row, by at most the
+    calibration's selection sensitivity times sqrt(d) in the norm of Lemma 4a."""
+    d, n, R, C = 6, 40, 1.0, 1.6
+    rng = np.random.default_rng(5)
+    base = rng.normal(size=(n, d))
+    hostile = [np.full(d, 1e300), np.array([np.inf, 1, 1, 1, 1, 1.0]), np.array([np.nan] * d),
+               np.full(d, 1e30), np.array([R, R, -R, 0, 0, 0]), np.array([1e300, -1e300, 0, 0, 0, 0])]
+    sel, _, _ = dpdist.privacy.calibration.privcov_selection_sensitivity(n, d, R, C)
+    worst = 0.0
+    for a, b in itertools.product(hostile + [base[0]], repeat=2):
+        X, Xp = base.copy(), base.copy()
+        X[0], Xp[0] = a, b
+        moments = []
+        for Z in (X, Xp):
+            Zg = zero_nonfinite_rows(da.from_array(Z, chunks=(7, d)))
+            moments.append(np.asarray(clipped_second_moment(Zg, R, tile=4, row_clip=C)))
+        change = np.sqrt((np.abs(moments[0] - moments[1]).max(axis=1) ** 2).sum())
+        worst = max(worst, change)
+        assert change <= math.sqrt(d) * sel, (a, b)
+    assert worst > 0.5 * math.sqrt(d) * sel  # the pairs come near the bound
+
+
 # ---------------------------------------------------------------- the calibration, recomputed
 def _expected_gumbel(eps, delta, n, d, k, R, beta, C):
     """The calibration recomputed from the formulas (not from the code under test)."""
@@ -80,14 +140,16 @@ def _expected_gumbel(eps, delta, n, d, k, R, beta, C):
     kappa = gram_rounding_factor(n)
     entry_fl = kappa * 2 * R**2 / n
     rel_sens = min(math.sqrt(d * kr) * entry_fl, kappa * 2 * C * min(R * math.sqrt(kr), C) / n)
+    # the selection's root-mean-square row sensitivity: sqrt(sum_i delta_i^2) / sqrt(d)
+    sel_sens = min(entry_fl, kappa * 2 * C * min(R, C) / n / math.sqrt(d))
     rho = cks20_rho(eps, delta)
     t_up = math.log(12 * d * d / beta)
     T = t_up + math.log(t_up)
-    c1 = 3 * k**1.5 * T
+    c1 = 3 * k**1.5 * T * sel_sens / entry_fl
     c2 = math.sqrt((k + 2) * math.log(12 * d / beta)) * rel_sens / (math.sqrt(d) * entry_fl)
     f = (c1 / c2) ** (2 / 3) / (1 + (c1 / c2) ** (2 / 3))
     sigma = rel_sens / math.sqrt(2 * (1 - f) * rho)
-    beta_g = entry_fl * math.sqrt(d * k / (2 * f * rho))
+    beta_g = sel_sens * math.sqrt(d * k / (2 * f * rho))
     return f, sigma, beta_g, rel_sens
 
 
@@ -102,12 +164,14 @@ def test_gumbel_calibration_with_a_row_clip_matches_the_formulas():
     assert cal.release_sensitivity_row < cal.release_sensitivity_entry
     # the release noise falls, by less than the row route's ratio C / (R sqrt(d)): the re-optimised
     # split moves budget to the selection
+    # both stages' sensitivities fall by about C / (R sqrt(d)); so do both noise scales and both
+    # error terms, by the same factor when the split is unchanged
     old = privcov_gumbel_calibration(eps, delta, n, d, k, R, beta)
     ratio = C / (R * math.sqrt(d))
-    assert old.gaussian_sigma * ratio < cal.gaussian_sigma < old.gaussian_sigma
-    assert cal.selection_share > old.selection_share
-    assert privcov_gumbel_error_bound(cal, 1.0, beta)["lambda_release"] < \
-        privcov_gumbel_error_bound(old, 1.0, beta)["lambda_release"] / 3
+    assert cal.selection_sensitivity == pytest.approx(ratio * old.selection_sensitivity, rel=1e-12)
+    assert cal.gaussian_sigma < old.gaussian_sigma * ratio * 1.2 and cal.gumbel_scale < old.gumbel_scale * ratio * 1.2
+    old_bound, new_bound = privcov_gumbel_error_bound(old, 1.0, beta), privcov_gumbel_error_bound(cal, 1.0, beta)
+    assert new_bound["lambda_priv"] < old_bound["lambda_priv"] * ratio * 1.2
 
 
 def test_zcdp_calibration_with_a_row_clip_uses_the_row_route():

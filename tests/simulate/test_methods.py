@@ -81,7 +81,7 @@ def test_privcov_power_simulation_matches_the_real_estimator_where_both_run():
     bm = model2_block_model(20, 3, gap=0.5, lambda1=2.0)
     with pytest.raises(Exception, match="error must be"):
         simulate_privcov(bm, 2e4, 1.0, 1e-6, np.random.default_rng(0), error="frobenius")
-    for epsilon, lost in ((1.0, True), (200.0, False)):
+    for epsilon, lost in ((0.1, True), (200.0, False)):
         sim = [simulate_privcov(bm, 2e4, epsilon, 1e-6, np.random.default_rng(r), error="sin2") for r in range(3)]
         assert all(s.info["method"] == "privcov_power" and s.info["label"] == SIMULATED for s in sim)
         real = []
