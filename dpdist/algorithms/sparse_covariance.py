@@ -11,6 +11,7 @@ validates parameters, calls it and exposes the release as ``*_`` attributes.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,8 @@ from dpdist.privacy.calibration import (
     privcov_min_samples,
     privcov_zcdp_calibration,
     privcov_zcdp_error_bound,
+    check_row_clip,
+    gaussian_row_norm_bound,
     search_min_samples,
     subgaussian_clip,
     wang_xu_calibration,
@@ -154,13 +157,15 @@ def _stage_composition(selection: str) -> str:
     return "basic" if selection == "paper" else "zcdp"
 
 
-def _calibrate(selection: str, epsilon, delta, n: int, d: int, k: int, R: float, beta: float):
-    """The calibration of ``selection`` (all are functions of public values only)."""
+def _calibrate(selection: str, epsilon, delta, n: int, d: int, k: int, R: float, beta: float,
+               C: float = math.inf):
+    """The calibration of ``selection`` (all are functions of public values only); C is the
+    row-norm level (``math.inf``: no row clip; always so for ``"paper"``)."""
     if selection == "paper":
         return privcov_calibration(epsilon, delta, n, d, k, R)
     if selection == "laplace":
-        return privcov_zcdp_calibration(epsilon, delta, n, d, k, R, beta)
-    return privcov_gumbel_calibration(epsilon, delta, n, d, k, R, beta)
+        return privcov_zcdp_calibration(epsilon, delta, n, d, k, R, beta, row_clip=C)
+    return privcov_gumbel_calibration(epsilon, delta, n, d, k, R, beta, row_clip=C)
 
 
 def _selection_of(cal) -> str:
@@ -201,6 +206,41 @@ def _resolve_clip(clip, sigma, n: int, d: int, beta: float) -> tuple[float, str]
     return subgaussian_clip(sigma, n, d, beta), "R = sigma * sqrt(2 log(6 n d / beta)) (proof of Theorem 1)"
 
 
+def _check_row_clip(row_clip, selection: str):
+    """``row_clip`` validated: None, a positive float or inf; ``"paper"`` takes none."""
+    row_clip = check_row_clip(row_clip)
+    if selection == "paper" and row_clip is not None:
+        raise ValidationError("row_clip applies to selection='gumbel' and 'laplace' only; selection='paper' is "
+                              "Algorithm 1 as printed (entry clip only)")
+    return row_clip
+
+
+def _resolve_clips(clip, sigma, row_clip, selection: str, n: int, d: int, beta: float) -> tuple:
+    """``(R, R's rule, C, C's rule)``: the entry clip and the row-norm level (``math.inf``: none).
+
+    The row clip is on for ``"gumbel"`` and ``"laplace"`` when ``row_clip`` is given (finite), or
+    when it is None and sigma is known: then ``C = sigma sqrt(d + 2 sqrt(d t) + 2 t)``, ``t =
+    log(6 n / beta)`` (no row of n Gaussian rows is scaled down but with probability beta/6) and,
+    when R follows sigma too, ``R = sigma sqrt(2 log(12 n d / beta))`` (no entry clipped but with
+    probability beta/6): the error bound's "no clipping" event keeps its beta/3.
+    """
+    row_clip = _check_row_clip(row_clip, selection)
+    if selection == "paper" or row_clip == math.inf or (row_clip is None and sigma is None):
+        R, rule = _resolve_clip(clip, sigma, n, d, beta)
+        return R, rule, math.inf, "none" if selection == "paper" or row_clip is None else "given (inf: none)"
+    if row_clip is None:
+        C, c_rule = (gaussian_row_norm_bound(sigma, n, d, beta / 6),
+                     "C = sigma * sqrt(d + 2 sqrt(d t) + 2 t), t = log(6 n / beta) (Laurent-Massart)")
+    else:
+        C, c_rule = row_clip, "given"
+    if clip is not None:
+        return float(clip), "given", C, c_rule
+    if sigma is None:
+        raise ValidationError("give either sigma (the sub-Gaussian scale) or clip (the truncation level R)")
+    return (subgaussian_clip(sigma, n, d, beta / 2), "R = sigma * sqrt(2 log(12 n d / beta)) (proof of Theorem 1, "
+            "beta/6 to the entry clip and beta/6 to the row clip)", C, c_rule)
+
+
 def private_sparse_covariance(
     X: Any,
     k: int,
@@ -221,6 +261,7 @@ def private_sparse_covariance(
     mean_fraction: float = DEFAULT_MEAN_FRACTION,
     mean_clip: float | None = None,
     selection: str = "gumbel",
+    row_clip: float | None = None,
 ) -> Release:
     """Release an (epsilon, delta)-DP sparse estimate of the covariance of ``X``.
 
@@ -267,6 +308,8 @@ def private_sparse_covariance(
         L2 radius the rows are scaled to for the private mean: it must cover the norms
         ``||x||`` of the raw rows. Default ``clip * sqrt(d)`` (rows in the box
         ``[-R, R]^d``).
+    row_clip : float, optional
+        L2 bound C the entry-clipped rows are scaled to; see :class:`SparseCovariance`.
     selection : {"gumbel", "laplace", "paper"}, default "gumbel"
         "gumbel": each row's k columns of largest keys ``|S_ij| / beta_g + G_ij`` (exact
         Gumbel noise G on a public score lattice), the peeling exponential mechanism, and the
@@ -336,6 +379,7 @@ def private_sparse_covariance(
     """
     k, epsilon, delta, sigma, clip, beta = _check_params(k, epsilon, delta, sigma, clip, beta)
     selection = _check_selection(selection)
+    _check_row_clip(row_clip, selection)
     check_nonfinite(on_nonfinite)
     tile_size = check_int(tile_size, "tile_size", low=1)
     check_scheduler(scheduler)
@@ -347,10 +391,10 @@ def private_sparse_covariance(
     if k > d:
         raise ValidationError(f"k must satisfy k <= d = {d} (the number of features), got k={k}")
     centering = check_centering(assume_centered, mean, mean_fraction, mean_clip, n_features=d)
-    R, clip_rule = _resolve_clip(clip, sigma, n, d, beta)
+    R, clip_rule, C, row_clip_rule = _resolve_clips(clip, sigma, row_clip, selection, n, d, beta)
     composition = _stage_composition(selection)
     mean_share, cov_share = centering.split(epsilon, delta, composition)
-    cal = _calibrate(selection, cov_share.epsilon, cov_share.delta, n, d, k, R, beta)
+    cal = _calibrate(selection, cov_share.epsilon, cov_share.delta, n, d, k, R, beta, C)
     mech = _mechanism_class(selection).from_calibration(cal)
     mean_mech = mean_mechanism(centering, mean_share, n, d, R) if centering.private else None
     # the stated guarantee is the charged budget, certified by the accountant from the events
@@ -364,7 +408,7 @@ def private_sparse_covariance(
     mu = centering.mean
     if mean_mech is not None:
         mu = release_mean(Xg, all_finite, mean_mech, seed, scheduler=scheduler, progress=progress, timeout=timeout)
-    S = clipped_second_moment(centre(Xg, mu), R, tile=tile_size)
+    S = clipped_second_moment(centre(Xg, mu), R, tile=tile_size, row_clip=None if C == math.inf else C)
     # selection noise: Laplace drawn lazily (exactly the law of d i.i.d. lattice Laplace per row, O(d k)
     # draws), or exact Gumbel keys of every entry (merged exactly across tiles by the sampler)
     parts = row_topk_release(S, k, mech.selection(seed), mech.release(seed), guard=all_finite, symmetric=True)
@@ -395,6 +439,10 @@ def private_sparse_covariance(
     else:
         notes = [GUMBEL_NOTE, mech.selection_residual_note(), residual_note(d * (k + 1), mech.release_noise)]
         scales = {"gumbel_select": mech.noise_scales()["select"], "gaussian_release": mech.noise_scales()["release"]}
+    if C != math.inf:
+        notes.append(f"row clip: entry-clipped rows scaled to L2 norm at most C = {C:.6g}; the release's L2 "
+                     f"sensitivity is min(sqrt(d k') Delta, 2 C min(R sqrt(k'), C) / n) (float factor included) = "
+                     f"{cal.release_sensitivity:.6g}")
     notes += [nonfinite_note(on_nonfinite), *chunk_reading_notes(X)]
     events = [("PrivCov rows", mech.event())]
     mechanisms = [mech.describe()]
@@ -422,6 +470,7 @@ def private_sparse_covariance(
             "selection": selection,
             "calibration": cal.to_dict(),
             "centering": centering.record(mean_mech, centering.composition(epsilon, delta, composition)),
+            **({} if selection == "paper" else {"row_clip": C, "row_clip_rule": row_clip_rule}),
         },
         noise_scales=scales,
         values=values,
@@ -482,10 +531,16 @@ class SparseCovariancePlan(Plan):
     mean_noise_scale: float | None = None
     lambda_center: float = 0.0
     selection_share: float | None = None
+    row_clip: float = math.inf
+    row_clip_rule: str = "none"
+    release_sensitivity: float | None = None
+    release_sensitivity_entry: float | None = None
+    release_sensitivity_row: float | None = None
 
 
 def _privcov_plan(cal, clip_rule: str, sigma: float | None, beta: float, *,
-                  budget: ApproxDP | None = None, centering=None, mean_mech=None) -> SparseCovariancePlan:
+                  budget: ApproxDP | None = None, centering=None, mean_mech=None,
+                  row_clip_rule: str = "none") -> SparseCovariancePlan:
     s = float(sigma) if sigma is not None else cal.clip
     selection = _selection_of(cal)
     paper = selection == "paper"
@@ -537,6 +592,11 @@ def _privcov_plan(cal, clip_rule: str, sigma: float | None, beta: float, *,
         mean_noise_scale=None if mean_mech is None else mean_mech.noise_scales()["gaussian"],
         lambda_center=lam_c,
         selection_share=None if paper else cal.selection_share,
+        row_clip=math.inf if paper else cal.row_clip,
+        row_clip_rule=row_clip_rule,
+        release_sensitivity=None if paper else cal.release_sensitivity,
+        release_sensitivity_entry=None if paper else cal.release_sensitivity_entry,
+        release_sensitivity_row=None if paper else cal.release_sensitivity_row,
     )
 
 
@@ -600,6 +660,13 @@ class SparseCovariance(Estimator):
         release calibrated by zCDP; "laplace": Laplace selection and the same release (the
         proofs are docs/privacy/privcov.md); "paper": Algorithm 1 as the paper writes it. See
         :func:`private_sparse_covariance`.
+    row_clip : float, optional
+        L2 bound C the entry-clipped rows are scaled to (``"gumbel"`` and ``"laplace"`` only):
+        the release's L2 sensitivity becomes ``min(sqrt(d k') 2 R^2 / n, 2 C min(R sqrt(k'),
+        C) / n)`` (float factor included), a factor about ``C / (R sqrt(d))``. Default (None):
+        with ``sigma``, ``C = sigma sqrt(d + 2 sqrt(d t) + 2 t)``, ``t = log(6 n / beta)`` (no
+        Gaussian row scaled but with probability beta/6; R's rule then takes beta/6 too); with
+        only ``clip``, no row clip. ``inf``: no row clip.
 
     Attributes
     ----------
@@ -665,6 +732,7 @@ class SparseCovariance(Estimator):
         mean_fraction: float = DEFAULT_MEAN_FRACTION,
         mean_clip: float | None = None,
         selection: str = "gumbel",
+        row_clip: float | None = None,
     ):
         self.k = k
         self.epsilon = epsilon
@@ -685,6 +753,7 @@ class SparseCovariance(Estimator):
         self.mean_fraction = mean_fraction
         self.mean_clip = mean_clip
         self.selection = selection
+        self.row_clip = row_clip
 
     def _fit_release(self, X: Any) -> Release:
         return private_sparse_covariance(
@@ -706,6 +775,7 @@ class SparseCovariance(Estimator):
             mean_fraction=self.mean_fraction,
             mean_clip=self.mean_clip,
             selection=self.selection,
+            row_clip=self.row_clip,
         )
 
     def _fitted_attributes(self, rel: Release) -> dict:
@@ -733,16 +803,16 @@ class SparseCovariance(Estimator):
             raise ValidationError(f"k must satisfy k <= d = {d} (the number of features), got k={k}")
         centering = check_centering(self.assume_centered, self.mean, self.mean_fraction, self.mean_clip,
                                     n_features=d)
-        R, rule = _resolve_clip(clip, sigma, n, d, beta)
+        R, rule, C, c_rule = _resolve_clips(clip, sigma, self.row_clip, selection, n, d, beta)
         mean_share, cov_share = centering.split(epsilon, delta, _stage_composition(selection))
         mean_mech = mean_mechanism(centering, mean_share, n, d, R) if centering.private else None
-        return (_calibrate(selection, cov_share.epsilon, cov_share.delta, n, d, k, R, beta), rule, centering,
-                mean_mech)
+        return (_calibrate(selection, cov_share.epsilon, cov_share.delta, n, d, k, R, beta, C), rule, centering,
+                mean_mech, c_rule)
 
     def _plan_of(self, n_samples: int, n_features: int) -> "SparseCovariancePlan":
-        cal, rule, centering, mean_mech = self._calibration(n_samples, n_features)
+        cal, rule, centering, mean_mech, c_rule = self._calibration(n_samples, n_features)
         return _privcov_plan(cal, rule, self.sigma, float(self.beta), budget=ApproxDP(self.epsilon, self.delta),
-                             centering=centering, mean_mech=mean_mech)
+                             centering=centering, mean_mech=mean_mech, row_clip_rule=c_rule)
 
     @reports_empirical("privcov")
     def _paper_plan(self, n_samples: int, n_features: int) -> "SparseCovariancePlan":
@@ -785,6 +855,7 @@ class SparseCovariance(Estimator):
         k, epsilon, delta, sigma, clip, beta = _check_params(self.k, self.epsilon, self.delta, self.sigma,
                                                              self.clip, self.beta)
         selection = _check_selection(self.selection)
+        _check_row_clip(self.row_clip, selection)
         if sigma is None:
             raise ValidationError("min_samples needs sigma (the error bound depends on it)")
         d = check_int(n_features, "n_features", low=2)
@@ -799,7 +870,7 @@ class SparseCovariance(Estimator):
         target_error = check_positive(target_error, "target_error")
 
         def bound(n: int) -> float:
-            r = clip if clip is not None else subgaussian_clip(sigma, n, d, beta)
-            return _error_bound(_calibrate(selection, epsilon, delta, n, d, k, r, beta), sigma, beta)["error_bound"]
+            r, _, c, _ = _resolve_clips(clip, sigma, self.row_clip, selection, n, d, beta)
+            return _error_bound(_calibrate(selection, epsilon, delta, n, d, k, r, beta, c), sigma, beta)["error_bound"]
 
         return search_min_samples(bound, target_error, start=4, limit=1 << 62)

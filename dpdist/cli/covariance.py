@@ -51,6 +51,9 @@ def register(sub) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--sigma", type=float, help="public sub-Gaussian scale (sets the clip level)")
     g.add_argument("--clip", type=float, help="entrywise truncation level R (privcov, wang-xu)")
+    p.add_argument("--row-clip", type=float,
+                   help="L2 bound C the entry-clipped rows are scaled to (privcov with --selection gumbel or "
+                   "laplace; default from --sigma; inf: none); shrinks the release's sensitivity")
     p.add_argument("--threshold", type=float, help="threshold (wang-xu, thresholded)")
     p.add_argument("--beta", type=float, help="failure probability (privcov, wang-xu; default 0.1)")
     add_centering_args(p)

@@ -61,6 +61,9 @@ def register(sub) -> None:
     p.add_argument("--delta", type=float, help="privacy delta in (0, 1)")
     p.add_argument("--sigma", type=float, help="public sub-Gaussian scale")
     p.add_argument("--clip", type=float, help="entrywise truncation level (expmech, privcov-power, wang-xu)")
+    p.add_argument("--row-clip", type=float,
+                   help="L2 bound C the entry-clipped rows are scaled to (privcov-power; default from --sigma; "
+                   "inf: none)")
     p.add_argument("--gap", type=float, help="relative eigengap gamma (privpca)")
     p.add_argument("--n-batches", type=int, help="number of batches (privpca)")
     p.add_argument("--tau", type=float, help="FriendlyCore threshold tau (privpca)")

@@ -19,6 +19,8 @@ __all__ = [
     "GRAM_BATCH_ROWS",
     "GramAccumulator",
     "block_clip",
+    "row_scale_factors",
+    "row_norm_clip",
     "block_zero_nonfinite",
     "chunk_gram_sum",
     "clipped_second_moment",
@@ -110,6 +112,37 @@ def block_clip(x: np.ndarray, clip: float) -> np.ndarray:
     return y
 
 
+def row_scale_factors(sumsq: np.ndarray, row_clip: float, n_features: int) -> np.ndarray:
+    """Per-row factors ``min(1, C' / sqrt(s))`` from the computed sums of squares ``s`` of the
+    rows, with ``C' = C (1 - 4 (d + 8) 2**-53)``: each row times its factor has norm at most
+    ``C`` in exact arithmetic, rounding included.
+
+    Why the margin suffices (u = 2**-53, ``gamma_m = m u / (1 - m u)``, Higham's Lemma 3.1 and
+    3.4): the computed sum of squares of a row y of d entries, in any order, is at least ``(1 -
+    gamma_d) ||y||^2``; the square root, the computed ``C'``, the division and the final product
+    ``y_j f`` add four factors ``(1 + delta)``, ``|delta| <= u``; so the computed row has norm at
+    most ``C (1 - 4 (d + 8) u) (1 + u)^4 / ((1 - u) sqrt(1 - gamma_d)) <= C`` (a row left
+    unscaled, whose computed norm is at most ``C'``, likewise has exact norm at most C). The factor is at
+    most 1, so no entry grows. A zero row gets 1; a sum of squares that overflows to inf gets 0
+    (the row becomes zero, still within C); NaN (a non-finite row under
+    ``on_nonfinite="raise"``, refused later) stays NaN.
+    """
+    target = float(row_clip) * (1.0 - 4.0 * (int(n_features) + 8) * 2.0**-53)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        return np.minimum(1.0, target / np.sqrt(sumsq))
+
+
+def row_norm_clip(Y: da.Array, row_clip: float) -> da.Array:
+    """Lazy ``Y`` with each row scaled to L2 norm at most ``row_clip`` (:func:`row_scale_factors`):
+    the sums of squares are reduced over the column chunks of each row block, the factors stay a
+    lazy ``(n, 1)`` column of row chunks, and the scaling is a blockwise product. The work per
+    block is the same whatever the values."""
+    d = Y.shape[1]
+    sumsq = (Y * Y).sum(axis=1, keepdims=True)
+    factors = sumsq.map_blocks(row_scale_factors, float(row_clip), d, dtype=np.float64)
+    return Y * factors
+
+
 def block_zero_nonfinite(x: np.ndarray) -> np.ndarray:
     """The block with every row that holds a NaN or an infinity replaced by a zero row.
 
@@ -165,8 +198,11 @@ def with_column_tiles(X: da.Array, tile: int) -> da.Array:
     return X.rechunk({1: tile})
 
 
-def clipped_second_moment(X: da.Array, clip: float, *, tile: int = DEFAULT_TILE, split_every: int = 8) -> da.Array:
-    """Lazy ``(1/n) Y^T Y`` with ``Y = clip(X)``, tiled ``tile x tile``.
+def clipped_second_moment(X: da.Array, clip: float, *, tile: int = DEFAULT_TILE, split_every: int = 8,
+                          row_clip: float | None = None) -> da.Array:
+    """Lazy ``(1/n) Y^T Y`` with ``Y = clip(X)``, tiled ``tile x tile``; with ``row_clip`` C, each
+    clipped row is then scaled to L2 norm at most C (:func:`row_norm_clip`, on the row chunks
+    before the column tiling: a row's norm needs all its columns).
 
     Only the upper-triangle tiles (I <= J) are computed: diagonal tiles with ``Y_I^T Y_I``
     (BLAS syrk, half the flops of a general product), off-diagonal ones with
@@ -184,6 +220,8 @@ def clipped_second_moment(X: da.Array, clip: float, *, tile: int = DEFAULT_TILE,
         Tile width; tiles are the chunks of the returned array.
     split_every : int
         Fan-in of the tree reduction over row chunks.
+    row_clip : float, optional
+        Row-norm level C (None: entry clip only). Entries stay within ``clip``.
     """
     from dask.base import tokenize
     from dask.highlevelgraph import HighLevelGraph
@@ -191,7 +229,10 @@ def clipped_second_moment(X: da.Array, clip: float, *, tile: int = DEFAULT_TILE,
     if split_every > 8:
         raise ValueError("split_every must be <= 8 (the float-error bound assumes it)")
     n = X.shape[0]
-    Y = with_column_tiles(X, tile).map_blocks(block_clip, clip, dtype=np.float64)
+    if row_clip is None:
+        Y = with_column_tiles(X, tile).map_blocks(block_clip, clip, dtype=np.float64)
+    else:
+        Y = with_column_tiles(row_norm_clip(X.map_blocks(block_clip, clip, dtype=np.float64), row_clip), tile)
     n_row, n_col = len(Y.chunks[0]), len(Y.chunks[1])
     token = tokenize(Y, n, split_every)
     part, tree, name = f"gram-part-{token}", f"gram-tree-{token}", f"clipped-second-moment-{token}"

@@ -40,6 +40,9 @@ __all__ = [
     "privcov_gumbel_error_bound",
     "privcov_min_samples",
     "privcov_pure_coefficient",
+    "privcov_release_sensitivity",
+    "privcov_selection_sensitivity",
+    "gaussian_row_norm_bound",
     "privcov_zcdp_calibration",
     "privcov_zcdp_error_bound",
     "search_min_samples",
@@ -169,6 +172,89 @@ def subgaussian_clip(sigma: float, n_samples: int, n_features: int, beta: float)
     n = check_int(n_samples, "n_samples", low=1)
     d = check_int(n_features, "n_features", low=1)
     return sigma * math.sqrt(2.0 * math.log(6.0 * n * d / beta))
+
+
+def gaussian_row_norm_bound(sigma: float, n_samples: int, n_features: int, beta: float) -> float:
+    """Row-norm level ``C = sigma sqrt(d + 2 sqrt(d t) + 2 t)`` with ``t = log(n / beta)``.
+
+    For a Gaussian row ``x ~ N(0, Sigma)`` with ``||Sigma||_op <= sigma^2``, ``||x||^2 = sum_i
+    lambda_i g_i^2`` (lambda the eigenvalues of Sigma, g i.i.d. standard normal), and Laurent and
+    Massart 2000 (Lemma 1) give ``P(||x||^2 >= sum lambda_i + 2 sqrt(t sum lambda_i^2) + 2 t max
+    lambda_i) <= e^-t``; with ``sum lambda_i <= d sigma^2``, ``sum lambda_i^2 <= d sigma^4`` and
+    ``max lambda_i <= sigma^2`` that is ``P(||x|| > C) <= e^-t = beta / n``: no row of n is
+    scaled down, but with probability beta. Utility only: privacy holds for any C.
+    """
+    sigma = check_positive(sigma, "sigma")
+    beta = check_probability(beta, "beta")
+    n = check_int(n_samples, "n_samples", low=1)
+    d = check_int(n_features, "n_features", low=1)
+    t = math.log(n / beta)
+    return sigma * math.sqrt(d + 2.0 * math.sqrt(d * t) + 2.0 * t)
+
+
+def check_row_clip(row_clip, *, allow_none: bool = True):
+    """A row-norm level: None (not given), a positive finite float, or ``math.inf`` (no row clip)."""
+    if row_clip is None and allow_none:
+        return None
+    try:
+        value = float(row_clip)
+    except (TypeError, ValueError):
+        raise ValidationError(f"row_clip must be a positive number or inf, got {row_clip!r}") from None
+    if isinstance(row_clip, bool) or math.isnan(value) or not value > 0:
+        raise ValidationError(f"row_clip must be a positive number or inf, got {row_clip!r}")
+    return value
+
+
+def privcov_release_sensitivity(n_samples: int, n_features: int, k_released: int, clip: float,
+                                row_clip: float = math.inf) -> tuple[float, float, float]:
+    """L2 sensitivity of PrivCov's released values, float error included:
+    ``(release, entry_route, row_route)`` with ``release = min(entry_route, row_route)``.
+
+    The released addresses P hold at most ``k'`` addresses a row (``k' = k_released``, the
+    diagonal included), so ``|P| <= d k'``.
+
+    * Entry route: every computed entry moves by at most ``Delta_fl = kappa(n) 2 R^2 / n``, so
+      the vector at P by at most ``sqrt(d k') Delta_fl``.
+    * Row route (rows entry-clipped to R, then scaled to L2 norm at most ``C = row_clip``): for
+      such a row y, ``||(y y^T)_P||_F^2 = sum_i y_i^2 sum_{j in P_i} y_j^2 <= ||y||^2 min(k'
+      R^2, ||y||^2) <= C^2 min(k' R^2, C^2)``, so one replaced row moves the exact moment at P
+      by at most ``Delta_2 = 2 C min(R sqrt(k'), C) / n``. The same bound ``B = C min(R
+      sqrt(k'), C)`` holds for ``|y| |y|^T`` (same entries in magnitude), so the computed
+      moment moves by at most ``kappa(n) Delta_2`` in this norm
+      (:func:`gram_rounding_factor`'s claim with N the Frobenius norm at P). ``inf`` when C
+      is inf.
+    """
+    n, d, kr = int(n_samples), int(n_features), int(k_released)
+    entry_fl, kappa = float_sensitivity(2 * clip**2 / n, n)
+    entry_route = math.sqrt(d * kr) * entry_fl
+    if not math.isfinite(row_clip):
+        return entry_route, entry_route, math.inf
+    row_route = float_sensitivity(2.0 * row_clip * min(clip * math.sqrt(kr), row_clip) / n, n)[0]
+    return min(entry_route, row_route), entry_route, row_route
+
+
+def privcov_selection_sensitivity(n_samples: int, n_features: int, clip: float,
+                                  row_clip: float = math.inf) -> tuple[float, float, float]:
+    """Root-mean-square over the d rows of the most one row's computed scores move, float error
+    included: ``(selection, entry_route, row_route)`` with ``selection = min(entry_route,
+    row_route)``. For neighbours, with ``delta_i = max_j |S_ij - S'_ij|`` (S the computed
+    clipped moment), ``sqrt(sum_i delta_i^2) <= sqrt(d) selection``.
+
+    * Entry route: every computed entry moves by at most ``Delta_fl = kappa(n) 2 R^2 / n``, so
+      ``delta_i <= Delta_fl`` for every row.
+    * Row route (rows entry-clipped to R, then scaled to L2 norm at most ``C = row_clip``): in
+      the norm ``N(M) = sqrt(sum_i max_j M_ij^2)`` (absolute, hence monotone) one row's term has
+      ``N(|y| |y|^T) = ||y||_2 ||y||_inf <= C min(R, C)``, so one replaced row moves the exact
+      moment by at most ``2 C min(R, C) / n`` in N, and the computed one by ``kappa(n)`` times
+      that (:func:`gram_rounding_factor`'s claim with this N); divided by ``sqrt(d)``. ``inf``
+      when C is inf.
+    """
+    n, d = int(n_samples), int(n_features)
+    entry_route = float_sensitivity(2 * clip**2 / n, n)[0]
+    if not math.isfinite(row_clip):
+        return entry_route, entry_route, math.inf
+    row_route = float_sensitivity(2.0 * row_clip * min(clip, row_clip) / n, n)[0] / math.sqrt(d)
+    return min(entry_route, row_route), entry_route, row_route
 
 
 @dataclass(frozen=True)
@@ -401,6 +487,9 @@ class PrivCovZCDPCalibration:
     release_coordinates: int
     release_sensitivity: float
     gaussian_sigma: float
+    row_clip: float
+    release_sensitivity_entry: float
+    release_sensitivity_row: float
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -413,25 +502,23 @@ def _privcov_zcdp_logs(n_features: int, beta: float) -> tuple[float, float]:
     return math.log(6.0 * d * d / beta), math.log(12.0 * d / beta)
 
 
-def _privcov_release(rho: float, c1: float, d: int, k: int, k_released: int, log_rel: float, sens_fl: float):
+def _privcov_release(rho: float, c1: float, c2: float, release_sens: float):
     """The split of rho between a zCDP PrivCov's selection and its Gaussian release, and the
-    release: ``f / (1 - f) = (C_1 / C_2)^(2/3)`` with the selection's constant ``c1`` (0 when the
-    selection is free: f = 0) and ``C_2 = sqrt(k' (k + 2) L_2)``; the release is one Gaussian
-    mechanism over the ``d k'`` released coordinates, L2 sensitivity ``sqrt(d k') Delta_fl``.
-    Returns ``(f, rho_sel, rho_rel, coordinates, release_sensitivity, sigma)``."""
+    release's sigma: ``f / (1 - f) = (C_1 / C_2)^(2/3)`` with the selection's constant ``c1``
+    (0 when the selection is free: f = 0) and the release's ``c2``; the release is one Gaussian
+    mechanism of L2 sensitivity ``release_sens``. Returns ``(f, rho_sel, rho_rel, sigma)``."""
     if c1:
-        ratio = (c1 / math.sqrt(k_released * (k + 2) * log_rel)) ** (2.0 / 3.0)
+        ratio = (c1 / c2) ** (2.0 / 3.0)
         share = ratio / (1.0 + ratio)
     else:
         share = 0.0
-    coordinates = d * k_released
-    release_sens = math.sqrt(coordinates) * sens_fl
     rho_rel = (1.0 - share) * rho
-    return share, share * rho, rho_rel, coordinates, release_sens, release_sens / math.sqrt(2.0 * rho_rel)
+    return share, share * rho, rho_rel, release_sens / math.sqrt(2.0 * rho_rel)
 
 
 def privcov_zcdp_calibration(
-    epsilon: float, delta: float, n_samples: int, n_features: int, k: int, clip: float, beta: float = 0.1
+    epsilon: float, delta: float, n_samples: int, n_features: int, k: int, clip: float, beta: float = 0.1,
+    *, row_clip: float = math.inf,
 ) -> PrivCovZCDPCalibration:
     """Calibrate PrivCov's selection and release by zCDP (``selection="laplace"``).
 
@@ -458,17 +545,31 @@ def privcov_zcdp_calibration(
     ``C_1 / sqrt(f) + C_2 / sqrt(1 - f)`` times ``Delta_fl sqrt(d / (2 rho))`` with ``C_1 = 12
     k^2 L_1`` and ``C_2 = sqrt(k' (k + 2) L_2)``; its minimum is at ``f / (1 - f) = (C_1 /
     C_2)^(2/3)``. beta (public) enters only through the logarithms ``L_1, L_2``.
+
+    With ``row_clip`` C finite (rows scaled to L2 norm at most C after the entry clip), the
+    release's L2 sensitivity is :func:`privcov_release_sensitivity`'s ``min(sqrt(d k')
+    Delta_fl, kappa(n) 2 C min(R sqrt(k'), C) / n)`` (docs/privacy/privcov.md, Lemma 3a), sigma
+    is that over ``sqrt(2 rho_rel)``, and ``C_2`` is multiplied by its ratio to ``sqrt(d k')
+    Delta_fl`` (``C_2 = sqrt((k + 2) L_2) Delta_rel / (sqrt(d) Delta_fl)``): the split moves
+    towards the selection. ``release_sensitivity_entry`` and ``release_sensitivity_row`` record
+    both routes. The selection's entry sensitivity ``Delta_fl`` is unchanged (scaling only
+    shrinks entries).
     """
     epsilon, delta, n, d, k, clip = _check_privcov_inputs(epsilon, delta, n_samples, n_features, k, clip)
     beta = check_probability(beta, "beta")
+    row_clip = check_row_clip(row_clip, allow_none=False)
     k_released = min(k + 1, d)
     sensitivity = 2 * clip**2 / n
     sens_fl, kappa = float_sensitivity(sensitivity, n)
+    release_sens, entry_route, row_route = privcov_release_sensitivity(n, d, k_released, clip, row_clip)
     rho = cks20_rho(epsilon, delta)
     coefficient = 2 * k if k < d else 0
     log_sel, log_rel = _privcov_zcdp_logs(d, beta)
-    share, rho_sel, rho_rel, coordinates, release_sens, sigma = _privcov_release(
-        rho, 12.0 * k * k * log_sel if coefficient else 0.0, d, k, k_released, log_rel, sens_fl)
+    coordinates = d * k_released
+    # C_2 = sqrt(k' (k + 2) L_2) for the entry route, proportional to the release's L2 sensitivity
+    c2 = math.sqrt(k_released * (k + 2) * log_rel) * (release_sens / entry_route)
+    share, rho_sel, rho_rel, sigma = _privcov_release(
+        rho, 12.0 * k * k * log_sel if coefficient else 0.0, c2, release_sens)
     if coefficient:
         eps_sel = math.sqrt(2.0 * rho_sel / d)
         b = coefficient * sens_fl / eps_sel
@@ -495,6 +596,9 @@ def privcov_zcdp_calibration(
         release_coordinates=coordinates,
         release_sensitivity=release_sens,
         gaussian_sigma=sigma,
+        row_clip=row_clip,
+        release_sensitivity_entry=entry_route,
+        release_sensitivity_row=row_route,
     )
 
 
@@ -575,6 +679,11 @@ class PrivCovGumbelCalibration:
     release_coordinates: int
     release_sensitivity: float
     gaussian_sigma: float
+    row_clip: float
+    release_sensitivity_entry: float
+    release_sensitivity_row: float
+    selection_sensitivity: float
+    selection_sensitivity_row: float
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -591,7 +700,8 @@ def _privcov_gumbel_logs(n_features: int, beta: float) -> tuple[float, float]:
 
 
 def privcov_gumbel_calibration(
-    epsilon: float, delta: float, n_samples: int, n_features: int, k: int, clip: float, beta: float = 0.1
+    epsilon: float, delta: float, n_samples: int, n_features: int, k: int, clip: float, beta: float = 0.1,
+    *, row_clip: float = math.inf,
 ) -> PrivCovGumbelCalibration:
     """Calibrate PrivCov with Gumbel top-k selection and a Gaussian release (``selection="gumbel"``).
 
@@ -620,20 +730,36 @@ def privcov_gumbel_calibration(
     ``3 k T beta_g + sigma sqrt((k + 2) L_2)`` = ``Delta_fl sqrt(d / (2 rho)) (C_1 / sqrt(f) +
     C_2 / sqrt(1 - f))`` with ``C_1 = 3 k^1.5 T`` and ``C_2 = sqrt(k' (k + 2) L_2)``; convex in
     f, least at ``f / (1 - f) = (C_1 / C_2)^(2/3)``. beta (public) enters only through T, L_2.
+
+    With ``row_clip`` C finite (rows scaled to L2 norm at most C after the entry clip), the
+    release's L2 sensitivity is :func:`privcov_release_sensitivity`'s ``min(sqrt(d k')
+    Delta_fl, kappa(n) 2 C min(R sqrt(k'), C) / n)`` (docs/privacy/privcov.md, Lemma 3a), sigma
+    is that over ``sqrt(2 rho_rel)``, and ``C_2`` is multiplied by its ratio to ``sqrt(d k')
+    Delta_fl`` (``C_2 = sqrt((k + 2) L_2) Delta_rel / (sqrt(d) Delta_fl)``): the split moves
+    towards the selection. ``release_sensitivity_entry`` and ``release_sensitivity_row`` record
+    both routes. The selection's entry sensitivity ``Delta_fl`` is unchanged (scaling only
+    shrinks entries).
     """
     epsilon, delta, n, d, k, clip = _check_privcov_inputs(epsilon, delta, n_samples, n_features, k, clip)
     beta = check_probability(beta, "beta")
+    row_clip = check_row_clip(row_clip, allow_none=False)
     k_released = min(k + 1, d)
     sensitivity = 2 * clip**2 / n
     sens_fl, kappa = float_sensitivity(sensitivity, n)
+    release_sens, entry_route, row_route = privcov_release_sensitivity(n, d, k_released, clip, row_clip)
+    sel_sens, _, sel_row_route = privcov_selection_sensitivity(n, d, clip, row_clip)
     rho = cks20_rho(epsilon, delta)
     steps = k if k < d else 0
     t_sel, log_rel = _privcov_gumbel_logs(d, beta)
-    share, rho_sel, rho_rel, coordinates, release_sens, sigma = _privcov_release(
-        rho, 3.0 * k * math.sqrt(k) * t_sel if steps else 0.0, d, k, k_released, log_rel, sens_fl)
+    coordinates = d * k_released
+    # C_1 = 3 k^1.5 T and C_2 = sqrt(k' (k + 2) L_2) on the entry routes, each proportional to its
+    # stage's sensitivity (the selection's root-mean-square row sensitivity, the release's L2)
+    c1 = 3.0 * k * math.sqrt(k) * t_sel * (sel_sens / sens_fl) if steps else 0.0
+    c2 = math.sqrt(k_released * (k + 2) * log_rel) * (release_sens / entry_route)
+    share, rho_sel, rho_rel, sigma = _privcov_release(rho, c1, c2, release_sens)
     if steps:
         eps_step = math.sqrt(8.0 * rho_sel / (d * steps))
-        scale = 2.0 * sens_fl / eps_step
+        scale = 2.0 * sel_sens / eps_step
     else:
         eps_step, scale = 0.0, sigma
     return PrivCovGumbelCalibration(
@@ -657,6 +783,11 @@ def privcov_gumbel_calibration(
         release_coordinates=coordinates,
         release_sensitivity=release_sens,
         gaussian_sigma=sigma,
+        row_clip=row_clip,
+        release_sensitivity_entry=entry_route,
+        release_sensitivity_row=row_route,
+        selection_sensitivity=sel_sens,
+        selection_sensitivity_row=sel_row_route,
     )
 
 

@@ -69,6 +69,7 @@ PARAMETER_SCHEMA: dict[str, tuple[type, ...]] = {
     "epsilon": _REAL, "delta": _REAL, "rho": _REAL, "budget_split": _RECORD, "beta": _REAL,
     # model, clipping and calibration (public parameters and functions of them)
     "k": _INT, "selection": _STR, "sigma": _OPT_REAL, "clip": _REAL, "clip_rule": _STR, "clip_source": _STR,
+    "row_clip": _REAL, "row_clip_rule": _STR,
     "calibration": _RECORD, "threshold": _REAL, "sensitivity": (int, float, str), "float_factor": _REAL,
     "gaussian_sigma": _REAL, "rule": _STR, "radius": _REAL, "max_subsets": _INT,
     "utility": _RECORD, "rejected_stage": _STR,

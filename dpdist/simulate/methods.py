@@ -79,6 +79,7 @@ __all__ = [
     "SIMULATED",
     "SimResult",
     "clip_probability",
+    "row_clip_probability",
     "simulate_privcov",
     "simulate_privpca",
     "simulate_thresholded",
@@ -116,6 +117,24 @@ def clip_probability(model: BlockModel, n: float, clip: float) -> float:
     diag = model.diagonal()
     log_keep = np.log1p(-np.minimum(1.0, 2.0 * special.ndtr(-clip / np.sqrt(diag))))
     return float(-np.expm1(float(n) * log_keep.sum()))
+
+
+def row_clip_probability(model: BlockModel, n: float, row_clip: float) -> float:
+    """An upper bound on P(some ||x_t|| > row_clip) for n Gaussian rows of the model (0 when
+    row_clip is inf): ``||x||^2 = sum_i lambda_i g_i^2`` over the covariance's eigenvalues, and
+    Laurent and Massart 2000 (Lemma 1) give ``P(||x||^2 >= sum lambda + 2 sqrt(t sum lambda^2)
+    + 2 t max lambda) <= e^-t``; t is solved from ``row_clip**2`` and the bound is ``min(1, n
+    e^-t)``. The simulation is exact in law when no row is scaled (nor entry clipped)."""
+    if not math.isfinite(row_clip):
+        return 0.0
+    lam = np.linalg.eigvalsh(model.blocks).ravel() if model.n_blocks else np.zeros(0)
+    lam = np.concatenate([lam, np.full(model.n_bulk, float(model.bulk_variance))])
+    tr, s2, top = float(lam.sum()), math.sqrt(float((lam**2).sum())), float(lam.max())
+    gap = row_clip**2 - tr
+    if gap <= 0:
+        return 1.0
+    x = (-2 * s2 + math.sqrt(4 * s2 * s2 + 8 * top * gap)) / (4 * top)  # sqrt(t)
+    return float(min(1.0, float(n) * math.exp(-x * x)))
 
 
 def _sample_hat(model: BlockModel, n: float, rng) -> tuple[np.ndarray, np.ndarray]:
@@ -503,6 +522,7 @@ def simulate_privcov(model: BlockModel, n: float, epsilon: float, delta: float, 
         "n_samples": float(n), "gumbel_scale" if gumbel else "laplace_scale": b, "selection": selection,
         "release_sigma": plan.release_sigma,
         "clip": plan["clip"], "p_clip": clip_probability(model, n, plan["clip"]), "epsilon": epsilon, "delta": delta,
+        "row_clip": plan.row_clip, "p_row_clip_bound": row_clip_probability(model, n, plan.row_clip),
         "approximations": ["off-block second-moment entries Gaussian and independent; raw value of a selected "
                            + ("off-block entry drawn given its key on a grid, and offered to row j with its own key"
                               if gumbel else "off-block entry independent of its score; (i,j) and (j,i) raw values "

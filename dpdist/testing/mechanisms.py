@@ -311,13 +311,15 @@ def bounded_laplace_case(noise_multiplier: float = 1.0) -> AuditCase:
 PRIVCOV_D, PRIVCOV_N, PRIVCOV_CLIP, PRIVCOV_DELTA = 4, 40, 1.0, 0.1
 
 
-def _exact_second_moment(X: np.ndarray, clip: float) -> np.ndarray:
-    """The clipped second moment (1/n) Y^T Y through the engine (computed once per dataset)."""
+def _exact_second_moment(X: np.ndarray, clip: float, row_clip: float | None = None) -> np.ndarray:
+    """The clipped second moment (1/n) Y^T Y through the engine (computed once per dataset);
+    with ``row_clip``, the rows scaled to that L2 norm after the entry clip."""
     import dask.array as da
 
     from dpdist.engine.gram import clipped_second_moment
 
-    return np.asarray(clipped_second_moment(da.from_array(np.asarray(X, float)), clip).compute(scheduler="synchronous"))
+    return np.asarray(clipped_second_moment(da.from_array(np.asarray(X, float)), clip, row_clip=row_clip)
+                      .compute(scheduler="synchronous"))
 
 
 def _privcov_cal(k: int, component_epsilon: float):
@@ -415,24 +417,25 @@ def privcov_release_case(noise_multiplier: float = 1.0) -> AuditCase:
     )
 
 
-def _privcov_selection_moments() -> dict:
-    """The clipped second moments of the selection pair (see :func:`privcov_selection_case`)."""
+def _privcov_selection_moments(row_clip: float | None = None) -> dict:
+    """The clipped second moments of the selection pair (see :func:`privcov_selection_case`),
+    through the engine's row scaling when ``row_clip`` is given."""
     base = np.zeros((PRIVCOV_N, PRIVCOV_D))
     base[1:21, :2] = 1.0
     base[21:23, 0] = 1.0
     D, Dp = base.copy(), base.copy()
     D[0, :2] = (1.0, 1.0)
     Dp[0, :2] = (1.0, -1.0)
-    return {0: _exact_second_moment(D, PRIVCOV_CLIP), 1: _exact_second_moment(Dp, PRIVCOV_CLIP)}
+    return {0: _exact_second_moment(D, PRIVCOV_CLIP, row_clip), 1: _exact_second_moment(Dp, PRIVCOV_CLIP, row_clip)}
 
 
 def _row0_selection_case(name: str, family: str, mech, run, claimed_epsilon: float, k: int,
-                         noise_multiplier: float, component: str) -> AuditCase:
+                         noise_multiplier: float, component: str, row_clip: float | None = None) -> AuditCase:
     """A PrivCov selection audited on the pair of :func:`_privcov_selection_moments` (one score
     of row 0 moves by exactly Delta), through the engine kernels ``run``; statistic 1 if
-    S_0 = {1}. The three selections (paper, laplace, gumbel) differ only in their mechanism
-    and claim."""
-    S = _privcov_selection_moments()
+    S_0 = {1}. The selections (paper, laplace, gumbel, gumbel with a row clip) differ only in
+    their mechanism, claim and row clip."""
+    S = _privcov_selection_moments(row_clip)
 
     def mech_fn(which: int, n: int, seed: int) -> np.ndarray:
         cols, _ = _privcov_row0(S[which], run, n, seed)
@@ -633,19 +636,35 @@ def privcov_laplace_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
         "under a pair moving one score of row i by Delta: Delta_Z/s-DP (PrivCovZCDPMechanism)")
 
 
-def _privcov_gumbel_mech(k: int, noise_multiplier: float = 1.0):
+#: Row-norm level of the row-clipped release audit: ``C = sqrt(2) R``, so ``C min(R sqrt(k'), C)
+#: = 2 R^2`` and the release's L2 sensitivity is ``2 Delta`` (against ``sqrt(d k') Delta = 4 Delta``
+#: without the row clip, at d = k' = 4).
+PRIVCOV_ROW_CLIP = math.sqrt(2.0) * PRIVCOV_CLIP
+
+
+def _gumbel_entry_u(mech) -> float:
+    """Most a single score moves in Gumbel units when one entry of the moment moves by
+    ``Delta_fl``: ``w (Delta_fl + 2**-52 C) + 2**-30`` (``step_epsilon / 2`` without a row clip;
+    with one, step_epsilon is the rows' root-mean-square range and this is larger)."""
+    from dpdist.privacy.gumbel import SCORE_BITS
+
+    cal = mech.calibration
+    return mech.weight * (cal.sensitivity * cal.float_factor + 2.0**-52 * mech.score_bound) + 2.0**-SCORE_BITS
+
+
+def _privcov_gumbel_mech(k: int, noise_multiplier: float = 1.0, row_clip: float = math.inf):
     """(the :class:`~dpdist.privacy.mechanisms.privcov.PrivCovGumbelMechanism` at the epsilon
-    whose selection step moves a single score by exactly one Gumbel unit, ``u = 1``, the
-    mechanism the trials run), by a root search on the package's own mechanism (the
-    calibration is not linear in epsilon)."""
+    whose selection moves a single score by exactly one Gumbel unit when one entry moves by
+    Delta, ``u = 1``, the mechanism the trials run), by a root search on the package's own
+    mechanism (the calibration is not linear in epsilon)."""
     from scipy import optimize
 
     from dpdist.privacy.mechanisms.privcov import privcov_gumbel_mechanism
 
     def build(eps: float):
-        return privcov_gumbel_mechanism(eps, PRIVCOV_DELTA, PRIVCOV_N, PRIVCOV_D, k, PRIVCOV_CLIP)
+        return privcov_gumbel_mechanism(eps, PRIVCOV_DELTA, PRIVCOV_N, PRIVCOV_D, k, PRIVCOV_CLIP, row_clip=row_clip)
 
-    eps = optimize.brentq(lambda e: build(e).step_epsilon / 2 - 1.0, 0.05, 500.0, xtol=1e-6)
+    eps = optimize.brentq(lambda e: _gumbel_entry_u(build(e)) - 1.0, 0.05, 500.0, xtol=1e-6)
     mech = build(eps)
     return mech, _twin_of(mech, noise_multiplier)
 
@@ -662,10 +681,28 @@ def privcov_gumbel_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
     k = 1
     mech, run = _privcov_gumbel_mech(k, noise_multiplier)
     return _row0_selection_case(
-        "privcov-gumbel/selection", "privcov-gumbel", mech, run, mech.step_epsilon / 2, k, noise_multiplier,
+        "privcov-gumbel/selection", "privcov-gumbel", mech, run, _gumbel_entry_u(mech), k, noise_multiplier,
         "exact Gumbel top-k selection S_i of selection='gumbel' (peeling exponential mechanism, zCDP "
         "calibration) under a pair moving one score of row i by Delta: u-DP, u = step_epsilon/2 "
         "(PrivCovGumbelMechanism)")
+
+
+def privcov_gumbel_rowclip_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
+    """``selection="gumbel"`` with the L2 row clip (``C = sqrt(2) R``): the selection's weight is
+    calibrated for the rows' root-mean-square sensitivity (``2 C min(R, C) / (n sqrt(d))``, here
+    ``Delta / sqrt(2)``), so a pair that moves one score of one row by the full Delta moves it by
+    ``u = w (Delta_fl + 2**-52 C) + 2**-30``, more than ``step_epsilon / 2``; such a pair moves
+    no other row (its changed row is ``(1, +-1, 0, 0)``, of norm C). Data-level, through the
+    engine's row scaling; the pair of :func:`privcov_selection_case`. Claim: u-DP for row 0's
+    selection (the whole release is zCDP by Lemma 4a, which this pair does not exhaust).
+    Statistic: 1 if S_0 = {1}. The twin halves the Gumbel scale."""
+    k = 1
+    mech, run = _privcov_gumbel_mech(k, noise_multiplier, row_clip=PRIVCOV_ROW_CLIP)
+    return _row0_selection_case(
+        "privcov-gumbel/row-clip-selection", "privcov-gumbel", mech, run, _gumbel_entry_u(mech), k, noise_multiplier,
+        "exact Gumbel top-k selection S_i of selection='gumbel' with the L2 row clip (weight from the rows' "
+        "root-mean-square sensitivity) under a pair moving one score of row i by Delta: u-DP, u = w (Delta_fl + "
+        "2**-52 C) + 2**-30 (PrivCovGumbelMechanism)", row_clip=PRIVCOV_ROW_CLIP)
 
 
 def privcov_laplace_release_case(noise_multiplier: float = 1.0) -> AuditCase:
@@ -698,6 +735,60 @@ def privcov_laplace_release_case(noise_multiplier: float = 1.0) -> AuditCase:
         family="privcov-laplace",
         component="lattice Gaussian value release of one entry of row i, selection='laplace': Delta_Z1/s_r-GDP "
         "(PrivCovZCDPMechanism)",
+        notion="gdp",
+        claimed_epsilon=gaussian_epsilon(mu, PRIVCOV_DELTA),
+        claimed_delta=PRIVCOV_DELTA,
+        claimed_mu=mu,
+        claimed_rho=None,
+        mechanism=mech_fn,
+        neighbours=(0, 1),
+        default_trials=10_000,
+        noise_multiplier=noise_multiplier,
+        parameters={"calibration": mech.calibration.to_dict(), "k": k, "mechanism": mech.describe()},
+    )
+
+
+def privcov_gumbel_release_case(noise_multiplier: float = 1.0) -> AuditCase:
+    """``selection="gumbel"`` with the L2 row clip: the Gaussian release of the selected values,
+    data-level, through the engine's row scaling (rows clipped to ``C = sqrt(2) R``). The pair
+    of :func:`privcov_laplace_release_case` (rows ``(1, 1, 0, 0)`` and ``(1, -1, 0, 0)``, both of
+    norm C: only Sigma_hat_01 moves, by exactly Delta); k = d. The release's sigma is calibrated
+    for the row route's L2 sensitivity (half the entry route's here). Claim: the released value
+    of entry (0, 1) is ``Delta_Z1 / s_r``-GDP (one coordinate moving by at most Delta_fl);
+    statistic: that value. The twin halves the release's sigma."""
+    from scipy import optimize
+
+    from dpdist.privacy.accounting import gaussian_epsilon
+    from dpdist.privacy.mechanisms.privcov import privcov_gumbel_mechanism
+
+    k = PRIVCOV_D
+
+    def build(eps: float):
+        return privcov_gumbel_mechanism(eps, PRIVCOV_DELTA, PRIVCOV_N, PRIVCOV_D, k, PRIVCOV_CLIP,
+                                        row_clip=PRIVCOV_ROW_CLIP)
+
+    eps = optimize.brentq(lambda e: _release_entry_mu(build(e)) - 1.0, 0.05, 500.0, xtol=1e-6)
+    mech = build(eps)
+    run = _twin_of(mech, noise_multiplier)
+    base = np.zeros((PRIVCOV_N, PRIVCOV_D))
+    base[1:11, :2] = 1.0
+    D, Dp = base.copy(), base.copy()
+    D[0, :2] = (1.0, 1.0)
+    Dp[0, :2] = (1.0, -1.0)
+    S = {0: _exact_second_moment(D, PRIVCOV_CLIP, PRIVCOV_ROW_CLIP),
+         1: _exact_second_moment(Dp, PRIVCOV_CLIP, PRIVCOV_ROW_CLIP)}
+
+    def mech_fn(which: int, n: int, seed: int) -> np.ndarray:
+        cols, vals = _privcov_row0(S[which], run, n, seed)
+        hit = cols == 1
+        return np.where(hit.any(axis=1), (vals * hit).sum(axis=1), -1e6)
+
+    mu = _release_entry_mu(mech)
+    return AuditCase(
+        name=_twin_name("privcov-gumbel/value-release", noise_multiplier),
+        family="privcov-gumbel",
+        component="lattice Gaussian value release of one entry of row i, selection='gumbel' with the L2 row clip: "
+        "Delta_Z1/s_r-GDP (PrivCovGumbelMechanism, release sensitivity 2 C min(R sqrt(k'), C) / n)",
         notion="gdp",
         claimed_epsilon=gaussian_epsilon(mu, PRIVCOV_DELTA),
         claimed_delta=PRIVCOV_DELTA,
@@ -1451,6 +1542,8 @@ CASES: dict[str, Callable[..., AuditCase]] = {
     "privcov-laplace/selection": privcov_laplace_selection_case,
     "privcov-laplace/value-release": privcov_laplace_release_case,
     "privcov-gumbel/selection": privcov_gumbel_selection_case,
+    "privcov-gumbel/value-release": privcov_gumbel_release_case,
+    "privcov-gumbel/row-clip-selection": privcov_gumbel_rowclip_selection_case,
     "wang-xu/release": wang_xu_release_case,
     "wang-xu/data": wang_xu_data_case,
     "analyze-gauss/release": analyze_gauss_release_case,

@@ -26,6 +26,7 @@ from dpdist.privacy.accounting import (
     zcdp_rho,
 )
 from dpdist.privacy.budget import ApproxDP
+from dpdist.privacy.lazy_selection import privcov_score_bound
 from dpdist.privacy.calibration import (
     privcov_gumbel_calibration,
     privcov_gumbel_error_bound,
@@ -288,10 +289,14 @@ def test_plan_reports_the_gumbel_calibration_and_its_bound():
     and is below the Laplace selection's."""
     est = dpdist.SparseCovariance(20, 1.0, 1e-6, sigma=1.0, assume_centered=True)
     plan = est.plan(10**9, 1000)
-    cal = privcov_gumbel_calibration(1.0, 1e-6, 10**9, 1000, 20, plan.clip, 0.1)
+    cal = privcov_gumbel_calibration(1.0, 1e-6, 10**9, 1000, 20, plan.clip, 0.1, row_clip=plan.row_clip)
     assert plan.selection == "gumbel" and plan.calibration == cal
     assert plan.selection_share == cal.selection_share and plan.release_sigma == cal.gaussian_sigma
-    assert plan.calibrated_noise_scale == cal.gumbel_scale <= plan.noise_scale < cal.gumbel_scale * (1 + 1e-6)
+    # 1/w = 2 (Delta_sel + 2**-52 C) / (eps_step - 2**-29) against the calibrated 2 Delta_sel / eps_step
+    slack = (1 + 2.0**-52 * privcov_score_bound(plan.clip, 10**9) / cal.selection_sensitivity) / (
+        1 - 2.0**-29 / cal.selection_step_epsilon)
+    assert plan.calibrated_noise_scale == cal.gumbel_scale <= plan.noise_scale <= cal.gumbel_scale * slack * (1 + 1e-12)
+    assert slack < 1 + 1e-5
     assert plan.error_bound == privcov_gumbel_error_bound(cal, 1.0, 0.1)["error_bound"]
     n = est.min_samples(0.25, 1000)
     assert est.plan(n, 1000).error_bound <= 0.25 < est.plan(int(n * 0.99), 1000).error_bound

@@ -60,7 +60,8 @@ FORBIDDEN = re.compile(r"seconds|_time|time_|elapsed|duration|_noisy|\bn_nonfini
 COMMON_PRIVCOV = {"n_samples", "n_features", "sigma", "clip", "beta", "on_nonfinite"}
 ALLOWED = {
     "SparseCovariance": (
-        COMMON_PRIVCOV | {"k", "clip_rule", "tile_size", "calibration", "centering", "selection"},
+        COMMON_PRIVCOV | {"k", "clip_rule", "tile_size", "calibration", "centering", "selection",
+                           "row_clip", "row_clip_rule"},
         {"gumbel_select", "laplace_select", "laplace_release", "gaussian_release", "mean_gaussian"},
         {"covariance", "selected", "selected_values", "diagonal", "mean"},
     ),

@@ -81,7 +81,7 @@ def test_privcov_power_simulation_matches_the_real_estimator_where_both_run():
     bm = model2_block_model(20, 3, gap=0.5, lambda1=2.0)
     with pytest.raises(Exception, match="error must be"):
         simulate_privcov(bm, 2e4, 1.0, 1e-6, np.random.default_rng(0), error="frobenius")
-    for epsilon, lost in ((1.0, True), (200.0, False)):
+    for epsilon, lost in ((0.1, True), (200.0, False)):
         sim = [simulate_privcov(bm, 2e4, epsilon, 1e-6, np.random.default_rng(r), error="sin2") for r in range(3)]
         assert all(s.info["method"] == "privcov_power" and s.info["label"] == SIMULATED for s in sim)
         real = []
@@ -94,6 +94,29 @@ def test_privcov_power_simulation_matches_the_real_estimator_where_both_run():
             real.append(1.0 - float(est.components_[0] @ m.v1) ** 2)
         for errs in ([s.error for s in sim], real):
             assert (min(errs) > 0.5) if lost else (max(errs) < 0.05), (epsilon, errs)
+
+
+def test_simulated_privcov_reports_the_row_clip_and_a_valid_bound_on_its_probability(c1):
+    """The simulation reads the row clip from plan() and reports an upper bound on P(some row is
+    scaled), checked against the exact law of ||x||^2 (a weighted chi-square, by simulation of
+    many rows here: the bound must not be below the empirical frequency per row)."""
+    from dpdist.simulate import methods
+
+    sigma = math.sqrt(c1.sigma2)
+    r = simulate_privcov(c1, 1e6, 1.0, 1e-6, np.random.default_rng(1))
+    plan = SparseCovariance(12, 1.0, 1e-6, sigma=sigma, assume_centered=True).plan(10**6, 48)
+    assert r.info["row_clip"] == plan.row_clip < math.inf
+    assert 0 <= r.info["p_row_clip_bound"] <= 0.1 / 6 * (1 + 1e-9)  # the default C's share of beta
+    assert methods.row_clip_probability(c1, 1e6, math.inf) == 0.0
+    # a C near the typical norm: the per-row bound covers the empirical exceedance frequency
+    cov = np.zeros((48, 48))
+    s = c1.block_size
+    for b in range(c1.n_blocks):
+        cov[b * s:(b + 1) * s, b * s:(b + 1) * s] = c1.blocks[b]
+    X = np.random.default_rng(2).multivariate_normal(np.zeros(48), cov, size=200_000)
+    C = float(np.quantile(np.linalg.norm(X, axis=1), 0.99))
+    freq = float(np.mean(np.linalg.norm(X, axis=1) > C))
+    assert methods.row_clip_probability(c1, 1, C) >= freq
 
 
 @pytest.mark.parametrize("error", ["operator", "sin2"])

@@ -272,6 +272,14 @@ class PrivCovZCDPMechanism(_GaussianRelease, Mechanism):
       mechanism with multiplier ``s_r / Delta_Z2``: ``Delta_Z2^2 / (2 s_r^2)``-zCDP. The noise
       field is keyed by address and independent of the selection noise, so this is an
       adaptive composition step.
+    * **Row clip** (``row_clip`` C finite): the engine also scales each entry-clipped row to L2
+      norm at most C (provably in the computed floats). A row y with ``|y_j| <= R``, ``||y|| <=
+      C`` has ``||(y y^T)_P||_F^2 = sum_i y_i^2 sum_{j in P_i} y_j^2 <= C^2 min(k' R^2, C^2)``, so
+      the released vector moves by at most ``kappa(n) 2 C min(R sqrt(k'), C) / n`` in L2
+      (float factor as in Lemma 1); the release's sensitivity is the smaller of that and
+      ``sqrt(d k') Delta_fl`` (:func:`~dpdist.privacy.calibration.privcov_release_sensitivity`)
+      and ``Delta_Z2`` is computed from it. Scaling only shrinks entries: the selection's entry
+      sensitivity ``Delta_fl`` is unchanged. Proof: docs/privacy/privcov.md, Lemma 3a.
     * **Total**: the event ``d`` pure steps and one Gaussian step; the accountant's zCDP route
       adds the rho's and converts by CKS20, which the calibration inverted, so the charged
       (epsilon, delta) is certified (``release_guarantee``).
@@ -332,10 +340,10 @@ class PrivCovZCDPMechanism(_GaussianRelease, Mechanism):
 
 
 def privcov_zcdp_mechanism(epsilon: float, delta: float, n_samples: int, n_features: int, k: int, clip: float,
-                           beta: float = 0.1) -> PrivCovZCDPMechanism:
+                           beta: float = 0.1, *, row_clip: float = math.inf) -> PrivCovZCDPMechanism:
     """:class:`PrivCovZCDPMechanism` of :func:`~dpdist.privacy.calibration.privcov_zcdp_calibration`."""
     return PrivCovZCDPMechanism.from_calibration(
-        privcov_zcdp_calibration(epsilon, delta, n_samples, n_features, k, clip, beta))
+        privcov_zcdp_calibration(epsilon, delta, n_samples, n_features, k, clip, beta, row_clip=row_clip))
 
 
 @dataclass(frozen=True)
@@ -360,8 +368,18 @@ class PrivCovGumbelMechanism(_GaussianRelease, Mechanism):
       candidates), so the step is ``2u``-bounded range, hence ``(2u)^2 / 8``-zCDP (Cesar and
       Rogers 2021). The weight is ``(eps_step - 2**-29) / (2 (Delta_fl + 2**-52 C))``, so ``2u =
       eps_step``. No cost when k = d (every column is selected whatever the noise).
+    * **With a row clip** (rows scaled to L2 norm at most C after the entry clip), row i's bound
+      ``u_i`` depends on how much of the changed row lies in coordinate i: with ``delta_i =
+      max_j |S_ij - S'_ij|``, ``sqrt(sum_i delta_i^2) <= kappa(n) 2 C min(R, C) / n`` (the
+      calibration's ``selection_sensitivity`` times ``sqrt(d)``), so the d k steps are
+      ``(k / 2) sum_i u_i^2 <= d k (eps_step / 2)^2 / 2``-zCDP with the weight above computed
+      from ``selection_sensitivity`` instead of ``Delta_fl`` (docs/privacy/privcov.md, Lemma
+      4a). ``eps_step`` is then the steps' root-mean-square range; the recorded event (d k steps
+      of ``eps_step``) is exact in zCDP (sums of squares) and an upper bound in basic
+      composition (``sum_i eps_i <= sqrt(d) ||eps||_2``, Cauchy-Schwarz).
     * **Release**, given the sets: as :class:`PrivCovZCDPMechanism`'s (one Gaussian of L2
-      sensitivity ``Delta_Z2`` over the at most ``d k'`` addresses, on its lattice).
+      sensitivity ``Delta_Z2`` over the at most ``d k'`` addresses, on its lattice), including
+      its row clip.
     * **Total**: ``d k`` bounded-range steps and one Gaussian step, composed in zCDP (BS16
       Lemma 2.3, adaptive), converted by CKS20: the event this object records, which
       ``release_guarantee`` checks against the charged budget.
@@ -393,21 +411,23 @@ class PrivCovGumbelMechanism(_GaussianRelease, Mechanism):
 
     @classmethod
     def from_calibration(cls, cal: PrivCovGumbelCalibration) -> "PrivCovGumbelMechanism":
-        sens, bound, _, release, dz2 = _gaussian_release_set_up(cal)
+        _, bound, _, release, dz2 = _gaussian_release_set_up(cal)
         if cal.selection_steps:
-            weight = safe_gumbel_weight(cal.selection_step_epsilon, sens, bound, what="PrivCov's Gumbel selection")
+            weight = safe_gumbel_weight(cal.selection_step_epsilon, cal.selection_sensitivity, bound,
+                                        what="PrivCov's Gumbel selection")
         else:  # k = d: the selection is a constant, the weight changes nothing
             weight = 1.0 / cal.gumbel_scale
         return cls(cal, weight, bound, release, dz2)
 
     @property
     def step_epsilon(self) -> float:
-        """Bounded range of one selection step: ``2 (w (Delta_fl + 2**-52 C) + 2**-30)`` (0 when k = d)."""
+        """Bounded range of one selection step, root-mean-square over the rows: ``2 (w (Delta_sel
+        + 2**-52 C) + 2**-30)``, ``Delta_sel`` the calibration's ``selection_sensitivity``
+        (``Delta_fl`` without a row clip: then every step's range is at most this); 0 when k = d."""
         cal = self.calibration
         if not cal.selection_steps:
             return 0.0
-        sens = cal.sensitivity * cal.float_factor
-        return 2.0 * (self.weight * (sens + 2.0**-52 * self.score_bound) + 2.0**-SCORE_BITS)
+        return 2.0 * (self.weight * (cal.selection_sensitivity + 2.0**-52 * self.score_bound) + 2.0**-SCORE_BITS)
 
     @property
     def gumbel_scale(self) -> float:
@@ -458,7 +478,7 @@ class PrivCovGumbelMechanism(_GaussianRelease, Mechanism):
 
 
 def privcov_gumbel_mechanism(epsilon: float, delta: float, n_samples: int, n_features: int, k: int, clip: float,
-                             beta: float = 0.1) -> PrivCovGumbelMechanism:
+                             beta: float = 0.1, *, row_clip: float = math.inf) -> PrivCovGumbelMechanism:
     """:class:`PrivCovGumbelMechanism` of :func:`~dpdist.privacy.calibration.privcov_gumbel_calibration`."""
     return PrivCovGumbelMechanism.from_calibration(
-        privcov_gumbel_calibration(epsilon, delta, n_samples, n_features, k, clip, beta))
+        privcov_gumbel_calibration(epsilon, delta, n_samples, n_features, k, clip, beta, row_clip=row_clip))
