@@ -187,7 +187,8 @@ def run_fingerprint(args) -> int:
         written = stamp(args.write)
         if not _json(args, {"written": written}):
             for path, rec in written.items():
-                print(f"stamped {path}: revision {rec['code_revision']}, methods {', '.join(rec['fingerprints'])}")
+                revision = rec.get('fingerprints_revision', rec.get('code_revision'))
+                print(f"stamped {path}: fingerprints of revision {revision}, methods {', '.join(rec['fingerprints'])}")
         return 0
     import json
 

@@ -152,6 +152,11 @@ def test_write_stamps_todays_fingerprints_and_refuses_a_non_result(tmp_path, cap
     stamped = json.loads(good.read_text())
     assert stamped["fingerprints"] == {"thresholded": fp.method_fingerprint("thresholded")}
     assert "code_revision" in stamped
+    # a file that records the commit that produced it keeps it; the stamping commit is recorded apart
+    _write(good, {"methods": {"thresholded": {"rows": []}}, "code_revision": "abc1234"})
+    assert main(["experiment", "fingerprint", "--write", str(good)]) == 0
+    restamped = json.loads(good.read_text())
+    assert restamped["code_revision"] == "abc1234" and restamped["fingerprints_revision"]
     bad.unlink()
     capsys.readouterr()
     assert main(["experiment", "fingerprint", "--check", "--results", str(tmp_path)]) == 0
