@@ -440,9 +440,14 @@ def private_sparse_covariance(
         notes = [GUMBEL_NOTE, mech.selection_residual_note(), residual_note(d * (k + 1), mech.release_noise)]
         scales = {"gumbel_select": mech.noise_scales()["select"], "gaussian_release": mech.noise_scales()["release"]}
     if C != math.inf:
-        notes.append(f"row clip: entry-clipped rows scaled to L2 norm at most C = {C:.6g}; the release's L2 "
+        clip_note = (f"row clip: entry-clipped rows scaled to L2 norm at most C = {C:.6g}; the release's L2 "
                      f"sensitivity is min(sqrt(d k') Delta, 2 C min(R sqrt(k'), C) / n) (float factor included) = "
                      f"{cal.release_sensitivity:.6g}")
+        if selection == "gumbel":
+            clip_note += (f"; the selection's steps are calibrated to the rows' root-mean-square score sensitivity "
+                          f"min(Delta, 2 C min(R, C) / (n sqrt(d))) = {cal.selection_sensitivity:.6g} in place of "
+                          "Delta (the rows' largest score changes have L2 norm at most 2 C min(R, C) / n)")
+        notes.append(clip_note)
     notes += [nonfinite_note(on_nonfinite), *chunk_reading_notes(X)]
     events = [("PrivCov rows", mech.event())]
     mechanisms = [mech.describe()]
