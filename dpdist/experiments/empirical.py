@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 
 from dpdist.exceptions import ValidationError
 
-__all__ = ["SOURCES", "TABLE", "EmpiricalNStar", "build_table", "measured_n_star", "planning_rows",
+__all__ = ["PLANNING_LABELS", "SOURCES", "TABLE", "EmpiricalNStar", "build_table", "measured_n_star", "planning_rows", "planning_table",
            "table_from_results", "table_status", "theory_n_star"]
 
 
@@ -458,16 +458,17 @@ def theory_n_star(method: str, n_features: int, *, k: int, sigma: float, target:
 
 def planning_rows(dims=(1000, 10000, 100000), *, mode: str = "simulated") -> list[dict]:
     """Theory vs measured n* for every method in :data:`TABLE` at the given d (README rows):
-    both interpolated log-log between the measured grid points (the theory value is the
+    both interpolated log-log between the measured grid points, neither for a stale entry (the theory value is the
     estimator's own ``plan()``/``min_samples()`` bound for the same target, budget and instance
     parameters, recorded next to each measurement)."""
     rows = []
     for (method, m), entry in sorted(TABLE.items()):
         if m != mode:
             continue
+        stale = table_status(method, mode)["status"] == "stale"
         for d in dims:
             meas = measured_n_star(method, d, mode=mode)
-            th = _loglog(entry.get("theory_points", []), float(d))
+            th = None if stale else _loglog(entry.get("theory_points", []), float(d))
             theory = None if th is None else th[0]
             rows.append({"method": method, "d": d, "theory_n": theory,
                          "measured_n": None if meas is None else meas.n_star,
@@ -475,3 +476,39 @@ def planning_rows(dims=(1000, 10000, 100000), *, mode: str = "simulated") -> lis
                          "instance_family": entry["instance_family"], "target": entry["target"],
                          "source": entry["source"], "date": entry["date"], "label": "empirical"})
     return rows
+
+
+#: Row labels of :func:`planning_table`, in order (methods of :data:`TABLE`'s simulated entries).
+PLANNING_LABELS = {
+    "privcov": 'PrivCov, `selection="paper"` (Algorithm 1)',
+    "privcov_gumbel": 'PrivCov, default (`selection="gumbel"`, row clip)',
+    "wang_xu": "Wang-Xu (`GaussianCovariance`)",
+    "thresholded": "thresholded, NOT PRIVATE",
+    "privpca": "PrivPCA (`SparsePCA`)",
+    "privcov_power": "`SparseCovariancePCA` (PrivCov default + power method)",
+    "wang_xu_pca": "Wang-Xu PCA (`GaussianPCA`)",
+    "thresholded_pca": "thresholded PCA, NOT PRIVATE",
+}
+
+
+def _short(x: float | None) -> str:
+    """``4.3e10`` style (two significant digits), or ``-`` when there is no value."""
+    if x is None:
+        return "-"
+    mantissa, exponent = f"{x:.1e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def planning_table(dims=(1000, 10000, 100000)) -> str:
+    """The markdown table of theorem / measured n* at ``dims`` (docs/planning.md prints it; a
+    test checks that the two agree): :func:`planning_rows` of the simulated entries, ``-`` where
+    the results files have no value (d outside the measured grid)."""
+    rows = {(r["method"], r["d"]): r for r in planning_rows(dims)}
+    head = "| method | " + " | ".join(f"d = {d:,}: theorem / measured" for d in dims) + " |"
+    lines = [head, "|---|" + "---|" * len(dims)]
+    for method, label in PLANNING_LABELS.items():
+        if (method, dims[0]) not in rows:
+            continue
+        cells = [f"{_short(rows[method, d]['theory_n'])} / {_short(rows[method, d]['measured_n'])}" for d in dims]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

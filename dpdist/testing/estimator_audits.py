@@ -113,14 +113,17 @@ def _quiet_fit(fn: Callable[[], Any]) -> Any:
 # ---------------------------------------------------------------------------------------
 
 
-def _privcov():
+def _privcov(row_clip: float | None = None):
+    """PrivCov's default (Gumbel selection); with ``row_clip``, rows are also scaled to that L2
+    norm and both stages are calibrated to the row-clipped sensitivities."""
     import dpdist
 
     X = np.zeros((40, 4))
     X[1:21, :2] = 1.0
 
     def fit(D):
-        return dpdist.SparseCovariance(2, 1.0, 1e-5, clip=1.0, scheduler=SYNC, tile_size=4, progress=False).fit(D).release_
+        return dpdist.SparseCovariance(2, 1.0, 1e-5, clip=1.0, row_clip=row_clip, scheduler=SYNC, tile_size=4,
+                                       progress=False).fit(D).release_
 
     return fit, lambda r: float(r.values["diagonal"][0]), X, np.array([1.0, 0, 0, 0]), ("approx-dp", 1.0, 1e-5)
 
@@ -224,6 +227,7 @@ def _privpca():
 
 ESTIMATORS: dict[str, Callable] = {
     "sparse-covariance": _privcov,
+    "sparse-covariance-row-clip": lambda: _privcov(row_clip=1.2),
     "gaussian-covariance": _wang_xu,
     "gaussian-pca": lambda: _wang_xu(pca=True),
     "analyze-gauss": _analyze_gauss,
