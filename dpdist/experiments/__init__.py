@@ -6,5 +6,7 @@ generators of :mod:`dpdist.data` and the simulation mode of :mod:`dpdist.simulat
 - :mod:`~dpdist.experiments.validation`: the simulation against the real pipeline;
 - :mod:`~dpdist.experiments.second_moment_curves`: the NeurIPS 2025 curves;
 - :mod:`~dpdist.experiments.peers`: side by side with OpenDP's and diffprivlib's PCA;
-- :mod:`~dpdist.experiments.empirical`: the measured n* as planning data.
+- :mod:`~dpdist.experiments.empirical`: the measured n* as planning data;
+- :mod:`~dpdist.experiments.lower_bounds`: every estimator on the lower-bound instances
+  beside the bounds, ExpMech's n*(k) and PrivNorm alone (``dpdist experiment lower-bounds``).
 """

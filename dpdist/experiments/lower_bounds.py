@@ -50,11 +50,12 @@ CONFIG = {
     "full": {
         "theorem2": {"d": 200, "k": 20, "n": [1e3, 1e4, 1e5, 1e6, 1e7, 1e8], "reps": 30,
                      "methods": ["thresholded", "privcov", "privcov_gumbel", "wang_xu"]},
-        "theorem4": {"g": 6, "k": 6, "codewords": 400, "n": [2, 8, 32, 128, 512, 2048], "reps": 40,
-                     "methods": ["thresholded_pca", "wang_xu_pca", "privpca", "privcov_power", "expmech"]},
-        "theorem5": {"d": 64, "k": 16, "n": [2, 8, 32, 128, 512, 2048], "reps": 40,
-                     "methods": ["thresholded_pca", "wang_xu_pca", "privpca", "privcov_power"]},
-        "theorem6": {"d": [10, 20, 40], "gamma": 0.3, "n": [1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8], "reps": 20,
+        "theorem4": {"g": 6, "k": 6, "codewords": 400, "n": [2, 8, 32, 128, 512, 2048, 8192, 32768, 131072],
+                     "reps": 50, "methods": ["empirical_pca", "thresholded_pca", "wang_xu_pca", "privpca",
+                                             "privcov_power", "expmech"]},
+        "theorem5": {"d": 64, "k": 16, "n": [2, 8, 32, 128, 512, 2048, 8192, 32768], "reps": 40,
+                     "methods": ["empirical_pca", "thresholded_pca", "wang_xu_pca", "privpca", "privcov_power"]},
+        "theorem6": {"d": [10, 20, 40, 80], "gamma": 0.3, "n": [1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9], "reps": 20,
                      "target": 0.1, "methods": ["thresholded_pca", "wang_xu_pca", "privcov_power"]},
         "expmech": {"d": 16, "k": [2, 3, 4, 5, 6], "reps": 10, "target": 0.1, "beta": 0.1, "rtol": 0.15,
                     "start": 1e4},
@@ -63,7 +64,7 @@ CONFIG = {
     "smoke": {
         "theorem2": {"d": 24, "k": 12, "n": [1e4, 1e6], "reps": 3, "methods": ["thresholded", "privcov"]},
         "theorem4": {"g": 6, "k": 6, "codewords": 30, "n": [8, 256], "reps": 2,
-                     "methods": ["thresholded_pca", "wang_xu_pca"]},
+                     "methods": ["empirical_pca", "wang_xu_pca"]},
         "theorem5": {"d": 16, "k": 4, "n": [4, 256], "reps": 3, "methods": ["thresholded_pca", "wang_xu_pca"]},
         "theorem6": {"d": [6, 12, 24], "gamma": 0.3, "n": [1e3, 1e6], "reps": 3, "target": 0.1,
                      "methods": ["thresholded_pca", "wang_xu_pca"]},
@@ -73,8 +74,10 @@ CONFIG = {
 }
 
 PARTS = ("theorem2", "theorem4", "theorem5", "theorem6", "expmech", "privnorm")
-#: Methods that are private (the rest, the non-private thresholded baselines, may beat any bound).
-NON_PRIVATE = ("thresholded", "thresholded_pca")
+#: The non-private methods (they may beat any privacy lower bound): the thresholded baselines and
+#: ``empirical_pca``, the top eigenvector of the sample second moment (a reference showing
+#: where the instance becomes solvable without privacy; not a dpdist estimator).
+NON_PRIVATE = ("thresholded", "thresholded_pca", "empirical_pca")
 #: Stand-in output of a run that released nothing (a refusal before or after reading the data):
 #: a fixed public vector, the same for every input, so the bounds apply to the composite.
 REFUSAL = "e_1"
@@ -194,6 +197,9 @@ def _fit_pca(method: str, X, k: int, *, epsilon: float, delta: float, sigma: flo
     (refused n, or a private test returned bottom)."""
     import dpdist
 
+    if method == "empirical_pca":
+        A = np.asarray(X.compute() if hasattr(X, "compute") else X, dtype=np.float64)
+        return np.linalg.eigh(A.T @ A / A.shape[0])[1][:, -1]
     common = {"scheduler": "synchronous"}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyWarning)
@@ -269,14 +275,15 @@ def _theorem4(cfg: dict, epsilon: float, delta: float, log) -> dict:
     code = theorem4_codebook(g, cfg["codewords"], random_state=0)
     d = code.n_features
     V = code.leading_vectors()
-    pick = _rng(4, 0).integers(0, code.size, size=cfg["reps"])
+    # codewords: uniform, drawn afresh for each n (the same for every method at that n)
+    picks = {int(n): _rng(4, int(n)).integers(0, code.size, size=cfg["reps"]) for n in cfg["n"]}
     instances = {}
     rows = []
     for name in cfg["methods"]:
         for n in cfg["n"]:
             hits, sins, refused = 0, [], 0
             for r in range(cfg["reps"]):
-                x = int(pick[r])
+                x = int(picks[int(n)][r])
                 if x not in instances:
                     instances[x] = code.instance(x, k, random_state=0)
                 inst = instances[x]
@@ -551,6 +558,10 @@ def check(result: dict) -> dict:
             "largest_ratio_success_over_bound": largest}
 
 
+def _label(method: str) -> str:
+    return f"{method} (NOT PRIVATE)" if method in NON_PRIVATE else method
+
+
 def plot_lower_bounds(result: dict, path: str) -> str:
     """Six panels: one per part run (SIMULATED panels say so)."""
     from dpdist.experiments.plots import _pyplot
@@ -573,7 +584,7 @@ def plot_lower_bounds(result: dict, path: str) -> str:
     if "theorem2" in result:
         ax = axes[i]; i += 1
         for j, (m, rows) in enumerate(by_method(result["theorem2"]["rows"]).items()):
-            ax.loglog([r["n"] for r in rows], [r["error_q2_3"] for r in rows], "o-", color=colors[j], label=m)
+            ax.loglog([r["n"] for r in rows], [r["error_q2_3"] for r in rows], "o-", color=colors[j], label=_label(m))
         rows = result["theorem2"]["rows"]
         ns = sorted({r["n"] for r in rows})
         ax.loglog(ns, [theorem2_alpha(n, result["theorem2"]["instance"]["n_features"],
@@ -585,7 +596,7 @@ def plot_lower_bounds(result: dict, path: str) -> str:
     if "theorem4" in result:
         ax = axes[i]; i += 1
         for j, (m, rows) in enumerate(by_method(result["theorem4"]["rows"]).items()):
-            ax.semilogx([r["n"] for r in rows], [r["success_rate"] for r in rows], "o-", color=colors[j], label=m)
+            ax.semilogx([r["n"] for r in rows], [r["success_rate"] for r in rows], "o-", color=colors[j], label=_label(m))
         rows = result["theorem4"]["rows"]
         ns = sorted({r["n"] for r in rows})
         ax.semilogx(ns, [theorem4_success_bound(n, result["theorem4"]["codebook"]["size"], result["epsilon"],
@@ -596,7 +607,7 @@ def plot_lower_bounds(result: dict, path: str) -> str:
     if "theorem5" in result:
         ax = axes[i]; i += 1
         for j, (m, rows) in enumerate(by_method(result["theorem5"]["rows"]).items()):
-            ax.semilogx([r["n"] for r in rows], [r["sin2_mean"] for r in rows], "o-", color=colors[j], label=m)
+            ax.semilogx([r["n"] for r in rows], [r["sin2_mean"] for r in rows], "o-", color=colors[j], label=_label(m))
         rows = result["theorem5"]["rows"]
         ns = sorted({r["n"] for r in rows})
         d5 = result["theorem5"]["instance"]["n_features"]
@@ -609,7 +620,7 @@ def plot_lower_bounds(result: dict, path: str) -> str:
         for j, (m, rows) in enumerate(by_method(result["theorem6"]["n_at_target"]).items()):
             pts = [(r["d"], r["n_at_target"]) for r in rows if r["n_at_target"]]
             if pts:
-                ax.loglog(*zip(*pts), "o-", color=colors[j], label=f"{m}: n at sin^2 q2/3 <= target")
+                ax.loglog(*zip(*pts), "o-", color=colors[j], label=f"{_label(m)}: n at sin^2 q2/3 <= target")
         ds = sorted({r["d"] for r in result["theorem6"]["n_at_target"]})
         ax.loglog(ds, [theorem6_n(d, result["epsilon"]) for d in ds], "k--", label="Thm 6: d / eps (constant 1)")
         ax.set(xlabel="d", ylabel="n", title=tag("theorem6") + "Thm 6: Construction 2 (dense)")
