@@ -659,3 +659,103 @@ def plot_lower_bounds(result: dict, path: str) -> str:
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def _g(x, digits: int = 3) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float) and not math.isfinite(x):
+        return "inf"
+    return f"{x:.{digits}g}"
+
+
+def readme_tables(result: dict) -> str:
+    """The markdown tables of benchmarks/results/README.md's lower-bound section, rendered from
+    a full result (the README quotes them verbatim; a test compares the two)."""
+    out = []
+    if "theorem2" in result:
+        t = result["theorem2"]
+        ns = sorted({r["n"] for r in t["rows"]})
+        out.append(f"Theorem 2, Construction 1 (d = {t['instance']['n_features']}, k = {t['instance']['k']}, "
+                   "SIMULATED): 2/3-quantile of `||M - Sigma||_op / sigma^2` / the bound's alpha(n) (constants 1)\n")
+        out.append("| method | " + " | ".join(f"n = {_g(n, 2)}" for n in ns) + " |")
+        out.append("|---|" + "---|" * len(ns))
+        for m in dict.fromkeys(r["method"] for r in t["rows"]):
+            cells = {r["n"]: r["ratio"] for r in t["rows"] if r["method"] == m}
+            out.append(f"| {_label(m)} | " + " | ".join(_g(cells[n]) for n in ns) + " |")
+        out.append("| bound alpha(n) | " + " | ".join(
+            _g(next(r["bound_alpha"] for r in t["rows"] if r["n"] == n)) for n in ns) + " |")
+        out.append("")
+    if "theorem4" in result:
+        t = result["theorem4"]
+        ns = sorted({r["n"] for r in t["rows"]})
+        out.append(f"Theorem 4, codebook of m = {t['codebook']['size']} Corollary 2 instances (d = {t['n_features']}, "
+                   f"k = {t['k']}, minimum distance {t['codebook']['min_distance']}): codewords decoded / reps "
+                   "(bound: the most any (eps, delta)-DP algorithm can reach)\n")
+        out.append("| method | " + " | ".join(f"n = {n}" for n in ns) + " |")
+        out.append("|---|" + "---|" * len(ns))
+        for m in dict.fromkeys(r["method"] for r in t["rows"]):
+            cells = {r["n"]: r for r in t["rows"] if r["method"] == m}
+            out.append(f"| {_label(m)} | " + " | ".join(f"{cells[n]['decoded']}/{cells[n]['reps']}" for n in ns)
+                       + " |")
+        out.append("| bound (rate) | " + " | ".join(
+            _g(next(r["bound_success"] for r in t["rows"] if r["n"] == n)) for n in ns) + " |")
+        out.append("")
+    if "theorem5" in result:
+        t = result["theorem5"]
+        ns = sorted({r["n"] for r in t["rows"]})
+        out.append(f"Theorem 5, edge-spike family (d = {t['instance']['n_features']}, k = {t['instance']['k']}): "
+                   "mean sin^2 over uniform members (bound: the least any (eps, delta)-DP algorithm can reach)\n")
+        out.append("| method | " + " | ".join(f"n = {n}" for n in ns) + " |")
+        out.append("|---|" + "---|" * len(ns))
+        for m in dict.fromkeys(r["method"] for r in t["rows"]):
+            cells = {r["n"]: r["sin2_mean"] for r in t["rows"] if r["method"] == m}
+            out.append(f"| {_label(m)} | " + " | ".join(_g(cells[n]) for n in ns) + " |")
+        out.append("| bound (mean sin^2) | " + " | ".join(
+            _g(next(r["bound_sin2"] for r in t["rows"] if r["n"] == n)) for n in ns) + " |")
+        out.append("")
+    if "theorem6" in result:
+        t = result["theorem6"]
+        ds = sorted({r["d"] for r in t["n_at_target"]})
+        out.append(f"Theorem 6, Construction 2 dense (gamma = {t['gamma']}, SIMULATED): n at which the 2/3-quantile "
+                   f"of sin^2 reaches {t['target']}, / (d / eps), and the fitted exponent of d (paper: >= 1)\n")
+        out.append("| method | " + " | ".join(f"d = {d}" for d in ds) + " | exponent of d [95% CI] |")
+        out.append("|---|" + "---|" * len(ds) + "---|")
+        for m in dict.fromkeys(r["method"] for r in t["n_at_target"]):
+            cells = {r["d"]: r for r in t["n_at_target"] if r["method"] == m}
+            fit = t["fit_n_at_target_vs_d"].get(m)
+            ftxt = "-" if fit is None else f"{fit['exponent']:.2f} [{fit['ci95'][0]:.2f}, {fit['ci95'][1]:.2f}]"
+            out.append(f"| {_label(m)} | " + " | ".join(
+                "not reached" if cells[d]["n_at_target"] is None else
+                f"{_g(cells[d]['n_at_target'])} ({_g(cells[d]['ratio'])}x)" for d in ds) + f" | {ftxt} |")
+        out.append("")
+    if "expmech" in result:
+        t = result["expmech"]
+        out.append(f"ExpMech, Model 2 (d = {t['d']}, gap 0.5, sin^2 <= {t['target']} w.p. >= {1 - t['beta']:g}, "
+                   f"{t['reps']} reps): n*(k)\n")
+        out.append("| k | " + " | ".join(str(r["k"]) for r in t["rows"]) + " | exponent of k [95% CI] |")
+        out.append("|---|" + "---|" * len(t["rows"]) + "---|")
+        fit, fth = t.get("fit"), t.get("fit_theory")
+
+        def ftxt(f):
+            return "-" if f is None else f"{f['exponent']:.2f} [{f['ci95'][0]:.2f}, {f['ci95'][1]:.2f}]"
+
+        out.append("| measured n* | " + " | ".join(_g(r["n_star"]) for r in t["rows"]) + f" | {ftxt(fit)} |")
+        out.append("| Theorem 7 planning n | " + " | ".join(_g(r["theory_n"]) for r in t["rows"])
+                   + f" | {ftxt(fth)} |")
+        out.append("")
+    if "privnorm" in result:
+        t = result["privnorm"]
+        out.append(f"PrivNorm alone, Model 2 (d = {t['d']}, k = {t['k']}, lambda_1 = 2, SIMULATED, "
+                   f"{t['rows'][0]['reps']} reps)\n")
+        out.append("| n | pass rate | plan's release probability | median relative error | Lemma 21 bound / lambda_1 |")
+        out.append("|---|---|---|---|---|")
+        for r in t["rows"]:
+            out.append(f"| {_g(r['n'], 2)} | {_g(r['pass_rate'])} | {_g(r['plan_release_probability'])} | "
+                       f"{_g(r['rel_error_median'])} | {_g(r['plan_relative_error_bound'])} |")
+        f = t.get("fit_error_vs_n")
+        if f:
+            out.append(f"\nFitted exponent of n of the median relative error: {f['exponent']:.2f} "
+                       f"[{f['ci95'][0]:.2f}, {f['ci95'][1]:.2f}] (paper: {t['paper_exponent_of_n']}).")
+        out.append("")
+    return "\n".join(out)

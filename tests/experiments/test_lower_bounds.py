@@ -122,3 +122,91 @@ def test_lower_bounds_command(tmp_path, capsys):
     rc = main(["experiment", "lower-bounds", "--smoke", "--parts", "bogus", "--out", str(tmp_path / "x")])
     assert rc == 2 and "unknown part" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()  # a refusal writes nothing
+
+
+# ------------------------------------------------------------------------ the committed run
+
+
+def _committed():
+    if not RESULTS.exists():
+        pytest.skip("benchmarks/results/lower_bounds.json not present")
+    return json.loads(RESULTS.read_text())
+
+
+def test_committed_run_no_private_estimator_beyond_a_certified_bound():
+    """Recomputed from the counts and the bound formulas, not from the run's own flags:
+    Theorem 4's decoding rate (exact binomial interval) never exceeds what (eps, delta)-DP
+    allows, and Theorem 5's mean sin^2 (t-interval) never falls below Proposition 4's bound."""
+    from scipy import stats
+
+    res = _committed()
+    eps, delta = res["epsilon"], res["delta"]
+    m = res["theorem4"]["codebook"]["size"]
+    checked = 0
+    for row in res["theorem4"]["rows"]:
+        if row["method"] in ("empirical_pca", "thresholded_pca"):
+            continue
+        bound = theorem4_success_bound(row["n"], m, eps, delta)
+        low = stats.binomtest(row["decoded"], row["reps"]).proportion_ci(0.95, method="exact").low
+        assert low <= bound, row
+        checked += 1
+    d5 = res["theorem5"]["instance"]["n_features"]
+    for row in res["theorem5"]["rows"]:
+        if row["method"] in ("empirical_pca", "thresholded_pca"):
+            continue
+        bound = theorem5_risk_bound(row["n"], d5, eps, delta)
+        assert row["sin2_mean_ci95"][1] >= bound, row
+        checked += 1
+    assert checked >= 30 and res["check"]["no_private_estimator_below_certified_bounds"]
+    # the private estimators of Theorem 2 stay above its (constant-1) prediction as well
+    inst = res["theorem2"]["instance"]
+    for row in res["theorem2"]["rows"]:
+        if row["private"]:
+            assert row["error_q2_3"] >= theorem2_alpha(row["n"], inst["n_features"], inst["k"], eps), row
+
+
+def test_committed_run_is_what_the_readme_quotes():
+    from dpdist.experiments.lower_bounds import readme_tables
+
+    res = _committed()
+    readme = (RESULTS.parent / "README.md").read_text()
+    assert readme_tables(res) in readme
+    assert res["commands"][0] in readme
+    assert not res["smoke"] and res["code_revision"] != "unknown"
+
+
+def test_committed_run_supports_the_readme_prose():
+    """The numbers the README's prose quotes (beside its generated tables)."""
+    res = _committed()
+    t4 = {(r["method"], r["n"]): r for r in res["theorem4"]["rows"]}
+    m = res["theorem4"]["codebook"]["size"]
+    assert theorem4_success_bound(8, m, 1.0, 1e-6) < 1 <= theorem4_success_bound(32, m, 1.0, 1e-6) + 1e-12
+    assert theorem5_risk_bound(32, 64, 1.0, 1e-6) > 0 == theorem5_risk_bound(128, 64, 1.0, 1e-6)
+    assert round(min(r["ratio"] for r in res["theorem5"]["rows"] if r["private"] and r["ratio"])) == 16
+    assert t4[("empirical_pca", 8192)]["decoded"] == 39 and t4[("empirical_pca", 131072)]["decoded"] == 50
+    assert all(t4[("thresholded_pca", n)]["decoded"] == 50 for n in (8192, 32768, 131072))
+    assert max(r["decoded"] for r in res["theorem4"]["rows"] if r["private"]) == 1
+    t5 = {(r["method"], r["n"]): r for r in res["theorem5"]["rows"]}
+    assert t5[("empirical_pca", 32768)]["sin2_mean"] < 0.01
+    assert all(r["sin2_mean"] > 0.97 for r in res["theorem5"]["rows"] if r["private"])
+    t2 = [r for r in res["theorem2"]["rows"] if r["private"]]
+    assert f"{min(r['ratio'] for r in t2):.2g}" == "4.9" and f"{max(r['ratio'] for r in t2):.2g}" == "1.3e+04"
+    thr = [r["ratio"] for r in res["theorem2"]["rows"] if not r["private"]]
+    assert f"{min(thr):.3g}" == "1.06" and f"{max(thr):.2g}" == "3.7"
+    fits = res["theorem6"]["fit_n_at_target_vs_d"].values()
+    assert {f"{f['exponent']:.1f}" for f in fits} >= {"1.7", "2.2"} and all(f["ci95"][0] > 1 for f in fits)
+    ratios = [r["ratio"] for r in res["theorem6"]["n_at_target"]]
+    assert f"{min(ratios):.0e}" == "6e+03" and f"{max(ratios):.0e}" == "4e+05"
+    em = res["expmech"]
+    assert em["fit"]["ci95"][0] <= 2.0 <= em["fit"]["ci95"][1]
+    over = [r["theory_n"] / r["n_star"] for r in em["rows"]]
+    assert round(min(over)) == 42 and round(max(over)) == 125
+    pn = {r["n"]: r for r in res["privnorm"]["rows"]}
+    assert pn[1e7]["pass_rate"] == 0 == pn[1e7]["plan_release_probability"]
+    lo = min(n for n in pn if pn[n]["pass_rate"] == 1)
+    assert f"{lo:.2g}" == "3.2e+07" and pn[lo]["plan_release_probability"] > 0.99
+    f = res["privnorm"]["fit_error_vs_n"]
+    assert f"{f['exponent']:.2f}" == "-0.48" and f["ci95"][0] <= -0.5 <= f["ci95"][1]
+    below = [r["plan_relative_error_bound"] / r["rel_error_median"] for r in pn.values() if r["rel_error_median"]]
+    assert f"{min(below):.1f}" == "3.2" and f"{max(below):.1f}" == "6.7"
+    assert pn[10**10.5]["rel_error_median"] > 1 > pn[1e11]["rel_error_median"]
