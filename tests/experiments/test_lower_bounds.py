@@ -116,9 +116,13 @@ def test_lower_bounds_short_form(tmp_path):
 
 
 def test_lower_bounds_command(tmp_path, capsys):
-    rc = main(["experiment", "lower-bounds", "--smoke", "--parts", "theorem6", "--out", str(tmp_path)])
+    rc = main(["experiment", "lower-bounds", "--smoke", "--parts", "theorem2,theorem6,expmech,privnorm", "--out",
+               str(tmp_path)])
     out = capsys.readouterr().out
     assert rc == 0 and "smallest measured / bound" in out and "wrote" in out
+    data = json.loads((tmp_path / "lower_bounds_smoke.json").read_text())
+    assert [r["k"] for r in data["expmech"]["rows"]] == [2, 3, 4] and len(data["privnorm"]["rows"]) == 2
+    assert data["theorem2"]["label"] == data["theorem6"]["label"] == data["privnorm"]["label"] == "SIMULATED"
     rc = main(["experiment", "lower-bounds", "--smoke", "--parts", "bogus", "--out", str(tmp_path / "x")])
     assert rc == 2 and "unknown part" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()  # a refusal writes nothing
