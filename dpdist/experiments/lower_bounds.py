@@ -50,7 +50,7 @@ __all__ = ["CONFIG", "run_lower_bounds", "theorem2_alpha", "theorem4_success_bou
 CONFIG = {
     "full": {
         "theorem2": {"d": 200, "k": 20, "n": [1e3, 1e4, 1e5, 1e6, 1e7, 1e8], "reps": 30,
-                     "methods": ["thresholded", "privcov", "privcov_gumbel", "wang_xu"]},
+                     "methods": ["thresholded", "privcov", "privcov_laplace", "privcov_gumbel", "wang_xu"]},
         "theorem4": {"g": 6, "k": 6, "codewords": 400, "n": [2, 8, 32, 128, 512, 2048, 8192, 32768, 131072],
                      "reps": 50, "methods": ["empirical_pca", "thresholded_pca", "wang_xu_pca", "privpca",
                                              "privcov_power", "expmech"]},
@@ -403,8 +403,11 @@ def _theorem6(cfg: dict, epsilon: float, delta: float, log) -> dict:
             "target": target, "error": "sin^2 of the released vector; 2/3-quantile over reps (beta = 1/3)",
             "bound": "n >= d / eps, constant 1 (the paper's Delta_0, C_1 and Omega constant are unspecified); "
                      "n_at_target = log-interpolated n where the 2/3-quantile first reaches the target",
-            "bound_certified": False, "not_run": {"privpca": "its friendly-core batches (m ~ 5.8e3 at eps = 1) make a "
-                                                             "run cost seconds; its n* on Model 2 is ~1e17 (README)"},
+            "bound_certified": False,
+            "not_run": {"privpca": "its friendly-core batches (m ~ 5.8e3 at eps = 1) make a simulated run cost seconds; "
+                                   "its n* on Model 2 is ~1e17 (benchmarks/results/README.md)",
+                        "expmech": "no simulation of it; real fits at the n it needs here (1e5 to 1e8 rows) exceed the "
+                                   "run's budget"},
             "rows": rows, "n_at_target": per_d, "fit_n_at_target_vs_d": fits, "paper_exponent_of_d": 1.0}
 
 
