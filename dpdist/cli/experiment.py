@@ -51,6 +51,9 @@ def register(sub) -> None:
 
     lb = inner.add_parser("lower-bounds", help="every estimator on the COLT 2026 hard instances (Theorems 2, 4, 5, "
                           "6) beside the bounds; ExpMech's n*(k); PrivNorm alone",
+                          description="Writes lower_bounds.json and lower_bounds.png to --out. Exit status 1 when a "
+                          "private estimator measures beyond a bound with explicit constants (Theorems 4 and 5): "
+                          "that would indicate a privacy bug.",
                           formatter_class=HelpFormatter)
     lb.add_argument("--parts", default=None,
                     help="comma-separated subset of theorem2, theorem4, theorem5, theorem6, expmech, privnorm "

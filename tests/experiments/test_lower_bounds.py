@@ -177,6 +177,8 @@ def test_committed_run_is_what_the_readme_quotes():
     assert readme_tables(res) in readme
     assert res["commands"][0] in readme
     assert not res["smoke"] and res["code_revision"] != "unknown"
+    minutes = round(sum(res["seconds"].values()) / 60)
+    assert f"(`lower_bounds.*`, {minutes} min on one core)" in readme
 
 
 def test_committed_run_supports_the_readme_prose():
