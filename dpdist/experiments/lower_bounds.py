@@ -12,8 +12,8 @@ and ``lower_bounds.png``. Each part:
   :func:`theorem4_success_bound`, the most any (epsilon, delta)-DP algorithm can reach.
 - **Theorem 5** (PCA, the edge-spike family, real fits): the mean ``sin^2`` over uniform
   members of the family, beside :func:`theorem5_risk_bound`, Proposition 4's lower bound on it.
-- **Theorem 6** (dense PCA, Construction 2, SIMULATED): the least grid n at which the
-  2/3-quantile of ``sin^2`` reaches the target, beside ``d / epsilon``.
+- **Theorem 6** (dense PCA, Construction 2, SIMULATED): the n (log-interpolated on the grid)
+  at which the 2/3-quantile of ``sin^2`` first reaches the target, beside ``d / epsilon``.
 - **ExpMech** (Model 2, real fits): n*(k) at fixed d with its fitted exponent of k, beside
   Theorem 7's (the estimator's own planning value from the proof's bound, and the leading k^2).
 - **PrivNorm** (Model 2, SIMULATED): the rate at which Algorithm 3's tests pass and its
@@ -21,8 +21,9 @@ and ``lower_bounds.png``. Each part:
 
 Constants. Theorems 4 and 5 come with explicit bounds (Theorem 4's through the packing
 argument of its proof, written out with group privacy in :func:`theorem4_success_bound`);
-those are checked as stated: no private estimator may measure below them (beyond its
-confidence interval), which would indicate a privacy bug. Theorems 2 and 6 are Omega(...)
+those are checked as stated: no private estimator may measure beyond them (a decoding rate
+above Theorem 4's, a mean ``sin^2`` below Theorem 5's, beyond its confidence interval), which
+would indicate a privacy bug. Theorems 2 and 6 are Omega(...)
 statements whose constants the paper leaves unspecified (Theorem 2's universal alpha_0 and the
 Omega, Theorem 6's Delta_0, C_1 and the Omega): their predictions use constant 1 and drop
 Theorem 2's ``sqrt(d) exp(alpha_0 k) / epsilon`` branch, so their ratios compare shapes, not a
@@ -34,9 +35,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from types import SimpleNamespace
 import warnings
 import zlib
+from types import SimpleNamespace
 
 import numpy as np
 from scipy import optimize, stats
