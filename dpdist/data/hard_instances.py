@@ -16,6 +16,10 @@ values the lemma promises.
 - :func:`edge_spike`: Lemmas 15-16 (Section 5.2), ``Sigma_s = I + D_s A D_s / h`` with ``A``
   an ``h``-regular bipartite graph, and the signed edge-spike distribution ``D_{s,G}`` whose
   rows have exactly two non-zeros (sub-Gaussian with ``sigma^2 = d``).
+- :func:`theorem4_codebook`: Lemma 13's code (weight-g words of length 3g, pairwise Hamming
+  distance >= g/2) that indexes Theorem 4's packing: one Corollary 2 instance per codeword,
+  ``R = supp(x)`` (:meth:`Codebook.instance`), with the decoder of the proof
+  (:meth:`Codebook.decode`).
 - Construction 2 (Appendix E, spiked inverse-Wishart) is :func:`dpdist.data.model2.make_construction2`,
   re-exported here.
 
@@ -49,6 +53,7 @@ from dpdist.data.synthetic import Model1, make_model1
 from dpdist.exceptions import ValidationError
 
 __all__ = [
+    "Codebook",
     "Construction1",
     "EdgeSpike",
     "GraphInstance",
@@ -59,6 +64,7 @@ __all__ = [
     "make_construction2",
     "random_biregular_graph",
     "ramanujan_bound",
+    "theorem4_codebook",
 ]
 
 
@@ -592,3 +598,135 @@ def edge_spike(
         scale=1.0, k=k, name="edge_spike", extra={"h": h, "lemma15_lambda2_le_1.5": lam2 <= 1.5},
     )
     return EdgeSpike(graph, s, edges, seed)
+
+
+# --------------------------------------------------------------------------------------
+# Lemma 13 and Theorem 4: the packing of Corollary 2 instances
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Codebook:
+    """Lemma 13's code: ``m`` words of ``{0, 1}^{3g}``, each of weight g, pairwise Hamming
+    distance at least ``g/2``; Theorem 4 attaches to word x the Corollary 2 instance with
+    ``R = supp(x)``, whose leading eigenvector is ``v_x = sqrt(3/(4d)) (1_L, sqrt(2) 1_R)``.
+
+    Attributes
+    ----------
+    words : ndarray (m, 3g) of bool
+    g : int
+    min_distance : int
+        The smallest pairwise Hamming distance, computed over all pairs of the words kept.
+    candidates : int
+        Random weight-g words examined by the greedy construction.
+    seed : int
+    """
+
+    words: np.ndarray
+    g: int
+    min_distance: int
+    candidates: int
+    seed: int
+
+    @property
+    def n_features(self) -> int:
+        return 3 * self.g
+
+    @property
+    def size(self) -> int:
+        return int(self.words.shape[0])
+
+    def leading_vectors(self) -> np.ndarray:
+        """``v_x`` for every word (rows), eq. (14)."""
+        d = self.n_features
+        return np.where(self.words, math.sqrt(3.0 / (2.0 * d)), math.sqrt(3.0 / (4.0 * d)))
+
+    def instance(self, index: int, k: int, *, random_state: int = 0, max_tries: int = 200) -> GraphInstance:
+        """Theorem 4's ``P_x`` for word ``index``: :func:`corollary2` with ``R = supp(x)`` and rows
+        ``N(0, Sigma_x / 2)`` (Model 1 with ``sigma^2 = 1``)."""
+        index = _check_int(index, "index", 0)
+        if index >= self.size:
+            raise ValidationError(f"index must be below the codebook size {self.size}, got {index}")
+        return corollary2(self.n_features, k, right=np.flatnonzero(self.words[index]), scale=0.5,
+                          random_state=random_state, max_tries=max_tries)
+
+    def decode(self, v_hat) -> int:
+        """The proof's decoder D: the word whose ``v_x`` minimises
+        ``d_sign(v_x, v_hat) = min(||v_x - u||, ||v_x + u||)``, ``u = v_hat / ||v_hat||`` (ties
+        and ``v_hat = 0`` go to the lowest index: a fixed, data-independent rule)."""
+        u = np.asarray(v_hat, dtype=np.float64).ravel()
+        if u.shape != (self.n_features,):
+            raise ValidationError(f"v_hat must have {self.n_features} entries, got {u.size}")
+        norm = float(np.linalg.norm(u))
+        if not math.isfinite(norm):
+            raise ValidationError("v_hat must be finite")
+        if norm == 0.0:
+            return 0
+        u = u / norm
+        V = self.leading_vectors()
+        dist = np.minimum(np.linalg.norm(V - u, axis=1), np.linalg.norm(V + u, axis=1))
+        return int(np.argmin(dist))
+
+    def parameters(self) -> dict:
+        return {
+            "instance": "theorem4_codebook",
+            "paper": "COLT 2026, Lemma 13 (weight-g words of length 3g at Hamming distance >= g/2) and Theorem 4",
+            "n_features": self.n_features, "g": self.g, "size": self.size, "min_distance": self.min_distance,
+            "required_distance": self.g / 2.0, "candidates": self.candidates, "random_state": self.seed,
+            "lemma13_size_guarantee_full_greedy": 4.0**self.g / self.g**1.5,
+        }
+
+
+def theorem4_codebook(g: int, size: int, *, random_state: int = 0, max_candidates: int | None = None) -> Codebook:
+    """Lemma 13's code, built greedily from random words: draw uniform weight-g words of
+    ``{0, 1}^{3g}`` and keep each one at Hamming distance ``>= g/2`` from every word kept so
+    far, until ``size`` words are kept (Lemma 13's greedy, with random instead of exhaustive
+    candidates; run to exhaustion it keeps at least ``4^g / g^1.5`` words). The minimum
+    distance is then recomputed over all pairs.
+
+    Parameters
+    ----------
+    g : int
+        Weight; the words have length d = 3g. Theorem 4 pairs it with k <= g (Corollary 2).
+    size : int
+        Words wanted (m); Theorem 4's packing bound grows with ``log m``.
+    random_state : int
+        Seed of the candidate words.
+    max_candidates : int, optional
+        Candidates drawn before giving up (default ``50 * size + 1000``).
+
+    Raises
+    ------
+    ValidationError
+        Bad parameters, or fewer than ``size`` words found within ``max_candidates``.
+    """
+    g = _check_int(g, "g", 2)
+    m = _check_int(size, "size", 2)
+    seed = _check_seed(random_state)
+    budget = 50 * m + 1000 if max_candidates is None else _check_int(max_candidates, "max_candidates", 1)
+    d = 3 * g
+    need = math.ceil(g / 2)
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(3,)))
+    kept = np.zeros((m, d), dtype=np.int64)
+    count = drawn = 0
+    while count < m and drawn < budget:
+        batch = min(4096, budget - drawn)
+        cand = np.zeros((batch, d), dtype=np.int64)
+        pos = np.argsort(rng.random((batch, d)), axis=1)[:, :g]
+        np.put_along_axis(cand, pos, 1, axis=1)
+        drawn += batch
+        for w in cand:
+            # Hamming distance of two weight-g words: 2 (g - overlap)
+            if count == 0 or 2 * (g - int((kept[:count] @ w).max())) >= need:
+                kept[count] = w
+                count += 1
+                if count == m:
+                    break
+    if count < m:
+        raise ValidationError(
+            f"found only {count} words of weight {g} in {{0,1}}^{d} at distance >= {g / 2:g} in {drawn} candidates; "
+            "ask for fewer words or raise max_candidates")
+    overlap = kept @ kept.T
+    np.fill_diagonal(overlap, -1)
+    min_distance = int(2 * (g - overlap.max()))
+    return Codebook(kept.astype(bool), g, min_distance, drawn, seed)

@@ -9,4 +9,6 @@ generators of :mod:`dpdist.data` and the simulation mode of :mod:`dpdist.simulat
 - :mod:`~dpdist.experiments.empirical`: the measured n* as planning data;
 - :mod:`~dpdist.experiments.fingerprint`: what each result depends on, so that a stale one is
   found (``dpdist experiment fingerprint --check``).
+- :mod:`~dpdist.experiments.lower_bounds`: every estimator on the lower-bound instances
+  beside the bounds, ExpMech's n*(k) and PrivNorm alone (``dpdist experiment lower-bounds``).
 """

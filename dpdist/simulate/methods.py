@@ -81,6 +81,7 @@ __all__ = [
     "clip_probability",
     "row_clip_probability",
     "simulate_privcov",
+    "simulate_privnorm",
     "simulate_privpca",
     "simulate_thresholded",
     "simulate_wang_xu",
@@ -556,6 +557,31 @@ def simulate_privpca(model: BlockModel, n: float, epsilon: float, delta: float, 
     ``gap`` and ``sigma`` default to the model's (as a user who knows the model would pass).
     Returns sin^2 of the released component, 1.0 when a test returned bottom.
     """
+    from dpdist.privacy.pca_calibration import split_budget
+
+    (en, dn), (ep, dp) = split_budget(epsilon, delta, norm_fraction)
+    return _simulate_friendly(model, n, rng, (en, dn), (ep, dp), gap=gap, sigma=sigma, n_batches=n_batches,
+                              tau=tau, beta=beta, epsilon=epsilon, delta=delta)
+
+
+def simulate_privnorm(model: BlockModel, n: float, epsilon: float, delta: float, rng, *, gap: float | None = None,
+                      sigma: float | None = None, n_batches: int | None = None, tau: float | None = None,
+                      beta: float | None = None) -> SimResult:
+    """PrivNorm alone (:class:`~dpdist.SpectralNorm`, Algorithm 3, the whole budget on the norm)
+    on a Model-2 block model, with the estimator's own set-up, tests and release (the same
+    draws as :func:`simulate_privpca`'s first stage).
+
+    ``error`` is ``|lambda_hat - lambda_1| / lambda_1``, 1.0 when a test returned bottom;
+    ``info["lambda_hat"]`` the released norm.
+    """
+    return _simulate_friendly(model, n, rng, (float(epsilon), float(delta)), None, gap=gap, sigma=sigma,
+                              n_batches=n_batches, tau=tau, beta=beta, epsilon=epsilon, delta=delta)
+
+
+def _simulate_friendly(model: BlockModel, n: float, rng, norm_budget, pca_budget, *, gap, sigma, n_batches, tau,
+                       beta, epsilon, delta) -> SimResult:
+    """The shared body of :func:`simulate_privpca` (``pca_budget`` given) and
+    :func:`simulate_privnorm` (``pca_budget`` None: stop after the norm's release)."""
     from dpdist.algorithms.sparse_pca import _friendly_tests, _release_norm, _release_pca, _setup
     from dpdist.privacy.mechanisms.friendly import FriendlyTestMechanism, PrivNormMechanism, PrivPCAMechanism
     from dpdist.engine.friendly import FriendlyStats, friendly_weights
@@ -565,21 +591,23 @@ def simulate_privpca(model: BlockModel, n: float, epsilon: float, delta: float, 
         friendly_test_calibration,
         privnorm_calibration,
         privpca_calibration,
-        split_budget,
     )
 
     if model.n_blocks != 1:
-        raise ValidationError("simulate_privpca needs a Model-2 block model (one support block plus a bulk)")
+        raise ValidationError("the PrivNorm / PrivPCA simulation needs a Model-2 block model (one support block plus a "
+                              "bulk)")
     beta = DEFAULT_BETA if beta is None else float(beta)
     gap = model.gap if gap is None else float(gap)
     sigma = math.sqrt(model.sigma2) if sigma is None else float(sigma)
     d, k = model.n_features, model.k
-    (en, dn), (ep, dp) = split_budget(epsilon, delta, norm_fraction)
-    setup = _setup(int(n), d, k, gap, sigma, n_batches, tau, beta, [(en, dn), (ep, dp)])
+    en, dn = norm_budget
+    budgets = [norm_budget] if pca_budget is None else [norm_budget, pca_budget]
+    setup = _setup(int(n), d, k, gap, sigma, n_batches, tau, beta, budgets)
     m, t = setup.n_batches, setup.tau
     sizes = np.asarray(setup.sizes, dtype=np.int64)
     seed = NoiseSeed(int(rng.integers(0, 1 << 62)), seeded=True)
-    info = {"label": SIMULATED, "method": "privpca", "n_samples": float(n), "n_batches": m, "tau": t,
+    info = {"label": SIMULATED, "method": "privnorm" if pca_budget is None else "privpca", "n_samples": float(n),
+            "n_batches": m, "tau": t,
             "epsilon": epsilon, "delta": delta, "p_clip": 0.0,
             "approximations": ["batches separated or made non-k-RCS only by their support blocks; Sigma_bar's "
                                "bulk diagonal Gaussian with the exact moments; off-support entries below tau"]}
@@ -644,6 +672,9 @@ def simulate_privpca(model: BlockModel, n: float, epsilon: float, delta: float, 
         return SimResult(1.0, False, info)
     lam_hat = _release_norm(entries, d, PrivNormMechanism.from_calibration(privnorm_calibration(en, dn, k, t)), seed)
     info["lambda_hat"] = lam_hat
+    if pca_budget is None:
+        return SimResult(abs(float(lam_hat) - model.lambda1) / model.lambda1, True, info)
+    ep, dp = pca_budget
     if not lam_hat > 0:
         return SimResult(1.0, False, info)
     tests = FriendlyTestMechanism.from_calibration(friendly_test_calibration(ep, dp, m), "pca")

@@ -18,6 +18,7 @@ from dpdist.data.hard_instances import (
     make_construction2,
     random_biregular_graph,
     ramanujan_bound,
+    theorem4_codebook,
 )
 from dpdist.exceptions import ValidationError
 
@@ -248,3 +249,60 @@ def test_edge_spike_bad_input():
 def test_construction2_is_reexported():
     m = make_construction2(10, 12, k=4, random_state=0)
     assert m.model == "construction2-inverse-wishart" and sp.issparse(m.covariance)
+
+
+# ------------------------------------------------------------------ Lemma 13 / Theorem 4 codebook
+
+
+@pytest.mark.parametrize("g,size,seed", [(6, 120, 0), (8, 60, 3)])
+def test_theorem4_codebook_is_lemma13s_code(g, size, seed):
+    code = theorem4_codebook(g, size, random_state=seed)
+    W = code.words.astype(int)
+    assert W.shape == (size, 3 * g) and (W.sum(axis=1) == g).all()  # weight-g words of length 3g
+    dist = (W[:, None, :] != W[None, :, :]).sum(axis=2)  # all pairs, by brute force
+    off = dist[~np.eye(size, dtype=bool)]
+    assert off.min() >= g / 2 and off.min() == code.min_distance
+    again = theorem4_codebook(g, size, random_state=seed)
+    np.testing.assert_array_equal(again.words, code.words)
+
+
+def test_theorem4_codebook_separates_the_leading_eigenvectors():
+    """Theorem 4's proof: distinct words give ||v_x - v_y|| > sqrt(1/50) and <v_x, v_y> > 0, so
+    the decoder recovers x from any v_hat with sin^2(v_hat, v_x) <= 1/400, sign flips included."""
+    code = theorem4_codebook(6, 80, random_state=1)
+    V = code.leading_vectors()
+    np.testing.assert_allclose(np.linalg.norm(V, axis=1), 1.0)
+    G = V @ V.T
+    D2 = 2.0 - 2.0 * G
+    np.fill_diagonal(D2, 1.0)
+    assert (G > 0).all() and np.sqrt(D2.min()) > math.sqrt(1 / 50)
+    rng = np.random.default_rng(0)
+    for x in rng.choice(code.size, 10, replace=False):
+        w = rng.standard_normal(code.n_features)
+        w -= (w @ V[x]) * V[x]
+        w /= np.linalg.norm(w)
+        v_hat = -(math.sqrt(1 - 1 / 400) * V[x] + math.sqrt(1 / 400) * w)  # sin^2 = 1/400, sign flipped
+        assert code.decode(3.0 * v_hat) == x
+
+
+def test_theorem4_codebook_instance_is_corollary2_on_the_word():
+    code = theorem4_codebook(6, 20, random_state=2)
+    inst = code.instance(7, 6, random_state=5)
+    np.testing.assert_array_equal(inst.right, np.flatnonzero(code.words[7]))
+    np.testing.assert_allclose(inst.v1, code.leading_vectors()[7])
+    ev = np.linalg.eigvalsh(inst.covariance.toarray())
+    assert ev[-1] == pytest.approx(1.0)  # N(0, Sigma_x / 2): sigma^2 = lambda_1 / 2 = 1
+    assert (np.count_nonzero(inst.covariance.toarray(), axis=1) <= 6).all()
+
+
+def test_theorem4_codebook_bad_input():
+    with pytest.raises(ValidationError, match="found only"):
+        theorem4_codebook(2, 50)  # weight-2 words of length 6 at distance >= 1: only 15 exist
+    with pytest.raises(ValidationError, match="size"):
+        theorem4_codebook(6, 1)
+    code = theorem4_codebook(6, 10)
+    with pytest.raises(ValidationError, match="entries"):
+        code.decode(np.ones(5))
+    with pytest.raises(ValidationError, match="below the codebook size"):
+        code.instance(10, 6)
+    assert code.decode(np.zeros(18)) == 0
