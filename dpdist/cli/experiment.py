@@ -189,7 +189,6 @@ def run_peers(args) -> int:
     return 0
 
 
-<<<<<<< HEAD
 def run_fingerprint(args) -> int:
     import glob
     import os
@@ -221,7 +220,8 @@ def run_fingerprint(args) -> int:
                 for line in r["differences"]:
                     print(f"      {line}")
     return 1 if stale else 0
-=======
+
+
 def run_lower_bounds(args) -> int:
     from dpdist.experiments.lower_bounds import run_lower_bounds as run
 
@@ -238,4 +238,3 @@ def run_lower_bounds(args) -> int:
         print(f"{key:32s} largest decoding rate / bound: {r:.3g}")
     _files(res)
     return 0 if chk["no_private_estimator_below_certified_bounds"] else 1
->>>>>>> lower

@@ -523,6 +523,12 @@ def run_lower_bounds(*, smoke: bool = False, parts=None, epsilon: float = 1.0, d
             result[p] = RUNNERS[p](cfg[p], epsilon, delta, log)
         result["seconds"][p] = time.perf_counter() - t0
     result["check"] = check(result)
+    from dpdist.experiments.fingerprint import FINGERPRINTED, provenance
+
+    used = [r["method"] for p in parts for r in result[p].get("rows", []) if isinstance(r, dict) and "method" in r]
+    used += ["expmech"] if "expmech" in parts else []
+    record = provenance([m for m in dict.fromkeys(used) if m in FINGERPRINTED])
+    result["fingerprints"] = record["fingerprints"]
     if out_dir is not None:
         from dpdist.experiments.plots import write_json
 
