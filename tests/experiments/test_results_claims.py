@@ -65,3 +65,54 @@ def test_peer_comparison_d5_claims_hold_in_the_file():
     assert min(dense4, key=dense4.get) == "diffprivlib"
     assert (f"{dense4['diffprivlib']:.1e}", f"{dense4['analyze_gauss']:.1e}") == ("1.5e-04", "2.8e-04")
     assert "(1.5e-4 vs 2.8e-4)" in text
+
+
+def _short(x: float) -> str:
+    mantissa, exponent = f"{x:.1e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def _n_star(name: str, method: str) -> dict:
+    return {r["d"]: r["n_star"] for r in _load(name)["methods"][method]["rows"]}
+
+
+def _table_rows(section: str) -> dict:
+    """``label -> cells`` of the markdown table rows in ``section``."""
+    out = {}
+    for line in section.splitlines():
+        if line.startswith("| ") and not line.startswith("|---"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            out[cells[0]] = cells[1:]
+    return out
+
+
+def test_default_privcov_section_matches_its_results_files():
+    """The default PrivCov against Wang-Xu: every n*, ratio, the fitted exponent and the price
+    of privacy quoted in the section are the results files' numbers."""
+    section = _section("## The default PrivCov")
+    rows = _table_rows(section)
+    g = _n_star("sample_complexity_privcov_gumbel_simulated.json", "privcov_gumbel")
+    wx = _n_star("sample_complexity_simulated.json", "wang_xu")
+    dims = sorted(g)
+    assert rows["d"] == [f"{d:,}" for d in dims]
+    assert rows["PrivCov default n*"] == [_short(g[d]) for d in dims]
+    assert rows["Wang-Xu n*"] == [_short(wx[d]) for d in dims]
+    assert rows["ratio"] == [f"{g[d] / wx[d]:.3f}" for d in dims]
+    assert all(g[d] <= 0.5 * wx[d] for d in dims if d >= 1000)  # the default needs at most half Wang-Xu's rows
+    ref = {m: _n_star("sample_complexity_references_simulated.json", m) for m in ("thresholded", "privcov")}
+    text = re.sub(r"\s+", " ", section)
+    price = g[2000] / ref["thresholded"][2000]
+    assert price <= 100
+    assert f"price of privacy: {price:.0f}x" in text
+    assert f"needs {_short(ref['privcov'][2000])} ({ref['privcov'][2000] / g[2000]:.0f}x the default)" in text
+    fit = _load("sample_complexity_privcov_gumbel_simulated.json")["methods"]["privcov_gumbel"]["fit"]
+    assert f"d^{fit['exponent']:.2f} [{fit['ci95'][0]:.2f}, {fit['ci95'][1]:.2f}]" in text
+
+
+def test_planning_doc_table_is_built_from_the_results_files():
+    """docs/planning.md's theorem / measured table is :func:`planning_table` of the results
+    files (stale entries shown as ``-``)."""
+    from dpdist.experiments.empirical import planning_table
+
+    with open(os.path.join(ROOT, "docs", "planning.md")) as fh:
+        assert planning_table() in fh.read()
