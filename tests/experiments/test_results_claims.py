@@ -116,3 +116,54 @@ def test_planning_doc_table_is_built_from_the_results_files():
 
     with open(os.path.join(ROOT, "docs", "planning.md")) as fh:
         assert planning_table() in fh.read()
+
+
+def _peer_rows() -> list[tuple]:
+    """(instance, d, epsilon, method, status, sin2, seconds) for every fit in peer_comparison.json."""
+    out = []
+    for row in _load("peer_comparison.json")["rows"]:
+        for method, rec in row["methods"].items():
+            out.append((row["instance"], row["d"], row["epsilon"], method, rec["status"], rec.get("sin2"),
+                        rec.get("seconds")))
+    return out
+
+
+def _span(values, fmt) -> str:
+    return f"{fmt(min(values))}-{fmt(max(values))}"
+
+
+def test_peer_comparison_timings_and_larger_d_claims_hold_in_the_file():
+    rows = _peer_rows()
+    text = re.sub(r"\s+", " ", _section("## Peer comparison"))
+    ok = [r for r in rows if r[4] == "ok"]
+
+    def secs(pred):
+        return [r[6] for r in ok if pred(r)]
+
+    one = lambda x: f"{x:.1f}"  # noqa: E731
+    assert f"OpenDP takes {_span(secs(lambda r: r[1] == 5 and r[3] == 'opendp'), one)} s per fit" in text
+    assert f"diffprivlib {_span(secs(lambda r: r[1] == 5 and r[3] == 'diffprivlib'), one)} s, dpdist " \
+           f"{_span(secs(lambda r: r[1] == 5 and r[3] not in ('opendp', 'diffprivlib')), one)} s" in text
+    eigh = [row["reference_numpy_eigh"]["seconds"] * 1e3 for row in _load("peer_comparison.json")["rows"]
+            if row["d"] == 5]
+    assert f"numpy eigh: {min(eigh):.1f}-{max(eigh):.0f} ms" in text
+    # peers never finish beyond d = 5
+    assert all(r[4] != "ok" for r in rows if r[1] >= 10 and r[3] in ("opendp", "diffprivlib"))
+    ag = lambda pred: secs(lambda r: r[3] == "analyze_gauss" and pred(r))  # noqa: E731
+    assert f"AnalyzeGauss takes {_span(ag(lambda r: 10 <= r[1] <= 50), one)} s at d = 10-50 and " \
+           f"{_span(ag(lambda r: r[1] == 1000), lambda x: f'{x:.0f}')} s at d = 1000" in text
+    sin2 = {(r[0], r[1], r[2], r[3]): r[5] for r in ok}
+    assert (round(sin2["sparse", 50, 1.0, "analyze_gauss"], 2), round(sin2["sparse", 50, 4.0, "analyze_gauss"], 2)) \
+        == (0.07, 0.01)
+    assert round(sin2["sparse", 200, 4.0, "expmech"], 3) == 0.013
+    # at d >= 200 nothing private is accurate (sin^2 <= 0.1) except ExpMech at d = 200, eps = 4
+    accurate = {k for k, v in sin2.items() if k[1] >= 200 and v <= 0.1}
+    assert accurate == {("sparse", 200, 4.0, "expmech")}
+    ag_big = [v for k, v in sin2.items() if k[1] >= 200 and k[3] == "analyze_gauss"]
+    wx_big = [v for k, v in sin2.items() if k[1] >= 200 and k[3] == "wang_xu_pca"]
+    assert (f"{min(ag_big):.2f}", f"{max(ag_big):.1f}") == ("0.36", "1.0") and "AnalyzeGauss 0.36-1.0" in text
+    assert (f"{min(wx_big):.2f}", f"{max(wx_big):.1f}") == ("0.99", "1.0") and "Wang-Xu 0.99-1.0" in text
+    em = secs(lambda r: r[1] == 1000 and r[3] == "expmech")
+    assert f"({min(em) / 60:.1f}-{max(em) / 60:.1f} min per fit here)" in text
+    assert all(sin2["sparse", 1000, e, "expmech"] > 0.1 for e in (0.5, 1.0, 4.0))
+    assert f"(sin^2 {sin2['sparse', 1000, 4.0, 'expmech']:.2f} at eps = 4)" in text
