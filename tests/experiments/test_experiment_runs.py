@@ -57,6 +57,8 @@ def test_loglog_fit_recovers_a_power_law():
     noisy = loglog_fit(ds, [0.01 * d**0.5 * np.exp(0.2 * rng.standard_normal(4)) for d in ds])
     assert noisy["ci95"][0] < 0.5 < noisy["ci95"][1]
     assert noisy["ci95"][1] - noisy["ci95"][0] < 0.5
+    # one value per x (a deterministic curve): the slope, and no interval to resample
+    assert loglog_fit(ds, [[0.01 * d**1.5] for d in ds]) == {"slope": pytest.approx(1.5), "ci95": None, "n_points": 5}
     # x values without a positive finite error are left out; fewer than two x values: no fit
     assert loglog_fit([4, 8], [[0.1], [float("nan")]])["slope"] is None
 
