@@ -201,3 +201,22 @@ def test_slope_and_bound_sentences(res, section):
     over = [r["predicted_gamma"] / med(r["recdpsme"]) > 10 for r in rows]
     assert sum(over) > len(over) / 2
     assert min(r["predicted_gamma"] / med(r["recdpsme"]) for r in rows) > 1
+
+
+def test_setup_the_section_describes(res, section):
+    cfg = res["config"]
+    eps, delta = res["baseline_epsilon"], res["baseline_delta"]
+    assert f"(eps, delta) = ({eps:.3g}, {delta:.2g})" in section
+    # the recipe: the baseline's (2 eps, 4 e^eps delta) is RecDPSME's (eps*, delta*) at rho
+    eps_star = res["rho"] + 2 * math.sqrt(res["rho"] * math.log(1 / res["delta_star"]))
+    assert 2 * eps == pytest.approx(eps_star) and 4 * math.exp(eps) * delta == pytest.approx(res["delta_star"])
+    assert res["delta_star"] == 1e-6 and f"(2 eps, 4 e^eps delta) = ({2 * eps:.3g}, 1e-6)" in section
+    assert (cfg["dscale_n"], cfg["dscale_seeds"], cfg["dscale_condition"]) == (200_000, 3, 1e4)
+    assert "at n = 2e5, 3 seeds" in section and "cond(A) = 1e4" in section
+    assert (cfg["d"], cfg["seeds"]) == (8, 3) and "(ellipsoid, d = 8, m = 2d, 3 seeds)" in section
+    assert (cfg["outlier_n"], cfg["outlier_seeds"]) == (400_000, 5) and "n = 4e5, m = 5, 5 seeds" in section
+    assert cfg["dscale_ds"] == [4, 8, 16, 32, 64] and cfg["pareto_bound"] == 10
+    for r in res["dscaling"] + res["ellipsoid"]:  # "groups of n / 100 rows, at least 10 d"
+        assert r["baseline_m"] == max(10 * r["d"], r["n"] // 100)
+    for r in res["dscaling"]:
+        assert r["m"] == 2 * r["d"] if r["model"] == "ellipsoid" else r["m"] >= 2 * r["d"]
