@@ -51,7 +51,7 @@ def med(xs) -> float:
 def test_the_run_is_the_full_one_and_says_how_it_was_made(res, section):
     assert res["smoke"] is False
     assert res["command"].startswith("dpdist experiment second-moment-curves")
-    assert len(res["code_revision"]) >= 40 and not res["code_revision"].endswith("-dirty")
+    assert len(res["code_revision"]) >= 40 and not res["code_revision"].endswith(("-dirty", "+uncommitted"))
     assert res["code_revision"][:7] in section
     assert f"{res['seconds'] / 60:.0f} min wall" in section
     assert f"{res['cpu_seconds'] / 60:.0f} min of CPU" in section
