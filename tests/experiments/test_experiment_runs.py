@@ -21,7 +21,6 @@ def test_second_moment_curves_short_form(tmp_path):
     res = json.loads((tmp_path / "second_moment_curves.json").read_text())
     assert res["label"] == "real pipeline"
     assert res["command"] == " ".join(["dpdist", *argv])
-    assert res["code_revision"] != "unknown"
     for png in ("second_moment_dscaling.png", "second_moment_condition.png", "second_moment_outliers.png"):
         assert (tmp_path / png).stat().st_size > 0
     # d-scaling: every model at every d, each method's slope inside its own interval
