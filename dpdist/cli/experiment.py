@@ -48,7 +48,7 @@ def register(sub) -> None:
     va.set_defaults(func=run_validation)
 
     sm = inner.add_parser("second-moment-curves", help="NeurIPS 2025 curves: RecDPSME vs one-shot vs "
-                          "subsample-and-aggregate (condition numbers, outliers)",
+                          "subsample-and-aggregate (d-scaling, condition numbers, outliers)",
                           formatter_class=HelpFormatter)
     sm.add_argument("--rho", type=float, default=1.0)
     _common(sm)
@@ -174,7 +174,8 @@ def run_validation(args) -> int:
 def run_second_moment(args) -> int:
     from dpdist.experiments.second_moment_curves import run_second_moment_curves as run
 
-    res = run(smoke=args.smoke, rho=args.rho, out_dir=args.out, log=_progress)
+    res = run(smoke=args.smoke, rho=args.rho, out_dir=args.out, log=_progress,
+              command=" ".join(["dpdist", *getattr(args, "argv", [])]))
     if not _json(args, res):
         _files(res)
     return 0

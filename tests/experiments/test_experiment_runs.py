@@ -13,17 +13,53 @@ from dpdist.experiments.peers import peers_available, run_peer_comparison
 
 @pytest.mark.statistical
 def test_second_moment_curves_short_form(tmp_path):
-    from dpdist.experiments.second_moment_curves import run_second_moment_curves
+    from dpdist.algorithms.second_moment import radius_grid
+    from dpdist.cli.main import main
 
-    res = run_second_moment_curves(smoke=True, out_dir=str(tmp_path), log=lambda s: None)
+    argv = ["experiment", "second-moment-curves", "--smoke", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    res = json.loads((tmp_path / "second_moment_curves.json").read_text())
+    assert res["label"] == "real pipeline"
+    assert res["command"] == " ".join(["dpdist", *argv])
+    for png in ("second_moment_dscaling.png", "second_moment_condition.png", "second_moment_outliers.png"):
+        assert (tmp_path / png).stat().st_size > 0
+    # d-scaling: every model at every d, each method's slope inside its own interval
+    for model in ("ellipsoid", "truncated_pareto"):
+        rows = [r for r in res["dscaling"] if r["model"] == model]
+        assert len(rows) == len(res["config"]["dscale_ds"])
+        fit = res["dscaling_fits"][model]["recdpsme"]
+        assert fit["ci95"][0] <= fit["slope"] <= fit["ci95"][1]
     rows = {(r["condition"], r["n"]): r for r in res["ellipsoid"]}
     ill = rows[(1e6, 20_000)]
     # ill-conditioned: the recursion's error is orders of magnitude below the one-shot Gaussian's
     assert np.median(ill["recdpsme"]) * 100 < np.median(ill["one_shot"])
-    out = {r["eta"]: r for r in res["outliers"]}
-    assert out[0.05]["baseline_bottom"] == out[0.05]["seeds"]  # subsample-and-aggregate returns bottom
-    assert min(out[0.05]["recdpsme_lambda_min_vs_clean"]) > 0.5  # the recursion keeps a lower bound
-    assert json.loads((tmp_path / "second_moment_curves.json").read_text())["label"] == "real pipeline"
+    # the recursion ran on its own private radius: a value of the private step's grid, not a sample maximum
+    grid = radius_grid((1e-8, 1e8))
+    for r in res["ellipsoid"] + res["outliers"]:
+        for radius in r["radius_released"]:
+            assert np.isclose(grid, radius, rtol=1e-12, atol=0).any()
+    out = {(r["eta"], r["f"]): r for r in res["outliers"]}
+    assert out[(0.05, 1.0)]["regime"].startswith("inside")
+    assert out[(0.05, 50.0)]["regime"].startswith("outside")
+    for key in ((0.05, 1.0), (0.05, 50.0)):
+        assert min(out[key]["recdpsme_lambda_min_vs_clean"]) > 0.5  # the recursion keeps a lower bound
+
+
+def test_loglog_fit_recovers_a_power_law():
+    from dpdist.experiments.second_moment_curves import loglog_fit
+
+    ds = [4, 8, 16, 32, 64]
+    exact = loglog_fit(ds, [[0.01 * d**1.5] * 3 for d in ds])
+    assert exact["slope"] == pytest.approx(1.5)
+    assert exact["ci95"] == pytest.approx([1.5, 1.5])
+    rng = np.random.default_rng(3)
+    noisy = loglog_fit(ds, [0.01 * d**0.5 * np.exp(0.2 * rng.standard_normal(4)) for d in ds])
+    assert noisy["ci95"][0] < 0.5 < noisy["ci95"][1]
+    assert noisy["ci95"][1] - noisy["ci95"][0] < 0.5
+    # one value per x (a deterministic curve): the slope, and no interval to resample
+    assert loglog_fit(ds, [[0.01 * d**1.5] for d in ds]) == {"slope": pytest.approx(1.5), "ci95": None, "n_points": 5}
+    # x values without a positive finite error are left out; fewer than two x values: no fit
+    assert loglog_fit([4, 8], [[0.1], [float("nan")]])["slope"] is None
 
 
 def test_peer_comparison_short_form(tmp_path):
