@@ -27,7 +27,6 @@ AWAITING_REGENERATION = {
     "sample_complexity_simulated.json",
     "sample_complexity_real.json",  # 45 min or more here; no recorded revision
     "simulation_validation.json",  # 52 min here; no recorded revision
-    "second_moment_curves.json",  # 40 min here; no recorded revision
     "peer_comparison.json",  # 30 min, needs the optional peer libraries; no recorded revision
     # Recorded revision c2535478: PrivPCA's noise scale there is 40,544 at n = 1e6, d = 200
     # (eps = 1), 20,787 today (the forecasts' privpca fingerprint differs); 9 min here.
