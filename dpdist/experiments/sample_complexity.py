@@ -359,16 +359,22 @@ def slopes(result: dict) -> dict:
     swept variable (``measured``, with its 95% interval), the paper's (``paper``), the exponent
     of the estimator's own ``plan()`` bound over the same points (``plan``) and the difference
     measured - plan with its interval (``difference``: the fit of log(n* / bound); it is exactly
-    the difference of the two slopes). A method with fewer than 3 measured points is left out."""
+    the difference of the two slopes). ``bracket``: how far the slope can move with each n*
+    anywhere in its search bracket (``lower``, ``n_star``], half the range (the regression
+    interval does not see it: n* found on the same grid steps give a zero-width interval).
+    A method with fewer than 3 measured points is left out."""
     variable = result.get("variable", "d")
     out = {}
     for name, res in result["methods"].items():
-        pts = [(r[variable], r["n_star"], r.get("theory_n")) for r in res["rows"] if r["reached"]]
-        if len(pts) < 3:
+        rows = [r for r in res["rows"] if r["reached"]]
+        if len(rows) < 3:
             continue
-        x, n, th = zip(*pts)
+        x, n, th = zip(*[(r[variable], r["n_star"], r.get("theory_n")) for r in rows])
+        lx = np.log(np.asarray(x, dtype=np.float64))
+        w = (lx - lx.mean()) / np.sum((lx - lx.mean()) ** 2)
+        widths = np.log([r["n_star"] / r["lower"] for r in rows])
         entry = {"variable": variable, "paper": res.get("paper_exponent"),
-                 "measured": fit_exponent(x, n, variable=variable)}
+                 "measured": fit_exponent(x, n, variable=variable), "bracket": float(np.sum(np.abs(w) * widths) / 2)}
         if all(t for t in th):
             entry["plan"] = fit_exponent(x, th, variable=variable)
             entry["difference"] = fit_exponent(x, np.divide(n, th), variable=variable)
