@@ -372,9 +372,10 @@ def slopes(result: dict) -> dict:
         x, n, th = zip(*[(r[variable], r["n_star"], r.get("theory_n")) for r in rows])
         lx = np.log(np.asarray(x, dtype=np.float64))
         w = (lx - lx.mean()) / np.sum((lx - lx.mean()) ** 2)
-        widths = np.log([r["n_star"] / r["lower"] for r in rows])
+        widths = np.log([r["n_star"] / r["lower"] for r in rows]) if all("lower" in r for r in rows) else None
         entry = {"variable": variable, "paper": res.get("paper_exponent"),
-                 "measured": fit_exponent(x, n, variable=variable), "bracket": float(np.sum(np.abs(w) * widths) / 2)}
+                 "measured": fit_exponent(x, n, variable=variable),
+                 "bracket": None if widths is None else float(np.sum(np.abs(w) * widths) / 2)}
         if all(t for t in th):
             entry["plan"] = fit_exponent(x, th, variable=variable)
             entry["difference"] = fit_exponent(x, np.divide(n, th), variable=variable)
