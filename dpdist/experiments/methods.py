@@ -26,7 +26,8 @@ from dpdist.exceptions import NoPrivateResult, PrivacyWarning, ValidationError
 #: PrivPCA refuses n < 2 m (its batches need two rows): the error counts as 1 (nothing released).
 TOO_FEW = "the default number of batches"
 
-__all__ = ["METHODS", "PAPER_EXPONENTS", "Method", "covariance_instance", "pca_instance", "real_error", "simulated_error"]
+__all__ = ["METHODS", "PAPER_EXPONENTS", "Method", "covariance_instance", "pca_instance", "real_error",
+           "simulated_error"]
 
 
 @dataclass(frozen=True)

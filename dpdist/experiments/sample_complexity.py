@@ -279,7 +279,8 @@ def run_sample_complexity(methods, *, mode: str = "simulated", out_dir: str | No
         t0 = time.perf_counter()
         res = sweep(error_for_x, list(at), c["target"], beta=beta, reps=reps, start=START.get(name, 1e3),
                     rtol=rtol, variable=variable, progress=lambda row, name=name: log(
-                        f"{name} [{mode}] {variable}={row[variable]:g}: n*={row['n_star']:.4g} ({row['seconds']:.1f}s)"))
+                        f"{name} [{mode}] {variable}={row[variable]:g}: n*={row['n_star']:.4g} "
+                        f"({row['seconds']:.1f}s)"))
         if variable == "d":
             paper = meth.paper_exponent
             res.update(k=c["k"])

@@ -158,3 +158,16 @@ def test_the_epsilon_free_term_the_section_names():
         share = floor[method] / last["theory_n"]
         assert (share > 0.5) == (method != "wang_xu"), (method, share)
     assert data["methods"]["thresholded"]["rows"][-1]["n_star"] < floor["privcov_gumbel"] / 10
+
+
+def test_slopes_reads_a_committed_file_as_the_table_does():
+    from dpdist.experiments.sample_complexity import slopes
+
+    for name in ("sample_complexity_simulated.json", "sample_complexity_k_simulated.json"):
+        data = json.loads((ROOT / name).read_text())
+        for method, entry in slopes(data).items():
+            cells = _expected(name, method)
+            assert _ci((entry["measured"]["exponent"], *entry["measured"]["ci95"])) == cells[2]
+            assert _r(entry["plan"]["exponent"]) == cells[3]
+            assert _ci((entry["difference"]["exponent"], *entry["difference"]["ci95"])) == cells[4]
+            assert f"{entry['bracket']:.3f}" == cells[5]
