@@ -27,7 +27,14 @@ def register(sub) -> None:
                     help="comma-separated: thresholded, privcov (selection='paper'), privcov_gumbel (the default "
                          "selection), privcov_laplace, wang_xu, thresholded_pca, wang_xu_pca, privpca, privcov_power, "
                          "expmech (real mode only)")
-    sc.add_argument("--dims", default=None, help="comma-separated d grid (default: per problem)")
+    sc.add_argument("--dims", default=None, help="comma-separated d grid (default: per problem); with --ks or "
+                    "--epsilons, the one d they run at (default 1000)")
+    sc.add_argument("--ks", default=None, metavar="K1,K2",
+                    help="sweep k at a fixed d instead of d (Construction 1: each k must divide d and be >= "
+                         "2 log(d/k)); results default to sample_complexity_k_<mode>.json")
+    sc.add_argument("--epsilons", default=None, metavar="E1,E2",
+                    help="sweep epsilon at a fixed d and k instead of d; results default to "
+                         "sample_complexity_epsilon_<mode>.json")
     sc.add_argument("--dims-for", action="append", default=[], metavar="METHOD=D1,D2",
                     help="the d grid of one method, instead of --dims (repeatable)")
     sc.add_argument("--output", default=None, metavar="NAME.json",
@@ -141,18 +148,35 @@ def run_sample_complexity(args) -> int:
             except ValueError:
                 raise ValidationError(f"--dims-for: the grid must be integers, got {item!r}") from None
         dims = {m: grids[m] for m in grids} | ({m: dims for m in methods if m not in grids} if dims else {})
-    res = run(methods, mode=args.mode, out_dir=args.out,
+    def grid(text, what):
+        if text is None:
+            return None
+        items = [x.strip() for x in text.split(",") if x.strip()]
+        try:
+            return [float(x) for x in items]
+        except ValueError:
+            raise ValidationError(f"{what} takes comma-separated numbers, got {text!r}") from None
+
+    res = run(methods, mode=args.mode, out_dir=args.out, ks=grid(args.ks, "--ks"),
+              epsilons=grid(args.epsilons, "--epsilons"),
               dims=dims, reps=args.reps, beta=args.beta, epsilon=args.epsilon, delta=args.delta, smoke=args.smoke,
               rtol=args.rtol, log=_progress, output=args.output,
               command=shlex.join(["dpdist", *getattr(args, "argv", [])]))
     if _json(args, res):
         return 0
     print(f"[{res['label']}]")
+    variable = res.get("variable", "d")
     for name, r in res["methods"].items():
         fit = r.get("fit")
         txt = "n/a (fewer than 3 points)" if fit is None else \
             f"{fit['exponent']:.3f}, 95% CI [{fit['ci95'][0]:.3f}, {fit['ci95'][1]:.3f}]"
-        print(f"{name:16s} exponent of d: {txt}   (paper: {r['paper_exponent']:g})")
+        paper = "n/a" if r["paper_exponent"] is None else f"{r['paper_exponent']:g}"
+        line = f"{name:16s} exponent of {variable}: {txt}   (paper: {paper}"
+        if "fit_theory" in r:
+            dif = r["fit_measured_over_theory"]
+            line += (f"; plan() bound: {r['fit_theory']['exponent']:.3f}; measured - bound: {dif['exponent']:.3f} "
+                     f"[{dif['ci95'][0]:.3f}, {dif['ci95'][1]:.3f}]")
+        print(line + ")")
     if "crossover" in res:
         c = res["crossover"]
         print(f"PrivCov/Wang-Xu crossover d: measured {c['measured_n_star_crossover_d']}, noise scales "

@@ -26,7 +26,8 @@ from dpdist.exceptions import NoPrivateResult, PrivacyWarning, ValidationError
 #: PrivPCA refuses n < 2 m (its batches need two rows): the error counts as 1 (nothing released).
 TOO_FEW = "the default number of batches"
 
-__all__ = ["METHODS", "Method", "covariance_instance", "pca_instance", "real_error", "simulated_error"]
+__all__ = ["METHODS", "PAPER_EXPONENTS", "Method", "covariance_instance", "pca_instance", "real_error",
+           "simulated_error"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,38 @@ METHODS = {
     "expmech": Method("expmech", "pca", "dpdist.ExpMechSparsePCA (Algorithm 4)", "k log d (App. F)", 0.0, True),
     "privcov_power": Method("privcov_power", "pca", "dpdist.SparseCovariancePCA (PrivCov, truncated power method)",
                             "as PrivCov, via Davis-Kahan", 0.5, True),
+}
+
+
+#: The papers' exponents of n* in k (at fixed d) and in epsilon (at fixed d and k), log factors
+#: omitted: the exponent of the rate's dominant term where the sweeps measure (d = 200-1,000:
+#: Theorem 1's ``k sqrt(dk) / (alpha eps)`` term is above its ``k^2 / alpha^2`` term there once
+#: its log factors are counted). Wang-Xu adds Gaussian noise of scale ``1 / (n eps)`` (its
+#: ``d k^2`` at constant epsilon becomes ``d k^2 / eps``); the non-private estimators do not
+#: depend on epsilon. Each entry is (exponent, the rate it is read from).
+PAPER_EXPONENTS = {
+    "k": {
+        "thresholded": (2.0, "k^2 [BL09]"),
+        "privcov": (1.5, "k sqrt(dk) / (alpha eps) (Thm 1)"),
+        "privcov_laplace": (1.5, "k sqrt(dk) / (alpha eps) (Thm 1)"),
+        "privcov_gumbel": (1.5, "k sqrt(dk) / (alpha eps) (Thm 1)"),
+        "wang_xu": (2.0, "d k^2 / eps [WX21]"),
+        "thresholded_pca": (2.0, "k^2 [BL09]"),
+        "wang_xu_pca": (2.0, "d k^2 / eps [WX21]"),
+        "privcov_power": (1.5, "as PrivCov, via Davis-Kahan"),
+        "privpca": (4.0, "k^4 / eps^3 (Thm 3)"),
+    },
+    "epsilon": {
+        "thresholded": (0.0, "not private"),
+        "privcov": (-1.0, "k sqrt(dk) / (alpha eps) (Thm 1)"),
+        "privcov_laplace": (-1.0, "k sqrt(dk) / (alpha eps) (Thm 1)"),
+        "privcov_gumbel": (-1.0, "k sqrt(dk) / (alpha eps) (Thm 1)"),
+        "wang_xu": (-1.0, "d k^2 / eps [WX21]"),
+        "thresholded_pca": (0.0, "not private"),
+        "wang_xu_pca": (-1.0, "d k^2 / eps [WX21]"),
+        "privcov_power": (-1.0, "as PrivCov, via Davis-Kahan"),
+        "privpca": (-3.0, "k^4 / eps^3 (Thm 3)"),
+    },
 }
 
 

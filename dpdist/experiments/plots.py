@@ -31,9 +31,10 @@ def _pyplot():
     return plt
 
 
-def plot_sample_complexity(result: dict, path: str, *, title: str) -> str:
-    """log-log n*(d) per method, with the papers' slopes drawn beside (dashed, through the
-    method's geometric-mean point)."""
+def plot_sample_complexity(result: dict, path: str, *, title: str, variable: str = "d") -> str:
+    """log-log n* against the swept ``variable`` (d, k or epsilon) per method, with the papers'
+    slopes drawn beside (dashed, through the method's geometric-mean point) and the
+    estimators' own ``plan()`` bound where the rows carry it (``theory_n``, dotted)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 5))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -41,11 +42,13 @@ def plot_sample_complexity(result: dict, path: str, *, title: str) -> str:
         rows = [r for r in res["rows"] if r["reached"]]
         if not rows:
             continue
-        d = np.array([r["d"] for r in rows], float)
+        d = np.array([r[variable] for r in rows], float)
         n = np.array([r["n_star"] for r in rows], float)
         mode = res.get("mode", "simulated")
         fit = res.get("fit")
         lab = f"{name} [{mode.upper()}]"
+        if variable != "d":
+            lab += f" d={res['d']}" + (f", k={res['k']}" if variable == "epsilon" else "")
         if fit:
             lab += f": slope {fit['exponent']:.2f} [{fit['ci95'][0]:.2f}, {fit['ci95'][1]:.2f}]"
         c = colors[i % len(colors)]
@@ -54,9 +57,14 @@ def plot_sample_complexity(result: dict, path: str, *, title: str) -> str:
         if p is not None:
             gd, gn = math.exp(np.mean(np.log(d))), math.exp(np.mean(np.log(n)))
             ax.loglog(d, gn * (d / gd) ** p, "--", color=c, alpha=0.6, label=f"{name}: paper slope {p:g}")
+        th = [(x, r["theory_n"]) for x, r in zip(d, rows) if r.get("theory_n")] if variable != "d" else []
+        if th:
+            ft = res.get("fit_theory")
+            ax.loglog(*zip(*th), ":", color=c, alpha=0.8, label=f"{name}: plan() bound" +
+                      (f", slope {ft['exponent']:.2f}" if ft else ""))
     simulated = any(res.get("mode", "simulated") == "simulated" for res in result["methods"].values())
-    ax.set_xlabel("d (dimension)")
-    ax.set_ylabel("n*(d): least n with error <= target w.p. >= 1 - beta")
+    ax.set_xlabel({"d": "d (dimension)", "k": "k (sparsity)", "epsilon": "epsilon"}[variable])
+    ax.set_ylabel(f"n*({variable}): least n with error <= target w.p. >= 1 - beta")
     ax.set_title(("SIMULATED - " if simulated else "") + title, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)

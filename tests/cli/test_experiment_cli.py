@@ -19,3 +19,15 @@ def test_sample_complexity_command_short_form(tmp_path, capsys):
 def test_bad_method_is_a_usage_error(tmp_path, capsys):
     rc = main(["experiment", "sample-complexity", "--smoke", "--methods", "bogus", "--out", str(tmp_path)])
     assert rc == 2 and "unknown method" in capsys.readouterr().err
+
+
+def test_sample_complexity_k_sweep_short_form(tmp_path, capsys):
+    rc = main(["experiment", "sample-complexity", "--smoke", "--methods", "thresholded,wang_xu", "--ks", "4,8,16",
+               "--dims", "48", "--reps", "4", "--rtol", "0.5", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 0 and "exponent of k" in out and "plan() bound" in out and "measured - bound" in out
+    data = json.loads((tmp_path / "sample_complexity_k_simulated.json").read_text())
+    assert data["ks"] == [4, 8, 16] and data["commands"][0].endswith("--out " + str(tmp_path))
+    rc = main(["experiment", "sample-complexity", "--smoke", "--methods", "wang_xu", "--epsilons", "0.5,one",
+               "--out", str(tmp_path)])
+    assert rc == 2 and "--epsilons takes comma-separated numbers" in capsys.readouterr().err

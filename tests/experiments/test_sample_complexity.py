@@ -70,3 +70,60 @@ def test_short_simulated_sweep_writes_labelled_json_and_plots(tmp_path):
     assert "crossover" in data and data["methods"]["privcov"]["fit"]["n_points"] == 3
     with pytest.raises(ValidationError, match="unknown method"):
         run_sample_complexity(["nope"], smoke=True)
+
+
+def test_k_sweep_short_form_fits_k_beside_the_plan_bound(tmp_path):
+    res = run_sample_complexity(["thresholded", "wang_xu"], smoke=True, ks=[4, 8, 16], dims=[48], reps=4, rtol=0.3,
+                                out_dir=str(tmp_path), log=lambda s: None)
+    data = json.loads((tmp_path / "sample_complexity_k_simulated.json").read_text())
+    assert os.path.exists(tmp_path / "sample_complexity_k_simulated.png")
+    assert data["variable"] == "k" and data["ks"] == [4, 8, 16] and data["label"] == "SIMULATED"
+    assert "crossover" not in data and data["code_revision"] == res["code_revision"] and data["fingerprints"]
+    for name, paper in (("thresholded", 2.0), ("wang_xu", 2.0)):
+        m = data["methods"][name]
+        assert [(r["k"], r["d"], r["epsilon"]) for r in m["rows"]] == [(4, 48, 1.0), (8, 48, 1.0), (16, 48, 1.0)]
+        assert [p["k"] for p in m["instances"]] == [4, 8, 16] and m["paper_exponent"] == paper
+        n = [r["n_star"] for r in m["rows"]]
+        assert n[0] < n[-1]  # a denser covariance needs more samples
+        th = [r["theory_n"] for r in m["rows"]]
+        assert th[0] < th[1] < th[2]  # so does the plan bound
+        # the difference is the fit of log(n*/bound): exactly the measured slope minus the bound's
+        assert m["fit_measured_over_theory"]["exponent"] == pytest.approx(
+            m["fit"]["exponent"] - m["fit_theory"]["exponent"], abs=1e-9)
+        assert m["fit"]["k_range"] == [4.0, 16.0] and "over the k grid" in m["fit"]["ci_method"]
+
+
+def test_epsilon_sweep_short_form(tmp_path):
+    run_sample_complexity(["thresholded", "wang_xu", "wang_xu_pca"], smoke=True, epsilons=[2, 0.5, 1], reps=4,
+                          rtol=0.3, out_dir=str(tmp_path), log=lambda s: None)
+    data = json.loads((tmp_path / "sample_complexity_epsilon_simulated.json").read_text())
+    for png in ("covariance", "pca"):
+        assert os.path.exists(tmp_path / f"sample_complexity_epsilon_simulated_{png}.png")
+    assert data["variable"] == "epsilon" and data["epsilons"] == [0.5, 1.0, 2.0] and data["epsilon"] is None
+    wx = data["methods"]["wang_xu"]
+    assert [r["epsilon"] for r in wx["rows"]] == [0.5, 1.0, 2.0] and wx["paper_exponent"] == -1.0
+    n = [r["n_star"] for r in wx["rows"]]
+    assert n[0] > n[1] > n[2] and wx["fit"]["exponent"] < 0  # more budget, fewer samples
+    assert [r["d"] for r in data["methods"]["wang_xu_pca"]["rows"]] == [40, 40, 40]
+    thr = data["methods"]["thresholded"]  # not private: the same n* at every epsilon, slope exactly 0
+    assert len({r["n_star"] for r in thr["rows"]}) == 1
+    assert thr["fit"]["exponent"] == 0.0 and thr["fit"]["ci95"] == [0.0, 0.0] and thr["paper_exponent"] == 0.0
+
+
+def test_k_and_epsilon_sweeps_refuse_bad_grids_before_writing(tmp_path):
+    out = str(tmp_path / "out")
+    cases = [
+        (dict(ks=[4, 8], epsilons=[1, 2]), "not both"),
+        (dict(ks=[5, 8], dims=[48]), "k dividing d"),  # Construction 1 needs k | d
+        (dict(ks=[4, 8], dims=[48, 96]), "one d per method"),
+        (dict(ks=[4, 4.5]), "integer >= 2"),
+        (dict(epsilons=[1, 0]), "finite number > 0"),
+        (dict(epsilons=[1, 1]), "distinct"),
+    ]
+    for kwargs, match in cases:
+        with pytest.raises(ValidationError, match=match):
+            run_sample_complexity(["thresholded"], smoke=True, reps=2, out_dir=out, log=lambda s: None, **kwargs)
+    # outside the short form, k must also be >= 2 log(d/k): k = 5 at d = 1000 is not Construction 1
+    with pytest.raises(ValidationError, match="2 log"):
+        run_sample_complexity(["thresholded"], ks=[5, 10], dims=[1000], reps=2, out_dir=out, log=lambda s: None)
+    assert not os.path.exists(out)
