@@ -20,11 +20,6 @@ RESULTS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 #: their command (benchmarks/results/README.md, "Keeping results fresh") and stamped. Each
 #: takes longer than a few minutes here. Remove a file from this set once it is regenerated.
 AWAITING_REGENERATION = {
-    # Algorithm 1's sweep (69 min here) was measured with an older PrivCov calibration: the code
-    # of the commit that added it (2ffc59b) gives a Laplace scale of 1.299 at n = 1e6, d = 200
-    # (eps = 1), today's code 1.726; its Wang-Xu and PrivPCA scales differ too. Its privcov n* at
-    # d = 2,000 (9.3e8) is 1.155e9 today (sample_complexity_references_simulated.json).
-    "sample_complexity_simulated.json",
     "sample_complexity_real.json",  # 45 min or more here; no recorded revision
     "simulation_validation.json",  # 52 min here; no recorded revision
     "peer_comparison.json",  # 30 min, needs the optional peer libraries; no recorded revision
