@@ -176,11 +176,16 @@ def method_fingerprint(method: str) -> dict:
         what, plan, fields = spec
         points = [dict(zip(("n_samples", "n_features", "epsilon", "delta"), p)) for p in POINTS]
         values = []
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            for n, d, eps, delta in POINTS:
-                p = plan(n, d, eps, delta)
-                values.append({f: _get(p, f) for f in fields})
+        busy = getattr(_BUSY, "on", False)
+        _BUSY.on = True  # the plans evaluated here do not check (nor cache) measured n*
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for n, d, eps, delta in POINTS:
+                    p = plan(n, d, eps, delta)
+                    values.append({f: _get(p, f) for f in fields})
+        finally:
+            _BUSY.on = busy
         record = {"evaluates": what, "points": points}
     record["values"] = [{k: _round(v) for k, v in row.items()} for row in values]
     record["digest"] = _digest(record)
@@ -200,11 +205,7 @@ def current_fingerprint(method: str) -> dict | None:
         return _CACHE[method]
     if getattr(_BUSY, "on", False):
         return None
-    _BUSY.on = True
-    try:
-        _CACHE[method] = method_fingerprint(method)
-    finally:
-        _BUSY.on = False
+    _CACHE[method] = method_fingerprint(method)
     return _CACHE[method]
 
 

@@ -4,6 +4,7 @@ number quoted in the prose comes from the file, and a claim the file contradicts
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 
@@ -114,8 +115,15 @@ def test_planning_doc_table_is_built_from_the_results_files():
     files (stale entries shown as ``-``)."""
     from dpdist.experiments.empirical import planning_table
 
+    from dpdist.experiments.empirical import planning_rows
+
     with open(os.path.join(ROOT, "docs", "planning.md")) as fh:
-        assert planning_table() in fh.read()
+        doc = fh.read()
+    assert planning_table() in doc
+    ratios = {(r["method"], r["d"]): r["ratio"] for r in planning_rows() if r["ratio"]}
+    low, high = min(ratios, key=ratios.get), max(ratios, key=ratios.get)
+    assert (low[0], high[0]) == ("wang_xu", "privpca")
+    assert f"bounds are {ratios[low]:.0f}x (Wang-Xu) to {ratios[high]:.0f}x (PrivPCA)" in re.sub(r"\s+", " ", doc)
 
 
 def _peer_rows() -> list[tuple]:
@@ -167,3 +175,41 @@ def test_peer_comparison_timings_and_larger_d_claims_hold_in_the_file():
     assert f"({min(em) / 60:.1f}-{max(em) / 60:.1f} min per fit here)" in text
     assert all(sin2["sparse", 1000, e, "expmech"] > 0.1 for e in (0.5, 1.0, 4.0))
     assert f"(sin^2 {sin2['sparse', 1000, 4.0, 'expmech']:.2f} at eps = 4)" in text
+
+
+def test_algorithm1_crossover_section_matches_the_sweep():
+    import numpy as np
+
+    from dpdist.experiments.sample_complexity import closed_form_crossover, noise_crossover_d
+
+    text = re.sub(r"\s+", " ", _section("## Algorithm 1 / Wang-Xu crossover"))
+    p = _n_star("sample_complexity_simulated.json", "privcov")
+    w = _n_star("sample_complexity_simulated.json", "wang_xu")
+    dims = sorted(p)
+    ratio = [p[d] / w[d] for d in dims]
+    assert all(r > 1 for r in ratio)  # "Wang-Xu needs fewer samples on the whole measured grid"
+    assert f"falls from {ratio[0]:.1f} at d = 60 to {ratio[-1]:.2f} at d = 1e5" in text
+    slope, icpt = np.polyfit(np.log(dims), np.log(ratio), 1)
+    assert f"slope of {slope:.2f}" in text and f"near d = {_short(math.exp(-icpt / slope))}" in text
+    assert f"cross at d = {noise_crossover_d(20, 1.0, 1e-6):,.0f}" in text
+    assert f"gives {closed_form_crossover(20, 1e-6):,.0f}" in text
+
+
+def test_sparse_covariance_pca_section_matches_its_results_files():
+    section = _section("## SparseCovariancePCA against the PCA methods")
+    rows = _table_rows(section)
+    pw = _n_star("sample_complexity_privcov_power_simulated.json", "privcov_power")
+    wx = _n_star("sample_complexity_simulated.json", "wang_xu_pca")
+    wx.update(_n_star("sample_complexity_references_simulated.json", "wang_xu_pca"))
+    pp = _n_star("sample_complexity_simulated.json", "privpca")
+    dims = sorted(pw)
+    assert rows["d"] == [f"{d:,}" for d in dims]
+    assert rows["SparseCovariancePCA n*"] == [_short(pw[d]) for d in dims]
+    assert rows["Wang-Xu PCA n*"] == [_short(wx[d]) for d in dims]
+    assert rows["PrivPCA n*"] == [_short(pp[d]) if d in pp else "" for d in dims]
+    assert all(pw[d] <= wx[d] for d in (1000, 10000, 100000))  # at most Wang-Xu PCA's n*
+    theory = {r["d"]: r["theory_n"] for r in _load("sample_complexity_privcov_power_simulated.json")["methods"][
+        "privcov_power"]["rows"]}
+    assert rows["SparseCovariancePCA plan bound / n*"] == [f"{theory[d] / pw[d]:.0f}x" for d in dims]
+    text = re.sub(r"\s+", " ", section)
+    assert f"falls from {pw[50] / wx[50]:.3f} at d = 50 to {pw[100000] / wx[100000]:.5f} at d = 1e5" in text
