@@ -26,7 +26,6 @@ AWAITING_REGENERATION = {
     # d = 2,000 (9.3e8) is 1.155e9 today (sample_complexity_references_simulated.json).
     "sample_complexity_simulated.json",
     "sample_complexity_real.json",  # 45 min or more here; no recorded revision
-    "simulation_validation.json",  # 52 min here; no recorded revision
     "second_moment_curves.json",  # 40 min here; no recorded revision
     "peer_comparison.json",  # 30 min, needs the optional peer libraries; no recorded revision
     # Recorded revision c2535478: PrivPCA's noise scale there is 40,544 at n = 1e6, d = 200
