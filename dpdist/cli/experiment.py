@@ -158,7 +158,7 @@ def run_validation(args) -> int:
             shift = "none defined" if s["shift"] is None else (
                 f"{s['shift']:+.1%} [{s['shift_ci95'][0]:+.1%}, {s['shift_ci95'][1]:+.1%}]")
             print(f"{name:16s} n={s['n']:.3g} (n* {s['n_star']:.3g}) implied n* shift {shift}: {s['verdict']}"
-                  + (f"; {s['note']}" if "note" in s else ""))
+                  + (f" ({s['note']})" if "note" in s else ""))
         print(f"every method within +-10%: {res['all_pass']}; shift found: {', '.join(res['shift_found']) or 'none'}")
         _files(res)
     return 1 if res["shift_found"] else 0
