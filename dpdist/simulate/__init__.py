@@ -19,8 +19,9 @@ off-support entry matters (their probability is reported). Each result lists its
 approximations in ``info["approximations"]``.
 
 Every result, its metadata and every plot made from it carry the label
-:data:`SIMULATED`. The simulation is validated against the real pipeline by two-sample
-tests where both run (:mod:`dpdist.experiments.validation`).
+:data:`SIMULATED`. The simulation is validated against the real pipeline at each method's
+n*, or at the largest n the real pipeline reaches, with the difference stated as a shift of n*
+(:mod:`dpdist.experiments.validation`).
 
 Instances are :class:`~dpdist.simulate.instances.BlockModel` (block-diagonal covariance plus an
 i.i.d. bulk, in canonical coordinates): Construction 1 and the Model-2 sparse spike.

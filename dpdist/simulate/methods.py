@@ -44,7 +44,8 @@ Approximate:
   variance of the weighted chi^2 average.
 
 The validation (``dpdist.experiments.validation`` and ``tests/simulate``) compares the
-simulated error distributions with the real pipeline's by two-sample tests where both run.
+simulated error distributions with the real pipeline's at each method's n* (or the largest n
+the real pipeline reaches) and states the difference as an implied shift of n*.
 
 Entry points used beyond the public API (said openly, as the project rules ask): the
 FriendlyCore statistics container :class:`dpdist.engine.friendly.FriendlyStats` and weights

@@ -21,7 +21,6 @@ RESULTS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 #: takes longer than a few minutes here. Remove a file from this set once it is regenerated.
 AWAITING_REGENERATION = {
     "sample_complexity_real.json",  # 45 min or more here; no recorded revision
-    "simulation_validation.json",  # 52 min here; no recorded revision
     "peer_comparison.json",  # 30 min, needs the optional peer libraries; no recorded revision
     # Recorded revision c2535478: PrivPCA's noise scale there is 40,544 at n = 1e6, d = 200
     # (eps = 1), 20,787 today (the forecasts' privpca fingerprint differs); 9 min here.
