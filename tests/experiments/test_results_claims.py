@@ -213,3 +213,21 @@ def test_sparse_covariance_pca_section_matches_its_results_files():
     assert rows["SparseCovariancePCA plan bound / n*"] == [f"{theory[d] / pw[d]:.0f}x" for d in dims]
     text = re.sub(r"\s+", " ", section)
     assert f"falls from {pw[50] / wx[50]:.3f} at d = 50 to {pw[100000] / wx[100000]:.5f} at d = 1e5" in text
+
+
+def test_real_pipeline_section_matches_its_results_files():
+    text = re.sub(r"\s+", " ", _section("## Real pipeline sweep"))
+    real = {m: _n_star("sample_complexity_real.json", m) for m in ("thresholded_pca", "wang_xu_pca", "expmech",
+                                                                   "thresholded")}
+    assert " / ".join(f"{real['thresholded_pca'][d]:,.0f}" for d in (60, 240, 960)) in text
+    assert " / ".join(_short(real["wang_xu_pca"][d]) for d in (20, 40, 80)) in text
+    assert set(real["expmech"].values()) == {86600.0} and "ExpMech 8.7e4 at d = 30, 60 and 120" in text
+    assert " / ".join(_short(real["thresholded"][d]) for d in (60, 120)) in text
+    sim = _n_star("sample_complexity_simulated.json", "thresholded")
+    assert f"{_short(real['thresholded'][60])} real vs {_short(sim[60])} simulated" in text
+    alg1 = _n_star("sample_complexity_simulated.json", "privcov")[60]
+    pca = _n_star("sample_complexity_simulated.json", "privpca")[50]
+    assert f"Algorithm 1 (n* {_short(alg1)} at d = 60) and PrivPCA ({_short(pca)} at d = 50)" in text
+    default = _n_star("sample_complexity_privcov_gumbel_simulated.json", "privcov_gumbel")[60]
+    power = _n_star("sample_complexity_privcov_power_simulated.json", "privcov_power")[50]
+    assert f"({_short(default)} at d = 60) and `SparseCovariancePCA`'s ({_short(power)} at d = 50)" in text
