@@ -737,8 +737,10 @@ def privcov_gumbel_calibration(
     is that over ``sqrt(2 rho_rel)``, and ``C_2`` is multiplied by its ratio to ``sqrt(d k')
     Delta_fl`` (``C_2 = sqrt((k + 2) L_2) Delta_rel / (sqrt(d) Delta_fl)``): the split moves
     towards the selection. ``release_sensitivity_entry`` and ``release_sensitivity_row`` record
-    both routes. The selection's entry sensitivity ``Delta_fl`` is unchanged (scaling only
-    shrinks entries).
+    both routes. The selection's steps are calibrated to the rows' root-mean-square score
+    sensitivity ``Delta_sel`` of :func:`privcov_selection_sensitivity` (``min(Delta_fl, kappa(n)
+    2 C min(R, C) / (n sqrt(d)))``, Lemma 4a) in place of ``Delta_fl``: ``beta_g = 2 Delta_sel /
+    eps_step``, and ``C_1`` is multiplied by ``Delta_sel / Delta_fl``.
     """
     epsilon, delta, n, d, k, clip = _check_privcov_inputs(epsilon, delta, n_samples, n_features, k, clip)
     beta = check_probability(beta, "beta")

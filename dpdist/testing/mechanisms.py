@@ -713,16 +713,29 @@ def privcov_laplace_release_case(noise_multiplier: float = 1.0) -> AuditCase:
     release of :class:`~dpdist.privacy.mechanisms.privcov.PrivCovZCDPMechanism`, whose whole
     release is the Gaussian mechanism at L2 sensitivity ``sqrt(d k') Delta``); the claimed
     (epsilon, delta) is that mu's exact profile at delta = 0.1."""
-    from dpdist.privacy.accounting import gaussian_epsilon
-
     k = PRIVCOV_D
     mech, run = _privcov_laplace_mech(k, _release_entry_mu, noise_multiplier)
+    return _entry01_release_case(
+        "privcov-laplace/value-release", "privcov-laplace", mech, run, k, noise_multiplier,
+        "lattice Gaussian value release of one entry of row i, selection='laplace': Delta_Z1/s_r-GDP "
+        "(PrivCovZCDPMechanism)")
+
+
+def _entry01_release_case(name: str, family: str, mech, run, k: int, noise_multiplier: float, component: str,
+                          row_clip: float | None = None) -> AuditCase:
+    """A PrivCov value release audited on the pair of :func:`privcov_laplace_release_case`
+    (rows ``(1, 1, 0, 0)`` and ``(1, -1, 0, 0)``: only Sigma_hat_01 moves, by exactly Delta),
+    through the engine's row scaling when ``row_clip`` is given; statistic: the released value
+    of entry (0, 1); claim ``Delta_Z1 / s_r``-GDP. The zCDP mechanisms differ only in their
+    mechanism and row clip."""
+    from dpdist.privacy.accounting import gaussian_epsilon
+
     base = np.zeros((PRIVCOV_N, PRIVCOV_D))
     base[1:11, :2] = 1.0
     D, Dp = base.copy(), base.copy()
     D[0, :2] = (1.0, 1.0)
     Dp[0, :2] = (1.0, -1.0)
-    S = {0: _exact_second_moment(D, PRIVCOV_CLIP), 1: _exact_second_moment(Dp, PRIVCOV_CLIP)}
+    S = {0: _exact_second_moment(D, PRIVCOV_CLIP, row_clip), 1: _exact_second_moment(Dp, PRIVCOV_CLIP, row_clip)}
 
     def mech_fn(which: int, n: int, seed: int) -> np.ndarray:
         cols, vals = _privcov_row0(S[which], run, n, seed)
@@ -731,10 +744,9 @@ def privcov_laplace_release_case(noise_multiplier: float = 1.0) -> AuditCase:
 
     mu = _release_entry_mu(mech)
     return AuditCase(
-        name=_twin_name("privcov-laplace/value-release", noise_multiplier),
-        family="privcov-laplace",
-        component="lattice Gaussian value release of one entry of row i, selection='laplace': Delta_Z1/s_r-GDP "
-        "(PrivCovZCDPMechanism)",
+        name=_twin_name(name, noise_multiplier),
+        family=family,
+        component=component,
         notion="gdp",
         claimed_epsilon=gaussian_epsilon(mu, PRIVCOV_DELTA),
         claimed_delta=PRIVCOV_DELTA,
@@ -758,7 +770,6 @@ def privcov_gumbel_release_case(noise_multiplier: float = 1.0) -> AuditCase:
     statistic: that value. The twin halves the release's sigma."""
     from scipy import optimize
 
-    from dpdist.privacy.accounting import gaussian_epsilon
     from dpdist.privacy.mechanisms.privcov import privcov_gumbel_mechanism
 
     k = PRIVCOV_D
@@ -769,37 +780,11 @@ def privcov_gumbel_release_case(noise_multiplier: float = 1.0) -> AuditCase:
 
     eps = optimize.brentq(lambda e: _release_entry_mu(build(e)) - 1.0, 0.05, 500.0, xtol=1e-6)
     mech = build(eps)
-    run = _twin_of(mech, noise_multiplier)
-    base = np.zeros((PRIVCOV_N, PRIVCOV_D))
-    base[1:11, :2] = 1.0
-    D, Dp = base.copy(), base.copy()
-    D[0, :2] = (1.0, 1.0)
-    Dp[0, :2] = (1.0, -1.0)
-    S = {0: _exact_second_moment(D, PRIVCOV_CLIP, PRIVCOV_ROW_CLIP),
-         1: _exact_second_moment(Dp, PRIVCOV_CLIP, PRIVCOV_ROW_CLIP)}
-
-    def mech_fn(which: int, n: int, seed: int) -> np.ndarray:
-        cols, vals = _privcov_row0(S[which], run, n, seed)
-        hit = cols == 1
-        return np.where(hit.any(axis=1), (vals * hit).sum(axis=1), -1e6)
-
-    mu = _release_entry_mu(mech)
-    return AuditCase(
-        name=_twin_name("privcov-gumbel/value-release", noise_multiplier),
-        family="privcov-gumbel",
-        component="lattice Gaussian value release of one entry of row i, selection='gumbel' with the L2 row clip: "
+    return _entry01_release_case(
+        "privcov-gumbel/value-release", "privcov-gumbel", mech, _twin_of(mech, noise_multiplier), k, noise_multiplier,
+        "lattice Gaussian value release of one entry of row i, selection='gumbel' with the L2 row clip: "
         "Delta_Z1/s_r-GDP (PrivCovGumbelMechanism, release sensitivity 2 C min(R sqrt(k'), C) / n)",
-        notion="gdp",
-        claimed_epsilon=gaussian_epsilon(mu, PRIVCOV_DELTA),
-        claimed_delta=PRIVCOV_DELTA,
-        claimed_mu=mu,
-        claimed_rho=None,
-        mechanism=mech_fn,
-        neighbours=(0, 1),
-        default_trials=10_000,
-        noise_multiplier=noise_multiplier,
-        parameters={"calibration": mech.calibration.to_dict(), "k": k, "mechanism": mech.describe()},
-    )
+        row_clip=PRIVCOV_ROW_CLIP)
 
 
 # ---------------------------------------------------------------------------------------
