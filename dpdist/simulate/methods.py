@@ -555,6 +555,11 @@ def simulate_privpca(model: BlockModel, n: float, epsilon: float, delta: float, 
     """PrivNorm + PrivPCA (:class:`~dpdist.SparsePCA`, Theorem 3) on a Model-2 block model
     (one support block and a bulk), with the estimator's own set-up, tests and releases.
 
+    The rows are taken as mean-zero: the estimator simulated is ``SparsePCA(...,
+    assume_centered=True)``, whose whole budget goes to PrivNorm and PrivPCA. The default
+    estimator first spends a share on a private mean (less budget for the tests, so
+    more batches and a larger tau); compare with its plan only at ``assume_centered=True``.
+
     ``gap`` and ``sigma`` default to the model's (as a user who knows the model would pass).
     Returns sin^2 of the released component, 1.0 when a test returned bottom.
     """

@@ -22,9 +22,6 @@ RESULTS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 AWAITING_REGENERATION = {
     "sample_complexity_real.json",  # 45 min or more here; no recorded revision
     "peer_comparison.json",  # 30 min, needs the optional peer libraries; no recorded revision
-    # Recorded revision c2535478: PrivPCA's noise scale there is 40,544 at n = 1e6, d = 200
-    # (eps = 1), 20,787 today (the forecasts' privpca fingerprint differs); 9 min here.
-    "friendly_forecast.json",
 }
 #: Timing benchmarks (wall times of the engine, no method's measured accuracy): nothing to fingerprint.
 TIMINGS = ("quiet", "scaling")
