@@ -21,7 +21,6 @@ RESULTS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 #: takes longer than a few minutes here. Remove a file from this set once it is regenerated.
 AWAITING_REGENERATION = {
     "sample_complexity_real.json",  # 45 min or more here; no recorded revision
-    "peer_comparison.json",  # 30 min, needs the optional peer libraries; no recorded revision
 }
 #: Timing benchmarks (wall times of the engine, no method's measured accuracy): nothing to fingerprint.
 TIMINGS = ("quiet", "scaling")
