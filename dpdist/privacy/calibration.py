@@ -246,14 +246,15 @@ def privcov_selection_sensitivity(n_samples: int, n_features: int, clip: float,
       the norm ``N(M) = sqrt(sum_i max_j M_ij^2)`` (absolute, hence monotone) one row's term has
       ``N(|y| |y|^T) = ||y||_2 ||y||_inf <= C min(R, C)``, so one replaced row moves the exact
       moment by at most ``2 C min(R, C) / n`` in N, and the computed one by ``kappa(n)`` times
-      that (:func:`gram_rounding_factor`'s claim with this N); divided by ``sqrt(d)``. ``inf``
-      when C is inf.
+      that (:func:`gram_rounding_factor`'s claim with this N); divided by ``sqrt(d)``, and
+      raised by a factor ``1 + 2**-50`` so that the float quotient times ``sqrt(d)`` is not
+      below the bound (the square root and the division round twice). ``inf`` when C is inf.
     """
     n, d = int(n_samples), int(n_features)
     entry_route = float_sensitivity(2 * clip**2 / n, n)[0]
     if not math.isfinite(row_clip):
         return entry_route, entry_route, math.inf
-    row_route = float_sensitivity(2.0 * row_clip * min(clip, row_clip) / n, n)[0] / math.sqrt(d)
+    row_route = float_sensitivity(2.0 * row_clip * min(clip, row_clip) / n, n)[0] / math.sqrt(d) * (1.0 + 2.0**-50)
     return min(entry_route, row_route), entry_route, row_route
 
 

@@ -287,3 +287,17 @@ def test_same_seed_hostile_neighbours_differ_only_as_the_noise_allows():
     assert np.linalg.norm(change) <= sens * (1 + 1e-9) + gamma
     assert a.parameters["calibration"]["release_sensitivity_row"] < a.parameters["calibration"][
         "release_sensitivity_entry"]
+
+
+def test_selection_row_route_times_sqrt_d_covers_the_bound_in_exact_arithmetic():
+    """The float quotient ``bound / sqrt(d)`` rounds twice; the library's row route is raised so
+    that ``row_route^2 d >= bound^2`` holds exactly (rationals of the floats) for many sizes."""
+    rng = np.random.default_rng(11)
+    for _ in range(2000):
+        n = int(rng.integers(10, 10**12))
+        d = int(rng.integers(2, 10**6))
+        R = float(rng.uniform(0.1, 50.0))
+        C = float(rng.uniform(0.1, 5.0) * R * math.sqrt(d) / 3)
+        _, _, row = dpdist.privacy.calibration.privcov_selection_sensitivity(n, d, R, C)
+        bound = dpdist.privacy.calibration.float_sensitivity(2.0 * C * min(R, C) / n, n)[0]
+        assert Fraction(row) ** 2 * d >= Fraction(bound) ** 2, (n, d, R, C)
