@@ -21,6 +21,14 @@ def run_on_a_pty(argv: list[str], timeout: float, *, react=None, after: float = 
 
     pid, fd = pty.fork()
     if pid == 0:  # pragma: no cover - the child
+        import signal
+
+        # a terminal's process starts with default dispositions; a test runner started in the
+        # background of a non-interactive shell (or under nohup) passes on ignored SIGINT,
+        # SIGQUIT and SIGHUP (with SIGHUP ignored, helper processes outlive the terminal and
+        # write to it after the command ended)
+        for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
         os.execv(argv[0], argv)
     text, acted, deadline = b"", False, time.monotonic() + timeout
     while time.monotonic() < deadline:

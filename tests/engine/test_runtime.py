@@ -221,7 +221,12 @@ def test_a_cluster_without_workers_fails_instead_of_hanging(inproc_cluster):
 
 
 def test_ctrl_c_cancels_the_futures(inproc_cluster):
+    import signal
+
     _, client = inproc_cluster
+    # a terminal's default: a process started in the background of a non-interactive shell
+    # inherits an ignored SIGINT, and interrupt_main then does nothing
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.5, _thread.interrupt_main)
     timer.start()
     try:
@@ -229,6 +234,7 @@ def test_ctrl_c_cancels_the_futures(inproc_cluster):
             compute(_slow_sum(50, 0.1), scheduler=client, timeout=60)
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     assert _scheduler_forgets_everything(client)
 
 
