@@ -43,6 +43,7 @@ import numpy as np
 from scipy import optimize, stats
 
 from dpdist.exceptions import NoPrivateResult, PrivacyWarning, UtilityWarning, ValidationError
+from dpdist.experiments.methods import _sin2
 
 __all__ = ["CONFIG", "run_lower_bounds", "theorem2_alpha", "theorem4_success_bound", "theorem5_risk_bound",
            "theorem6_n"]
@@ -183,15 +184,6 @@ def _quantile_ci(x, q: float) -> list:
     lo = int(stats.binom.ppf(0.025, n, q))
     hi = int(stats.binom.ppf(0.975, n, q)) + 1
     return [float(x[max(lo - 1, 0)]), float(x[min(hi - 1, n - 1)])]
-
-
-def _sin2(u, v1) -> float:
-    u = np.asarray(u, dtype=np.float64).ravel()
-    nu = float(np.linalg.norm(u))
-    if nu == 0.0:
-        return 1.0
-    c = float(u @ v1) / nu
-    return max(0.0, 1.0 - c * c)
 
 
 def _fit_pca(method: str, X, k: int, *, epsilon: float, delta: float, sigma: float, gap: float, seed: int):
@@ -626,6 +618,95 @@ def plot_lower_bounds(result: dict, path: str) -> str:
                     label="Thm 5 bound (min)")
         ax.set(xlabel="n", ylabel="mean sin^2", ylim=(-0.02, 1.02), title=tag("theorem5") + "Thm 5: edge spike")
         ax.legend(fontsize=7)
+    if "theorem6" in result:
+        ax = axes[i]; i += 1
+        for j, (m, rows) in enumerate(by_method(result["theorem6"]["n_at_target"]).items()):
+            pts = [(r["d"], r["n_at_target"]) for r in rows if r["n_at_target"]]
+            if pts:
+                ax.loglog(*zip(*pts), "o-", color=colors[j], label=f"{_label(m)}: n at sin^2 q2/3 <= target")
+        ds = sorted({r["d"] for r in result["theorem6"]["n_at_target"]})
+        ax.loglog(ds, [theorem6_n(d, result["epsilon"]) for d in ds], "k--", label="Thm 6: d / eps (constant 1)")
+        ax.set(xlabel="d", ylabel="n", title=tag("theorem6") + "Thm 6: Construction 2 (dense)")
+        ax.legend(fontsize=7)
+    if "expmech" in result:
+        ax = axes[i]; i += 1
+        rows = [r for r in result["expmech"]["rows"] if r["reached"]]
+        if rows:
+            fit = result["expmech"].get("fit")
+            lab = "ExpMech n*" + (f": slope {fit['exponent']:.2f} [{fit['ci95'][0]:.2f}, {fit['ci95'][1]:.2f}]"
+                                  if fit else "")
+            ax.loglog([r["k"] for r in rows], [r["n_star"] for r in rows], "o-", label=lab)
+            ax.loglog([r["k"] for r in rows], [r["theory_n"] for r in rows], "s--", label="Thm 7 planning n")
+        ax.set(xlabel="k", ylabel="n*", title=tag("expmech") + f"ExpMech n*(k), d={result['expmech']['d']}")
+        ax.legend(fontsize=7)
+    if "privnorm" in result:
+        ax = axes[i]; i += 1
+        rows = result["privnorm"]["rows"]
+        ax.semilogx([r["n"] for r in rows], [r["pass_rate"] for r in rows], "o-", label="pass rate")
+        ax.semilogx([r["n"] for r in rows], [r["plan_release_probability"] for r in rows], "--",
+                    label="plan: release probability")
+        ax2 = ax.twinx()
+        pts = [(r["n"], r["rel_error_median"]) for r in rows if r["rel_error_median"]]
+        if pts:
+            ax2.loglog(*zip(*pts), "s-", color=colors[2], label="median relative error")
+        ax2.loglog([r["n"] for r in rows], [r["plan_relative_error_bound"] for r in rows], ":", color=colors[2],
+                   label="Lemma 21 bound / lambda_1")
+        ax.set(xlabel="n", ylabel="pass rate", title=tag("privnorm") + f"PrivNorm alone, d={result['privnorm']['d']}")
+        ax2.set_ylabel("relative error")
+        ax.legend(fontsize=7, loc="center left")
+        ax2.legend(fontsize=7, loc="center right")
+    for ax in axes[i:]:
+        ax.axis("off")
+    fig.suptitle(f"COLT 2026 lower bounds measured (eps={result['epsilon']:g}, delta={result['delta']:g})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _g(x, digits: int = 3) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float) and not math.isfinite(x):
+        return "inf"
+    return f"{x:.{digits}g}"
+
+
+def _n_table(out: list, title: str, rows: list, cell, bound_label: str, bound_key: str, n_label) -> None:
+    """Append one table of ``readme_tables``: a row per method (``cell`` of its row at each n),
+    then the bound's row (``bound_key``, the same at every method of an n)."""
+    ns = sorted({r["n"] for r in rows})
+    out.append(title + "\n")
+    out.append("| method | " + " | ".join(f"n = {n_label(n)}" for n in ns) + " |")
+    out.append("|---|" + "---|" * len(ns))
+    for m in dict.fromkeys(r["method"] for r in rows):
+        cells = {r["n"]: r for r in rows if r["method"] == m}
+        out.append(f"| {_label(m)} | " + " | ".join(cell(cells[n]) for n in ns) + " |")
+    out.append(f"| {bound_label} | " + " | ".join(
+        _g(next(r[bound_key] for r in rows if r["n"] == n)) for n in ns) + " |")
+    out.append("")
+
+
+def readme_tables(result: dict) -> str:
+    """The markdown tables of benchmarks/results/README.md's lower-bound section, rendered from
+    a full result (the README quotes them verbatim; a test compares the two)."""
+    out = []
+    if "theorem2" in result:
+        t = result["theorem2"]
+        _n_table(out, f"Theorem 2, Construction 1 (d = {t['instance']['n_features']}, k = {t['instance']['k']}, "
+                 "SIMULATED): 2/3-quantile of `||M - Sigma||_op / sigma^2` / the bound's alpha(n) (constants 1)",
+                 t["rows"], lambda r: _g(r["ratio"]), "bound alpha(n)", "bound_alpha", lambda n: _g(n, 2))
+    if "theorem4" in result:
+        t = result["theorem4"]
+        _n_table(out, f"Theorem 4, codebook of m = {t['codebook']['size']} Corollary 2 instances (d = "
+                 f"{t['n_features']}, k = {t['k']}, minimum distance {t['codebook']['min_distance']}): codewords "
+                 "decoded / reps (bound: the most any (eps, delta)-DP algorithm can reach)",
+                 t["rows"], lambda r: f"{r['decoded']}/{r['reps']}", "bound (rate)", "bound_success", str)
+    if "theorem5" in result:
+        t = result["theorem5"]
+        _n_table(out, f"Theorem 5, edge-spike family (d = {t['instance']['n_features']}, k = {t['instance']['k']}): "
+                 "mean sin^2 over uniform members (bound: the least any (eps, delta)-DP algorithm can reach)",
+                 t["rows"], lambda r: _g(r["sin2_mean"]), "bound (mean sin^2)", "bound_sin2", str)
     if "theorem6" in result:
         ax = axes[i]; i += 1
         for j, (m, rows) in enumerate(by_method(result["theorem6"]["n_at_target"]).items()):
