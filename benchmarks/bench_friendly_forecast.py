@@ -86,6 +86,15 @@ def simulated_sizes(eps: float) -> tuple:
     return int(n_norm), int(n_rel)
 
 
+def _outcomes(p, norm_passed: int, released: int, runs: int) -> dict:
+    """The plan's predicted pass probabilities beside the counted passes (95% Clopper-Pearson)."""
+    return {"privnorm_tests": {"predicted": p.norm_tests["pass_probability"],
+                               "predicted_range": p.norm_tests["pass_probability_range"], "passed": norm_passed,
+                               "clopper_pearson_95": _interval(norm_passed, runs)},
+            "release": {"predicted": p.release_probability, "predicted_range": p.release_probability_range,
+                        "passed": released, "clopper_pearson_95": _interval(released, runs)}}
+
+
 def simulated_row(eps: float, n: int, runs: int) -> dict:
     """``runs`` seeded simulated fits at size n beside the simulated estimator's plan."""
     p = simulated_estimator(eps).plan(int(n), D)
@@ -104,12 +113,7 @@ def simulated_row(eps: float, n: int, runs: int) -> dict:
         "mode": "simulated", "estimator": "SparsePCA", "assume_centered": True, "epsilon": eps,
         "n_samples": int(n), "n_batches": p.n_batches,
         "runs": runs, "seconds": round(time.perf_counter() - t0, 1),
-        "privnorm_tests": {"predicted": p.norm_tests["pass_probability"],
-                           "predicted_range": p.norm_tests["pass_probability_range"], "passed": norm_passed,
-                           "clopper_pearson_95": _interval(norm_passed, runs)},
-        "release": {"predicted": p.release_probability, "predicted_range": p.release_probability_range,
-                    "passed": released,
-                    "clopper_pearson_95": _interval(released, runs)},
+        **_outcomes(p, norm_passed, released, runs),
     }
 
 
@@ -147,12 +151,7 @@ def real_privpca(eps: float, sizes, runs: int) -> list:
             "n_batches": p.n_batches,
             "runs": runs, "seconds": round(time.perf_counter() - t0, 1),
             "data": "make_model2(random_state=seed), fresh each run",
-            "privnorm_tests": {"predicted": p.norm_tests["pass_probability"],
-                               "predicted_range": p.norm_tests["pass_probability_range"], "passed": norm_passed,
-                               "clopper_pearson_95": _interval(norm_passed, runs)},
-            "release": {"predicted": p.release_probability, "predicted_range": p.release_probability_range,
-                        "passed": released,
-                        "clopper_pearson_95": _interval(released, runs)},
+            **_outcomes(p, norm_passed, released, runs),
         })
         print(json.dumps(rows[-1]), flush=True)
     return rows
