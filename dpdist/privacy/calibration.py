@@ -503,11 +503,14 @@ def _privcov_zcdp_logs(n_features: int, beta: float) -> tuple[float, float]:
     return math.log(6.0 * d * d / beta), math.log(12.0 * d / beta)
 
 
-def _privcov_release(rho: float, c1: float, c2: float, release_sens: float):
+def _privcov_release(rho: float, c1: float, k: int, k_released: int, log_rel: float, release_sens: float,
+                     entry_route: float):
     """The split of rho between a zCDP PrivCov's selection and its Gaussian release, and the
     release's sigma: ``f / (1 - f) = (C_1 / C_2)^(2/3)`` with the selection's constant ``c1``
-    (0 when the selection is free: f = 0) and the release's ``c2``; the release is one Gaussian
-    mechanism of L2 sensitivity ``release_sens``. Returns ``(f, rho_sel, rho_rel, sigma)``."""
+    (0 when the selection is free: f = 0) and the release's ``C_2 = sqrt(k' (k + 2) L_2)`` on the
+    entry route, proportional to the release's L2 sensitivity ``release_sens`` (one Gaussian
+    mechanism). Returns ``(f, rho_sel, rho_rel, sigma)``."""
+    c2 = math.sqrt(k_released * (k + 2) * log_rel) * (release_sens / entry_route)
     if c1:
         ratio = (c1 / c2) ** (2.0 / 3.0)
         share = ratio / (1.0 + ratio)
@@ -567,10 +570,8 @@ def privcov_zcdp_calibration(
     coefficient = 2 * k if k < d else 0
     log_sel, log_rel = _privcov_zcdp_logs(d, beta)
     coordinates = d * k_released
-    # C_2 = sqrt(k' (k + 2) L_2) for the entry route, proportional to the release's L2 sensitivity
-    c2 = math.sqrt(k_released * (k + 2) * log_rel) * (release_sens / entry_route)
     share, rho_sel, rho_rel, sigma = _privcov_release(
-        rho, 12.0 * k * k * log_sel if coefficient else 0.0, c2, release_sens)
+        rho, 12.0 * k * k * log_sel if coefficient else 0.0, k, k_released, log_rel, release_sens, entry_route)
     if coefficient:
         eps_sel = math.sqrt(2.0 * rho_sel / d)
         b = coefficient * sens_fl / eps_sel
@@ -733,12 +734,8 @@ def privcov_gumbel_calibration(
     f, least at ``f / (1 - f) = (C_1 / C_2)^(2/3)``. beta (public) enters only through T, L_2.
 
     With ``row_clip`` C finite (rows scaled to L2 norm at most C after the entry clip), the
-    release's L2 sensitivity is :func:`privcov_release_sensitivity`'s ``min(sqrt(d k')
-    Delta_fl, kappa(n) 2 C min(R sqrt(k'), C) / n)`` (docs/privacy/privcov.md, Lemma 3a), sigma
-    is that over ``sqrt(2 rho_rel)``, and ``C_2`` is multiplied by its ratio to ``sqrt(d k')
-    Delta_fl`` (``C_2 = sqrt((k + 2) L_2) Delta_rel / (sqrt(d) Delta_fl)``): the split moves
-    towards the selection. ``release_sensitivity_entry`` and ``release_sensitivity_row`` record
-    both routes. The selection's steps are calibrated to the rows' root-mean-square score
+    release and ``C_2`` are those of :func:`privcov_zcdp_calibration` with a row clip (Lemma 3a).
+    The selection's steps are calibrated to the rows' root-mean-square score
     sensitivity ``Delta_sel`` of :func:`privcov_selection_sensitivity` (``min(Delta_fl, kappa(n)
     2 C min(R, C) / (n sqrt(d)))``, Lemma 4a) in place of ``Delta_fl``: ``beta_g = 2 Delta_sel /
     eps_step``, and ``C_1`` is multiplied by ``Delta_sel / Delta_fl``.
@@ -755,11 +752,9 @@ def privcov_gumbel_calibration(
     steps = k if k < d else 0
     t_sel, log_rel = _privcov_gumbel_logs(d, beta)
     coordinates = d * k_released
-    # C_1 = 3 k^1.5 T and C_2 = sqrt(k' (k + 2) L_2) on the entry routes, each proportional to its
-    # stage's sensitivity (the selection's root-mean-square row sensitivity, the release's L2)
+    # C_1 = 3 k^1.5 T on the entry route, proportional to the selection's root-mean-square row sensitivity
     c1 = 3.0 * k * math.sqrt(k) * t_sel * (sel_sens / sens_fl) if steps else 0.0
-    c2 = math.sqrt(k_released * (k + 2) * log_rel) * (release_sens / entry_route)
-    share, rho_sel, rho_rel, sigma = _privcov_release(rho, c1, c2, release_sens)
+    share, rho_sel, rho_rel, sigma = _privcov_release(rho, c1, k, k_released, log_rel, release_sens, entry_route)
     if steps:
         eps_step = math.sqrt(8.0 * rho_sel / (d * steps))
         scale = 2.0 * sel_sens / eps_step
