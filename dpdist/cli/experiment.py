@@ -180,7 +180,7 @@ def run_sample_complexity(args) -> int:
     if "crossover" in res:
         c = res["crossover"]
         print(f"PrivCov/Wang-Xu crossover d: measured {c['measured_n_star_crossover_d']}, noise scales "
-              f"{c['noise_scale_crossover_d']:.4g}, ALGORITHMS.md closed form {c['closed_form_crossover_d']:.4g}")
+              f"{c['noise_scale_crossover_d']:.4g}, closed form {c['closed_form_crossover_d']:.4g}")
     _files(res)
     return 0
 
