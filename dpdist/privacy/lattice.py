@@ -49,8 +49,8 @@ FALLBACK_WORDS = 64
 #: The fallback stream's purpose is the main purpose plus this suffix (a NUL cannot occur in
 #: the printable purpose names dpdist uses, so no main purpose can collide with it).
 FALLBACK_SUFFIX = "\x00fallback"
-#: Per-entry probability that an unbounded-law entry exhausts its fallback block (see module
-#: docstring): (2**-62)**(FALLBACK_WORDS - 2), written as a bound.
+#: Per-entry probability that an unbounded-law entry exhausts its fallback block (see
+#: docs/privacy/lattice.md): (2**-62)**(FALLBACK_WORDS - 2), written as a bound.
 EXHAUSTION_DELTA_PER_ENTRY = 2.0**-1000
 #: The supported laws.
 LAWS = ("laplace", "gaussian", "bounded-laplace")
@@ -257,7 +257,7 @@ def _resolve(law: str, scale: float, W: int, bits: int, words: Iterator[int], bu
 def _fast_magnitudes(law: str, scale: float, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Magnitudes ``floor(x + 1/2)`` at the cells' midpoints and the mask of undecided cells.
 
-    ``W`` holds the 63-bit cell indices (uint64). See the module docstring for the radius.
+    ``W`` holds the 63-bit cell indices (uint64). See docs/privacy/lattice.md for the radius.
     """
     wf = W.astype(np.float64)
     if law == "gaussian":
@@ -383,7 +383,7 @@ def _exact_entry(
 
 @dataclass(frozen=True)
 class LatticeNoise:
-    """An exact integer noise law on a lattice (see the module docstring for the laws).
+    """An exact integer noise law on a lattice (see docs/privacy/lattice.md for the laws).
 
     Parameters
     ----------
@@ -464,7 +464,7 @@ class LatticeNoise:
         return float(sensitivity_units) ** 2 / (2.0 * self.scale**2)
 
     def exhaustion_delta(self) -> float:
-        """Per-entry probability bound of the exhaustion residual (module docstring)."""
+        """Per-entry probability bound of the exhaustion residual (docs/privacy/lattice.md)."""
         if self.law != "bounded-laplace":
             return EXHAUSTION_DELTA_PER_ENTRY
         q = math.exp(-(self.bound + 0.5) / self.scale)  # P(|L| >= A + 1/2)
