@@ -1,7 +1,7 @@
 """Exact sampling of ``top_{k^2}(u u^T + G)`` without drawing d^2 Gaussians (Algorithm 2, Line 21).
 
-Two samplers: :func:`lattice_top_k2`, float-safe, the one PrivPCA releases (issue 10), and
-:func:`top_k2_of_noisy_projector`, the earlier floating-point one, kept as the twin that the
+Two samplers: :func:`lattice_top_k2`, float-safe, the one PrivPCA releases, and
+:func:`top_k2_of_noisy_projector`, a floating-point one that no release uses: the twin that the
 support test must catch (its values are ``u_a u_b + sigma ndtri(U)`` in float64: the Mironov
 (2012) exposure).
 
@@ -61,7 +61,7 @@ precision until decided. Ties of magnitude between a signal and a noise cell at 
 compare ``xi_j`` (from the same enclosures) with the signal key's dyadic interval, refining
 both until decided; two signal keys compare as 512-bit integers; noise cells are ordered by j.
 
-Residuals (stated, far below issue 10's 1e-15): an order statistic still undecided after
+Residuals (stated, far below 1e-15): an order statistic still undecided after
 ``FALLBACK_WORDS`` refinements (each refinement narrows the enclosure by ``2**-64``), or two
 signal keys equal in all 512 bits (probability ``2**-512`` a pair), is decided by the float
 estimate / the cell index: a change of law of that probability, never an output off the
@@ -75,7 +75,7 @@ The floating-point twin (:func:`top_k2_of_noisy_projector`)
 -----------------------------------------------------------
 Pure-noise cells by the same representation computed in float64 (``q_j = -expm1(-Y_j)``,
 magnitude ``-sigma ndtri(q_j / 2)``), the signal block ``u_a u_b + sigma ndtri(U)``: its values
-carry low bits that identify the input (see :data:`dpdist.privacy.noise.FLOAT_NOISE_CAVEAT`).
+carry low bits that identify the input (Mironov, CCS 2012).
 """
 
 from __future__ import annotations

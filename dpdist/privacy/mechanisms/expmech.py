@@ -44,13 +44,13 @@ Delta_q)`` by the factor ``(1 - 2**-29 / epsilon_sel) / (1 + 2**-52 S_max / Delt
 i.e. ``1 - 2**-29 / epsilon_sel - 2**-53 n (1 + 1e-6) / kappa(n)``: negligible unless
 epsilon < 1e-7 or n > 1e12).
 
-Assessment of the old sampler (issue 10, item 4): ``weight * score - log(-log(u))`` with a
-53-bit ``u`` compared as floats. Its Gumbel noise is bounded (the grid of ``u`` gives finite
+Why not a float Gumbel-max: ``weight * score - log(-log(u))`` with a
+53-bit ``u`` compared as floats fails in two ways. Its Gumbel noise is bounded (the grid of ``u`` gives finite
 keys within ``[-3.62, 36.04]`` of the weighted score; ``u`` rounding to 1 gives ``+inf``), so
 a subset whose weighted score trails the best by more than 39.7 can never win under one
 dataset while it can under its neighbour (scores move by up to epsilon_sel / 2): impossible
-outputs of total mass up to ``C(d, k) e^-40`` (about 4e-9 at C(d, k) = 1e9), far above issue
-10's 1e-15; and near-ties are decided by float rounding (quantised probabilities). Details in
+outputs of total mass up to ``C(d, k) e^-40`` (about 4e-9 at C(d, k) = 1e9), far above the
+1e-15 dpdist allows; and near-ties are decided by float rounding (quantised probabilities). Details in
 :mod:`dpdist.privacy.gumbel`. The exact sampler has unbounded noise: every subset has positive
 probability under every dataset, so no output is impossible under a neighbour.
 

@@ -29,7 +29,7 @@ bounded_laplace_test`) gives ``(eps', delta')`` with ``eps' = Delta_Z / s <= eps
 ``delta' = e^eps' q / (1 - q)``, ``q = e^{-(A + 1/2)/s} <= e^{-B/b}``, so ``delta' <= delta/3``:
 every ratio is at least the calibration's. The event records ``(eps', delta')``.
 
-Only the outcome leaves (issue 10, item 3): the test passes iff ``m + K >= T`` with ``T =
+Only the outcome leaves: the test passes iff ``m + K >= T`` with ``T =
 ceil(0.8 m_b / gamma) + A + 1`` (m_b batches). As ``K <= A``, a pass certifies ``m gamma >=
 0.8 m_b + gamma``, so ``stat >= 0.8 m_b`` (``|stat - m gamma| <= gamma / 2``): Lemma 9's
 certificate holds for the computed statistic. The threshold is the paper's ``0.8 m + B`` up to

@@ -2,7 +2,7 @@
 
 One mechanism object, :class:`SymmetricGaussianMechanism`, releases the upper triangle
 (diagonal included) of a symmetric d x d statistic with i.i.d. Gaussian noise and mirrors it.
-It is the noise of the two dense Gaussian baselines (ALGORITHMS.md section 4) and, through
+It is the noise of the two dense Gaussian baselines (Wang-Xu 2021 and Analyze Gauss) and, through
 :mod:`dpdist.privacy.mechanisms.second_moment`, of every RecDPSME level (GUE(sigma^2) in
 MS25's normalisation is exactly this noise) and of the one-shot second moment.
 
@@ -29,12 +29,12 @@ Sensitivities (each module that calibrates states its own; repeated here for the
 * Analyze Gauss (Dwork-Talwar-Thakurta-Zhang 2014): rows scaled to norm ``<= L``: ``2 L^2 /
   n`` (:func:`~dpdist.privacy.expmech_calibration.analyze_gauss_calibration`).
 * Float factor: both kernels bound each row's term as computed and the calibrations multiply
-  the sensitivity by ``kappa(n)`` (:func:`~dpdist.privacy.calibration.gram_rounding_factor`,
-  issue 9), which bounds the difference of the *computed* matrices. ``Delta`` below is that
+  the sensitivity by ``kappa(n)`` (:func:`~dpdist.privacy.calibration.gram_rounding_factor`),
+  which bounds the difference of the *computed* matrices. ``Delta`` below is that
   product.
 
-Float-safe release on the lattice (issue 10, item 2)
-----------------------------------------------------
+Float-safe release on the lattice
+---------------------------------
 :func:`~dpdist.privacy.mechanisms.base.lattice_law` with the Gaussian law, ``norm="l2"`` and
 ``T`` coordinates: ``gamma = 2**(floor(log2 sigma) - 28)``; the rounded upper triangle
 ``m = rint(v / gamma)`` moves by at most ``Delta_Z = Delta / gamma + sqrt(T)`` (each rounding

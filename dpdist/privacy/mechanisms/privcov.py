@@ -32,7 +32,7 @@ score and every release below is an integer of at most 2**53, computed exactly.
 
 * ``m_ij = rint(Sigma_hat_ij / gamma)``: the computed clipped second moment, rounded. The
   computed entries of neighbours differ by at most ``Delta_fl = kappa(n) 2 R^2 / n``
-  (:func:`~dpdist.privacy.calibration.gram_rounding_factor`, issue 9's float factor), so the
+  (:func:`~dpdist.privacy.calibration.gram_rounding_factor`, the float factor), so the
   integers differ by at most ``Delta_Z = floor(Delta_fl / gamma) + 1``.
 * Selection (line 6): ``S_i`` = the k columns of largest ``|m_ij + w_ij|``, ties to the
   smaller column, with ``w_ij`` i.i.d. from the rounded Laplace law ``K`` of scale ``s``
@@ -65,12 +65,12 @@ When ``k = d`` every column is selected whatever the noise: no shift of w, ``c =
 eps_row``. The selection itself needs no continuity: ties (now of positive probability) are
 handled by the tie rule above.
 
-Why the selection noise is lattice noise too (issue 10, item 2)
----------------------------------------------------------------
+Why the selection noise is lattice noise too
+--------------------------------------------
 ``S_i`` is only an index set, but it is decided by comparisons of noisy scores. With
 floating-point noise (53-bit uniforms, a float inverse CDF) the coupling fails: the noise is
 bounded (sets needing a row maximum above ``b (ln d + 37.4)`` are impossible, total mass
-``d e^{-37.4}`` per fit, 6e-12 at d = 1e5, far above issue 10's 1e-15), and its law is a grid
+``d e^{-37.4}`` per fit, 6e-12 at d = 1e5, far above the 1e-15 dpdist allows), and its law is a grid
 that a data shift does not map to itself. On the lattice the scores are integers, the law is
 the exact rounded Laplace law (unbounded: every set has positive probability under every
 dataset), and the claim above holds verbatim. tests/privacy/test_mechanisms.py and tests/privacy/test_lazy_selection.py check
