@@ -93,12 +93,12 @@ _NOTES = (
 
 
 # ---------------------------------------------------------------------------------------
-# initialisation (section 3.2): grids, partitions and selection rules (post-processing)
+# zCDP initialisation: grids, partitions and selection rules (post-processing)
 # ---------------------------------------------------------------------------------------
 
 
 def radius_grid(radius_range: tuple[float, float]) -> np.ndarray:
-    """Public geometric edges b_j = lo 2^j, j = 0..K, with K = ceil(log2(hi/lo)) (section 3.2)."""
+    """Public geometric edges b_j = lo 2^j, j = 0..K, with K = ceil(log2(hi/lo))."""
     lo, hi = radius_range
     K = max(1, math.ceil(math.log2(hi / lo)))
     return lo * 2.0 ** np.arange(K + 1)
@@ -336,7 +336,7 @@ def second_moment(
     Raises
     ------
     NoPrivateResult
-        The private lambda_min histogram's largest bin is the underflow bin (section 3.2);
+        The private lambda_min histogram's largest bin is the underflow bin;
         ``exc.release`` records the rho already spent (radius and lambda_min steps).
 
     Notes
@@ -345,7 +345,7 @@ def second_moment(
     public), for any input. The argument (level sensitivities ``kappa(n) a R_k^2 / n`` from
     public radii, the per-level share rho_main / L, post-processing of the projections, the
     initialisation histograms with sensitivity sqrt(2), the float factor, the lattice) is
-    written once in :mod:`dpdist.privacy.mechanisms.second_moment`. The release records one
+    written once in docs/privacy/second_moment.md. The release records one
     event per step (``events``; public steps as no-ops) and ``privacy`` is their zCDP
     composition (BS16 Lemma 2.3), at most rho. The number of levels L = K* + 1 depends on
     (R_hat / sqrt(lambda_hat), alpha, m) only.
@@ -404,7 +404,7 @@ def second_moment(
         if cfg.on_nonfinite == "raise":
             refuse_nonfinite(X, sched)
 
-        # --- radius (section 3.2): Gaussian histogram of row norms, then a tail rule ----------
+        # --- radius: Gaussian histogram of row norms, then a tail rule ----------
         if cfg.radius is None:
             edges = radius_grid(cfg.radius_range)
             mech_r = histogram_mechanism("radius", split["radius"])
@@ -420,13 +420,13 @@ def second_moment(
             events.append(("init radius", mech_r.event()))
             mechanisms.append(mech_r.describe())
             params["radius_grid"] = [float(edges[0]), float(edges[-1]), len(edges)]
-            params["radius_source"] = "private (Gaussian norm histogram, section 3.2)"
+            params["radius_source"] = "private (Gaussian norm histogram)"
         else:
             r_hat = cfg.radius
             params["radius_source"] = "public"
             events.append(("init radius (public)", NoOpEvent()))
 
-        # --- lambda_min (section 3.2): Algorithm 4 with a Gaussian bucket histogram ------------
+        # --- lambda_min: Algorithm 4 with a Gaussian bucket histogram ------------
         if cfg.lambda_min is None:
             partition = group_partition(seed, n, cfg.m)
             k = partition.n_groups
@@ -466,7 +466,7 @@ def second_moment(
                 notes.append("lambda_min: the selected bucket exceeded radius**2/d; capped there")
             params["lambda_groups"] = k
             params["lambda_bucket_lower_edge"] = low
-            params["lambda_source"] = "private (Gaussian bucket histogram of group eigenvalues, section 3.2)"
+            params["lambda_source"] = "private (Gaussian bucket histogram of group eigenvalues)"
         else:
             lam_hat = cfg.lambda_min
             params["lambda_source"] = "public"
@@ -573,8 +573,8 @@ def one_shot_second_moment(
     on_nonfinite: str = "zero",
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> Release:
-    """The one-shot Gaussian mechanism: (1/n) sum clip(x) clip(x)^T + GUE(sigma^2), the
-    comparator of section 7.3.
+    """The one-shot Gaussian mechanism: (1/n) sum clip(x) clip(x)^T + GUE(sigma^2), a
+    one-level comparator for the recursion.
 
     Notes
     -----
@@ -762,7 +762,7 @@ class SecondMoment(Estimator):
         self, n_samples: int, n_features: int, *, radius: float | None = None, lambda_min: float | None = None,
         g_method: str = "heuristic",
     ) -> SecondMomentPlan:
-        """L, per-level noise scales and predicted gamma (section 4.4) without reading data.
+        """L, per-level noise scales and predicted gamma (docs/privacy/second_moment.md) without reading data.
 
         When the estimator's ``radius``/``lambda_min`` are None (private initialisation),
         pass guesses of them here; the recursion's share of rho is used for the noise, and

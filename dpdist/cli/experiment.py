@@ -93,7 +93,7 @@ def register(sub) -> None:
     )
     fp.add_argument("--check", action="store_true", help="check every *.json under --results (the default action)")
     fp.add_argument("--write", nargs="+", default=[], metavar="FILE",
-                    help="stamp today's commit and fingerprints into FILE (a results file just regenerated)")
+                    help="stamp the current commit and fingerprints into FILE (a results file just regenerated)")
     fp.add_argument("--results", default="benchmarks/results", help="directory of the results files to check")
     fp.add_argument("--json", action="store_true", help="print the result as one JSON document")
     fp.set_defaults(func=run_fingerprint)

@@ -538,7 +538,7 @@ def baseline_max_pass_probability(n_groups: int, epsilon: float, delta: float, a
 
     With Delta = 2/k, A the support and t = 0.8 + A - Q: for 0 < t <= A,
     Pr[Z >= t] = (e^{-t eps/Delta} - e^{-A eps/Delta}) / (2 (1 - e^{-A eps/Delta})).
-    Note (spec erratum): a threshold >= 1 does *not* make bottom certain: Q = 1 passes when
+    Note: a threshold >= 1 does *not* make bottom certain: Q = 1 passes when
     Z >= A - 0.2, which has probability ~ delta e^{0.1 k eps} / (e^eps - 1) (about 0.47 at
     k = 136, eps = 1, delta = 1e-6); bottom is near-certain only for k well below
     (10/eps) ln(1 + (e^eps - 1)/(2 delta)).

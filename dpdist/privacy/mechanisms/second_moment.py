@@ -74,7 +74,7 @@ class MomentRelease:
 
 
 def moment_mechanism(purpose: str, n_features: int, sensitivity: float, sigma: float) -> SymmetricGaussianMechanism:
-    """A level's (or the one-shot's) Gaussian mechanism on the second moment (module docstring).
+    """A level's (or the one-shot's) Gaussian mechanism on the second moment (docs/privacy/second_moment.md).
 
     ``sensitivity`` is ``Delta`` of the computed matrix (float factor included), ``sigma`` the
     calibration's standard deviation."""
@@ -109,7 +109,7 @@ class HistogramRelease:
 
 @dataclass(frozen=True)
 class GaussianHistogramMechanism(Mechanism):
-    """The Gaussian histogram of the private initialisation (module docstring).
+    """The Gaussian histogram of the private initialisation (docs/privacy/second_moment.md).
 
     Attributes
     ----------

@@ -45,7 +45,7 @@ PURPOSE_MASK = "second-moment-baseline/mask"
 
 
 def agreement_sensitivity(n_groups: int) -> float:
-    """``2/k + 2**-52``: the sensitivity of the computed agreement Q (module docstring)."""
+    """``2/k + 2**-52``: the sensitivity of the computed agreement Q (docs/privacy/subsample_aggregate.md)."""
     return 2.0 / int(n_groups) + 2.0**-52
 
 
@@ -61,7 +61,7 @@ class AgreementTest:
 
 @dataclass(frozen=True)
 class SubsampleAggregateMechanism(Mechanism):
-    """Algorithm 3's private steps (module docstring).
+    """Algorithm 3's private steps (docs/privacy/subsample_aggregate.md).
 
     Attributes
     ----------
