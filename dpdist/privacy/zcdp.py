@@ -12,7 +12,7 @@ Facts used (all under replace-one neighbours):
 - Composition (BS16, Lemma 2.3): adaptive composition adds the rho's.
 - Pure DP to zCDP (BS16, Prop. 1.4): an epsilon-DP mechanism is epsilon^2/2-zCDP.
 - zCDP to (epsilon, delta) (BS16, Prop. 1.3): rho-zCDP implies
-  (rho + 2 sqrt(rho ln(1/delta)), delta)-DP for every delta > 0. *GAP (paper typo)*: MS25's
+  (rho + 2 sqrt(rho ln(1/delta)), delta)-DP for every delta > 0. *A typo in the paper*: MS25's
   Theorem 2.4 prints rho + sqrt(2 rho ln(1/delta)), which is smaller and not valid; dpdist
   never uses it.
 - Tight conversion (Canonne, Kamath & Steinke 2020, Prop. 12; the one OpenDP uses):
