@@ -1,6 +1,6 @@
 """Parameter validation: one rule, shared by every layer (privacy, engine, data, algorithms, ops).
 
-The rule (issue 8, fixed by the lead for everyone):
+The rule (the same for every layer, so that a value refused in one is refused in all):
 
 - **Numbers are numbers.** A numeric parameter is a real number of a numeric type: ``int``,
   ``float``, or a numpy real scalar (``np.float32``, ``np.int64``, ...; anything registered as

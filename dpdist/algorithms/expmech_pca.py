@@ -264,7 +264,7 @@ def expmech_pca(
     Cost: ``C(d, k)`` score evaluations, and every enumeration task holds the dense
     ``d x d`` clipped second moment (``8 d^2`` bytes; ``plan()`` reports it).
 
-    Float-safe (issue 10): the selection is the exact exponential mechanism on lattice scores
+    Float-safe: the selection is the exact exponential mechanism on lattice scores
     (exact Gumbel-max, certified comparisons; every support has positive probability under
     every dataset) and the block is released on a lattice with an exactly sampled rounded
     Gaussian; the argument and its residuals are written once in

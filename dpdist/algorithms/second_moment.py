@@ -1,8 +1,8 @@
 """Private second-moment estimation of subsamplable inputs: RecDPSME (MS25) under zCDP.
 
 Mahpud & Sheffet, "A Private Approximation of the 2nd-Moment Matrix of Any Subsamplable
-Input", NeurIPS 2025 (arXiv 2505.14251), Algorithms 1-2, with the zCDP initialisation of
-SECOND_MOMENT.md section 3.2. :func:`second_moment` does the work and returns a
+Input", NeurIPS 2025 (arXiv 2505.14251), Algorithms 1-2, with a zCDP initialisation
+(docs/privacy/second_moment.md). :func:`second_moment` does the work and returns a
 :class:`~dpdist.privacy.release.Release`; :class:`SecondMoment` validates, calls it, and copies
 the release to ``*_`` attributes.
 """
@@ -93,12 +93,12 @@ _NOTES = (
 
 
 # ---------------------------------------------------------------------------------------
-# initialisation (section 3.2): grids, partitions and selection rules (post-processing)
+# zCDP initialisation: grids, partitions and selection rules (post-processing)
 # ---------------------------------------------------------------------------------------
 
 
 def radius_grid(radius_range: tuple[float, float]) -> np.ndarray:
-    """Public geometric edges b_j = lo 2^j, j = 0..K, with K = ceil(log2(hi/lo)) (section 3.2)."""
+    """Public geometric edges b_j = lo 2^j, j = 0..K, with K = ceil(log2(hi/lo))."""
     lo, hi = radius_range
     K = max(1, math.ceil(math.log2(hi / lo)))
     return lo * 2.0 ** np.arange(K + 1)
@@ -146,9 +146,11 @@ def lambda_buckets(radius: float, alpha: float, floor_ratio: float) -> np.ndarra
 
 
 def select_lambda(noisy_counts: np.ndarray, edges: np.ndarray, alpha: float) -> tuple[float, float]:
-    """Argmax bucket's lower edge l, and lambda_hat = l / (1 + alpha) (GAP 9).
+    """Argmax bucket's lower edge l, and lambda_hat = l / (1 + alpha).
 
-    Raises :class:`NoPrivateResult` when the argmax is the underflow bin (section 3.2).
+    The released bucket may exceed lambda_min by up to its width, hence the division.
+
+    Raises :class:`NoPrivateResult` when the argmax is the underflow bin.
     """
     noisy_counts = np.asarray(noisy_counts, dtype=np.float64)
     i = int(np.argmax(noisy_counts))
@@ -170,8 +172,8 @@ def group_partition(
     Row i goes to group pi(i) // m, with pi a permutation of [0, n) keyed by the seed (a
     Feistel network, see :mod:`dpdist.privacy.partition`); rows with pi(i) >= k m are unused
     (-1). The returned object computes the labels of any row range, so each row block gets
-    its own on the worker that reads it: nothing of size n is built on the client. GAP 11:
-    this samples without replacement, unlike Definition 1.1, and the permutation is
+    its own on the worker that reads it: nothing of size n is built on the client. This
+    samples without replacement, unlike Definition 1.1, and the permutation is
     pseudorandom, not exactly uniform (its distribution is stated in that module).
     """
     return GroupPartition(seed, int(n_samples), int(group_size), purpose)
@@ -290,16 +292,16 @@ def second_moment(
         Subsamplability accuracy, in (0, 1/2].
     radius : float, optional
         Public bound R on the row norms (data units). Rows above it are clipped. When None, a
-        private norm quantile is spent on it (section 3.2).
+        private norm quantile is spent on it.
     lambda_min : float, optional
         Public lower bound on lambda_min(Sigma) (data units). When None, a private Gaussian
-        bucket histogram over group eigenvalues is spent on it (section 3.2; needs m >= d).
+        bucket histogram over group eigenvalues is spent on it (needs m >= d).
     init_fraction : float, default 0.1
         Each private initialisation step gets rho * init_fraction / 2; the recursion gets the
-        rest (GAP 10; public values cost 0 and leave their share to the recursion).
+        rest (the paper gives no split; public values cost 0 and leave their share to the recursion).
     sensitivity : {"paper", "tight"}
         "paper": Delta_k = 4 R_k^2 / n (MS25). "tight": sqrt(2) R_k^2 / n, the exact L2
-        sensitivity of the released upper triangle (GAP 6; a documented deviation).
+        sensitivity of the released upper triangle (a deviation; MS25's value is valid but loose).
     xi : float, default 0.1
         Failure probability of the analysis (tail threshold of the radius step; planning).
         It does not enter any noise scale.
@@ -313,7 +315,7 @@ def second_moment(
     lambda_floor : float, default 1e-12
         The lambda histogram covers [lambda_floor R_hat^2, R_hat^2] (private lambda only).
     psd : bool, default False
-        Post-process the output by clipping its eigenvalues at 0 (GAP 17; not in MS25).
+        Post-process the output by clipping its eigenvalues at 0 (not in MS25).
     on_nonfinite : {"zero", "raise"}, default "zero"
         "zero": rows holding NaN or inf become zero rows before any statistic (a per-row
         map; nothing counts them). "raise": explicit validation mode: one extra pass checks
@@ -334,7 +336,7 @@ def second_moment(
     Raises
     ------
     NoPrivateResult
-        The private lambda_min histogram's largest bin is the underflow bin (section 3.2);
+        The private lambda_min histogram's largest bin is the underflow bin;
         ``exc.release`` records the rho already spent (radius and lambda_min steps).
 
     Notes
@@ -343,12 +345,12 @@ def second_moment(
     public), for any input. The argument (level sensitivities ``kappa(n) a R_k^2 / n`` from
     public radii, the per-level share rho_main / L, post-processing of the projections, the
     initialisation histograms with sensitivity sqrt(2), the float factor, the lattice) is
-    written once in :mod:`dpdist.privacy.mechanisms.second_moment`. The release records one
+    written once in docs/privacy/second_moment.md. The release records one
     event per step (``events``; public steps as no-ops) and ``privacy`` is their zCDP
     composition (BS16 Lemma 2.3), at most rho. The number of levels L = K* + 1 depends on
     (R_hat / sqrt(lambda_hat), alpha, m) only.
 
-    **Floating point** (issue 9; a deviation that only adds noise). The kernel scales every
+    **Floating point** (a deviation that only adds noise). The kernel scales every
     row to R_k *before* forming its outer product (never "plain Gram minus the shrunk rows'
     excess", which let one fill value cancel the rest of its batch), with overflow- and
     underflow-free norms and a radius margin, so each row's term is bounded by R_k^2 as
@@ -357,20 +359,21 @@ def second_moment(
     sensitivity of the computed level matrix. The histograms' counts are exact per row.
 
     **Float-safe noise.** Every released level matrix and histogram lies on a public
-    power-of-two lattice, with an exactly sampled rounded Gaussian (issue 10): no output is
+    power-of-two lattice, with an exactly sampled rounded Gaussian: no output is
     impossible under a neighbour. The utility
     guarantee (Theorem 3.3: (1-gamma) Sigma_eff <= output <= (1+gamma) Sigma w.p. >= 1-2 xi)
     needs (m, alpha, beta)-subsamplability and enough samples, see :meth:`SecondMoment.plan`;
     privacy does not.
 
-    **Decisions (SECOND_MOMENT.md section 8).** GAP 3: L = K*+1 replaces T in sigma. GAP 4:
-    S(y) = y min(1, sqrt(3/7) R / ||y||). GAP 5: rows are clipped to R_hat at level 0. GAP 6:
-    ``sensitivity`` option. GAP 8-10: zCDP initialisation (norm quantile with threshold
+    **Decisions** (each with its reason in docs/privacy/second_moment.md). L = K*+1, the
+    number of draws made, replaces the paper's real-valued T in sigma. S(y) = y min(1,
+    sqrt(3/7) R / ||y||) (the printed shrink is dimensionally wrong). Rows are clipped to R_hat
+    at level 0. The ``sensitivity`` option. A zCDP initialisation (norm quantile with threshold
     tau_J = sigma sqrt(K+1-J) sqrt(2 ln(2K/xi)), sized for the K+1-J noisy bins
     summed above edge J; bucket argmax with lambda_hat = l / (1 + alpha); the split
-    of ``init_fraction``). GAP 11: groups are a keyed pseudorandom partition (without
+    of ``init_fraction``). Groups are a keyed pseudorandom partition (without
     replacement), computed per row block on the workers (:func:`group_partition`).
-    GAP 16: uncentred second moment. GAP 17: ``psd`` option. Rows with NaN/inf become zero rows.
+    Uncentred second moment. The ``psd`` option. Rows with NaN/inf become zero rows.
 
     **Computation.** One pass over X per private initialisation step and one per level. Each
     level's Gram is reduced and noised inside the graph (only the noised matrix reaches this
@@ -401,7 +404,7 @@ def second_moment(
         if cfg.on_nonfinite == "raise":
             refuse_nonfinite(X, sched)
 
-        # --- radius (section 3.2): Gaussian histogram of row norms, then a tail rule ----------
+        # --- radius: Gaussian histogram of row norms, then a tail rule ----------
         if cfg.radius is None:
             edges = radius_grid(cfg.radius_range)
             mech_r = histogram_mechanism("radius", split["radius"])
@@ -417,13 +420,13 @@ def second_moment(
             events.append(("init radius", mech_r.event()))
             mechanisms.append(mech_r.describe())
             params["radius_grid"] = [float(edges[0]), float(edges[-1]), len(edges)]
-            params["radius_source"] = "private (Gaussian norm histogram, section 3.2)"
+            params["radius_source"] = "private (Gaussian norm histogram)"
         else:
             r_hat = cfg.radius
             params["radius_source"] = "public"
             events.append(("init radius (public)", NoOpEvent()))
 
-        # --- lambda_min (section 3.2): Algorithm 4 with a Gaussian bucket histogram ------------
+        # --- lambda_min: Algorithm 4 with a Gaussian bucket histogram ------------
         if cfg.lambda_min is None:
             partition = group_partition(seed, n, cfg.m)
             k = partition.n_groups
@@ -463,7 +466,7 @@ def second_moment(
                 notes.append("lambda_min: the selected bucket exceeded radius**2/d; capped there")
             params["lambda_groups"] = k
             params["lambda_bucket_lower_edge"] = low
-            params["lambda_source"] = "private (Gaussian bucket histogram of group eigenvalues, section 3.2)"
+            params["lambda_source"] = "private (Gaussian bucket histogram of group eigenvalues)"
         else:
             lam_hat = cfg.lambda_min
             params["lambda_source"] = "public"
@@ -570,8 +573,8 @@ def one_shot_second_moment(
     on_nonfinite: str = "zero",
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> Release:
-    """The one-shot Gaussian mechanism: (1/n) sum clip(x) clip(x)^T + GUE(sigma^2), the
-    comparator of section 7.3.
+    """The one-shot Gaussian mechanism: (1/n) sum clip(x) clip(x)^T + GUE(sigma^2), a
+    one-level comparator for the recursion.
 
     Notes
     -----
@@ -759,7 +762,7 @@ class SecondMoment(Estimator):
         self, n_samples: int, n_features: int, *, radius: float | None = None, lambda_min: float | None = None,
         g_method: str = "heuristic",
     ) -> SecondMomentPlan:
-        """L, per-level noise scales and predicted gamma (section 4.4) without reading data.
+        """L, per-level noise scales and predicted gamma (docs/privacy/second_moment.md) without reading data.
 
         When the estimator's ``radius``/``lambda_min`` are None (private initialisation),
         pass guesses of them here; the recursion's share of rho is used for the noise, and

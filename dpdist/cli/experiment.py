@@ -93,7 +93,7 @@ def register(sub) -> None:
     )
     fp.add_argument("--check", action="store_true", help="check every *.json under --results (the default action)")
     fp.add_argument("--write", nargs="+", default=[], metavar="FILE",
-                    help="stamp today's commit and fingerprints into FILE (a results file just regenerated)")
+                    help="stamp the current commit and fingerprints into FILE (a results file just regenerated)")
     fp.add_argument("--results", default="benchmarks/results", help="directory of the results files to check")
     fp.add_argument("--json", action="store_true", help="print the result as one JSON document")
     fp.set_defaults(func=run_fingerprint)
@@ -180,7 +180,7 @@ def run_sample_complexity(args) -> int:
     if "crossover" in res:
         c = res["crossover"]
         print(f"PrivCov/Wang-Xu crossover d: measured {c['measured_n_star_crossover_d']}, noise scales "
-              f"{c['noise_scale_crossover_d']:.4g}, ALGORITHMS.md closed form {c['closed_form_crossover_d']:.4g}")
+              f"{c['noise_scale_crossover_d']:.4g}, closed form {c['closed_form_crossover_d']:.4g}")
     _files(res)
     return 0
 

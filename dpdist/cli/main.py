@@ -35,7 +35,7 @@ from dpdist._version import __version__
 from dpdist.exceptions import ValidationError
 
 COMMANDS = ("demo", "generate", "convert", "covariance", "second_moment", "pca", "norm", "audit", "experiment")
-COMMANDS += ("budget", "plan", "run", "report")  # issue 11: operations
+COMMANDS += ("budget", "plan", "run", "report")  # operations: ledgers, plans, jobs, reports
 
 #: Exit codes of the ``dpdist`` command (dpdist.exceptions gives each error class its code).
 EXIT_CODES = (

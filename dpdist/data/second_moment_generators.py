@@ -1,4 +1,4 @@
-"""Synthetic inputs for second-moment estimation (SECOND_MOMENT.md section 6), chunked.
+"""Synthetic inputs for second-moment estimation (the distributions of MS25, Appendix D), chunked.
 
 Every generator returns a :class:`SyntheticData`: a lazy dask array ``X`` plus the
 population second moment it was drawn from. Rows are produced in fixed *generation blocks*
@@ -113,7 +113,7 @@ def uniform_sphere(rng: np.random.Generator, count: int, d: int) -> np.ndarray:
 
 
 def pareto6_from_uniform(u: np.ndarray, bound: float) -> np.ndarray:
-    """Truncated Pareto P6 on [1, B] by inverse CDF: x = (1 - U (1 - B^-5))^(-1/5) (section 6.2)."""
+    """Truncated Pareto P6 on [1, B] by inverse CDF: x = (1 - U (1 - B^-5))^(-1/5) (MS25 Appendix D.2)."""
     return (1.0 - np.asarray(u) * (1.0 - bound**-5.0)) ** (-0.2)
 
 
@@ -137,7 +137,11 @@ def ellipsoid(
     random_state: int = 0,
     chunk_rows: int = 65536,
 ) -> SyntheticData:
-    """x = A^{1/2} v, v ~ Unif(S^{d-1}) (section 6.1, GAP 14: the push-forward).
+    """x = A^{1/2} v, v ~ Unif(S^{d-1}) (MS25 Appendix D.1).
+
+    The paper says "uniform over the surface", but its moment computation E[x x^T] = A / d
+    holds for this push-forward of the uniform law on the sphere, not for the surface-area
+    measure on the ellipsoid, so the push-forward is what is drawn.
 
     A = Q diag(eigenvalues) Q^T with Q a random orthonormal basis; by default the eigenvalues
     are log-spaced from 1/condition to 1. Sigma_D = A / d, R = sqrt(lambda_max(A)).
@@ -163,7 +167,7 @@ def ellipsoid(
 def lambda_v(
     n_samples: int, n_features: int, *, bound: float = 10.0, random_state: int = 0, chunk_rows: int = 65536
 ) -> SyntheticData:
-    """x = lambda v, lambda ~ P6 on [1, B], v ~ Unif(S^{d-1}) (section 6.3): Sigma_D = (sigma6^2/d) I."""
+    """x = lambda v, lambda ~ P6 on [1, B], v ~ Unif(S^{d-1}) (the paper's "lambda v"): Sigma_D = (sigma6^2/d) I."""
     n, d, seed = _check_n(n_samples), int(n_features), _check_seed(random_state)
 
     def block(rng, count, start):
@@ -181,7 +185,7 @@ def lambda_v(
 def lambda_circ_v(
     n_samples: int, n_features: int, *, bound: float = 10.0, random_state: int = 0, chunk_rows: int = 65536
 ) -> SyntheticData:
-    """x = [lambda; v] in R^{d+1} (section 6.4): Sigma_D = diag(sigma6^2, I_d / d), ||x|| <= sqrt(B^2+1)."""
+    """x = [lambda; v] in R^{d+1} (the paper's "lambda o v"): Sigma_D = diag(sigma6^2, I_d / d), ||x|| <= sqrt(B^2+1)."""
     n, d, seed = _check_n(n_samples), int(n_features), _check_seed(random_state)
 
     def block(rng, count, start):
@@ -200,7 +204,7 @@ def lambda_circ_v(
 def anisotropic_gaussian(
     n_samples: int, scales=(1.0, 10.0, 100.0, 1000.0), *, random_state: int = 0, chunk_rows: int = 65536
 ) -> SyntheticData:
-    """x = diag(s) g, g ~ N(0, I) (section 6.6): Sigma = diag(s^2). Unbounded (no radius)."""
+    """x = diag(s) g, g ~ N(0, I) (a sanity case, not in the paper): Sigma = diag(s^2). Unbounded (no radius)."""
     n, seed = _check_n(n_samples), _check_seed(random_state)
     s = np.asarray(scales, dtype=np.float64)
     d = s.size
@@ -224,7 +228,11 @@ def outlier_mixture(
     random_state: int = 0,
     chunk_rows: int = 65536,
 ) -> SyntheticData:
-    """(1 - eta) n rows of D = N(0, diag(s^2)) and eta n outliers (section 6.5; GAP 15).
+    """(1 - eta) n rows of D = N(0, diag(s^2)) and eta n outliers (MS25 Section 4.2).
+
+    The paper's appendix on mixtures with stochastic outliers is referenced but missing, so
+    these outlier laws are this package's own: high-leverage points at the bottom eigenvector
+    (the scenario MS25 uses against Brown et al.) and Gaussian outliers.
 
     ``kind="point"``: outliers +-s u_min with s^2 = f K lambda_min(Sigma_D), K = 1/(7 eta) + 1
     (compliant, Sigma_out <= K Sigma_D, when f <= 1; violating when f >> 1).

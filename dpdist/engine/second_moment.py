@@ -6,10 +6,10 @@ NumPy oracle; the dask wiring below them is thin.
 A *step* is a pair ``(a, radius)``: rows are mapped ``y <- y a^T`` (``a`` a d x d matrix, or
 a scalar multiplying every row) and then clipped to the ball of ``radius``:
 ``y <- y min(1, radius / ||y||)``. Level 0 of the estimator is ``(1/sqrt((1-alpha)
-lambda_hat), R_0)`` (section 3.0: clip to R_hat, then normalise); level j+1 adds
+lambda_hat), R_0)`` (clip to R_hat, then normalise by the private lambda_hat); level j+1 adds
 ``(sqrt(8/7) Pi_j, R_{j+1})`` (Algorithm 2 lines 7-8). Every step acts on each row alone.
 
-How a level is computed (SECOND_MOMENT section 4.6). A clip multiplies a row by a scalar, and
+How a level is computed. A clip multiplies a row by a scalar, and
 scalars commute with the linear maps, so the level-k row is ``y = t_k M_k x`` with
 ``M_k = a_k ... a_0`` (public) and ``t_k = min(t_{k-1}, r_k / ||M_k x||)``. The estimator
 keeps the per-row scales ``t_k`` between levels, where the data live, so level k is one pass
@@ -34,7 +34,7 @@ Rows holding NaN or inf are replaced by zero rows (scale 0) before the first ste
 map, so replace-one neighbours stay neighbours and the sensitivity bound holds; nothing counts
 or reports them, which would leak).
 
-Numerics (issue 9). Rows are scaled before any product is formed (:func:`map_and_clip`), with
+Numerics. Rows are scaled before any product is formed (:func:`map_and_clip`), with
 norms that neither overflow nor underflow (:func:`row_norms`: exact power-of-two rescaling of
 huge and subnormal rows) and a radius margin (:func:`shrink_radius`) so that every row's norm
 *as computed* is within the level's radius; Gram sums use runs of at most
@@ -193,8 +193,8 @@ def map_and_clip(x: np.ndarray, aT=None, radius: float = np.inf, prev: np.ndarra
 
     ``aT`` is the transposed map (a (d, d) matrix), a scalar, or None (identity). Returns
     ``(y, t)``. The rows are scaled *before* any product is formed (scale, then multiply:
-    every row's Gram term ``y y^T`` is bounded by radius^2 as computed, NUMERICS note of
-    SECOND_MOMENT.md section 4.1). Typical rows take one product and one norm; rows that
+    every row's Gram term ``y y^T`` is bounded by radius^2 as computed, which the
+    sensitivity bound needs). Typical rows take one product and one norm; rows that
     are huge (near 1e154 and above: their squares overflow), tiny (subnormal), zero or
     non-finite take the exactly rescaled path of :func:`_map_and_clip_scaled`. Non-finite
     rows get t = 0 and a zero row.
@@ -271,7 +271,7 @@ def _map_and_clip_into(
 
 
 def chunk_clip_rows(x: np.ndarray, radius: float) -> np.ndarray:
-    """Rows scaled by ``min(1, r / ||row||)`` (the shrink S of section 4.1; zero rows stay;
+    """Rows scaled by ``min(1, r / ||row||)`` (the shrink S of Algorithm 2; zero rows stay;
     non-finite rows become zero rows), with ``r`` = :func:`shrink_radius`: every clipped row
     has norm at most ``radius`` as computed."""
     return map_and_clip(x, None, float(radius))[0]

@@ -7,7 +7,7 @@ calibration) gives them, at a few fixed reference points (no data, no fit), roun
 :data:`SIGNIFICANT` significant digits and adds a short sha256 digest of the canonical JSON.
 
 Every experiment that writes a results file records :func:`provenance` (the commit and the
-fingerprints of its methods). :func:`check_result` recomputes the fingerprints from today's code
+fingerprints of its methods). :func:`check_result` recomputes the fingerprints from the current code
 and says, per method, whether the file is *fresh* (same digest), *stale* (the fields that
 differ) or *unfingerprinted*; ``dpdist experiment fingerprint --check`` prints that for every
 results file and :mod:`dpdist.experiments.empirical` refuses to quote a stale n*.
@@ -271,7 +271,7 @@ def diff(recorded: dict, current: dict) -> list[str]:
 
 def check_result(result: dict) -> dict:
     """Per method of a results file: ``{"status": "fresh" | "stale" | "unfingerprinted",
-    "differences": [...]}`` against the fingerprints today's code gives."""
+    "differences": [...]}`` against the fingerprints the current code gives."""
     recorded = result.get("fingerprints", {})
     out = {}
     for method in methods_of(result):
@@ -290,10 +290,10 @@ def check_result(result: dict) -> dict:
 
 
 def stamp(paths) -> dict:
-    """Record today's fingerprints in each results file of ``paths`` (files just produced by
+    """Record the current fingerprints in each results file of ``paths`` (files just produced by
     code with the same calibrations); returns ``{path: what was recorded}``. A file that records
     the commit that produced it (``code_revision``) keeps it, and the stamping commit goes to
-    ``fingerprints_revision``; one that records none gets today's as ``code_revision``. Every file
+    ``fingerprints_revision``; one that records none gets the current commit as ``code_revision``. Every file
     is read and checked before any is written: when one is not a results file, nothing is
     written."""
     loaded = {}

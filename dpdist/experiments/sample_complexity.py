@@ -387,8 +387,8 @@ def slopes(result: dict) -> dict:
 def noise_crossover_d(k: int, epsilon: float, delta: float, *, n: int = 10**6, clip: float = 1.0) -> float:
     """The d at which PrivCov's per-entry Laplace scale equals Wang-Xu's Gaussian sigma at the
     same (epsilon, delta, n, clip), from the calibration functions themselves (both scale as
-    clip^2 / n, so the answer does not depend on n or clip). ALGORITHMS.md section 6's closed
-    form is ``d ~ 64 (k + 1) log(d / delta_row)``."""
+    clip^2 / n, so the answer does not depend on n or clip). The closed form of
+    :func:`closed_form_crossover` approximates it."""
     from scipy import optimize
 
     from dpdist.privacy.calibration import privcov_calibration, wang_xu_calibration
@@ -406,8 +406,13 @@ def noise_crossover_d(k: int, epsilon: float, delta: float, *, n: int = 10**6, c
 
 
 def closed_form_crossover(k: int, delta: float) -> float:
-    """ALGORITHMS.md section 6: the d solving ``d = 64 (k + 1) log(d / delta_row)``,
-    ``delta_row = delta / (2 d)``."""
+    """The d solving ``d = 64 (k + 1) log(d / delta_row)``, ``delta_row = delta / (2 d)``.
+
+    Per entry, PrivCov's Laplace scale is ``(4 R^2 / n) 4 sqrt(2 d log(2 / delta))
+    sqrt((k + 1) log(d / delta_row)) / epsilon`` and a Gaussian release of the whole clipped
+    matrix (Frobenius sensitivity ``2 R^2 d / n``) has ``sigma = (2 R^2 d / n)
+    sqrt(2 log(1.25 / delta)) / epsilon``; their ratio is about ``8 sqrt((k + 1)
+    log(d / delta_row) / d)``, which is 1 at this d (about 8,000 for k = 3, delta = 1e-6)."""
     d = 1000.0
     for _ in range(200):
         d = 64 * (k + 1) * math.log(d * 2 * d / delta)
@@ -417,7 +422,7 @@ def closed_form_crossover(k: int, delta: float) -> float:
 def crossover(privcov: dict, wang_xu: dict, *, k: int, epsilon: float, delta: float) -> dict:
     """Where PrivCov overtakes Wang-Xu: the d at which the measured n* curves cross (log-log
     interpolation between grid points), next to the noise-scale crossover of the
-    calibrations and ALGORITHMS.md's closed form."""
+    calibrations and the closed form of :func:`closed_form_crossover`."""
     a = {r["d"]: r["n_star"] for r in privcov["rows"] if r["reached"]}
     b = {r["d"]: r["n_star"] for r in wang_xu["rows"] if r["reached"]}
     ds = sorted(set(a) & set(b))
@@ -437,5 +442,5 @@ def crossover(privcov: dict, wang_xu: dict, *, k: int, epsilon: float, delta: fl
         "noise_scale_crossover_d": noise_crossover_d(k, epsilon, delta),
         "closed_form_crossover_d": closed_form_crossover(k, delta),
         "k": k,
-        "closed_form": "d = 64 (k+1) log(d / delta_row), delta_row = delta / (2d) (ALGORITHMS.md section 6)",
+        "closed_form": "d = 64 (k+1) log(d / delta_row), delta_row = delta / (2d): noise scales equal per entry",
     }

@@ -27,9 +27,9 @@ read through their shortest ``repr``, so ``0.1`` is one tenth): sums are exact
 :class:`decimal.Decimal` sums, and three charges of 0.1 fit a budget of 0.3. Only the zCDP
 conversion is a float computation, and it is rounded up.
 
-This module is the ledger's accounting until typed privacy events land (issue 10); then
-better accountants (PLD/RDP over the events) replace the basic-composition half, and the
-ledger's ``events`` column already stores the events for them.
+Basic composition is loose for many small charges; tighter accountants (privacy loss
+distributions or Renyi DP over typed events) would need each charge's events, which is why
+the ledger has an ``events`` column.
 """
 
 from __future__ import annotations

@@ -158,7 +158,7 @@ def plan_job(job: Job, *, ledger: Ledger | None = None) -> dict:
         "dataset_name": job.dataset_name,
         "estimator": job.estimator,
         "shape": [n, d],
-        "events": [cost_to_dict(cost)],  # typed events (issue 10) will replace this list
+        "events": [cost_to_dict(cost)],  # the cost as one event; typed mechanism events are finer
     }
     total = ledger.total(dataset) if ledger is not None else None
     delta = float(total.delta) if isinstance(total, ApproxDP) else None

@@ -1,6 +1,7 @@
 """Typed privacy events and the accountant that turns them into budgets.
 
-An *event* says what ran, not what it cost (STYLE.md principle 3; modelled on
+An *event* says what ran, not what it cost (the accountant, not the mechanism, sets the price;
+modelled on
 ``dp_accounting.dp_event``): a Laplace mechanism with noise multiplier ``scale / Delta_1``, a
 Gaussian mechanism with ``sigma / Delta_2``, a rho-zCDP step, an (epsilon, delta)-DP step, and
 their adaptive compositions. Events are frozen, hashable, and round-trip through JSON

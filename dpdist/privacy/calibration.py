@@ -298,7 +298,7 @@ def privcov_pure_coefficient(k: int, n_features: int) -> int:
 
     ``c = 2k + k'`` with ``k' = min(k + 1, d)`` released values, except that the selection
     costs nothing when ``k = d`` (every column is selected): ``c = k'`` then. For k < d this
-    is the ``3k + 1`` of ALGORITHMS.md section 1.
+    is ``3k + 1``: k shifted selection scores on each side of the coupling, k + 1 released values.
     """
     k, d = int(k), int(n_features)
     k_released = min(k + 1, d)
@@ -339,11 +339,11 @@ def privcov_calibration(
         b_pure    = c(k, d) Delta_fl / eps_row,    c = 3k + 1 (k < d), k' (k = d)
         b         = max(b_paper, b_pure)
 
-    *Deviation 1* (ALGORITHMS.md section 1): line 11 releases the diagonal entry of every row
+    *Deviation 1* (the diagonal): line 11 releases the diagonal entry of every row
     even when i is not in S_i, so the per-row release is S_i plus {i}: k' = k + 1 values.
     The paper's term is evaluated with k' (b grows by sqrt((k+1)/k)).
 
-    *Deviation 2* (issue 9): the paper's b cites Theorem 2.2 of Qiao-Su-Zhang 2021, which
+    *Deviation 2* (the selection's proof): the paper's b cites Theorem 2.2 of Qiao-Su-Zhang 2021, which
     needs 8 Delta (with eps <= 0.2, delta <= 0.05), covers the selected index set only and
     signed top-k only, while line 6 selects by magnitude and lines 8 and 11 also release
     values. We rely instead on the pure-DP coupling below, and take ``b = max(b_paper,

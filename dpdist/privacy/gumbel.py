@@ -1,79 +1,20 @@
 """The exponential mechanism as an exact Gumbel-max that a chunked max-reduction can run.
 
-Assessment of today's sampler (``algorithms/expmech_pca.py`` ``GumbelKeys`` with
-``engine/subsets.py`` ``chunk_gumbel_max``)
---------------------------------------------------------------------------------
-Keys are ``weight * score - log(-log(u))`` with ``u = ((w >> 11) + 0.5) 2**-53``, compared as
-float64. Failures (Ilvento, "Implementing the exponential mechanism with base-2 differential
-privacy", CCS 2020, shows the same class of failures for the inverse-CDF form):
+Candidate ``c`` gets the key ``q_c + G_c``: its weighted score on the public lattice
+``2**-SCORE_BITS`` plus an *exact* standard Gumbel drawn from keyed ChaCha20 words; keys are
+compared with a certified float radius, and overlapping ones are decided exactly in mpmath
+after refining the uniforms. The arg max is exactly the exponential mechanism's law (the
+Gumbel-max trick), whatever the chunking of the max-reduction; the noise is unbounded, so no
+output is impossible under a neighbour (a float Gumbel-max has bounded noise and quantised
+probabilities, which break both).
 
-1. **Bounded noise, hence impossible outputs.** ``u`` lies in ``[2**-54, 1 - 2**-52]``
-   or is exactly 1.0 (the top grid points ``(2**53 - 1/2) 2**-53`` round to 1; its key is
-   ``+inf``, a data-independent winner with probability ``2**-53`` per candidate), so the
-   finite Gumbel noise lies in ``[-3.62, 36.04]``: a candidate whose weighted score trails the
-   best by more than 39.7 can never win (tests/privacy/test_mechanism_support.py computes
-   these). Exactly, it wins with probability about ``exp(-40)``. Between neighbours the weighted scores move by up to ``epsilon / 2``, so
-   candidates whose gap crosses 39.7 are possible under one dataset and impossible under the
-   other. Each such output has probability below ``exp(-40)`` ~ 4e-18, but there can be up to ``C(d, k)`` ~ 1e9
-   of them: a support failure of total mass up to ~ 4e-9, far above the 1e-15 issue 10
-   allows.
-2. **Quantised probabilities.** ``u`` has a 2**-53 grid and the keys are rounded to float64;
-   near a tie the winner is decided by rounding (and by the smaller rank), so each
-   candidate's probability is a multiple of the grid mass, not ``exp(q_c) / sum exp(q)``: the
-   privacy loss at an output differs from the analysed one by an amount that grows where
-   ``|key|`` is large (keys of magnitude 2**k resolve only ``2**(k - 52)``).
-3. The scores themselves are floats (eigenvalues of a clipped second moment): their float
-   error belongs in the sensitivity (issue 9 / the wave-2 mechanism), not here.
+Guarantee: if every weighted score moves by at most ``u`` between neighbours, the release is
+``2 (u + 2**-SCORE_BITS)``-DP (McSherry-Talwar 2007); with weight ``epsilon / (2 Delta)``,
+``epsilon + 2**-(SCORE_BITS - 1)``, which the mechanism object calibrates away.
+Residuals: undecided comparisons after ``FALLBACK_WORDS`` refinements (below ``2**-1000``
+each, added to delta), the ``2**-46`` accuracy trusted of ``log``/``log1p``, ChaCha20 as a PRF.
 
-The fix: exact Gumbel-max with certified comparisons
-----------------------------------------------------
-Candidate ``c`` (rank r) has weighted score ``x_c = weight * score_c`` and key
-``q_c + G_c`` with
-
-- ``q_c = rint(clamp(x_c) 2**SCORE_BITS) 2**-SCORE_BITS``: the weighted score on the public
-  lattice ``2**-SCORE_BITS`` (exact; ``clamp`` to ``+-2**900`` is 1-Lipschitz);
-- ``G_c = -ln(-ln(1 - U_c))`` an *exact* standard Gumbel: ``U_c`` is the real uniform in the
-  cell ``[W, W + 1) 2**-64`` of the main word ``W`` (position r of stream 0 under
-  key(purpose)), refined when needed by the candidate's fallback words (positions
-  0.. of stream r under key(purpose + FALLBACK_SUFFIX)).
-
-The arg max of ``q_c + G_c`` over exact Gumbels is exactly the exponential mechanism's law
-``P(c) = exp(q_c) / sum_c' exp(q_c')`` (the Gumbel-max trick). Float keys are computed with a
-rigorous radius (cell width, input rounding, ``2**-46`` relative error of ``numpy.log`` /
-``numpy.log1p`` as in :mod:`dpdist.privacy.lattice`); a comparison whose key intervals
-overlap is decided exactly in mpmath interval arithmetic after refining the cells. So
-:meth:`GumbelMax.best` returns the exact arg max of a batch, :meth:`GumbelMax.combine` the
-exact larger of two candidates, and a chunked tree max-reduction (each chunk returns its best
-candidate, the merge is ``combine``) returns exactly the exponential mechanism's output
-whatever the chunking. Gumbel noise has unbounded support, so every candidate has positive
-probability under every dataset: no impossible outputs.
-
-Privacy statement
------------------
-If ``|x_c(D) - x_c(D')| <= u`` for every candidate c (u = weight times the score sensitivity,
-plus the float error of computing ``weight * score``), then ``|q_c - q'_c| <= u + 2**-SCORE_BITS``
-and the release is ``2 (u + 2**-SCORE_BITS)``-DP (McSherry-Talwar 2007; the Gumbel-max
-representation of the exponential mechanism, e.g. Durfee-Rogers 2019). With the usual weight
-``epsilon / (2 Delta)`` this is ``epsilon + 2**-(SCORE_BITS - 1)``.
-
-Residuals, quantified
----------------------
-- **Score lattice**: ``+ 2**-29`` to epsilon (absolute) at ``SCORE_BITS = 30``.
-  :class:`~dpdist.privacy.mechanisms.expmech.ExpMechMechanism` calibrates ``weight =
-  (epsilon - 2**-29) / (2 (Delta + 2**-52 S_max))`` (the lattice and the rounding of
-  ``weight * score`` for scores bounded by ``S_max``) to keep epsilon exact.
-- **Exhaustion**: a comparison still undecided after ``FALLBACK_WORDS`` refinements of each
-  cell (each refinement leaves two distinct real keys undecided with probability below
-  ``2**-40`` once the cells are narrow) falls back to the smaller rank: probability below
-  ``2**-1000`` per comparison, added to delta (:data:`EXHAUSTION_DELTA_PER_COMPARISON`).
-- **Float functions**: as in :mod:`dpdist.privacy.lattice`, the certification trusts
-  ``numpy.log`` and ``numpy.log1p`` to ``2**-46`` relative error (measured below 1 ulp);
-  beyond it, a near-tie could be decided by the float keys: a change of law of the order of
-  the float error, never an impossible output.
-- ChaCha20 as a pseudo-random function.
-
-Cost: one 64-bit word per candidate (as today) and two logarithms; exact comparisons are rare
-(the best and the runner-up are usually far apart compared with the ~1e-14 radius).
+Proofs, the failures of a float sampler and the residuals: docs/privacy/gumbel.md.
 """
 
 from __future__ import annotations
@@ -137,7 +78,7 @@ def _lattice_scores(scores, weight: float) -> np.ndarray:
 
 
 def _gumbel_bounds(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Certified bounds ``(lo, hi)`` on the exact Gumbel of each cell (module docstring)."""
+    """Certified bounds ``(lo, hi)`` on the exact Gumbel of each cell (docs/privacy/gumbel.md)."""
     wf = words.astype(np.float64)
     u = np.minimum((wf + 0.5) * 2.0**-64, 1.0 - 2.0**-53)
     e = -np.log1p(-u)
@@ -230,7 +171,7 @@ class GumbelMax(_KeyedGumbel):
         Candidate r's main word is position r of stream 0 under this purpose.
     weight : float
         Multiplies the raw scores into Gumbel units (``epsilon / (2 Delta)`` for the
-        textbook calibration; see the module docstring for the residual).
+        textbook calibration; see docs/privacy/gumbel.md for the residual).
 
     Small, frozen and picklable: ``best`` runs in the chunk tasks, ``combine`` in the merges.
     """
@@ -245,7 +186,7 @@ class GumbelMax(_KeyedGumbel):
 
     @staticmethod
     def _gumbel(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Certified bounds ``(lo, hi)`` on the exact Gumbel of each cell (module docstring)."""
+        """Certified bounds ``(lo, hi)`` on the exact Gumbel of each cell (docs/privacy/gumbel.md)."""
         return _gumbel_bounds(words)
 
     def keys(self, scores, start: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -1,159 +1,21 @@
 """Float-safe noise: released values on a public power-of-two lattice, noise sampled exactly.
 
-Why (Mironov, CCS 2012)
------------------------
-``v + laplace_from_uniform(u, b)`` computed in floating point can produce, from value ``v``,
-outputs that no uniform ``u`` can produce from a neighbouring value ``v'``: the low-order bits
-of the output identify the input. dpdist measured 0.86 of PrivCov's Laplace outputs and 0.77
-of Gaussian outputs as impossible under the neighbour (issue 10). The primitives of this module
-release only points ``z * gamma`` of a public lattice, with ``z`` an integer whose law is known
-exactly, so every output reachable from ``v`` is reachable from ``v'``.
+Guarantee. A value ``v`` is released as ``f(rint(v / gamma) + K)``, a fixed function of an
+integer, with ``gamma = 2**e`` public and ``K`` drawn exactly from the rounded Laplace, rounded
+Gaussian or rounded truncated Laplace law: post-processing of the continuous mechanism on
+the integer ``rint(v / gamma)``, so it is ``Delta_Z / s``-DP, ``Delta_Z^2 / (2 s^2)``-zCDP or
+the truncated Laplace's (epsilon, delta), accounted by the continuous mechanisms' events.
+Float outputs carry no low-order bits that identify the input (Mironov, CCS 2012).
 
-The mechanism (one coordinate)
-------------------------------
-Given a value ``v`` (float), the public lattice ``gamma = 2**e`` and the noise scale in lattice
-units ``s`` (``s = b / gamma`` for Laplace(b), ``s = sigma / gamma`` for N(0, sigma^2)):
+Sensitivity (:meth:`Lattice.sensitivity_units`): ``|v - v'| <= Delta`` gives
+``Delta_Z = floor(Delta / gamma) + 1``; for n coordinates, ``+ n`` in L1 and ``+ sqrt(n)`` in L2.
 
-1. ``m = rint(clamp(v) / gamma)``: exact (division by a power of two), then round half to
-   even. ``clamp`` maps to ``[-2**1000, 2**1000]`` lattice units (NaN to 0); it is 1-Lipschitz,
-   so it never increases a sensitivity.
-2. ``K`` = an integer noise drawn *exactly* from one of the laws below.
-3. Output ``f(m + K)`` with ``f(z) = fl(gamma * fl(z)) + 0.0``: exact while ``|z| < 2**53``;
-   above, ``fl(m + K)`` is the correct rounding of the integer ``m + K`` because both are
-   floats holding integers. Either way the output is a fixed function of the integer
-   ``m + K``: post-processing. (``+ 0.0`` turns a ``-0.0`` into ``+0.0``: the sign of a zero
-   would otherwise reveal the sign of ``v``.)
+Deviation: rounded continuous laws instead of the discrete Laplace and discrete Gaussian
+(the same epsilon and rho, and one 64-bit word a sample instead of rejection sampling).
+Residuals: fallback-word exhaustion (below ``2**-1000`` an entry for the unbounded laws,
+added to delta), the ``2**-46`` accuracy trusted of ``log``/``ndtri``, ChaCha20 as a PRF.
 
-Sensitivity on the lattice (:meth:`Lattice.sensitivity_units`): if ``|v - v'| <= Delta`` then
-``|m - m'| <= floor(Delta / gamma) + 1`` (each rounding moves by at most 1/2), so the
-integer sensitivity is ``Delta_Z = floor(Delta / gamma) + 1 <= (Delta + gamma) / gamma``: the
-``Delta + gamma`` of issue 10. For a vector of ``n`` coordinates that may all change:
-``||m - m'||_1 <= floor(Delta_1 / gamma) + n`` and ``||m - m'||_2 <= Delta_2 / gamma + sqrt(n)``.
-
-The laws (exact; ``Phi`` is the standard normal CDF)
-----------------------------------------------------
-- ``"laplace"``: ``K = round(L)`` with ``L ~ Laplace(0, s)`` (continuous), i.e.
-  ``P(K = 0) = 1 - exp(-1/(2s))`` and ``P(K = k) = exp(-|k|/s) sinh(1/(2s))`` for k != 0.
-  **Privacy**: ``m + K = round(m + L)`` is post-processing of the continuous Laplace mechanism
-  on the integer ``m``, so the release is ``Delta_Z / s``-DP (pure, exact), and its privacy
-  loss distribution is that of the continuous Laplace mechanism with noise multiplier
-  ``s / Delta_Z`` (dp_accounting's ``LaplaceDpEvent``).
-- ``"gaussian"``: ``K = round(sigma N)`` with ``N ~ N(0, 1)``, i.e.
-  ``P(K = k) = Phi((k + 1/2)/s) - Phi((k - 1/2)/s)``. **Privacy**: post-processing of the
-  Gaussian mechanism on ``m``: ``rho = Delta_Z^2 / (2 s^2)``-zCDP (Bun-Steinke 2016, Prop. 1.6)
-  with ``Delta_Z`` the L2 sensitivity on the lattice, and exactly the (epsilon, delta) curve
-  of the Gaussian mechanism with noise multiplier ``s / Delta_Z`` (Balle-Wang 2018;
-  dp_accounting's ``GaussianDpEvent``).
-- ``"bounded-laplace"``: ``"laplace"`` conditioned on ``|K| <= A`` (``A`` an integer, the
-  ``bound``), i.e. ``round(L)`` for ``L`` a Laplace(0, s) conditioned on ``|L| < A + 1/2``.
-  **Privacy**: post-processing of the continuous truncated Laplace mechanism with scale ``s``
-  and support bound ``A + 1/2`` at sensitivity ``Delta_Z`` (Geng, Ding, Guo & Kumar 2020);
-  its delta is the calibration's (outputs beyond ``m' +- A`` are impossible under ``v'`` by
-  design: that is what the truncated mechanism's delta pays for).
-
-Design choice, against the issue's wording: the issue names the discrete Laplace (two-sided
-geometric) and the discrete Gaussian of Canonne-Kamath-Steinke 2020 (CKS20). We sample the
-*rounded* continuous laws instead. Their privacy is the continuous mechanism's by
-post-processing (the same epsilon for Laplace, and the same rho for the Gaussian as CKS20's
-Theorem 4 gives the discrete Gaussian), they are accounted by the same dp_accounting events as the
-continuous mechanisms (PLD curves included), and they are sampled by an inverse CDF of one
-64-bit word, where the CKS20 discrete Gaussian needs rejection sampling (three or more words a
-sample; OpenDP's exact CKS20 samplers run at about 1e4 samples/s).
-
-How the laws are sampled exactly (one 64-bit word in the common case)
----------------------------------------------------------------------
-Each entry reads one word ``w``: its top bit is the sign and its low 63 bits ``W`` locate a
-real uniform ``P = (W + V) 2**-S`` in the *cell* ``[W, W + 1) 2**-S`` (``S = 63`` for Laplace,
-``P = U``; ``S = 64`` for the Gaussian, ``P = U / 2``), ``V`` a uniform in [0, 1) that is never
-drawn unless needed. The magnitude is ``|K| = floor(x(P) + 1/2)`` with ``x(P) = -s ln P``
-(Laplace) or ``x(P) = s Phi^{-1}(1 - P)`` (Gaussian, half-normal): an inverse CDF of the *real*
-uniform, hence exactly the law above. The fast path computes ``x`` in float64 at the cell's
-midpoint with a rigorous error radius (cell width times ``|dx/dP|``, float rounding of the
-input, and a relative error of ``2**-46`` for ``numpy.log`` / ``scipy.special.ndtri``, 64 ulp
-where 0.6 and 3.3 ulp were measured; tests/privacy/test_lattice.py checks them against
-mpmath). If the interval ``x +- radius`` contains no half-integer, every ``P`` in the cell gives
-the same magnitude and the fast path's answer *is* the exact one. Otherwise (a fraction ~
-``s * 2**-44`` of entries, about 3e-5 at ``s = 2**29``, plus ``W < 2**40``) the entry is resolved exactly: more words
-refine the cell by 64 bits at a time and the boundaries ``b(z)`` (``exp(-(z + 1/2)/s)`` or
-``Phi((z + 1/2)/s)`` upper tails) are compared with the cell's dyadic endpoints at
-increasing mpmath precision until the magnitude is decided. The bounded law rejects
-``|K| > A`` and redraws a whole fresh sample from the next fallback words.
-
-Stream layout and independence
-------------------------------
-An entry addressed ``(index, position)`` (say row i, column j) under ``purpose`` reads
-exactly: its main word, position ``position`` of stream ``index`` under key(purpose) (the
-layout of :meth:`~dpdist.privacy.noise.NoiseSeed.uniforms`), and, only if needed, the words at
-positions ``position * FALLBACK_WORDS + r`` (r = 0, 1, ...) of stream ``index`` under
-key(purpose + FALLBACK_SUFFIX), consumed in order. Distinct entries read disjoint sets of
-(key, counter) pairs; under the standard assumption that ChaCha20 is a pseudo-random function
-of its counter, their words are independent uniform, and each entry's value is a fixed
-function of its own words. Hence the entries are independent, and the value of entry
-``(index, position)`` is a pure function of ``(root, purpose, index, position)``: the same
-``random_state`` gives the same release on any scheduler and any chunking.
-
-Residuals (what the guarantee leaves out, quantified)
------------------------------------------------------
-- **Exhaustion**: an entry that needs more than ``FALLBACK_WORDS`` fallback words gets a
-  fixed data-independent value (still a lattice point, reachable under any neighbour). After
-  the first refinement a cell is at most ``2**-24`` lattice units wide for any scale up to
-  ``2**40``, so each further word leaves the magnitude undecided with probability at most
-  ``2**-62``; for the unbounded laws exhaustion has probability below ``2**-1000`` per entry
-  (:data:`EXHAUSTION_DELTA_PER_ENTRY`). For the bounded law each redraw is rejected with
-  probability ``q = P(|K| > A)``; its exhaustion bound ``q**(FALLBACK_WORDS // 2)`` is
-  :meth:`LatticeNoise.exhaustion_delta`. Mechanisms add ``n_entries`` times this to delta
-  (issue 10 caps it at 1e-15; it is far below).
-- **Float functions**: the fast path trusts ``numpy.log`` and ``scipy.special.ndtri`` to
-  ``2**-46`` relative error (64 ulp). Were that false for some input, that entry's magnitude
-  could be off by one lattice unit: a tiny change of law, never an output off the lattice.
-- **ChaCha20 as a PRF** (a cryptographic assumption, as in every CSPRNG-based mechanism).
-
-Design note for the wave-2 mechanism objects
---------------------------------------------
-A mechanism with sensitivity ``Delta`` (in the norm its law needs) and ideal noise scale
-``b0`` (Laplace) or ``sigma0`` (Gaussian) from its calibration:
-
-1. ``lattice = Lattice.for_scale(b0)``: ``gamma = 2**(floor(log2 b0) - LATTICE_BITS)``, so the
-   scale is ``2**28 .. 2**29`` lattice units: rounding error at most ``b0 2**-29``, a
-   sensitivity inflation ``gamma / Delta <= 2**-28 b0 / Delta`` (below 1e-4 for per-coordinate
-   epsilons above 4e-5), and a fast path that needs fallback words for ~3e-5 of entries.
-2. ``Delta_Z = lattice.sensitivity_units(Delta, norm=..., coordinates=n)``.
-3. Calibrate in lattice units from ``Delta_Z``: Laplace ``s = Delta_Z / epsilon``; Gaussian
-   ``s = Delta_Z / sqrt(2 rho)`` (or the analytic Gaussian sigma at sensitivity ``Delta_Z``);
-   the noise actually added is ``s * gamma`` (at most ``gamma`` per unit of sensitivity above
-   the ideal one).
-4. ``noise = LatticeNoise(law, lattice, s[, bound])``; ``field = LatticeField(seed, purpose,
-   noise)`` is the small picklable callable ``field(tile_values, tile_index) -> released``
-   that a task calls on a tile inside the graph; :meth:`LatticeField.at` releases scattered
-   entries (a selected set).
-5. Events (:mod:`dpdist.privacy.accounting`): ``LaplaceEvent(s / Delta_Z)`` per released
-   coordinate group, ``GaussianEvent(s / Delta_Z)``; the exhaustion residual as an
-   ``EpsilonDeltaEvent(0, n_entries * noise.exhaustion_delta())`` when it is not negligible.
-
-Order statistics (``privacy/topk_sampler.py``)
------------------------------------------------
-PrivPCA releases the top-k^2 entries of ``u u^T + G`` and their top eigenvector. Its sampler,
-:func:`~dpdist.privacy.topk_sampler.lattice_top_k2`, releases lattice values only: the
-signal cells through :meth:`LatticeField.at` with the Gaussian law, the pure-noise cells as
-the exact roundings of their order statistics (Renyi's representation enclosed with a
-certified radius, undecided ranks resolved in mpmath over refined uniforms, as here), and
-ties of magnitude broken by independent uniform keys compared exactly. Its module proves that
-the result has exactly the law of rounding and noising all d^2 cells.
-
-References
-----------
-- I. Mironov, "On significance of the least significant bits for differential privacy",
-  CCS 2012.
-- Google differential-privacy team, "Secure Noise Generation" (granularity approach:
-  ``cc/algorithms/distributions.cc`` rounds to a power of two chosen as the next power of two
-  above ``(Delta / epsilon) / 2**40`` and accounts ``Delta + granularity``; its geometric
-  sampler runs a binary search with about 60 uniform doubles a sample and double-precision
-  probabilities, so its law is approximate; ours is exact and uses one word).
-- C. Canonne, G. Kamath, T. Steinke, "The Discrete Gaussian for Differential Privacy",
-  NeurIPS 2020 (CKS20); OpenDP's exact samplers implement it on rational bignums.
-- Q. Geng, W. Ding, R. Guo, S. Kumar, "Tight analysis of privacy and utility tradeoff in
-  approximate differential privacy", AISTATS 2020 (truncated Laplace).
-- B. Balle, Y.-X. Wang, "Improving the Gaussian mechanism for differential privacy", ICML 2018.
+Proofs, the exact sampler and the stream layout: docs/privacy/lattice.md.
 """
 
 from __future__ import annotations
@@ -187,8 +49,8 @@ FALLBACK_WORDS = 64
 #: The fallback stream's purpose is the main purpose plus this suffix (a NUL cannot occur in
 #: the printable purpose names dpdist uses, so no main purpose can collide with it).
 FALLBACK_SUFFIX = "\x00fallback"
-#: Per-entry probability that an unbounded-law entry exhausts its fallback block (see module
-#: docstring): (2**-62)**(FALLBACK_WORDS - 2), written as a bound.
+#: Per-entry probability that an unbounded-law entry exhausts its fallback block (see
+#: docs/privacy/lattice.md): (2**-62)**(FALLBACK_WORDS - 2), written as a bound.
 EXHAUSTION_DELTA_PER_ENTRY = 2.0**-1000
 #: The supported laws.
 LAWS = ("laplace", "gaussian", "bounded-laplace")
@@ -395,7 +257,7 @@ def _resolve(law: str, scale: float, W: int, bits: int, words: Iterator[int], bu
 def _fast_magnitudes(law: str, scale: float, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Magnitudes ``floor(x + 1/2)`` at the cells' midpoints and the mask of undecided cells.
 
-    ``W`` holds the 63-bit cell indices (uint64). See the module docstring for the radius.
+    ``W`` holds the 63-bit cell indices (uint64). See docs/privacy/lattice.md for the radius.
     """
     wf = W.astype(np.float64)
     if law == "gaussian":
@@ -521,7 +383,7 @@ def _exact_entry(
 
 @dataclass(frozen=True)
 class LatticeNoise:
-    """An exact integer noise law on a lattice (see the module docstring for the laws).
+    """An exact integer noise law on a lattice (see docs/privacy/lattice.md for the laws).
 
     Parameters
     ----------
@@ -602,7 +464,7 @@ class LatticeNoise:
         return float(sensitivity_units) ** 2 / (2.0 * self.scale**2)
 
     def exhaustion_delta(self) -> float:
-        """Per-entry probability bound of the exhaustion residual (module docstring)."""
+        """Per-entry probability bound of the exhaustion residual (docs/privacy/lattice.md)."""
         if self.law != "bounded-laplace":
             return EXHAUSTION_DELTA_PER_ENTRY
         q = math.exp(-(self.bound + 0.5) / self.scale)  # P(|L| >= A + 1/2)

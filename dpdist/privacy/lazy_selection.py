@@ -1,143 +1,21 @@
 """Noisy row-wise top-k selection that draws O(d k) noise per row instead of d (PrivCov, line 6).
 
-PrivCov keeps, for each row i of the d x d clipped second moment ``S``, the k indices with the
-largest scores ``|S_ij + w_ij|``, with ``w_i`` a vector of d i.i.d. symmetric noises (Laplace(b)
-in Algorithm 1). Drawing all d^2 noises costs more than the Gram matrix at large d and small n
-(d = 100,000: 1e10 draws). This module draws, per row, exactly the same selection while
-generating only the noise values that can matter.
+For each row i of the clipped second moment, the k columns with the largest
+``|m_ij + K_ij|`` (``m = rint(S / gamma)`` on the release's lattice, ``K`` the rounded Laplace
+law of :mod:`dpdist.privacy.lattice`), ties to the smaller column. The d noises of a row are
+defined by a tree over the columns (node minima of the uniforms, drawn top-down from keyed
+ChaCha20 words); a branch-and-bound search evaluates only the nodes that can hold a winner.
 
-The noise tree (what is drawn)
-------------------------------
-The d noises of row i are *defined* by a tree over the column positions, not by one draw per
-position. Write each noise as ``w_j = sigma_j |w_j|`` with an independent sign and
-``|w_j| = isf(V_j)``, where ``V_j`` is a uniform "survival probability" in (0, 1) and ``isf``
-the (generalised) inverse survival function of the magnitude law (here the rounded Laplace
-law of the lattice, ``isf(q) = floor(-s ln q + 1/2)``, see below). Positions are grouped in a fixed tree with fan-out F (default 64): a
-node of level l covers the aligned range ``[beta F^l, (beta + 1) F^l)`` cut at d; the root
-covers ``[0, d)``; leaves are positions. Every node v carries ``q_v = min_{j in v} V_j`` (so
-``M_v = isf(q_v) = max_{j in v} |w_j|``) and ``p_v``, the position where the minimum sits:
+Lemma (the tree draws i.i.d. noise): the leaves of the tree are d i.i.d. uniforms, so a
+row's noise has exactly the rounded Laplace law, unbounded, a pure function of
+``(root, purpose, row)``. Lemma (exactness): for every tiling the merged candidates are bit
+for bit the top k of the fully evaluated tree. Hence the selection has exactly the law of
+the naive one, and PrivCov's privacy statement (sensitivity and epsilon) is unchanged.
+Magnitudes are certified intervals; undecided ones are decided exactly in mpmath.
+Residual: fallback exhaustion, below ``2**-1000`` a leaf. The number of draws depends on
+the data and is not released.
 
-* root (N positions): ``q = 1 - U^(1/N)`` (law of the minimum of N uniforms), ``p`` uniform
-  in ``[0, d)``;
-* a child c (size N_c) of node v: the child holding ``p_v`` inherits ``(q_v, p_v)``; every
-  other child draws ``q_c = 1 - (1 - q_v) U^(1/N_c)`` (the minimum of N_c uniforms
-  conditioned to exceed q_v) and a fresh ``p_c`` uniform in its range;
-* a leaf j is a node of size 1; its sign is bit 0 of its word, independent of the 63 bits
-  that make its uniform.
-
-Each value is a function of its own word of the keyed ChaCha20 stream of row i (stream
-index i, positions below; :class:`~dpdist.privacy.noise.NoiseSeed`): leaf j at position j;
-node (l, beta) at ``l * 2^56 + 2 beta`` (q) and ``+ 1`` (p); integer rejection retries for
-p in further slots of the level's range. So the noise vector of row i is a pure function of
-``(root, purpose, i)``: the same whatever the tiling, the chunking, the worker or the data.
-
-**Lemma (the tree draws i.i.d. noise).** The leaf values ``V_1..V_d`` of the tree are i.i.d.
-uniform on (0, 1) and independent of the signs; hence the tree's noise vector is i.i.d. with
-the magnitude law's symmetric law (the rounded Laplace law here).
-*Proof.* For N i.i.d. uniforms, (a) the minimum m has ``P(m > y) = (1 - y)^N`` (the root
-formula inverts it); (b) its position is uniform and independent of m (exchangeability,
-continuity); (c) given (m, position), the other N - 1 values are i.i.d. uniform on (m, 1).
-Given a node's (q_v, p_v) with (c), the child holding p_v holds the value q_v at p_v and
-N_c - 1 i.i.d. U(q_v, 1) values, so (a)-(c) hold for it with the same (q_v, p_v); each other
-child holds N_c i.i.d. U(q_v, 1) values, whose minimum has
-``P(q_c > y) = ((1 - y) / (1 - q_v))^N_c`` (the child formula inverts it), at a uniform
-position, the rest i.i.d. U(q_c, 1): (a)-(c) again. Children use disjoint words, so they are
-conditionally independent given (q_v, p_v). By induction down to the leaves the joint law of
-the leaves is that of d i.i.d. uniforms. Signs are other bits of other words. Then
-``P(isf(V) > x) = P(V < sf(x)) = sf(x)`` gives the magnitude law (this also holds for the
-generalised inverse of a discrete law). []
-
-The lazy search (what is computed)
-----------------------------------
-For a tile ``S[rows, c0:c1]`` the search computes, per row, the tile's top-k entries of the
-tree's noise vector by branch and bound, visiting only nodes that can hold an entry of the
-row's top k:
-
-* the *bound* of node v within the tile is ``smax_v + M_v`` with ``smax_v = max |m_ij|``
-  over the tile's positions j in v (``m = rint(S / gamma)``, integers): every entry j of v
-  has score ``|m_ij + w_j| <= |m_ij| + |w_j| <= smax_v + M_v``;
-* a *floor* tau_i is any number such that at least k entries of row i have score >= tau_i,
-  so that an entry with score < tau_i is not selected (at least k entries beat it). Two
-  floors are used: exact scores of entries revealed in the tile (the k-th largest), and the
-  data-free floor of :meth:`LazySelectionNoise.prepare_rows`: for k disjoint nodes v, the
-  leaf p_v has ``|w| = M_v`` and so a score ``>= M_v - C``, where C is a public bound on
-  ``|m_ij|`` (for PrivCov the clipped second moment satisfies ``|S_ij| <= R^2`` up to the
-  float error bounded in :func:`privcov_score_bound`; C is that bound in lattice units,
-  rounded up); its k-th largest ``M - C`` is a floor for the whole row, so tiles far from the
-  row's winners stop at the root;
-* the stopping rule: a node is expanded only if its bound is >= the row's floor (ties kept:
-  an entry whose score equals the floor may still win on the column tie-break); leaves of
-  expanded level-1 nodes are revealed (exact scores) in rounds, best bound first, and the
-  floor rises as entries are revealed.
-
-**Lemma (exactness).** For every tiling, the tile candidates merged by
-``dpdist.engine.topk.combine_row_topk`` are bit for bit the top-k, under the order (score
-descending, column ascending), of the scores computed from the fully evaluated tree
-(:meth:`LazySelectionNoise.full_noise`). *Proof.* Every value computed lazily is the value
-the full evaluation computes (the same function of the same word; magnitudes are clamped
-to their parent's, ``M_c = min(isf(q_c), M_v)``, so ``|w_j| <= M_v`` holds for the computed
-floats of every ancestor v of j). An entry of the row's top k has a score >= every floor,
-so it lies in no pruned node (bound >= score >= floor), is revealed in its tile, and is in
-that tile's top k (it is in the row's). The merge keeps the top k of the union. []
-
-Together: the selected sets and their noisy scores have exactly the law of the naive
-selection with d i.i.d. noises per row, so the privacy statement of PrivCov is unchanged.
-
-The law: the rounded Laplace law on the PrivCov lattice, decided exactly
------------------------------------------------------------------------
-PrivCov's selection only releases index sets, but which set wins is decided by comparisons of
-noisy scores, and with floating-point noise those comparisons fail the coupling argument of
-:func:`dpdist.privacy.calibration.privcov_calibration` in two ways: the 53-bit uniforms bound
-every noise magnitude (a row's largest noise is at most ``b (ln d + 37.4)``, so sets needing
-more are impossible: mass ``5.7e-17`` a row, ``6e-12`` at d = 1e5, far above the 1e-15 issue 10
-allows), and the law is quantised on a grid that a shift of the data does not map to itself.
-So the selection noise is on the release's lattice (:mod:`dpdist.privacy.mechanisms.privcov`
-states the argument): every score is ``|m_ij + K_ij|`` with ``m_ij = rint(S_ij / gamma)`` an
-integer and ``K_ij`` the rounded Laplace law of :mod:`dpdist.privacy.lattice` (``|K| =
-floor(s E + 1/2)``, ``E ~ Exp(1)``, scale ``s`` in lattice units, an independent fair sign),
-and the sampler draws that law *exactly*:
-
-* the tree is the tree above on real uniforms: magnitude ``|K_j| = floor(-s ln V_j + 1/2)``,
-  a non-increasing function of ``V_j``, so the node maximum of the integer magnitudes is the
-  magnitude of the node's minimum ``q_v`` and the lemma carries over verbatim;
-* each ``q`` is known as a *certified interval* ``[q_lo, q_hi]``: the word's uniform lies in
-  its 53-bit cell ``[(W >> 11), (W >> 11) + 1) 2**-53`` (leaves: bit 0 is the sign, the
-  uniform is ``W >> 1`` on 63 bits), the child formula ``q_c = 1 - (1 - q_v) U^(1/N)`` is
-  monotone in both arguments and is evaluated at the ends of their intervals, with a
-  rigorous float error (``2**-44 (q + |a| e^a)``, ``a = ln(U)/N``, assuming as
-  :mod:`dpdist.privacy.lattice` does ``2**-46`` relative accuracy of ``log``, ``exp`` and
-  ``expm1``); the magnitude interval ``[M_lo, M_hi]`` follows from ``x = -s ln q``;
-* the search uses only valid bounds: ``smax_v + M_hi`` above every score of a node, ``M_lo -
-  C`` below the score of the node's maximum leaf (the data-free floor); scores are integers
-  below 2**53, so the sums and comparisons are exact;
-* a revealed leaf whose interval holds one integer has its exact magnitude; otherwise (about
-  ``s 2**-43`` of revealed leaves, and only those whose best possible score reaches the row's
-  floor) the magnitude is *decided exactly*: the uniforms of every node whose word the leaf's
-  value depends on (the root and each non-inheriting node on its path) are refined 64 bits at
-  a time from their own fallback words (stream = row, position ``((level << 50) + beta)
-  FALLBACK_WORDS + r`` under ``purpose + FALLBACK_SUFFIX``) and the composition is evaluated
-  in mpmath interval arithmetic until ``floor(-s ln q + 1/2)`` is one integer. Exhaustion
-  (still undecided after ``FALLBACK_WORDS`` refinements) has probability below ``2**-1000`` a
-  leaf (each refinement narrows every cell by ``2**-64``) and then gives a fixed function of
-  the words: a residual of the law, never an impossible output.
-
-So the noise of a row is the exact rounded Laplace law, a pure function of ``(root, purpose,
-row)``, and it is unbounded: every index set has positive probability under every dataset.
-
-Ties, signs and the stopping rule
----------------------------------
-Scores are ``|m_ij + sigma_j |K_j||`` (integers): ties have positive probability. Ties are
-broken by the smaller column, as in the dense engine; the stopping rule is non-strict (a node
-whose bound equals the floor is expanded), so ties are resolved exactly as in the full
-evaluation. A zero magnitude has no sign (``m + 0``).
-
-Cost and side channel
----------------------
-Per row the work is O(k F log_F d) draws in the regime where the noise dominates the data
-(small n; PrivCov at d = 100,000 and n = 2,000 draws about 30 words a row per tile), and
-O(F) draws per tile-row plus O(k F) per revealed node when the data dominate; the exact
-decisions are rare (module docstring above). The number of draws depends on the data; like
-every task's run time it is not released (no timings leave the mechanism).
+Proofs: docs/privacy/lazy_selection.md.
 """
 
 from __future__ import annotations
@@ -166,9 +44,9 @@ _LEVEL_SPAN = 1 << 56
 #: Slots of a level: slot 0 holds the (q, p) words of the nodes, slots 1.. the retries of p.
 _SLOT_SPAN = 1 << 51
 _MAX_RETRIES = 31
-#: Probability bound of the exhaustion residual of one exactly decided leaf (module docstring).
+#: Probability bound of the exhaustion residual of one exactly decided leaf (docs/privacy/lazy_selection.md).
 EXHAUSTION_DELTA_PER_LEAF = 2.0**-1000
-#: Relative error bound of the float evaluation of one tree step (module docstring).
+#: Relative error bound of the float evaluation of one tree step (docs/privacy/lazy_selection.md).
 _REL_STEP = 2.0**-44
 #: Relative error bound of x = -s ln q in float64 (log: 2**-46, product: 2**-53).
 _REL_X = 2.0**-45
@@ -300,7 +178,7 @@ class _Nodes:
 
 @dataclass(frozen=True)
 class LazySelectionNoise:
-    """Selection noise of PrivCov as a lazily evaluated tree (see the module docstring).
+    """Selection noise of PrivCov as a lazily evaluated tree (see docs/privacy/lazy_selection.md).
 
     Parameters
     ----------
@@ -453,8 +331,8 @@ class LazySelectionNoise:
         return ((int(level) << 50) + int(beta)) * FALLBACK_WORDS + int(used)
 
     def exact_magnitudes(self, rows: np.ndarray, leaves: np.ndarray) -> np.ndarray:
-        """The exact integer magnitudes ``|K|`` of leaves ``(rows[i], leaves[i])`` (module
-        docstring): the tree path of each leaf is walked again (only its words and exact
+        """The exact integer magnitudes ``|K|`` of leaves ``(rows[i], leaves[i])`` (see
+        docs/privacy/lazy_selection.md): the tree path of each leaf is walked again (only its words and exact
         positions), and the uniforms it depends on are refined until the magnitude is decided."""
         rows = np.asarray(rows, dtype=np.int64).ravel()
         leaves = np.asarray(leaves, dtype=np.int64).ravel()
@@ -540,7 +418,7 @@ class LazySelectionNoise:
         Expands each row's tree from the root down to the first level with at least 2k nodes
         (or the leaves) and returns those nodes' values and the floor ``M_lo(k) - C``: every
         node v of that level has its leaf p_v with ``|K| = M_v >= M_lo_v``, so at least k
-        entries of the row score >= the k-th largest ``M_lo - C`` (module docstring); ``-inf``
+        entries of the row score >= the k-th largest ``M_lo - C`` (docs/privacy/lazy_selection.md); ``-inf``
         when ``score_bound`` is None.
         """
         rows = np.asarray(rows, dtype=np.int64).ravel()

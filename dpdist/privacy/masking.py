@@ -1,76 +1,18 @@
 """The masked Gram release, exactly: ``round(A (I + eta N)(I + eta N)^T A^T)`` for a real Gaussian N.
 
 The masking output of subsample-and-aggregate (MS25 Algorithm 3 line 11, after Ashtiani-Liaw
-2022) is ``Sigma~ = A (I + eta N)(I + eta N)^T A^T`` with ``A A^T = Sigma_hat`` and N a d x d
-matrix of independent standard Gaussians. Its privacy argument needs N *continuous*: drawn from a
-countable set (a lattice, or the 53-bit grid of an inverse CDF) and multiplied by a
-data-dependent matrix, N makes the outputs reachable from two neighbouring datasets disjoint
-sets, in exact arithmetic as in floats. :func:`masked_gram` releases instead
+2022) needs N *continuous*: drawn from a countable set, N would make the outputs reachable
+from two neighbouring datasets disjoint. :func:`masked_gram` releases ``grid_round(S)``,
+``S = G G^T``, ``G = A (I + eta N)``, entry by entry, with N real standard Gaussians
+(Box-Muller over keyed bit strings, enclosed in mpmath intervals) and ``grid_round`` one
+fixed monotone rounding to ``GRID_BITS`` significant bits. Every rounding is decided exactly
+(a rigorous float error bound, else interval arithmetic refined level by level), so the
+release is exactly a post-processing of the continuous mechanism: its privacy carries over.
+The law depends on A only through ``A A^T``; an :class:`ExactGram` is factored exactly.
+Residual: an entry undecided after ``MAX_LEVELS`` levels (below 1e-300), and run time,
+which depends on the data.
 
-    ``grid_round(S)``, ``S = G G^T``, ``G = A (I + eta N)``,
-
-entry by entry (upper triangle, mirrored), where N is a matrix of *real* standard Gaussians and
-``grid_round`` is one fixed, data-independent, monotone function (:func:`grid_round`: the
-nearest number with a :data:`GRID_BITS`-bit significand). Every rounding is decided exactly, so
-the release is exactly a post-processing of the continuous mechanism ``S``: privacy of the
-continuous mechanism carries over with no support gap.
-
-How N is real
--------------
-Pair p of N's entries (row-major positions 2p and 2p + 1) is Box-Muller's
-``sqrt(-2 ln U1) (cos 2 pi U2, sin 2 pi U2)`` with ``U1 = 1 - V1`` and ``V1``, ``U2`` uniform
-on [0, 1). Each uniform is the real number whose binary expansion is an infinite keyed bit string:
-two 64-bit words of stream c (0 for V1, 1 for U2) of ``purpose`` at positions 2p, 2p + 1, then
-fallback words (``purpose`` + :data:`~dpdist.privacy.lattice.FALLBACK_SUFFIX`, stream c,
-positions ``p * FALLBACK_WORDS + r``). A prefix of L bits encloses the uniform in a dyadic cell
-of width ``2**-L``, and mpmath's interval arithmetic (outward rounding of log, sqrt, cos, sin)
-encloses each entry of N. Box-Muller maps two independent real uniforms to two independent
-standard Gaussians exactly, so N has exactly the law the mechanism states.
-
-Deciding the rounding
----------------------
-*Fast path (floats, a rigorous error bound).* With ``Nm`` the nearest floats of the enclosures'
-midpoints and ``rN`` rounded-up radii, ``P = fl(A Nm)``, ``Q = fl(eta P)``, ``Gm = fl(A + Q)``,
-``Sm = fl(Gm Gm^T)``. For any order of summation (BLAS), a d-term dot product errs by at most
-``gamma_d |x|^T |y|`` with ``gamma_d = d u / (1 - d u)``, ``u = 2**-53`` (Higham, *Accuracy and
-Stability of Numerical Algorithms*, 2nd ed., eq. 3.5), plus ``d 2**-1074`` for gradual
-underflow. Hence ``|G - Gm| <= rG`` and ``|S - Sm| <= rS`` entrywise with
-
-    ``rG = 2u|Gm| + 2u|Q| + eta (gamma_d |A||Nm| + |A| rN + d 2**-1074) + 2**-1074``
-    ``rS = gamma_d |Gm||Gm|^T + |Gm| rG^T + rG |Gm|^T + rG rG^T + d 2**-1074``,
-
-each doubled, which covers the rounding of computing the bound itself (its relative error is at
-most ``gamma_{2d+8}``, far below 1/2). The entry is decided when ``grid_round`` maps both ends of
-``[Sm - rS, Sm + rS]`` (each pushed one float outward) to the same value: ``grid_round`` is
-monotone, so every real in between maps there too.
-
-*Exact path (intervals).* An undecided entry is recomputed in mpmath interval arithmetic from the
-enclosures of N (rows i and j of G, then their dot product), and decided the same way with the
-exact integer form of ``grid_round`` on the interval's endpoints. If still undecided, every
-uniform takes 64 more bits and the precision 64 more bits (one *level*), and the entry is
-recomputed. An entry can stay undecided only while the exact S_ij lies within the enclosure's
-width of a boundary of the grid, an event of probability zero under the continuous law.
-
-Residual (stated)
------------------
-After :data:`MAX_LEVELS` levels (``128 + 64 * MAX_LEVELS`` = 4160 bits a uniform) an entry
-still undecided is released as ``grid_round`` of its enclosure's midpoint. That requires S_ij
-within about ``2**-4000 (|G||G|^T)_ij`` of a grid boundary. S_ij is a non-constant polynomial
-of degree 2 in Gaussians, so by Carbery-Wright the probability of lying within w of a point is
-of order ``sqrt(w / sd(S_ij))`` at most: far below ``1e-300`` per entry.
-Timing: the exact path runs only for undecided entries; how often is a function of the data
-(entries tiny relative to ``|G||G|^T``), a side channel not covered by the guarantee.
-
-What the mechanism is a function of
------------------------------------
-The law of the release depends on A only through ``C = A A^T`` (exactly, as real numbers): for A
-invertible, any A' with ``A' A'^T = C`` is ``A Q`` with Q orthogonal, and ``Q N Q^T`` has the law
-of N. A caller may pass a float factor (taken as exact reals: the mechanism then runs on its
-exact Gram), or the matrix C itself, exactly, as an :class:`ExactGram`: A is then C's exact
-Cholesky factor, enclosed in interval arithmetic (the precision doubles until every pivot is
-certified positive), and the fast path carries the factor's enclosure radius
-(``|A N - am nm| <= |am| rN + rA |nm| + rA rN``, and ``rA`` in rG). Either way the release is
-the mechanism on an exactly known C.
+Proofs and the error bounds: docs/privacy/masking.md.
 """
 
 from __future__ import annotations
@@ -357,7 +299,7 @@ _MAX_CHOLESKY_PREC = 1 << 16
 def masked_gram(factor, eta: float, seed: NoiseSeed, purpose: str, *, fast: bool = True,
                 first_bits: int = FIRST_BITS) -> np.ndarray:
     """``grid_round(A (I + eta N)(I + eta N)^T A^T)`` for N a d x d matrix of real standard
-    Gaussians keyed by ``(seed, purpose)`` (module docstring).
+    Gaussians keyed by ``(seed, purpose)`` (docs/privacy/masking.md).
 
     Parameters
     ----------

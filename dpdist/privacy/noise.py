@@ -41,8 +41,7 @@ exact order-statistics sampler of :mod:`dpdist.privacy.topk_sampler`), from the 
 of this module (:class:`NoiseSeed`, :func:`chacha20_words`). No release uses the float
 samplers here (:func:`laplace_from_uniform`, :func:`gaussian_from_uniform`,
 :func:`bounded_laplace_from_uniform`, and :class:`NoiseField` built on them): floating-point
-inverse-CDF noise leaks through the low-order bits of its output (Mironov, CCS 2012;
-:data:`FLOAT_NOISE_CAVEAT`, which no release states). They remain as reference laws and
+inverse-CDF noise leaks through the low-order bits of its output (Mironov, CCS 2012). They remain as reference laws and
 twins: the inverse-CDF samplers that the support test of :mod:`dpdist.testing.support` must
 catch, the calibration audits' reference mechanisms in :mod:`dpdist.testing.mechanisms`, the
 truncated-Laplace reference of :mod:`dpdist.privacy.second_moment_noise`, and the noise model
@@ -65,7 +64,6 @@ from dpdist.exceptions import ValidationError
 
 __all__ = [
     "GENERATOR_NAME",
-    "FLOAT_NOISE_CAVEAT",
     "NoiseField",
     "NoiseSeed",
     "check_random_state",
@@ -77,12 +75,6 @@ __all__ = [
 ]
 
 GENERATOR_NAME = "ChaCha20 (randomgen.ChaCha, rounds=20), keyed per purpose, counter per index"
-#: What floating-point inverse-CDF noise (the float samplers here) would cost a release. No
-#: release uses those samplers, so none states it; kept to name the failure of the twins.
-FLOAT_NOISE_CAVEAT = (
-    "noise is sampled by floating-point inverse CDF without snapping (Mironov 2012): the "
-    "guarantee is for the idealised real-valued mechanism"
-)
 _MASK64 = (1 << 64) - 1
 _LOCAL = threading.local()
 #: Longest span of a stream drawn whole to serve scattered positions (64 Ki words = 512 KiB).

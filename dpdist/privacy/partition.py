@@ -26,9 +26,10 @@ Construction
 Row i joins group ``pi(i) // m`` when ``pi(i) < k m`` and no group (-1) otherwise: exactly k
 groups of exactly m rows, and ``n - k m`` unused rows, for every key.
 
-Distribution (GAP 11)
----------------------
-The partition depends on the seed only, never on the data, which is all the privacy
+Distribution
+------------
+Groups are disjoint, as in MS25's Algorithms 3 and 4 (its definition of subsamplability
+samples with replacement; the tests estimate beta with the scheme actually used). The partition depends on the seed only, never on the data, which is all the privacy
 analyses need (one replaced row changes at most one group). It is *not* uniformly
 distributed over the partitions of ``[0, n)`` into k groups of m: it is the push-forward of
 the uniform distribution of the round tables (ChaCha20 modelled as a pseudorandom function)

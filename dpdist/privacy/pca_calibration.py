@@ -26,7 +26,7 @@ sufficient condition by the exact one. The deviations are:
    smaller (this deviation lowers the noise; it is the only one that does, and it needs
    nothing of the proof but that the release is a Gaussian mechanism of sensitivity Delta).
 
-4. **Floating point** (:func:`friendly_float_bounds`, issue 9). The released statistics are
+4. **Floating point** (:func:`friendly_float_bounds`). The released statistics are
    computed in floats whose rounding grows with the data's magnitude. The engine clips
    every input entry to a public level ``c`` (:func:`friendly_entry_clip`, from the declared
    sigma), thresholds ``Sigma_bar`` at ``5 tau + eta`` instead of ``5 tau`` (eta a public bound

@@ -56,7 +56,7 @@ class Plan:
     """What a fit would do at a data size, from public parameters only (see the module docstring).
 
     Read a field as an attribute (``plan.error_bound``); ``plan["error_bound"]`` reads the
-    same field (kept for code written when plans were dicts). ``to_dict()`` is the
+    same field. ``to_dict()`` is the
     JSON-compatible form.
     """
 

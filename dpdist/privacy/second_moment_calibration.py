@@ -1,18 +1,19 @@
 """Calibration of private second-moment estimation (MS25: Mahpud & Sheffet, NeurIPS 2025).
 
-Pure functions of public values; nothing here sees data. Section numbers refer to
-``SECOND_MOMENT.md``; every GAP decision is named where it is applied.
+Pure functions of public values; nothing here sees data. Every decision where dpdist completes
+or departs from the paper is stated where it is applied; docs/privacy/second_moment.md lists
+them all with their reasons.
 
 Recursive estimator (Algorithms 1-2, RecDPSME), all in *normalised units*: the data divided
-by sqrt(lambda_hat), so that I <= Sigma and every row has norm <= ``radius`` (section 3.0).
+by sqrt(lambda_hat), so that I <= Sigma and every row has norm <= ``radius``.
 
 - Constants of Algorithm 1: eta = 1/2, psi = 1/(10m), c = 1/(80m), C = 640m.
 - kappa_0 = R^2 / (1 - alpha); kappa_k = (3/7)^k kappa_0; R_k = sqrt(kappa_k).
-- *GAP 3 (off-by-one)*: K* = min{k >= 0 : kappa_k <= C} and the recursion draws noise
-  L = K* + 1 times; the budget is split over L (not the paper's real-valued T), so the total
-  is exactly rho.
+- *Number of draws*: K* = min{k >= 0 : kappa_k <= C} and the recursion draws noise
+  L = K* + 1 times; the budget is split over L, not the paper's real-valued T (which makes
+  ceil(T) + 1 draws and would overspend), so the total is exactly rho.
 - Per-level sigma_k = Delta_k sqrt(L) / sqrt(2 rho), with Delta_k = 4 R_k^2 / n (MS25,
-  ``sensitivity="paper"``) or sqrt(2) R_k^2 / n (*GAP 6*, ``sensitivity="tight"``, the exact
+  ``sensitivity="paper"``) or sqrt(2) R_k^2 / n (``sensitivity="tight"``, the exact
   L2 sensitivity of the released upper triangle). Each level is then rho/L-zCDP (BS16
   Prop. 1.6) and the L levels compose to rho (BS16 Lemma 2.3).
 - *Floating point* (a deviation that only adds noise): every sigma is computed for
@@ -20,11 +21,12 @@ by sqrt(lambda_hat), so that I <= Sigma and every row has norm <= ``radius`` (se
   sensitivity of the level's Gram matrix *as computed*: the engine scales each row so that its
   norm as computed is at most R_k (terms ``y y^T`` of Frobenius norm ``<= R_k^2``), multiplies
   only after scaling, and sums in the bounded-depth order that the factor assumes.
-- *GAP 7*: the paper's Omega(.) constants are replaced by the explicit derivation of
-  section 4.4, with g(d, p) a bound on ||N|| / sigma for N ~ GUE(sigma^2).
+- *Constants*: the paper's Omega(.) constants are not given; they are replaced by an explicit
+  derivation (docs/privacy/second_moment.md, "The predicted gamma"), with g(d, p) a bound on
+  ||N|| / sigma for N ~ GUE(sigma^2).
 
 Subsample-and-aggregate baseline (Algorithm 3): masking scale, truncated-Laplace support,
-rejection threshold and the sample-size precondition of Lemma A.4 (section 5).
+rejection threshold and the sample-size precondition of Lemma A.4 (MS25 Appendix A).
 """
 
 from __future__ import annotations
@@ -82,9 +84,9 @@ ETA = 0.5
 SHRINK = 3.0 / 7.0
 #: Rows are multiplied by sqrt(GROWTH) after the projection (Algorithm 2, line 7).
 GROWTH = 8.0 / 7.0
-#: Sensitivity options (section 1): "paper" 4 R^2 / n, "tight" sqrt(2) R^2 / n.
+#: Sensitivity options: "paper" 4 R^2 / n, "tight" sqrt(2) R^2 / n.
 SENSITIVITIES = ("paper", "tight")
-#: Constant C_N of the baseline's masking scale (GAP 12): ||N|| <= 2(sqrt(d) + sqrt(ln(4/xi)))
+#: Constant C_N of the baseline's masking scale (unspecified in the paper): ||N|| <= 2(sqrt(d) + sqrt(ln(4/xi)))
 #: with probability >= 1 - xi/2 for a d x d standard Gaussian matrix (Davidson-Szarek).
 BASELINE_CN = 2.0
 
@@ -134,7 +136,7 @@ def sensitivity_coefficient(sensitivity: str) -> float:
 
 
 def n_levels(radius: float, alpha: float, m: int) -> tuple[int, tuple[float, ...]]:
-    """Number of noise draws L = K* + 1 and the kappa schedule (section 4.2, GAP 3).
+    """Number of noise draws L = K* + 1 and the kappa schedule (L, not the paper's real-valued T, draws).
 
     ``radius`` is the norm bound in normalised units (Sigma >= I). kappa_0 = R^2/(1-alpha),
     kappa_k = (3/7)^k kappa_0, and K* = min{k >= 0 : kappa_k <= 640 m}
@@ -207,9 +209,9 @@ class LevelSchedule:
 
 
 def level_sigma(radius_k: float, n_samples: int, n_levels: int, rho: float, sensitivity: str = "paper") -> float:
-    """sigma_k = a R_k^2 sqrt(L) / (n sqrt(2 rho)) (Algorithm 2 line 1 with T -> L, GAP 3).
+    """sigma_k = a R_k^2 sqrt(L) / (n sqrt(2 rho)) (Algorithm 2 line 1 with T -> L, the number of draws made).
 
-    a = 4 (MS25, ``"paper"``) or sqrt(2) (``"tight"``). Example (SECOND_MOMENT.md 7.1):
+    a = 4 (MS25, ``"paper"``) or sqrt(2) (``"tight"``). Example:
     R_k = 2, n = 1000, L = 5, rho = 0.5 gives 0.0357770876...
     """
     a = sensitivity_coefficient(sensitivity)
@@ -226,7 +228,7 @@ def level_schedule(
     radius: float,
     sensitivity: str = "paper",
 ) -> LevelSchedule:
-    """Per-level noise of RecDPSME (Algorithm 2, line 1, with GAP 3 and GAP 6 applied).
+    """Per-level noise of RecDPSME (Algorithm 2, line 1, with T -> L and the sensitivity option).
 
     ``sigma_k = a R_k^2 sqrt(L) / (n sqrt(2 rho))`` with a = 4 (MS25) or sqrt(2) (tight).
     By the Gaussian mechanism in zCDP (BS16 Prop. 1.6) level k is
@@ -274,7 +276,7 @@ def level_schedule(
 def one_shot_sigma(n_samples: int, rho: float, radius: float, sensitivity: str = "paper") -> float:
     """GUE entry scale of the one-shot Gaussian mechanism on (1/n) sum x x^T, ||x|| <= R:
     sigma = kappa(n) a R^2 / (n sqrt(2 rho)) (BS16 Prop. 1.6, with the float factor of
-    :func:`~dpdist.privacy.calibration.gram_rounding_factor`); the comparator of section 7.3."""
+    :func:`~dpdist.privacy.calibration.gram_rounding_factor`); a one-level comparator."""
     rho = check_rho(rho)
     n = int(n_samples)
     sens, _ = float_sensitivity(sensitivity_coefficient(sensitivity) * _check_positive(radius, "radius") ** 2 / n, n)
@@ -286,16 +288,16 @@ HISTOGRAM_SENSITIVITY = math.sqrt(2.0)
 
 
 def histogram_sigma(rho_step: float) -> float:
-    """Noise scale of the Gaussian histograms of the private initialisation (section 3.2):
+    """Noise scale of the Gaussian histograms of the private initialisation:
     sigma = Delta / sqrt(2 rho) with Delta = sqrt(2), i.e. sigma = 1 / sqrt(rho_step), added to
     *every* bin (BS16 Prop. 1.6: rho_step-zCDP)."""
     return HISTOGRAM_SENSITIVITY / math.sqrt(2.0 * check_rho(rho_step, "rho_step"))
 
 
 def split_budget(rho: float, init_fraction: float, *, private_radius: bool, private_lambda: bool) -> dict:
-    """Budget split of GAP 10: each private initialisation step gets rho * init_fraction / 2,
-    the recursion the rest. Public radius / lambda_min cost 0 (and leave their share to the
-    recursion). Default init_fraction = 0.1 gives the spec's 5% / 5% / 90%."""
+    """Budget split (the paper gives none): each private initialisation step gets rho *
+    init_fraction / 2, the recursion the rest. Public radius / lambda_min cost 0 (and leave
+    their share to the recursion). Default init_fraction = 0.1 gives 5% / 5% / 90%."""
     rho = check_rho(rho)
     f = check_probability(init_fraction, "init_fraction")
     share = rho * f / 2.0
@@ -305,7 +307,7 @@ def split_budget(rho: float, init_fraction: float, *, private_radius: bool, priv
 
 
 def gue_norm_bound(n_features: int, p: float, *, method: str = "heuristic", n_draws: int | None = None) -> float:
-    """g(d, p) with Pr[||N|| > sigma g] <= p for N ~ GUE(sigma^2) (section 4.4, GAP 7).
+    """g(d, p) with Pr[||N|| > sigma g] <= p for N ~ GUE(sigma^2) (the paper's constants are not given).
 
     ``"heuristic"``: g = 2 sqrt(d) + 2 sqrt(ln(1/p)) (E||N|| ~ 2 sigma sqrt(d) plus Gaussian
     concentration with Lipschitz constant sqrt(2)). ``"monte-carlo"``: the empirical
@@ -333,7 +335,7 @@ def gue_norm_bound(n_features: int, p: float, *, method: str = "heuristic", n_dr
 
 
 #: What SecondMomentPlan.error_bound measures, and its scale (see :class:`SecondMomentPlan`).
-GAMMA_METRIC = "gamma: (1 - gamma) Sigma_eff <= M <= (1 + gamma) Sigma w.p. >= 1 - 2 xi (MS25 Thm 3.3, section 4.4)"
+GAMMA_METRIC = "gamma: (1 - gamma) Sigma_eff <= M <= (1 + gamma) Sigma w.p. >= 1 - 2 xi (MS25 Thm 3.3)"
 GAMMA_SCALE_RULE = "1: at gamma >= 1 the lower band (1 - gamma) Sigma_eff is void (an error as large as Sigma itself)"
 
 
@@ -355,7 +357,7 @@ class SecondMomentPlan(Plan):
         units at level 0).
     predicted_gamma : float
         gamma with (1-gamma) Sigma_eff <= Sigma_tilde <= (1+gamma) Sigma w.p. >= 1 - 2 xi
-        when ``event_e_holds`` (section 4.4: gamma = sigma_{L-1} g(d, xi)).
+        when ``event_e_holds`` (gamma = sigma_{L-1} g(d, xi)).
     event_e_min_samples : int
         n >= 80 a m sqrt(L) g(d, xi/L) / sqrt(2 rho) makes ||N_k|| <= kappa_k / (80 m) at every
         intermediate level w.p. >= 1 - xi (1 when L = 1: there is no intermediate level).
@@ -405,7 +407,7 @@ def plan_second_moment(
     xi: float = 0.1,
     g_method: str = "heuristic",
 ) -> SecondMomentPlan:
-    """Levels, per-level noise and predicted gamma from public values (section 4.4).
+    """Levels, per-level noise and predicted gamma from public values (docs/privacy/second_moment.md).
 
     ``rho`` is the recursion's share (the main budget); ``radius`` and ``lambda_min`` are in
     data units (the public values or the guesses the private initialisation would find).
@@ -434,7 +436,7 @@ def plan_second_moment(
         error_scale=1.0,
         error_scale_rule=GAMMA_SCALE_RULE,
         unmet_conditions=() if holds else (
-            f"n = {int(n_samples)} is below event E's condition n >= {n_e} (section 4.4), so gamma is not "
+            f"n = {int(n_samples)} is below event E's condition n >= {n_e}, so gamma is not "
             "guaranteed",),
         schedule=sched,
         n_levels=sched.n_levels,
@@ -464,7 +466,7 @@ def min_samples(
     xi: float = 0.1,
     g_method: str = "heuristic",
 ) -> int:
-    """Least n for which the section 4.4 derivation gives predicted gamma <= ``gamma`` and
+    """Least n for which the explicit derivation gives predicted gamma <= ``gamma`` and
     event E's condition holds. Closed form up to the float factor, because L depends on
     (R, lambda, alpha, m) only: n >= kappa(n) max(80 a m sqrt(L) g(d, xi/L) / sqrt(2 rho),
     a kappa_last sqrt(L) g(d, xi) / (gamma sqrt(2 rho))), solved by fixed-point iteration on
@@ -488,12 +490,12 @@ def min_samples(
 
 
 # ---------------------------------------------------------------------------------------
-# analysis helpers (section 2, 4.5): used by tests and benchmarks, never in noise scales
+# analysis helpers (MS25 Lemma 3.8, Claim 4.2): used by tests and benchmarks, never in noise scales
 # ---------------------------------------------------------------------------------------
 
 
 def lemma_3_8_beta_bound(radius: float, alpha: float, m: int) -> float:
-    """beta <= alpha / (4 (1+alpha) log2(R^2 / ((1+alpha) m))) (Lemma 3.8; GAP 1: log base 2).
+    """beta <= alpha / (4 (1+alpha) log2(R^2 / ((1+alpha) m))) (Lemma 3.8; log base 2, which the proof's doubling buckets imply).
 
     ``radius`` in normalised units. Returns inf when the log is <= 0 (no constraint)."""
     alpha = check_alpha(alpha)
@@ -509,13 +511,14 @@ def matrix_bernstein_m(m1: float, m2: float, alpha: float, beta: float, n_featur
 
 
 # ---------------------------------------------------------------------------------------
-# subsample-and-aggregate baseline (Algorithm 3, section 5)
+# subsample-and-aggregate baseline (Algorithm 3, MS25 Appendix A)
 # ---------------------------------------------------------------------------------------
 
 
 def tlap_support(sensitivity: float, epsilon: float, delta: float) -> float:
     """Support bound A = (Delta/eps) ln(1 + (e^eps - 1) / (2 delta)) of TLap(Delta, eps, delta)
-    (Geng-Ding-Guo-Kumar 2020; GAP 13)."""
+    (Geng-Ding-Guo-Kumar 2020; MS25 writes only TLap(2/T, eps, delta), and this support
+    matches its threshold term)."""
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
     ratio = math.expm1(epsilon) / (2.0 * delta) if epsilon <= 700.0 else math.inf
@@ -535,7 +538,7 @@ def baseline_max_pass_probability(n_groups: int, epsilon: float, delta: float, a
 
     With Delta = 2/k, A the support and t = 0.8 + A - Q: for 0 < t <= A,
     Pr[Z >= t] = (e^{-t eps/Delta} - e^{-A eps/Delta}) / (2 (1 - e^{-A eps/Delta})).
-    Note (spec erratum): a threshold >= 1 does *not* make bottom certain: Q = 1 passes when
+    Note: a threshold >= 1 does *not* make bottom certain: Q = 1 passes when
     Z >= A - 0.2, which has probability ~ delta e^{0.1 k eps} / (e^eps - 1) (about 0.47 at
     k = 136, eps = 1, delta = 1e-6); bottom is near-certain only for k well below
     (10/eps) ln(1 + (e^eps - 1)/(2 delta)).
@@ -553,8 +556,9 @@ def baseline_max_pass_probability(n_groups: int, epsilon: float, delta: float, a
 
 
 def baseline_masking_scale(alpha: float, n_features: int, xi: float) -> float:
-    """eta_b = alpha / (48 C_N (sqrt(d) + sqrt(ln(4/xi)))) (Algorithm 3 line 19; GAP 12:
-    C_N = 2 and ln(4/xi), not ln(4/beta))."""
+    """eta_b = alpha / (48 C_N (sqrt(d) + sqrt(ln(4/xi)))) (Algorithm 3 line 19; C_N
+    is unspecified in the paper, 2 here, and the tail term is ln(4/xi), the masking event's
+    probability, not the printed ln(4/beta))."""
     alpha = check_alpha(alpha)
     xi = check_xi(xi)
     return alpha / (48.0 * BASELINE_CN * (math.sqrt(int(n_features)) + math.sqrt(math.log(4.0 / xi))))
@@ -598,7 +602,7 @@ def baseline_guarantee(epsilon: float, delta: float) -> ApproxDP:
 
 
 def equal_privacy_baseline_budget(rho: float, delta_star: float, *, method: str = "bun-steinke") -> tuple[float, float]:
-    """Section 5 recipe: convert rho-zCDP to (eps*, delta*), then run the baseline with
+    """Equal-privacy comparison: convert rho-zCDP to (eps*, delta*), then run the baseline with
     eps = eps*/2 and delta = delta*/(4 e^{eps*/2}) so its guarantee is (eps*, delta*)."""
     if method == "bun-steinke":
         eps_star = bun_steinke_epsilon(rho, delta_star)

@@ -1,81 +1,19 @@
 """Exact sampling of ``top_{k^2}(u u^T + G)`` without drawing d^2 Gaussians (Algorithm 2, Line 21).
 
-Two samplers: :func:`lattice_top_k2`, float-safe, the one PrivPCA releases (issue 10), and
-:func:`top_k2_of_noisy_projector`, the earlier floating-point one, kept as the twin that the
-support test must catch (its values are ``u_a u_b + sigma ndtri(U)`` in float64: the Mironov
-(2012) exposure).
+Two samplers: :func:`lattice_top_k2`, float-safe, the one PrivPCA releases, and
+:func:`top_k2_of_noisy_projector`, a floating-point one that no release uses: the twin that the
+support test must catch (its values carry low bits that identify the input, Mironov 2012).
 
-The float-safe release (:func:`lattice_top_k2`)
------------------------------------------------
-The mechanism it implements exactly (``M``): on the public lattice ``gamma Z`` of its
-:class:`~dpdist.privacy.lattice.LatticeNoise` (scale ``s`` lattice units), form the integer
-matrix ``m = rint(fl(u_a u_b) / gamma)`` (zero off ``S x S``, S = supp(u), s_S = |S|), add an
-independent rounded Gaussian ``K_ab = round(s N_ab)`` to *every* one of the d^2 cells (the
-law ``"gaussian"`` of :mod:`dpdist.privacy.lattice`), give every cell an independent uniform
-tie key ``xi_ab``, and release the K = k^2 cells largest by ``(|m_ab + K_ab|, xi_ab)``
-(lexicographic) with their values ``(m_ab + K_ab) gamma``.
+Guarantee: :func:`lattice_top_k2` has *exactly* the law of the mechanism that rounds
+``fl(u_a u_b)`` to the lattice, adds an independent rounded Gaussian to every one of the d^2
+cells, and keeps the k^2 largest by magnitude (ties by independent uniform keys): the
+rounded Gaussian mechanism on an integer matrix, then post-processing. Sensitivity on the
+lattice: ``Delta_Z = (Delta + 2**-51) / gamma + d``. Lemma: the noise cells' top order
+statistics follow Renyi's representation (exact, from keyed uniforms; undecided ones refined
+in mpmath), the signal cells are drawn as the mechanism draws them, and the merge keeps the
+top k^2. Residuals: refinement exhaustion and 512-bit key ties, far below 1e-15.
 
-Privacy: ``m + K`` is the rounded Gaussian mechanism on the integer matrix m (post-processing
-of the Gaussian mechanism, :mod:`dpdist.privacy.lattice`), with L2 sensitivity ``Delta_Z =
-Delta' / gamma + d`` (:meth:`~dpdist.privacy.lattice.Lattice.sensitivity_units` over d^2
-coordinates: each rounding moves an entry by at most 1/2, and ``||e||_2 <= |S| / 2 <= d / 2``
-for either neighbour's rounding error e; ``Delta' = Delta + 2**-51`` covers the float product
-``fl(u_a u_b)``, off by at most ``2**-53 |u_a u_b|``, so by ``2**-53`` in Frobenius norm for a
-unit u). The selection and the tie keys are post-processing (the keys are independent of the
-data). Every release is a set of positions and lattice values, each reachable from any
-neighbour (the Gaussian has full support on the integers): there is no impossible output.
-
-Why the sampler equals ``M`` in distribution (not approximately):
-
-* Signal cells (S x S): drawn as ``M`` draws them: :meth:`LatticeField.at` on the cell's
-  address (row, col) under ``purpose/signal``, and the tie key's 512 bits from
-  ``purpose/tie`` at (row, ``col * TIE_WORDS`` ...).
-* Noise cells (the N = d^2 - s_S^2 others, m = 0): map each to ``T = |K| + xi``. The pairs
-  (|K|, xi) are i.i.d. and ordering cells by ``(|K|, xi)`` is ordering them by T, whose law is
-  continuous (``P(T > z + f) = P(|K| > z) + P(|K| = z)(1 - f)``). So the top ``K_n = min(K,
-  N)`` noise cells by T are the top order statistics of N i.i.d. continuous values, at
-  uniformly random distinct cells in uniformly random order (exchangeability; exact integer
-  rejection sampling, :func:`sample_distinct_cells`), each with an independent sign. By
-  Renyi's representation the j-th largest has survival probability ``q_j = 1 - exp(-Y_j)``,
-  ``Y_j = sum_{i <= j} E_i / (N - i + 1)``, ``E_i = -ln U_i`` with i.i.d. uniforms; inverting
-  T's survival function, ``|K|_j = z`` iff ``S(z + 1) < q_j <= S(z)`` with ``S(z) = P(|K| >=
-  z) = erfc((z - 1/2) / (s sqrt 2))`` (z >= 1, ``S(0) = 1``), i.e. ``|K|_j = floor(x_j + 1/2)``
-  for ``x_j = s Phi^{-1}(1 - q_j / 2)``, and its tie key is ``xi_j = (S(z) - q_j) / (S(z) -
-  S(z + 1))``. The largest K cells of M are among the signal cells and these K_n: the
-  sampler merges the two by ``(|value|, key)``.
-
-Exactness in floating point. Each ``U_i`` is a real number ``(W_i + V_i) 2**-64`` whose first
-64 bits W_i are one ChaCha20 word and whose further bits are read, only when needed, from the
-fallback stream (``purpose/order`` + ``FALLBACK_SUFFIX``, ``FALLBACK_WORDS`` words per i, as
-in :mod:`dpdist.privacy.lattice`). The fast path computes every x_j in float64 (long-double
-cumulative sum) with a rigorous radius: the cell half-width ``2**-65 / U``, the conversion of
-W, ``numpy.log`` / ``scipy.special.ndtri`` / ``expm1`` trusted to ``2**-46`` relative (the
-lattice module's assumption, checked there against mpmath), the division, ``(j + 2)`` units of
-the summation's epsilon, propagated through ``|dq/dY| <= 1`` and ``dx/dq = s sqrt(2 pi) /
-(2 phi(x / s))`` and doubled. If no half-integer lies within the radius the magnitude is
-exact; otherwise (about ``s 2**-44`` of order statistics, and those with W_i < 2**40 or
-U_i > 1 - 2**-40) ``Y_j`` is enclosed at 128 bits in mpmath (lower and upper sums over the
-cells, a margin of ``(j + 16) 2**(4 - prec)`` relative) and compared with ``T(z) = -ln(1 -
-S(z))`` (``q <= S(z)`` iff ``Y <= T(z)``), refining every cell by one more word and raising the
-precision until decided. Ties of magnitude between a signal and a noise cell at the boundary
-compare ``xi_j`` (from the same enclosures) with the signal key's dyadic interval, refining
-both until decided; two signal keys compare as 512-bit integers; noise cells are ordered by j.
-
-Residuals (stated, far below issue 10's 1e-15): an order statistic still undecided after
-``FALLBACK_WORDS`` refinements (each refinement narrows the enclosure by ``2**-64``), or two
-signal keys equal in all 512 bits (probability ``2**-512`` a pair), is decided by the float
-estimate / the cell index: a change of law of that probability, never an output off the
-lattice. The signal cells' own residual is the lattice sampler's exhaustion (below
-``2**-1000`` an entry).
-
-Cost: ``O(s_S^2 + K log K)`` float work; mpmath only for the rare undecided entries (one pass
-of ``O(j)`` high-precision terms, cached per precision).
-
-The floating-point twin (:func:`top_k2_of_noisy_projector`)
------------------------------------------------------------
-Pure-noise cells by the same representation computed in float64 (``q_j = -expm1(-Y_j)``,
-magnitude ``-sigma ndtri(q_j / 2)``), the signal block ``u_a u_b + sigma ndtri(U)``: its values
-carry low bits that identify the input (see :data:`dpdist.privacy.noise.FLOAT_NOISE_CAVEAT`).
+Proofs: docs/privacy/topk_sampler.md.
 """
 
 from __future__ import annotations
@@ -219,7 +157,7 @@ def top_k2_of_noisy_projector(
 
 
 # --------------------------------------------------------------------------------------
-# the float-safe sampler (module docstring)
+# the float-safe sampler (docs/privacy/topk_sampler.md)
 # --------------------------------------------------------------------------------------
 
 #: 64-bit words of a signal cell's tie key.
@@ -266,7 +204,7 @@ def _order_fast(n_cells: int, scale: float, words: np.ndarray) -> tuple[np.ndarr
 
 
 class _OrderExact:
-    """Exact decisions on the noise order statistics (module docstring): enclosures of Y_j
+    """Exact decisions on the noise order statistics (docs/privacy/topk_sampler.md): enclosures of Y_j
     over the uniforms' dyadic cells, refined with fallback words."""
 
     def __init__(self, n_cells: int, scale: float, words: np.ndarray, seed: NoiseSeed, fkey: int):
@@ -413,7 +351,7 @@ def lattice_top_k2(
     seed: NoiseSeed,
     purpose: str,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Float-safe ``top_{k^2}(u u^T + G)`` (module docstring) as ``(rows, cols, values)``.
+    """Float-safe ``top_{k^2}(u u^T + G)`` (docs/privacy/topk_sampler.md) as ``(rows, cols, values)``.
 
     Parameters
     ----------

@@ -5,14 +5,14 @@ that spend zCDP (the recursive second-moment estimator and its private initialis
 what they spend as one of these; ``+`` composes (the rho's add) and keeps a labelled
 breakdown so a release shows where each share of the budget went.
 
-Facts used (SECOND_MOMENT.md section 1, all under replace-one neighbours):
+Facts used (all under replace-one neighbours):
 
 - Gaussian mechanism (Bun & Steinke 2016, Prop. 1.6): a query of L2 sensitivity Delta plus
   N(0, sigma^2 I) is Delta^2 / (2 sigma^2)-zCDP.
 - Composition (BS16, Lemma 2.3): adaptive composition adds the rho's.
 - Pure DP to zCDP (BS16, Prop. 1.4): an epsilon-DP mechanism is epsilon^2/2-zCDP.
 - zCDP to (epsilon, delta) (BS16, Prop. 1.3): rho-zCDP implies
-  (rho + 2 sqrt(rho ln(1/delta)), delta)-DP for every delta > 0. *GAP (paper typo)*: MS25's
+  (rho + 2 sqrt(rho ln(1/delta)), delta)-DP for every delta > 0. *A typo in the paper*: MS25's
   Theorem 2.4 prints rho + sqrt(2 rho ln(1/delta)), which is smaller and not valid; dpdist
   never uses it.
 - Tight conversion (Canonne, Kamath & Steinke 2020, Prop. 12; the one OpenDP uses):
@@ -188,7 +188,7 @@ class ZCDP:
 
     def approx_dp(self, delta: float, *, method: str = "bun-steinke") -> ApproxDP:
         """The implied guarantee as an :class:`ApproxDP` value (for basic composition with
-        (epsilon, delta)-DP steps, SECOND_MOMENT.md section 1 fact 5)."""
+        (epsilon, delta)-DP steps: rho-zCDP implies (epsilon, delta)-DP as above)."""
         return ApproxDP(self.to_approx_dp(delta, method=method), check_delta(delta))
 
     def to_dict(self) -> dict:

@@ -123,7 +123,7 @@ class AnalyzeGauss(Projection, Estimator):
         Public L2 bound L: each row is scaled to norm at most L before the second moment (the
         same name as :class:`~dpdist.SecondMoment`'s bound on the row norms).
     row_norm : float
-        Alias of ``radius`` (the name of earlier releases, kept): give one of the two (or both
+        Alias of ``radius``: give one of the two (or both
         with the same value).
     random_state : None or int
     beta : float

@@ -1,5 +1,5 @@
 """Wang-Xu style private covariance: symmetric Gaussian noise on the whole clipped second
-moment, then hard thresholding (Wang and Xu 2021; ALGORITHMS.md section 4)."""
+moment, then hard thresholding (Wang and Xu 2021), the dense baseline the paper compares against."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Subsample-and-aggregate baseline for second moments (MS25 Appendix A, Algorithm 3).
 
 Nissim-Raskhodnikova-Smith 2007 subsample-and-aggregate with the Ashtiani-Liaw 2022 convex
-semimetric and masking output. (epsilon, delta)-DP, not zCDP. SECOND_MOMENT.md section 5.
+semimetric and masking output. (epsilon, delta)-DP, not zCDP. Proofs: docs/privacy/subsample_aggregate.md.
 """
 
 from __future__ import annotations
@@ -368,16 +368,17 @@ def subsample_aggregate_second_moment(
     n >= 800 m max{sqrt(2d(d + 1/eta_b^2)/eps), 8d sqrt(ln(2/delta))/eps,
     8 ln(2/delta)/eps, 12 sqrt(d ln(2/delta))/(eps eta_b)}, which is checked. Sensitivity
     comes from k = floor(n/m) only; no clipping is needed. Not zCDP: compose with zCDP steps in
-    (epsilon, delta) (section 1, fact 5). Caveats: the internal conditions of Ashtiani-Liaw
-    Lemma 3.6 were not retrieved; only MS25's explicit n-condition is enforced (GAP 12). The
+    (epsilon, delta) (rho-zCDP implies (rho + 2 sqrt(rho ln(1/delta)), delta)-DP). Caveats: the
+    internal conditions of Ashtiani-Liaw Lemma 3.6 could not be checked; only MS25's explicit
+    n-condition is enforced. The
     condition is enormous (n >~ 5e7 m at d = 4), so experiments use ``unsafe_no_privacy``.
     Float-safe release: Q~ is a lattice value and every entry of the masked output is rounded
     exactly (:mod:`dpdist.privacy.mechanisms.subsample` states what the proof does not cover).
 
-    **Decisions.** GAP 11: the groups are a keyed pseudorandom partition (without replacement;
+    **Decisions.** The groups are a keyed pseudorandom partition (without replacement, as Algorithm 3 uses;
     :mod:`dpdist.privacy.partition` states its distribution), labelled per row block on the workers.
-    GAP 12: C_N = 2 and ln(4/xi) in eta_b = alpha / (48 C_N (sqrt(d) + sqrt(ln(4/xi)))).
-    GAP 13: TLap(Delta, eps, delta) is Laplace(Delta/eps) conditioned on
+    C_N = 2 (the paper leaves it unspecified) and ln(4/xi), the masking event's, in eta_b = alpha / (48 C_N (sqrt(d) + sqrt(ln(4/xi)))).
+    TLap(Delta, eps, delta), which MS25 does not define, is Laplace(Delta/eps) conditioned on
     |z| <= A = (Delta/eps) ln(1 + (e^eps - 1)/(2 delta)). Pairwise distances cost O(k^2 d^3)
     in one task: feasible for k up to a few thousand groups.
 

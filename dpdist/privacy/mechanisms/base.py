@@ -20,7 +20,7 @@ norm of the law: per coordinate for Laplace, L2 for the Gaussian), with the nois
    ExpMech block keep their integers below 2**53);
 2. ``Delta_Z = lattice.sensitivity_units(Delta, norm, coordinates)``: the sensitivity of the
    rounded values ``rint(v / gamma)`` (``floor(Delta/gamma) + 1`` per coordinate; ``Delta /
-   gamma + sqrt(n)`` in L2), which covers the rounding (the ``Delta + gamma`` of issue 10);
+   gamma + sqrt(n)`` in L2), which covers the rounding (the sensitivity grows by one lattice unit);
 3. the scale in lattice units is ``s = mult Delta_Z`` (rounded up), so the noise multiplier on
    the lattice, ``s / Delta_Z``, is at least ``mult``: the event, hence the budget, is the
    calibration's, and the noise actually added is larger by the factor ``Delta_Z gamma /
@@ -31,8 +31,8 @@ The release of a coordinate is ``f(rint(v / gamma) + K)`` with ``K`` the exact i
 :mod:`dpdist.privacy.lattice`: a fixed function of an integer, reachable from every
 neighbour (unbounded laws) or from every neighbour within the bounded law's designed tail.
 The only residual of the sampler is its exhaustion probability (below ``2**-1000`` per entry
-for the unbounded laws), far below the ``1e-15`` that issue 10 allows: it is stated, not
-added to delta.
+for the unbounded laws), far below ``1e-15``, the most dpdist leaves out of a guarantee: it is stated,
+not added to delta.
 """
 
 from __future__ import annotations

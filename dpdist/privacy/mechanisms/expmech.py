@@ -1,81 +1,20 @@
 """ExpMechPCA (COLT 2026, Algorithm 4): exact exponential-mechanism selection and the block release.
 
-The mechanism of :func:`dpdist.algorithms.expmech_pca.expmech_pca`. Its calibration (score and
-block sensitivities with the float factor, the budget split, sigma_priv) is
-:func:`~dpdist.privacy.expmech_calibration.expmech_calibration`'s; this module makes both steps
-float-safe and states the guarantee for the values actually computed.
+The mechanism of :func:`dpdist.algorithms.expmech_pca.expmech_pca`; its calibration is
+:func:`dpdist.privacy.expmech_calibration.expmech_calibration`'s.
 
-Guarantee
----------
-(epsilon, delta)-DP under replace-one neighbours (rows), for every input (Lemma 29): the
-selection is ``epsilon_sel``-DP (pure) and ``epsilon_sel``-bounded-range (the privacy loss of
-the exponential mechanism, ``w (q_S - q'_S) - log(Z / Z')``, ranges over an interval of width
-``2 w max_S |q_S - q'_S| <= epsilon_sel``; Durfee-Rogers 2019), hence ``epsilon_sel^2 /
-8``-zCDP (Cesar-Rogers 2021); the block release is a Gaussian mechanism. They compose as the
-calibration chose (:func:`~dpdist.privacy.expmech_calibration.expmech_split`: basic
-composition with the release at ``(epsilon - epsilon_sel, delta)``, or in zCDP converted by
-CKS20); the release records both events and states the requested budget after the accountant
-re-derived it from them.
+Guarantee: (epsilon, delta)-DP under replace-one neighbours (Lemma 29): the selection is
+``epsilon_sel``-DP and ``epsilon_sel``-bounded-range, the block release a Gaussian mechanism,
+composed as the calibration chose; the release records both events.
+Sensitivity: the computed scores ``lambda_1(Sigma_hat_S)`` of neighbours differ by at most
+``Delta_q`` (``kappa(n) 2 k tau^2 / n`` plus the eigenvalue kernel's error); the block moves by
+``Delta_b = kappa(n) 2 k tau^2 / n`` in Frobenius norm.
+Deviations: the weight ``(epsilon_sel - 2**-29) / (2 (Delta_q + 2**-52 S_max))`` pays for the
+score lattice and the product's rounding inside epsilon; the selection is an exact Gumbel-max
+(:mod:`dpdist.privacy.gumbel`), the block a rounded Gaussian on the lattice. Residuals:
+comparison and sampler exhaustion (below ``2**-1000`` each), stated.
 
-Selection: the exponential mechanism, sampled exactly
------------------------------------------------------
-Every k-subset S is scored by the computed ``s_S = lambda_1(Sigma_hat_S)`` of the clipped
-second moment. The calibration bounds the computed scores of neighbours: ``|s_S - s'_S| <=
-Delta_q`` (``score_sensitivity_fl``: ``kappa(n) 2 k tau^2 / n`` plus the eigenvalue kernel's
-error, Weyl), and ``|s_S| <= S_max = k tau^2 (1 + 1e-6)`` (a block of entries in ``[-tau^2,
-tau^2]``, plus that error). The key of S is ``q_S + G_S`` with
-
-* ``x_S = fl(w s_S)``: ``|fl(w s) - w s| <= 2**-53 w S_max``, so ``|x_S - x'_S| <= w (Delta_q +
-  2**-52 S_max)``;
-* ``q_S = rint(x_S 2**30) 2**-30`` (:data:`~dpdist.privacy.gumbel.SCORE_BITS`): ``|q_S - q'_S|
-  <= w (Delta_q + 2**-52 S_max) + 2**-30``;
-* ``G_S`` an exact standard Gumbel keyed by S's rank, and the arg max decided exactly
-  (:class:`~dpdist.privacy.gumbel.GumbelMax`: certified float intervals, mpmath refinement of
-  the uniforms when they overlap).
-
-The arg max of ``q + G`` over exact Gumbels has exactly the law ``P(S) ~ exp(q_S)`` (the
-Gumbel-max trick), so the selection is ``2 max_S |q_S - q'_S|``-DP (McSherry-Talwar 2007). With
-
-    ``w = (epsilon_sel - 2**-29) / (2 (Delta_q + 2**-52 S_max))``
-
-that is at most ``epsilon_sel``: the lattice and the product's rounding are paid for inside
-epsilon, not added to it (the weight is smaller than the calibration's ``epsilon_sel / (2
-Delta_q)`` by the factor ``(1 - 2**-29 / epsilon_sel) / (1 + 2**-52 S_max / Delta_q)``,
-i.e. ``1 - 2**-29 / epsilon_sel - 2**-53 n (1 + 1e-6) / kappa(n)``: negligible unless
-epsilon < 1e-7 or n > 1e12).
-
-Assessment of the old sampler (issue 10, item 4): ``weight * score - log(-log(u))`` with a
-53-bit ``u`` compared as floats. Its Gumbel noise is bounded (the grid of ``u`` gives finite
-keys within ``[-3.62, 36.04]`` of the weighted score; ``u`` rounding to 1 gives ``+inf``), so
-a subset whose weighted score trails the best by more than 39.7 can never win under one
-dataset while it can under its neighbour (scores move by up to epsilon_sel / 2): impossible
-outputs of total mass up to ``C(d, k) e^-40`` (about 4e-9 at C(d, k) = 1e9), far above issue
-10's 1e-15; and near-ties are decided by float rounding (quantised probabilities). Details in
-:mod:`dpdist.privacy.gumbel`. The exact sampler has unbounded noise: every subset has positive
-probability under every dataset, so no output is impossible under a neighbour.
-
-Block release: Gaussian on the lattice
---------------------------------------
-The chosen ``k x k`` block ``Sigma_hat_S`` (entries released independently, not symmetrised:
-line 12 adds ``G_S`` of a d x d i.i.d. matrix) has Frobenius sensitivity ``Delta_b = kappa(n) 2
-k tau^2 / n`` as computed. :func:`~dpdist.privacy.mechanisms.base.lattice_law` with the
-Gaussian law, ``norm="l2"``, ``k^2`` coordinates: ``gamma = 2**(floor(log2 sigma) - 28)``,
-``Delta_Z = Delta_b / gamma + k``, ``s = (sigma / Delta_b) Delta_Z``; entry (i, j) of the block
-(global indices) is released as ``(rint(v / gamma) + K_ij) gamma`` with ``K_ij`` the exact
-rounded Gaussian at address (i, j) of :data:`BLOCK_PURPOSE`. Post-processing of the Gaussian
-mechanism on the integers with multiplier ``s / Delta_Z >= sigma / Delta_b``: at least as
-private as the calibration's ``GaussianEvent(sigma / Delta_b)``, which is recorded.
-
-Residuals (quantified)
-----------------------
-* Exhaustion of the exact comparisons: below ``2**-1000`` per comparison
-  (:data:`~dpdist.privacy.gumbel.EXHAUSTION_DELTA_PER_COMPARISON`; at most ``C(d, k)``
-  comparisons: ``2**-938`` at C(d, k) = 2**62), and of the block's lattice sampler (``2**-1000``
-  per entry): stated, not added to delta.
-* ``numpy.log`` / ``numpy.log1p`` trusted to ``2**-46`` relative error in the certified
-  intervals (measured below 1 ulp): beyond it, a near-tie could be decided by float keys, a
-  change of law of the order of the float error, never an impossible output.
-* ChaCha20 as a pseudo-random function.
+Proofs: docs/privacy/expmech.md.
 """
 
 from __future__ import annotations
@@ -105,7 +44,7 @@ SCORE_MARGIN = 1e-6
 
 def safe_gumbel_weight(selection_epsilon: float, score_sensitivity: float, score_bound: float, *,
                        what: str = "ExpMechPCA") -> float:
-    """``w = (epsilon_sel - 2**-(SCORE_BITS-1)) / (2 (Delta_q + 2**-52 S_max))`` (module docstring).
+    """``w = (epsilon_sel - 2**-(SCORE_BITS-1)) / (2 (Delta_q + 2**-52 S_max))`` (docs/privacy/expmech.md).
     ``what`` names the caller in the error."""
     lattice = 2.0 ** -(SCORE_BITS - 1)
     eps = float(selection_epsilon)
@@ -131,7 +70,7 @@ class BlockRelease:
 
 @dataclass(frozen=True)
 class ExpMechMechanism(Mechanism):
-    """ExpMechPCA's selection and block release (module docstring), built from a calibration.
+    """ExpMechPCA's selection and block release (docs/privacy/expmech.md), built from a calibration.
 
     Attributes
     ----------

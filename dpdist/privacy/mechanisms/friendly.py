@@ -1,75 +1,20 @@
 """FriendlyCore's private tests and the PrivNorm / PrivPCA releases (COLT 2026, Algorithms 2, 3).
 
-The mechanisms of :mod:`dpdist.algorithms.sparse_pca` (``SpectralNorm``, ``SparsePCA``). The
-calibrations (scales, bounds, sensitivities, the float factors of deviation 4) are those of
-:mod:`dpdist.privacy.pca_calibration`; this module makes the tests and both releases
-float-safe and states the guarantee for the values actually computed.
+The mechanisms of :mod:`dpdist.algorithms.sparse_pca` (``SpectralNorm``, ``SparsePCA``); the
+calibrations are :mod:`dpdist.privacy.pca_calibration`'s.
 
-Guarantee
----------
-One *stage* (PrivNorm, or PrivPCA) at budget ``(epsilon, delta)`` is (epsilon, delta)-DP under
-replace-one neighbours (one row replaced, so at most one batch statistic changes): the count
-test, the friend-weight test and the release are each ``(epsilon/3, delta/3)``-DP (Lemma 8,
-Facts 2 and 3), and they compose by basic composition (DR14 Thm 3.16). The release's
-sensitivity (``20 k tau`` for PrivNorm, Lemma 20; Lemma 10's Frobenius sensitivity for PrivPCA)
-holds only on runs where both tests passed, which a passing test certifies deterministically
-(``|C| >= 0.8 m`` and ``Z >= 0.8 m``, Lemma 9), so the thresholds below keep that certificate.
-Theorem 3 composes the two stages (basic composition of the split budget).
+Guarantee: one stage (PrivNorm or PrivPCA) at ``(epsilon, delta)`` is (epsilon, delta)-DP under
+replace-one neighbours: the count test, the friend-weight test and the release are each
+``(epsilon/3, delta/3)``-DP and compose by basic composition (Theorem 3 composes the stages).
+Sensitivity: ``|C|`` 1, ``Z`` 7 (eq. (12)); the release's (``20 k tau`` for PrivNorm, Lemma 20;
+Lemma 10's Frobenius bound for PrivPCA) holds on runs where both tests passed, which a pass
+certifies (Lemma 9: ``|C| >= 0.8 m`` and ``Z >= 0.8 m``, kept for the computed statistics).
+Deviations (only more noise): the tests are bounded Laplace on the lattice with thresholds
+raised by about ``B 2**-28``; the releases are rounded Gaussians on the lattice (PrivPCA's by
+the exact order-statistics sampler of :mod:`dpdist.privacy.topk_sampler`). Residuals: the
+samplers' exhaustion, far below 1e-15.
 
-The tests (:class:`FriendlyTestMechanism`): bounded Laplace on the lattice, one bit out
---------------------------------------------------------------------------------------
-``|C|`` (sensitivity 1) and ``Z = sum p_i`` (sensitivity 7, eq. (12)) are each released on the
-lattice of :func:`~dpdist.privacy.mechanisms.base.lattice_law` as ``m + K`` with ``m =
-rint(stat / gamma)`` and ``K`` the bounded rounded Laplace law of :mod:`dpdist.privacy.lattice`
-(scale ``s = (b / Delta) Delta_Z`` units, support ``|K| <= A = ceil((B / b) s)``, b and B the
-calibration's scale and bound). ``m + K = round(m + L)`` with L the continuous Laplace(s)
-conditioned on ``|L| < A + 1/2``: post-processing of the truncated Laplace mechanism at integer
-sensitivity ``Delta_Z``, whose coupling argument (:func:`~dpdist.privacy.pca_calibration.
-bounded_laplace_test`) gives ``(eps', delta')`` with ``eps' = Delta_Z / s <= epsilon/3`` and
-``delta' = e^eps' q / (1 - q)``, ``q = e^{-(A + 1/2)/s} <= e^{-B/b}``, so ``delta' <= delta/3``:
-every ratio is at least the calibration's. The event records ``(eps', delta')``.
-
-Only the outcome leaves (issue 10, item 3): the test passes iff ``m + K >= T`` with ``T =
-ceil(0.8 m_b / gamma) + A + 1`` (m_b batches). As ``K <= A``, a pass certifies ``m gamma >=
-0.8 m_b + gamma``, so ``stat >= 0.8 m_b`` (``|stat - m gamma| <= gamma / 2``): Lemma 9's
-certificate holds for the computed statistic. The threshold is the paper's ``0.8 m + B`` up to
-``2 gamma + (A gamma - B)``, about ``B 2**-28``: the tests pass as often as the paper's.
-
-PrivNorm's release (:class:`PrivNormMechanism`): the rounded Gaussian on the lattice
-----------------------------------------------------------------------------------
-``||T_5tau(Sigma_bar)||_op`` (sensitivity Delta = ``20 k tau`` plus the float terms of
-:func:`~dpdist.privacy.pca_calibration.privnorm_calibration`) is released as ``(m + K) gamma``,
-K the rounded Gaussian of scale ``s = (sigma / Delta) Delta_Z`` units (``Delta_Z = floor(Delta /
-gamma) + 1``): post-processing of the Gaussian mechanism on the integer m with noise multiplier
-``s / Delta_Z >= sigma / Delta``, so at least as private as the calibration's release (its event is that
-Gaussian mechanism, :class:`~dpdist.privacy.accounting.GaussianEvent`, whose exact profile
-(Balle-Wang 2018) is within ``(epsilon/3, delta/3)``).
-
-PrivPCA's release (:class:`PrivPCAMechanism`): the rounded Gaussian projector on the lattice
-------------------------------------------------------------------------------------------
-``top_{k^2}(u u^T + G)`` is released by :func:`~dpdist.privacy.topk_sampler.lattice_top_k2`:
-exactly the mechanism that rounds ``fl(u_a u_b)`` to the lattice, adds the rounded Gaussian of
-scale ``s`` units to every one of the d^2 cells, and keeps the k^2 largest by magnitude (ties
-by independent uniform keys); the proof that the order-statistics sampler has exactly that
-law is in its module. Sensitivity: Lemma 10's Frobenius bound ``Delta`` (with deviations 1 and
-4, :func:`~dpdist.privacy.pca_calibration.privpca_calibration`) plus ``2**-51`` for the float
-product, on the lattice ``Delta_Z = (Delta + 2**-51) / gamma + d`` (the rounding of up to d^2
-entries, :meth:`~dpdist.privacy.lattice.Lattice.sensitivity_units`). The lattice is
-``Lattice.for_scale(sigma)``, made finer where ``d gamma`` would exceed ``2**-10 Delta`` (the
-rounding term then costs at most 0.1% more noise; never finer than ``s <= 2**39`` units, never
-coarser than ``2**-50``, so that every value is an exact float integer). The scale ``s =
-(sigma / Delta) Delta_Z`` keeps the calibration's noise multiplier, so its event is the
-Gaussian mechanism with multiplier ``sigma / Delta`` (the analytic Gaussian mechanism at
-``(epsilon/3, delta/3)``).
-Residuals: the signal cells' lattice exhaustion and the order-statistics sampler's refinement
-exhaustion (:mod:`dpdist.privacy.topk_sampler`), each far below 1e-15.
-
-Deviations (only more noise): the lattice factors ``Delta_Z gamma / Delta`` on every scale and
-the raised thresholds above; the calibrations' own deviations
-(:mod:`dpdist.privacy.pca_calibration`). Residuals: the lattice sampler's exhaustion (stated by
-:func:`~dpdist.privacy.mechanisms.base.residual_note`, below ``2**-1000`` an entry for the
-unbounded law and ``q**32`` for the bounded one), and the projector sampler's refinement
-exhaustion.
+Proofs: docs/privacy/friendly.md.
 """
 
 from __future__ import annotations
@@ -106,7 +51,7 @@ def friendly_purpose(stage: str, role: str) -> str:
 
 
 def _bounded_laplace_event(noise: LatticeNoise, units: float) -> EpsilonDeltaEvent:
-    """``(Delta_Z / s, e^eps q / (1 - q))`` of the truncated Laplace on the lattice (module docstring)."""
+    """``(Delta_Z / s, e^eps q / (1 - q))`` of the truncated Laplace on the lattice (docs/privacy/friendly.md)."""
     eps = units / noise.scale
     t = (noise.bound + 0.5) / noise.scale  # q = e^-t; in logs: e^eps overflows for huge epsilon
     return EpsilonDeltaEvent(eps, math.exp(eps - t - math.log(-math.expm1(-t))))
@@ -155,7 +100,7 @@ class FriendlyTestMechanism(Mechanism):
         return {role: friendly_purpose(self.stage, role) for role in ("count", "weight")}
 
     def threshold_units(self, role: str) -> float:
-        """``T = ceil(0.8 m_b / gamma) + A + 1`` (module docstring), in lattice units."""
+        """``T = ceil(0.8 m_b / gamma) + A + 1`` (docs/privacy/friendly.md), in lattice units."""
         noise = self.laws()[role]
         pass_at = self.calibration.pass_fraction * self.calibration.n_batches
         return float(math.ceil(noise.lattice.units(pass_at)) + noise.bound + 1)
@@ -210,7 +155,7 @@ class PrivNormMechanism(Mechanism):
         return float(self.field("release", seed)(np.float64(norm)))
 
 
-#: Frobenius bound of ``fl(u u^T) - u u^T`` for a unit u, per neighbour, doubled (module docstring).
+#: Frobenius bound of ``fl(u u^T) - u u^T`` for a unit u, per neighbour, doubled (docs/privacy/friendly.md).
 PRODUCT_ERROR = 2.0**-51
 #: The rounding of the d^2 projector entries costs at most this fraction of the sensitivity.
 ROUNDING_SHARE = 2.0**-10

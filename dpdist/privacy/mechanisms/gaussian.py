@@ -1,62 +1,20 @@
 """The Gaussian mechanism on a symmetric matrix, float-safe: Wang-Xu and Analyze Gauss.
 
-One mechanism object, :class:`SymmetricGaussianMechanism`, releases the upper triangle
-(diagonal included) of a symmetric d x d statistic with i.i.d. Gaussian noise and mirrors it.
-It is the noise of the two dense Gaussian baselines (ALGORITHMS.md section 4) and, through
-:mod:`dpdist.privacy.mechanisms.second_moment`, of every RecDPSME level (GUE(sigma^2) in
-MS25's normalisation is exactly this noise) and of the one-shot second moment.
+:class:`SymmetricGaussianMechanism` releases the upper triangle (diagonal included) of a
+symmetric d x d statistic with i.i.d. Gaussian noise and mirrors it: the noise of the two dense
+Gaussian baselines (Wang-Xu 2021, Analyze Gauss) and, through
+:mod:`dpdist.privacy.mechanisms.second_moment`, of every RecDPSME level and the one-shot.
 
-Guarantee
----------
-Replace-one neighbours (same n, one row replaced). If the *computed* statistics of two
-neighbours differ by at most ``Delta`` in L2 over the ``T = d (d + 1) / 2`` coordinates of
-the upper triangle, the release is the Gaussian mechanism with noise multiplier ``s /
-Delta_Z >= sigma / Delta`` (below), i.e. ``Delta_Z^2 / (2 s^2) <= Delta^2 / (2 sigma^2)``-zCDP
-(Bun-Steinke 2016, Prop. 1.6), with at most the (epsilon, delta) profile of the Gaussian
-mechanism with multiplier ``sigma / Delta`` (Balle-Wang 2018;
-:func:`~dpdist.privacy.accounting.gaussian_epsilon`). The mechanism's event is the
-calibration's, ``GaussianEvent(sigma / Delta)``: an upper bound on what ran.
-The calibrations (``sigma``) are the algorithms': the analytic (Balle-Wang 2018) Gaussian
-mechanism at the requested (epsilon, delta) for the baselines,
-``Delta / sqrt(2 rho)`` for the zCDP second moments; the accounted event is never worse than
-the calibration's, so the accountant reports at most the requested budget.
+Guarantee: if the computed statistics of neighbours differ by at most ``Delta`` in L2 over the
+``d (d + 1) / 2`` upper-triangle coordinates, the release is at least as private as the
+Gaussian mechanism with multiplier ``sigma / Delta`` (``Delta^2 / (2 sigma^2)``-zCDP, and its
+exact (epsilon, delta) profile); the event recorded is the calibration's.
+Sensitivities: Wang-Xu ``2 R^2 d / n`` (entries clipped to R), Analyze Gauss ``2 L^2 / n``
+(rows scaled to norm L), each times the float factor ``kappa(n)``.
+Deviation (only more noise): values on the lattice, ``Delta_Z = Delta / gamma + sqrt(T)``,
+a factor of at most ``1 + sqrt(T) 2**-28 sigma / Delta``. Residual: sampler exhaustion.
 
-Sensitivities (each module that calibrates states its own; repeated here for the baselines):
-
-* Wang-Xu: rows clipped entrywise to ``[-R, R]`` have ``||y y^T||_F <= R^2 d``; replacing
-  one row moves ``(1/n) Y^T Y`` by at most ``2 R^2 d / n`` in Frobenius norm, hence its upper
-  triangle by at most that in L2 (:func:`~dpdist.privacy.calibration.wang_xu_calibration`).
-* Analyze Gauss (Dwork-Talwar-Thakurta-Zhang 2014): rows scaled to norm ``<= L``: ``2 L^2 /
-  n`` (:func:`~dpdist.privacy.expmech_calibration.analyze_gauss_calibration`).
-* Float factor: both kernels bound each row's term as computed and the calibrations multiply
-  the sensitivity by ``kappa(n)`` (:func:`~dpdist.privacy.calibration.gram_rounding_factor`,
-  issue 9), which bounds the difference of the *computed* matrices. ``Delta`` below is that
-  product.
-
-Float-safe release on the lattice (issue 10, item 2)
-----------------------------------------------------
-:func:`~dpdist.privacy.mechanisms.base.lattice_law` with the Gaussian law, ``norm="l2"`` and
-``T`` coordinates: ``gamma = 2**(floor(log2 sigma) - 28)``; the rounded upper triangle
-``m = rint(v / gamma)`` moves by at most ``Delta_Z = Delta / gamma + sqrt(T)`` (each rounding
-moves by less than 1/2, so the difference of the rounding errors is below 1 per coordinate);
-the noise is ``K = round(s N)`` per coordinate (the rounded Gaussian of
-:mod:`dpdist.privacy.lattice`, sampled exactly) with ``s = (sigma / Delta) Delta_Z`` lattice
-units, and the released entry ``(i, j)`` (``i <= j``) is ``(m_ij + K_ij) gamma``, mirrored.
-``m + K = round(m + s N)`` is post-processing of the Gaussian mechanism on the integer vector
-``m`` whose L2 sensitivity is ``Delta_Z``: hence the event above. Every released value is a
-lattice point and every lattice point has positive probability under every dataset: no
-output is impossible under a neighbour (tests/privacy/test_mechanism_support.py).
-
-Deviations (only more noise): the noise actually added is ``s gamma = sigma (Delta_Z gamma /
-Delta) <= sigma (1 + sqrt(T) gamma / Delta)``; ``gamma / Delta <= 2**-28 sigma / Delta``, so
-the factor is ``1 + sqrt(T) 2**-28 sigma / Delta`` (1 + 1.4e-5 at d = 1000 and ``sigma /
-Delta = 5``). Residual: the lattice sampler's exhaustion, below ``2**-1000`` per entry
-(:data:`~dpdist.privacy.lattice.EXHAUSTION_DELTA_PER_ENTRY`), stated, not added to delta.
-
-Where the noise is drawn: entry ``(i, j)``, ``i <= j``, is address ``(i, j)`` of the
-mechanism's purpose (:class:`~dpdist.privacy.lattice.LatticeField` with ``symmetric=True``):
-a pure function of ``(root seed, purpose, i, j)``, so tiles on any worker, any chunking and
-any scheduler release the same values.
+Proofs and where the noise is drawn: docs/privacy/gaussian.md.
 """
 
 from __future__ import annotations
@@ -132,7 +90,7 @@ class SymmetricGaussianMechanism(Mechanism):
     @classmethod
     def calibrate(cls, purpose: str, n_features: int, sensitivity: float, sigma: float,
                   name: str = NAME) -> "SymmetricGaussianMechanism":
-        """The float-safe form of a calibration ``(Delta, sigma)`` (module docstring)."""
+        """The float-safe form of a calibration ``(Delta, sigma)`` (docs/privacy/gaussian.md)."""
         d = int(n_features)
         noise, dz = lattice_law("gaussian", sensitivity, float(sigma) / float(sensitivity), norm="l2",
                                 coordinates=d * (d + 1) // 2)

@@ -1,51 +1,20 @@
 """The clipped-mean Gaussian mechanism on the lattice: a private mean to centre the data with.
 
-A covariance is a second moment around the mean. When the mean is not public, the
-covariance and PCA estimators spend a stated share of their budget on this mechanism first,
-release the mean ``mu_hat``, and compute their second moment around it
-(:mod:`dpdist.algorithms._centering`).
+When the mean is not public, the covariance and PCA estimators spend a stated share of their
+budget here first, release ``mu_hat`` and compute their second moment around it
+(:mod:`dpdist.algorithms._centering`). Rows are scaled to norm at most ``C`` (``clip``),
+rounded to the lattice, kept when ``||m||_2^2 <= T`` (an exact integer test), summed exactly,
+and ``mu_hat = (S + K) gamma / n`` with ``K`` the rounded Gaussian law.
 
-What is computed
-----------------
-Each row ``x`` is scaled to L2 norm at most ``C`` (``clip``), ``y = x min(1, C / ||x||)``,
-rounded to integers on the public lattice ``gamma Z``, ``m = rint(y / gamma)``, and kept only
-when ``||m||_2^2 <= T`` (an exact int64 test against the public integer ``T = ceil((C / gamma
-+ sqrt(d) / 2)^2)``; a row failing it, which only float error in the clip could produce, is a
-zero row; rows holding NaN or infinity are zero rows too). The engine sums the kept integer
-vectors exactly (:func:`dpdist.engine.mean.clipped_row_sum`): ``S = sum_i m_i``. The release is
-``mu_hat = (S + K) gamma / n`` with ``K`` i.i.d. from the rounded Gaussian law of scale ``s``
-lattice units (:mod:`dpdist.privacy.lattice`), one draw per coordinate, keyed by the purpose
-:data:`PURPOSE_MEAN` and the coordinate.
+Guarantee: (epsilon, delta)-DP and ``Delta^2 / (2 sigma^2)``-zCDP under replace-one
+neighbours, with ``sigma`` the analytic Gaussian calibration at ``Delta = 2 C / n``.
+Sensitivity: ``||S - S'||_2 <= 2 sqrt(T) = Delta_Z`` for the integers actually summed, with no
+float error term. Deviations (only more noise): the lattice adds at most a factor
+``1 + (sqrt(d) + 2) gamma / (2 C)``; sizes whose sums could leave exact integers are refused.
+Residual: sampler exhaustion, below ``2**-1000`` a coordinate. Rows above the clip bias
+``mu_hat`` toward 0 but never break the guarantee.
 
-Guarantee
----------
-Replace-one neighbours (same n, one row replaced). **Sensitivity.** Every row's integer
-vector satisfies ``||m_i||_2 <= sqrt(T)`` exactly (the kept rows by the test, the others are
-0), and the other rows' vectors are bitwise the same under a neighbour (a deterministic
-per-row map), so ``||S - S'||_2 = ||m_i - m_i'||_2 <= 2 sqrt(T) = Delta_Z``: the bound holds for
-the integers actually summed, with no float error term. In data units of the mean this is
-``Delta_Z gamma / n``, about ``(2 C + sqrt(d) gamma) / n``; the exact-arithmetic sensitivity
-of the clipped mean is ``Delta = 2 C / n``. **Noise.** ``s = (sigma / Delta) Delta_Z``, rounded
-up, with ``sigma`` the Gaussian calibration for ``Delta`` at the requested (epsilon, delta)
-(:func:`~dpdist.privacy.calibration.gaussian_sigma`: the analytic Gaussian mechanism of
-Balle-Wang 2018, exact for every epsilon). ``S + K = round(S + s N)`` is post-processing of the Gaussian mechanism
-on the integer vector ``S`` with noise multiplier ``s / Delta_Z >= sigma / Delta``, hence
-``Delta^2 / (2 sigma^2)``-zCDP and (epsilon, delta)-DP; the event is the calibration's
-``GaussianEvent(sigma / Delta)``. Dividing by the public n is post-processing. Every released
-value is a lattice point that every dataset reaches with positive probability
-(tests/privacy/test_mechanism_support.py).
-
-Deviations (only more noise): the noise actually added to the mean has standard deviation
-``s gamma / n = sigma (Delta_Z gamma) / (2 C)``, at most ``sigma (1 + (sqrt(d) + 2) gamma /
-(2 C))``. The lattice is ``gamma = 2**(floor(log2(2 C sigma / Delta)) - 20)``, coarser when
-needed so that ``d (C / gamma + 1)^2 < 2**62`` (the squared norms) and ``n (C / gamma + 1) <
-2**52`` (the sums, exact in int64 and float64); a size where that cannot hold is refused.
-Residual: the lattice sampler's exhaustion, below ``2**-1000`` per coordinate
-(:data:`~dpdist.privacy.lattice.EXHAUSTION_DELTA_PER_ENTRY`), stated, not added to delta.
-
-What the clip must cover: the norms ``||x||`` of the raw rows (the mean is not yet known).
-A row with a larger norm is scaled down, which biases ``mu_hat`` toward 0 but never breaks
-the guarantee.
+Proof: docs/privacy/mean.md.
 """
 
 from __future__ import annotations
@@ -93,7 +62,7 @@ class MeanRelease:
 
 @dataclass(frozen=True)
 class ClippedMeanMechanism(Mechanism):
-    """The clipped-mean Gaussian mechanism on the lattice (module docstring).
+    """The clipped-mean Gaussian mechanism on the lattice (docs/privacy/mean.md).
 
     Attributes
     ----------

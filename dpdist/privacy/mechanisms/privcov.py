@@ -3,85 +3,19 @@
 Three mechanisms. :class:`PrivCovGumbelMechanism` (``selection="gumbel"``, the default) selects
 each row's top k by exact Gumbel keys (the peeling exponential mechanism) and releases the
 values by one Gaussian mechanism, accounted in zCDP; :class:`PrivCovZCDPMechanism`
-(``selection="laplace"``) keeps the Laplace selection below with the same release. Their proofs
-are docs/privacy/privcov.md (summarised in the class docstrings). :class:`PrivCovMechanism`
-(``selection="paper"``) is Algorithm 1 as the paper writes it; the rest of this docstring is
-its argument.
+(``selection="laplace"``) keeps the Laplace selection with the same release.
+:class:`PrivCovMechanism` (``selection="paper"``) is Algorithm 1 as the paper writes it, with
+the calibration of :func:`dpdist.privacy.calibration.privcov_calibration`.
 
-The mechanism of :func:`dpdist.algorithms.sparse_covariance.private_sparse_covariance`. Its
-calibration (the Laplace scale b, the per-row epsilon, the composition) is
-:func:`dpdist.privacy.calibration.privcov_calibration`; this module makes it float-safe and
-states the guarantee for the values actually computed.
+Guarantee of the paper's form: (epsilon, delta)-DP under replace-one neighbours; each row is
+pure ``c Delta_Z / s``-DP (``c = 2k + k'``, a coupling that holds exactly on the integers of
+the lattice), and the d rows compose. Sensitivity: computed entries of neighbours differ by
+at most ``Delta_fl = kappa(n) 2 R^2 / n``. Deviations (only more noise): k' = k + 1 released
+values per row (the diagonal), b = max(paper's b, the coupling's), the float factor, the
+lattice factor; the selection noise is lattice noise too, drawn by the lazy tree of
+:mod:`dpdist.privacy.lazy_selection`. Residuals: sampler exhaustion, below ``2**-1000``.
 
-Guarantee
----------
-(epsilon, delta)-DP under replace-one neighbours (same n, one row replaced), for any input:
-each row i is pure ``eps_i``-DP with ``eps_i = c Delta_Z / s <= eps_row`` (below), and the d
-rows compose (:func:`~dpdist.privacy.accounting.release_guarantee` of the event
-``SelfComposedEvent(EpsilonDeltaEvent(eps_i), d)``: the smallest of basic composition and the
-zCDP route, ``eps_i^2 / 2`` per row (BS16 Prop. 1.4) converted at delta by CKS20) to at most
-the requested epsilon at delta (the calibration checks the requested budget with advanced
-composition, DR14 Thm 3.20, at slack delta/2, which both routes beat).
-
-What is released, on the lattice ``gamma Z``
---------------------------------------------
-``gamma`` is :func:`~dpdist.privacy.mechanisms.base.lattice_law`'s for the scale b (b is
-2**28 to 2**29 lattice units), or coarser so that the public score bound C
-(:func:`~dpdist.privacy.lazy_selection.privcov_score_bound`, in units) stays below 2**51: every
-score and every release below is an integer of at most 2**53, computed exactly.
-
-* ``m_ij = rint(Sigma_hat_ij / gamma)``: the computed clipped second moment, rounded. The
-  computed entries of neighbours differ by at most ``Delta_fl = kappa(n) 2 R^2 / n``
-  (:func:`~dpdist.privacy.calibration.gram_rounding_factor`, issue 9's float factor), so the
-  integers differ by at most ``Delta_Z = floor(Delta_fl / gamma) + 1``.
-* Selection (line 6): ``S_i`` = the k columns of largest ``|m_ij + w_ij|``, ties to the
-  smaller column, with ``w_ij`` i.i.d. from the rounded Laplace law ``K`` of scale ``s``
-  (lattice units; :mod:`dpdist.privacy.lattice`), drawn exactly by the lazy tree of
-  :mod:`dpdist.privacy.lazy_selection` (purpose :data:`PURPOSE_SELECT`). Only ``S_i`` leaves.
-* Release (lines 8, 11): ``(m_ij + z_ij) gamma`` for j in ``S_i`` and j = i, ``z_ij`` i.i.d.
-  from the same law (purpose :data:`PURPOSE_RELEASE`, address (i, j)).
-
-The scale is ``s = (b / Delta_fl) Delta_Z`` (rounded up): the calibration's noise multiplier
-``b / Delta_fl`` on the lattice's sensitivity, so the released noise is ``s gamma <= b (1 +
-gamma / Delta_fl)``, larger than b by at most ``2**-28 b / Delta_fl`` relative.
-
-**Claim (one row is pure ``c Delta_Z / s``-DP, c = 2k + k', or k' when k = d).** This is the
-coupling of :func:`~dpdist.privacy.calibration.privcov_calibration`, now on integers, where it
-holds exactly. Fix row i and an output set S; ``a_j = m'_ij - m_ij`` (integers, ``|a_j| <=
-Delta_Z``), ``y_j = m_ij + w_j``. Map ``w'_j = w_j + 2 Delta_Z sgn(y_j)`` for j in S (with
-``sgn(0) = +1``), ``w'_j = w_j`` otherwise, and ``z'_j = z_j - a_j`` on ``S u {i}``. Under the
-neighbour, for j in S, ``y'_j = y_j + a_j + 2 Delta_Z sgn(y_j)`` keeps the sign ``sgn(y_j)``
-and ``|y'_j| >= |y_j| + Delta_Z``; for l not in S, ``|y'_l| <= |y_l| + Delta_Z``. Every
-unselected l had ``|y_l| < |y_j|``, or ``|y_l| = |y_j|`` with ``l > j`` (the tie rule); the
-same holds after the map (equality of ``|y'_l|`` and ``|y'_j|`` forces ``|y_l| = |y_j|``), so
-S is selected again, with the same released values. The map is injective (``sgn(y'_j) =
-sgn(y_j)`` is read off ``w'``) and, for the rounded Laplace law, ``P(K = k) <= e^{|t|/s}
-P(K = k + t)`` for all integers k, t (it is ``round(L)`` with L Laplace(s): ``P(K = k) =
-e^{-|k|/s} sinh(1/(2s))`` for k != 0 and ``1 - e^{-1/(2s)}`` at 0, and ``1 - e^{-x} <= x <=
-sinh x``). The total shift is at most ``2 Delta_Z k + Delta_Z k'``, so ``P_D(S, v) <=
-e^{c Delta_Z / s} P_D'(S, v)`` for every output, and summing over outputs gives the claim.
-When ``k = d`` every column is selected whatever the noise: no shift of w, ``c = k'``. As
-``s >= (b / Delta_fl) Delta_Z`` and ``b >= c Delta_fl / eps_row``, ``c Delta_Z / s <=
-eps_row``. The selection itself needs no continuity: ties (now of positive probability) are
-handled by the tie rule above.
-
-Why the selection noise is lattice noise too (issue 10, item 2)
----------------------------------------------------------------
-``S_i`` is only an index set, but it is decided by comparisons of noisy scores. With
-floating-point noise (53-bit uniforms, a float inverse CDF) the coupling fails: the noise is
-bounded (sets needing a row maximum above ``b (ln d + 37.4)`` are impossible, total mass
-``d e^{-37.4}`` per fit, 6e-12 at d = 1e5, far above issue 10's 1e-15), and its law is a grid
-that a data shift does not map to itself. On the lattice the scores are integers, the law is
-the exact rounded Laplace law (unbounded: every set has positive probability under every
-dataset), and the claim above holds verbatim. tests/privacy/test_mechanisms.py and tests/privacy/test_lazy_selection.py check
-that every selection the sampler makes is the exact top-k of integer scores and that the
-released values are lattice points (the support test).
-
-Deviations (only more noise): k' = k + 1 released values per row (the diagonal); b =
-max(paper's b, the coupling's ``c Delta_fl / eps_row``); the float factor kappa(n); the
-lattice factor ``Delta_Z gamma / Delta_fl``. Residual: the lattice sampler's exhaustion,
-below ``2**-1000`` per entry (:data:`~dpdist.privacy.lattice.EXHAUSTION_DELTA_PER_ENTRY`,
-:data:`~dpdist.privacy.lazy_selection.EXHAUSTION_DELTA_PER_LEAF`), stated, not added to delta.
+Proofs of all three: docs/privacy/privcov.md.
 """
 
 from __future__ import annotations
@@ -165,7 +99,7 @@ class PrivCovRelease:
 
 @dataclass(frozen=True)
 class PrivCovMechanism(Mechanism):
-    """PrivCov's per-row selection and release (module docstring), built from a calibration.
+    """PrivCov's per-row selection and release (docs/privacy/privcov.md), built from a calibration.
 
     Attributes
     ----------

@@ -2,82 +2,17 @@
 
 The mechanisms of :func:`dpdist.algorithms.second_moment.second_moment` and
 :func:`~dpdist.algorithms.second_moment.one_shot_second_moment` (Mahpud & Sheffet, NeurIPS
-2025, Algorithms 1-2; SECOND_MOMENT.md sections 3.2 and 4). Their calibrations (the level
-schedule, the histogram sigma, the budget split) are
-:mod:`dpdist.privacy.second_moment_calibration`'s; this module makes them float-safe and
-states the guarantee for the values actually computed.
+2025, Algorithms 1-2); their calibrations are :mod:`dpdist.privacy.second_moment_calibration`'s.
 
-Guarantee
----------
-rho-zCDP under replace-one neighbours (same n, public; one row replaced), for any input. The
-release records one event per step and its ``privacy`` is their zCDP composition (BS16 Lemma
-2.3, :func:`~dpdist.privacy.accounting.release_guarantee`): every step below is a Gaussian
-mechanism on the lattice at least as noisy as its calibration, and records the calibration's
-event, whose rho is its share; the shares sum to the requested rho (checked to 1e-12).
-
-The steps and their sensitivities
----------------------------------
-* **Level k of the recursion** (:func:`level_mechanisms`): the computed level matrix
-  ``(1/n) sym(Y_k^T Y_k)`` of rows of norm ``<= R_k`` (the engine clips each row to ``R_k``
-  as computed, GAP 5 at level 0, ``S`` after). Replacing one row moves the exact upper
-  triangle by at most ``sqrt(2) R_k^2 / n`` in L2 (``||x x^T - x' x'^T||_F``); MS25 uses
-  ``4 R_k^2 / n`` (``sensitivity="paper"``, the default; ``"tight"`` is GAP 6). The computed
-  matrix moves by at most ``kappa(n)`` times that (issue 9's float factor,
-  :func:`~dpdist.privacy.calibration.gram_rounding_factor`): ``Delta_k = kappa(n) a R_k^2 /
-  n``. The schedule's ``sigma_k = Delta_k sqrt(L) / sqrt(2 rho_main)`` (GAP 3: L = K* + 1
-  draws, not the paper's real T) makes each level ``rho_main / L``-zCDP (BS16 Prop. 1.6).
-  Level k+1's rows depend on level k only through the *released* matrix (the subspace V is
-  computed from it: post-processing), and the map ``x -> S(sqrt(8/7) Pi_k x)`` is per row, so
-  neighbours stay neighbours at every level (MS25 section 3, privacy holds for any bounded
-  input). The L levels compose adaptively.
-* **Private radius** (section 3.2, GAP 8): a histogram of the row norms over a public
-  geometric grid; a replaced row moves one count down and another up: L2 sensitivity
-  ``sqrt(2)`` (counts are exact integers, no float factor). ``sigma = 1 / sqrt(rho_R)``:
-  ``rho_R``-zCDP. The radius rule reads only the noisy counts (post-processing).
-* **Private lambda_min** (section 3.2, Algorithm 4 with a Gaussian histogram, GAP 9): the
-  rows are split by a data-independent keyed partition into groups; a replaced row changes one
-  group, hence one group's eigenvalue bucket: sensitivity ``sqrt(2)``, ``sigma = 1 /
-  sqrt(rho_lambda)``. The bucket choice is post-processing.
-* **One-shot** (the section 7.3 comparator): rows clipped to the public radius R, ``Delta =
-  kappa(n) a R^2 / n``, ``sigma = Delta / sqrt(2 rho)``.
-
-Float-safe releases (issue 10, item 2)
---------------------------------------
-Every released value is a lattice point drawn by the exact rounded Gaussian law of
-:mod:`dpdist.privacy.lattice` (the ``"gaussian"`` law: ``round(s N)``, the zCDP of the
-continuous Gaussian mechanism by post-processing, as CKS20 Theorem 4 gives the discrete
-Gaussian):
-
-* a level / the one-shot matrix is the :class:`~dpdist.privacy.mechanisms.gaussian.SymmetricGaussianMechanism`
-  on its ``T = d (d + 1) / 2`` upper-triangle coordinates: ``gamma = 2**(floor(log2
-  sigma_k) - 28)``, ``Delta_Z = Delta_k / gamma + sqrt(T)`` (rounding covered), ``s =
-  (sigma_k / Delta_k) Delta_Z`` units: rho ``Delta_Z^2 / (2 s^2)`` at most ``Delta_k^2 / (2
-  sigma_k^2) = rho_main / L``, the calibration's ``GaussianEvent(sigma_k / Delta_k)`` that
-  the mechanism records;
-* a histogram is the same law on its bins (``T`` = the number of bins that can change, 2):
-  integer counts are lattice points already (``gamma < 1``), the ``sqrt(2)`` extra units are
-  kept as a harmless over-estimate.
-
-The noise actually added exceeds the calibration by the factor ``Delta_Z gamma / Delta <= 1 +
-sqrt(T) 2**-28 sigma / Delta``: at most ``1 + 1.6e-8 sqrt(T L / rho_main)`` for a level
-(``sigma_k / Delta_k = sqrt(L / (2 rho_main))``), e.g. ``1 + 1e-6`` at d = 100, L = 10,
-rho = 0.1. Outputs impossible under a neighbour: none (the law has full support on the
-lattice; tests/privacy/test_mechanism_support.py counts them). Residual: the sampler's
-exhaustion, below ``2**-1000`` per entry, stated, not added to delta (there is no delta in
-zCDP; it is far below anything a conversion to (epsilon, delta) would notice).
-
-What stays floating point (documented, not a support failure): the *unwinding* of the levels
-(``(7/8) Pi^-1 Sigma Pi^-1``), the final scaling by ``(1 - alpha) lambda_hat`` and the PSD
-projection are post-processing of released lattice values and public values: a fixed
-function of what was released, so they cannot make an output impossible under a neighbour.
-
-Where the noise is drawn
-------------------------
-Level k: purpose ``"second-moment/level/k"``; one-shot ``"second-moment/one-shot"``;
-histograms ``"second-moment/init-radius"`` and ``"second-moment/init-lambda"`` (positions =
-bins). The value of every entry is a pure function of ``(root seed, purpose, address)``: the
-same ``random_state`` gives the same release on any scheduler and chunking, and a recomputed
-task reproduces the same noise.
+Guarantee: rho-zCDP under replace-one neighbours (n public), for any input; each step is a
+Gaussian mechanism on the lattice at least as noisy as its calibration and records the
+calibration's event; the shares compose to the requested rho.
+Sensitivities: a level of rows clipped to ``R_k`` moves by ``kappa(n) a R_k^2 / n`` (a = 4,
+the paper's, or sqrt(2), the exact L2 bound); each histogram by ``sqrt(2)`` (one count down,
+one up). Later levels see earlier ones only through released matrices (post-processing).
+Deviations: L = K* + 1 draws in every sigma, rows clipped at level 0, zCDP histograms for the
+radius and lambda_min, the float factor kappa(n); the full list with reasons, the lattice
+release and the noise purposes are in docs/privacy/second_moment.md.
 """
 
 from __future__ import annotations
@@ -139,7 +74,7 @@ class MomentRelease:
 
 
 def moment_mechanism(purpose: str, n_features: int, sensitivity: float, sigma: float) -> SymmetricGaussianMechanism:
-    """A level's (or the one-shot's) Gaussian mechanism on the second moment (module docstring).
+    """A level's (or the one-shot's) Gaussian mechanism on the second moment (docs/privacy/second_moment.md).
 
     ``sensitivity`` is ``Delta`` of the computed matrix (float factor included), ``sigma`` the
     calibration's standard deviation."""
@@ -174,7 +109,7 @@ class HistogramRelease:
 
 @dataclass(frozen=True)
 class GaussianHistogramMechanism(Mechanism):
-    """The Gaussian histogram of the private initialisation (module docstring).
+    """The Gaussian histogram of the private initialisation (docs/privacy/second_moment.md).
 
     Attributes
     ----------
@@ -187,7 +122,7 @@ class GaussianHistogramMechanism(Mechanism):
         ``Delta_Z`` of the counts (L2; ``sqrt(2) / gamma + sqrt(2)``).
     """
 
-    NAME = "Gaussian histogram (MS25 initialisation, SECOND_MOMENT.md section 3.2)"
+    NAME = "Gaussian histogram (zCDP initialisation of MS25's radius and lambda_min)"
 
     purpose: str
     rho: float

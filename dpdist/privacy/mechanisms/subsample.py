@@ -1,87 +1,18 @@
 """Subsample-and-aggregate (MS25 Appendix A, Algorithm 3): the agreement test and the masking.
 
-The mechanism of :func:`dpdist.algorithms.baselines.subsample_aggregate.subsample_aggregate_second_moment`
-(SECOND_MOMENT.md section 5). Its calibration (the truncated-Laplace support, the rejection
-threshold, the masking scale eta_b and MS25's sample-size condition) is
-:mod:`dpdist.privacy.second_moment_calibration`'s.
+The mechanism of :func:`dpdist.algorithms.baselines.subsample_aggregate.subsample_aggregate_second_moment`;
+its calibration is :mod:`dpdist.privacy.second_moment_calibration`'s.
 
-Guarantee
----------
-(2 epsilon, 4 e^epsilon delta)-DP under replace-one neighbours (MS25 Lemma A.4), **provided**
-MS25's sample-size condition holds (checked by the algorithm; otherwise the release is labelled
-NOT PRIVATE). Two steps compose:
+Guarantee: (2 epsilon, 4 e^epsilon delta)-DP under replace-one neighbours (MS25 Lemma A.4),
+provided MS25's sample-size condition holds (otherwise the release is labelled NOT PRIVATE).
+Sensitivity: a replaced row changes one group, so the agreement fraction Q moves by at most
+``2/k`` (``2/k + 2**-52`` as computed); ``Q~`` is a truncated Laplace (Geng-Ding-Guo-Kumar
+2020) on the lattice, and the masked output is Ashtiani-Liaw's Lemma 3.6 on the exact
+weighted average, rounded to a 30-bit grid with every rounding decided exactly.
+Deviations: the internal conditions of Lemma 3.6 could not be checked, so only MS25's explicit
+sample-size condition is enforced. Residuals: the samplers' exhaustion, and run time.
 
-1. **Agreement test** (lines 3-6), :class:`AgreementTest`: the rows are split into k groups by a
-   data-independent keyed partition; ``Q = (1/k^2) |{(t, t') : dist(Sigma_t, Sigma_t') <= 2
-   alpha / (1 - alpha)}|``. A replaced row changes one group t: only pairs in row t and
-   column t of the agreement matrix change, at most ``2 (k - 1)`` of them, so ``|Q - Q'| <=
-   2/k``. ``Q~ = Q + TLap(2/k, epsilon, delta)`` is (epsilon, delta)-DP (Geng-Ding-Guo-Kumar
-   2020; GAP 13); the test ``Q~ >= threshold`` and the weights are post-processing of it and of
-   the groups (the weights enter the masked output below, whose analysis covers them).
-2. **Masked output** (lines 7-11): ``Sigma~ = Sigma_hat^{1/2} (I + eta_b N)(I + eta_b N)^T
-   Sigma_hat^{1/2}`` with N a d x d standard Gaussian matrix (any factor A with A A^T = Sigma_hat
-   in place of the root gives the same law; the code uses the Cholesky factor, enclosed exactly):
-   (epsilon, 3 e^epsilon delta)-DP by
-   Ashtiani-Liaw's Lemma 3.6 as MS25 applies it (the lemma's internal conditions were not
-   retrieved, GAP 12: only MS25's explicit n-condition is enforced).
-
-Float-safe release of the test (issue 10, item 2)
--------------------------------------------------
-``Q`` is computed exactly as an integer count divided once by ``k^2`` (relative error at most
-``2**-53``, so the computed Q of neighbours differ by at most ``Delta = 2/k + 2**-52``). The
-released ``Q~`` is ``(rint(Q / gamma) + K) gamma`` with ``K`` the exact *bounded* rounded
-Laplace law of :mod:`dpdist.privacy.lattice` (``"bounded-laplace"``: ``round(L)``, L Laplace of
-scale ``s`` conditioned on ``|L| < A_Z + 1/2``) from
-:func:`~dpdist.privacy.mechanisms.base.lattice_law`: ``gamma = 2**(floor(log2 b) - 28)`` for
-``b = Delta / epsilon``, ``Delta_Z = floor(Delta / gamma) + 1``, ``s = Delta_Z / epsilon``
-(rounded up) and ``A_Z = ceil(s ln(1 + (e^epsilon - 1) / (2 delta)))``. It is post-processing of
-the continuous truncated Laplace mechanism with scale ``s`` and support ``A_Z + 1/2`` at
-sensitivity ``Delta_Z``: epsilon' = ``Delta_Z / s <= epsilon`` and delta' = ``(e^epsilon' - 1) /
-(2 (e^{(A_Z + 1/2)/s} - 1)) <= (e^epsilon - 1) / (2 (e^epsilon - 1) / (2 delta)) = delta``.
-Outputs beyond ``m' +- A_Z`` are impossible under the neighbour *by design*: that is what the
-truncated mechanism's delta pays for (it is the calibration's delta, not a float failure).
-Residual: the bounded sampler's exhaustion (:meth:`~dpdist.privacy.lattice.LatticeNoise.exhaustion_delta`,
-``q**32`` with ``q = P(|L| > A_Z)``, at most ``(2 delta)**32``), stated.
-
-Float-safe masked output (issue 10, item 2)
--------------------------------------------
-:meth:`SubsampleAggregateMechanism.masked_output` releases
-``grid_round(A (I + eta_b N)(I + eta_b N)^T A^T)`` entry by entry with N a matrix of *real*
-standard Gaussians (Box-Muller over exact keyed uniforms) and every rounding to the public
-30-bit relative grid decided exactly (:mod:`dpdist.privacy.masking`, which gives the proof). The
-algorithm passes ``Sigma_hat`` itself, exactly (:class:`~dpdist.privacy.masking.ExactGram`), and
-A is its exact Cholesky factor, enclosed: the release is exactly a post-processing of the
-continuous mechanism the lemma analyses, applied to Sigma_hat (the law depends on the factor only
-through A A^T). No output is impossible under a neighbour: with Sigma_hat' positive definite,
-the continuous output has a positive density on the whole positive-definite cone, so every grid
-cell that meets the cone has positive probability under D'. (Drawing N from a countable set
-instead, as the code did before, makes the reachable sets of neighbours disjoint: the support
-test of ``tests/privacy/test_masking.py`` shows it.)
-
-The statistic, as computed (the floats the proof holds for)
------------------------------------------------------------
-Privacy of subsample-and-aggregate needs nothing of the per-group statistic's accuracy: one row
-changes one group's computed matrix ``Sigma_t = fl((S_t + S_t^T)/2)``, whatever it is, and the
-argument is about those matrices as exact reals. What the argument does use is exact:
-
-- the agreement: a pair counts only when ``dist(Sigma_t, Sigma_t') <= 2 alpha / (1 - alpha)`` is
-  *certified* for the exact matrices (congruence, a rigorous float error bound and Gershgorin:
-  :func:`~dpdist.algorithms.baselines.subsample_aggregate.certified_agreement`), so the pairs
-  counted are within the radius in exact arithmetic; the count only loses pairs the floats
-  cannot decide. Q is an integer count over k^2 (above);
-- the weights ``w_t = min(1, 10 max(0, q_t - 0.6))`` as exact rationals and ``Sigma_hat =
-  sum_t w_t Sigma_t / sum_t w_t`` as an exact rational matrix
-  (:func:`~dpdist.algorithms.baselines.subsample_aggregate.exact_weighted_average`);
-- the masked output on that exact Sigma_hat (above).
-
-Residuals (stated): GAP 12 (the internal conditions of Ashtiani-Liaw's Lemma 3.6 were not
-retrieved; only MS25's explicit n-condition is enforced); the sampler's exhaustion after
-:data:`~dpdist.privacy.masking.MAX_LEVELS` refinements (below 1e-300 an entry); and time, which
-depends on the data (the exact path runs for entries close to a grid boundary, the exact
-Cholesky factor's precision grows with Sigma_hat's condition number), a side channel outside
-the guarantee. The baseline is a comparator whose privacy condition is rarely met in practice
-(SECOND_MOMENT.md section 5: n >~ 5e7 m at d = 4); its results are labelled NOT PRIVATE unless
-the condition holds.
+Proofs and the float-safe release: docs/privacy/subsample_aggregate.md.
 """
 
 from __future__ import annotations
@@ -114,7 +45,7 @@ PURPOSE_MASK = "second-moment-baseline/mask"
 
 
 def agreement_sensitivity(n_groups: int) -> float:
-    """``2/k + 2**-52``: the sensitivity of the computed agreement Q (module docstring)."""
+    """``2/k + 2**-52``: the sensitivity of the computed agreement Q (docs/privacy/subsample_aggregate.md)."""
     return 2.0 / int(n_groups) + 2.0**-52
 
 
@@ -130,7 +61,7 @@ class AgreementTest:
 
 @dataclass(frozen=True)
 class SubsampleAggregateMechanism(Mechanism):
-    """Algorithm 3's private steps (module docstring).
+    """Algorithm 3's private steps (docs/privacy/subsample_aggregate.md).
 
     Attributes
     ----------
