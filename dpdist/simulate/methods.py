@@ -47,13 +47,11 @@ The validation (``dpdist.experiments.validation`` and ``tests/simulate``) compar
 simulated error distributions with the real pipeline's at each method's n* (or the largest n
 the real pipeline reaches) and states the difference as an implied shift of n*.
 
-Entry points used beyond the public API (said openly, as the project rules ask): the
-FriendlyCore statistics container :class:`dpdist.engine.friendly.FriendlyStats` and weights
-:func:`dpdist.engine.friendly.friendly_weights`, and PrivPCA's internal steps
-``_setup``, ``_friendly_tests``, ``_release_norm`` and ``_release_pca`` of
-:mod:`dpdist.algorithms.sparse_pca` (the functions that take the exact statistics and apply
-the mechanism objects of :mod:`dpdist.privacy.mechanisms.friendly`). They are called
-unchanged, so the simulation applies the very same mechanism.
+PrivNorm and PrivPCA are simulated with the estimators' own steps, called unchanged on the
+drawn statistics, so the simulation applies the very same mechanism: the set-up, the private
+tests and the two releases of :mod:`dpdist.algorithms.friendly_steps`, on the FriendlyCore
+statistics container :class:`dpdist.engine.friendly.FriendlyStats` with the weights of
+:func:`dpdist.engine.friendly.friendly_weights`.
 """
 
 from __future__ import annotations
@@ -588,7 +586,7 @@ def _simulate_friendly(model: BlockModel, n: float, rng, norm_budget, pca_budget
                        beta, epsilon, delta) -> SimResult:
     """The shared body of :func:`simulate_privpca` (``pca_budget`` given) and
     :func:`simulate_privnorm` (``pca_budget`` None: stop after the norm's release)."""
-    from dpdist.algorithms.sparse_pca import _friendly_tests, _release_norm, _release_pca, _setup
+    from dpdist.algorithms.friendly_steps import friendly_setup, friendly_tests, release_norm, release_pca
     from dpdist.privacy.mechanisms.friendly import FriendlyTestMechanism, PrivNormMechanism, PrivPCAMechanism
     from dpdist.engine.friendly import FriendlyStats, friendly_weights
     from dpdist.privacy.noise import NoiseSeed
@@ -608,7 +606,7 @@ def _simulate_friendly(model: BlockModel, n: float, rng, norm_budget, pca_budget
     d, k = model.n_features, model.k
     en, dn = norm_budget
     budgets = [norm_budget] if pca_budget is None else [norm_budget, pca_budget]
-    setup = _setup(int(n), d, k, gap, sigma, n_batches, tau, beta, budgets)
+    setup = friendly_setup(int(n), d, k, gap, sigma, n_batches, tau, beta, budgets)
     m, t = setup.n_batches, setup.tau
     sizes = np.asarray(setup.sizes, dtype=np.int64)
     seed = NoiseSeed(int(rng.integers(0, 1 << 62)), seeded=True)
@@ -672,11 +670,11 @@ def _simulate_friendly(model: BlockModel, n: float, rng, norm_budget, pca_budget
                np.concatenate([bv[keep], bulk_bar[bk]]))
     # --- the estimator's own tests and releases ---------------------------------------
     tests = FriendlyTestMechanism.from_calibration(friendly_test_calibration(en, dn, m), "norm")
-    out = _friendly_tests(stats, gap, None, tests, seed)
+    out = friendly_tests(stats, gap, None, tests, seed)
     info["tests"] = {"norm": out}
     if not (out["count_passed"] and out.get("weight_passed", False)):
         return SimResult(1.0, False, info)
-    lam_hat = _release_norm(entries, d, PrivNormMechanism.from_calibration(privnorm_calibration(en, dn, k, t)), seed)
+    lam_hat = release_norm(entries, d, PrivNormMechanism.from_calibration(privnorm_calibration(en, dn, k, t)), seed)
     info["lambda_hat"] = lam_hat
     if pca_budget is None:
         return SimResult(abs(float(lam_hat) - model.lambda1) / model.lambda1, True, info)
@@ -684,12 +682,12 @@ def _simulate_friendly(model: BlockModel, n: float, rng, norm_budget, pca_budget
     if not lam_hat > 0:
         return SimResult(1.0, False, info)
     tests = FriendlyTestMechanism.from_calibration(friendly_test_calibration(ep, dp, m), "pca")
-    out = _friendly_tests(stats, gap, float(lam_hat), tests, seed)
+    out = friendly_tests(stats, gap, float(lam_hat), tests, seed)
     info["tests"]["pca"] = out
     if not (out["count_passed"] and out.get("weight_passed", False)):
         return SimResult(1.0, False, info)
     cal = privpca_calibration(ep, dp, k, t, gap, float(lam_hat))
-    rel = _release_pca(entries, d, k, PrivPCAMechanism.from_calibration(cal, d), seed)
+    rel = release_pca(entries, d, k, PrivPCAMechanism.from_calibration(cal, d), seed)
     info["sigma_priv"] = cal.sigma
     vec = np.asarray(rel["values"], dtype=np.float64)
     cos = float(vec @ model.v1[rel["support"]]) / max(float(np.linalg.norm(vec)), 1e-300)
