@@ -64,14 +64,12 @@ from scipy import special
 
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.noise import gaussian_from_uniform, laplace_from_uniform
-from dpdist.simulate.instances import BlockModel, block_triples
+from dpdist.data.block_models import BlockModel, block_triples, bulk_top_two, open_uniforms, wishart_blocks
 from dpdist.simulate.statistics import (
     normal_gumbel_conditional_abs,
     normal_gumbel_isf,
     normal_laplace_abs_isf,
-    open_uniforms,
     scaled_chi2,
-    wishart_blocks,
 )
 
 __all__ = [
@@ -530,23 +528,6 @@ def simulate_privcov(model: BlockModel, n: float, epsilon: float, delta: float, 
     })
 
 
-def _bulk_top_two(rng, n_cells: int, variance: float, sizes: np.ndarray) -> np.ndarray:
-    """The two largest of ``n_cells`` i.i.d. ``variance chi2_b / b`` values, for each batch size
-    b in ``sizes`` (exact order statistics). Shape (m, 2), descending."""
-    from scipy.special import chdtri
-
-    if n_cells <= 0:
-        return np.full((sizes.size, 2), -np.inf)
-    count = min(2, n_cells)
-    q = np.empty((sizes.size, count))
-    e = -np.log(open_uniforms(rng, (sizes.size, count)))
-    q[:] = -np.expm1(-np.cumsum(e / (n_cells - np.arange(count))[None, :], axis=1))
-    vals = variance * chdtri(sizes[:, None].astype(np.float64), q) / sizes[:, None]
-    if count == 1:
-        vals = np.column_stack([vals[:, 0], np.full(sizes.size, -np.inf)])
-    return vals
-
-
 def simulate_privpca(model: BlockModel, n: float, epsilon: float, delta: float, rng, *, gap: float | None = None,
                      sigma: float | None = None, norm_fraction: float = 0.5, n_batches: int | None = None,
                      tau: float | None = None, beta: float | None = None) -> SimResult:
@@ -625,7 +606,7 @@ def _simulate_friendly(model: BlockModel, n: float, rng, norm_budget, pca_budget
         for b in np.unique(sizes):
             idx = np.flatnonzero(sizes == b)
             batch_blocks[idx] = wishart_blocks(reps[idx], float(b), rng)
-    bulk2 = _bulk_top_two(rng, model.n_bulk, model.bulk_variance, sizes)
+    bulk2 = bulk_top_two(rng, model.n_bulk, model.bulk_variance, sizes)
     kept = np.where(np.abs(batch_blocks) > t, batch_blocks, 0.0)  # T_tau on the block
     row_counts = (kept != 0).sum(axis=2).max(axis=1)
     krcs = row_counts <= k
