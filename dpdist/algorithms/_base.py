@@ -137,17 +137,17 @@ def record_utility(release, plan, *, stacklevel: int = 3):
 def reports_empirical(method: str):
     """Decorate an estimator's ``plan()``: the plan's ``empirical`` field gets the n* that
     ``dpdist experiment sample-complexity`` measured for ``method`` at the plan's
-    ``n_features`` (:func:`dpdist.experiments.empirical.measured_n_star`), one entry per
-    measurement mode (simulated, real), each labelled *empirical* with its instance family,
-    target, budget and source file. Only inside the measured range of d (no extrapolation);
-    a value measured at another budget or on another instance family is a reference point,
-    not a prediction for this fit."""
+    ``n_features`` (:func:`dpdist.algorithms.measured.measured_n_star`, from the data file shipped
+    with the package), one entry per measurement mode (simulated, real), each labelled
+    *empirical* with its instance family, target, budget and source file. Only inside the
+    measured range of d (no extrapolation); a value measured at another budget or on another
+    instance family is a reference point, not a prediction for this fit."""
 
     def wrap(plan_method):
         @functools.wraps(plan_method)
         def plan(self, n_samples, n_features, *args, **kwargs):
             out = plan_method(self, n_samples, n_features, *args, **kwargs)
-            from dpdist.experiments.empirical import measured_n_star
+            from dpdist.algorithms.measured import measured_n_star
 
             found = [m.to_dict() for mode in ("simulated", "real")
                      if (m := measured_n_star(method, out.n_features, mode=mode)) is not None]
