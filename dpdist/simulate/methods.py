@@ -1,6 +1,6 @@
 """Simulated runs of the estimators: the statistic is drawn, the mechanism is the estimator's.
 
-Every function takes a :class:`~dpdist.simulate.instances.BlockModel`, a sample size ``n``
+Every function takes a :class:`~dpdist.data.block_models.BlockModel`, a sample size ``n``
 (any real number >= the block size; 1e15 costs what 1e3 does), the estimator's public
 parameters, and a NumPy ``Generator``, and returns a :class:`SimResult` whose metadata says
 SIMULATED and lists the approximations it made. Calibrations come from the estimators'
