@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from dpdist._validation import check_choice, check_int, check_positive
+from dpdist.algorithms.fingerprint import register
 from dpdist.exceptions import UtilityWarning, ValidationError
 
 __all__ = [
@@ -176,6 +177,10 @@ class Estimator:
 
     #: Least (rows, columns) the fit accepts (:func:`dpdist.data.validation.as_dask_array`).
     _min_shape = (2, 2)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        register(cls)  # the measured n*'s fingerprint evaluates plans by class name
 
     @classmethod
     def _param_names(cls) -> list[str]:

@@ -26,8 +26,8 @@ import warnings
 
 from dpdist.exceptions import ValidationError
 
-__all__ = ["FINGERPRINTED", "SECOND_MOMENT_METHODS", "SIGNIFICANT", "current_fingerprint", "diff",
-           "method_fingerprint"]
+__all__ = ["ESTIMATORS", "FINGERPRINTED", "SECOND_MOMENT_METHODS", "SIGNIFICANT", "current_fingerprint", "diff",
+           "method_fingerprint", "register"]
 
 
 #: Values are rounded to this many significant digits (platform noise does not flip them).
@@ -47,12 +47,33 @@ _EXPMECH_FIELDS = ("noise_scales.selection_gumbel_scale", "noise_scales.block_ga
                    "mean_noise_scale")
 
 
+#: dpdist's estimator classes by name, recorded as each class is defined
+#: (``Estimator.__init_subclass__`` calls :func:`register`). The fingerprints evaluate the
+#: estimators' plans through this table instead of importing the estimators' modules: those
+#: import this module (their plans check the fingerprint of their measured n*), and the
+#: estimator whose plan asks is always defined by then.
+ESTIMATORS: dict[str, type] = {}
+
+
+def register(cls: type) -> None:
+    """Record an estimator class of the package under its name (classes defined elsewhere,
+    such as a user's subclass, are not recorded: a fingerprint describes dpdist's code)."""
+    if cls.__module__.startswith("dpdist."):
+        ESTIMATORS[cls.__name__] = cls
+
+
+def _estimator(name: str) -> type:
+    try:
+        return ESTIMATORS[name]
+    except KeyError:
+        raise ValidationError(f"the estimator {name} is not defined in this process: import dpdist before "
+                              "computing its fingerprint") from None
+
+
 def _privcov(selection):
     def plan(n, d, eps, delta):
-        from dpdist.algorithms.sparse_covariance import SparseCovariance
-
-        return SparseCovariance(COV_K, eps, delta, sigma=SIGMA, selection=selection,
-                                       assume_centered=True).plan(n, d)
+        return _estimator("SparseCovariance")(COV_K, eps, delta, sigma=SIGMA, selection=selection,
+                                              assume_centered=True).plan(n, d)
 
     return (f"SparseCovariance(k={COV_K}, selection={selection!r}, sigma={SIGMA:g}, assume_centered=True).plan",
             plan, _PRIVCOV_FIELDS)
@@ -61,38 +82,34 @@ def _privcov(selection):
 def _spec_table() -> dict:
     """method -> (what is evaluated, plan(point) function, fields), or a string: why the method
     has nothing to fingerprint."""
-    from dpdist.algorithms import baselines as b
-    from dpdist.algorithms.expmech_pca import ExpMechSparsePCA
-    from dpdist.algorithms.sparse_covariance_pca import SparseCovariancePCA
-    from dpdist.algorithms.sparse_pca import SparsePCA
-
+    est = _estimator
     return {
         "thresholded": (f"ThresholdedCovariance(sigma={SIGMA:g}).plan (NOT PRIVATE: its threshold rule)",
-                        lambda n, d, e, dl: b.ThresholdedCovariance(sigma=SIGMA, assume_centered=True).plan(n, d),
+                        lambda n, d, e, dl: est("ThresholdedCovariance")(sigma=SIGMA, assume_centered=True).plan(n, d),
                         ("threshold",)),
         "thresholded_pca": (f"ThresholdedPCA(sigma={SIGMA:g}).plan(k={PCA_K}) (NOT PRIVATE: its threshold rule)",
-                            lambda n, d, e, dl: b.ThresholdedPCA(sigma=SIGMA, assume_centered=True).plan(n, d, k=PCA_K),
+                            lambda n, d, e, dl: est("ThresholdedPCA")(sigma=SIGMA, assume_centered=True).plan(n, d, k=PCA_K),
                             ("threshold",)),
         "wang_xu": (f"GaussianCovariance(sigma={SIGMA:g}, assume_centered=True).plan",
-                    lambda n, d, e, dl: b.GaussianCovariance(e, dl, sigma=SIGMA, assume_centered=True).plan(n, d),
+                    lambda n, d, e, dl: est("GaussianCovariance")(e, dl, sigma=SIGMA, assume_centered=True).plan(n, d),
                     _WANG_XU_FIELDS),
         "wang_xu_pca": (f"GaussianPCA(sigma={SIGMA:g}, assume_centered=True).plan(k={PCA_K})",
-                        lambda n, d, e, dl: b.GaussianPCA(e, dl, sigma=SIGMA, assume_centered=True).plan(n, d, k=PCA_K),
+                        lambda n, d, e, dl: est("GaussianPCA")(e, dl, sigma=SIGMA, assume_centered=True).plan(n, d, k=PCA_K),
                         _WANG_XU_FIELDS),
         "privcov": _privcov("paper"),
         "privcov_laplace": _privcov("laplace"),
         "privcov_gumbel": _privcov("gumbel"),
         "privcov_power": (f"SparseCovariancePCA(k={PCA_K}, sigma={SIGMA:g}, assume_centered=True).plan(eigengap={GAP})",
-                          lambda n, d, e, dl: SparseCovariancePCA(PCA_K, e, dl, sigma=SIGMA, assume_centered=True)
+                          lambda n, d, e, dl: est("SparseCovariancePCA")(PCA_K, e, dl, sigma=SIGMA, assume_centered=True)
                           .plan(n, d, eigengap=GAP * SIGMA**2), _PRIVCOV_FIELDS),
         "privpca": (f"SparsePCA(k={PCA_K}, gap={GAP}, sigma={SIGMA:g}, assume_centered=True).plan",
-                    lambda n, d, e, dl: SparsePCA(PCA_K, e, dl, gap=GAP, sigma=SIGMA,
-                                                         assume_centered=True).plan(n, d), _PRIVPCA_FIELDS),
+                    lambda n, d, e, dl: est("SparsePCA")(PCA_K, e, dl, gap=GAP, sigma=SIGMA,
+                                                              assume_centered=True).plan(n, d), _PRIVPCA_FIELDS),
         "expmech": (f"ExpMechSparsePCA(k={PCA_K}, sigma={SIGMA:g}).plan(eigengap={GAP})",
-                    lambda n, d, e, dl: ExpMechSparsePCA(PCA_K, e, dl, sigma=SIGMA)
+                    lambda n, d, e, dl: est("ExpMechSparsePCA")(PCA_K, e, dl, sigma=SIGMA)
                     .plan(n, d, eigengap=GAP * SIGMA**2), _EXPMECH_FIELDS),
         "analyze_gauss": ("AnalyzeGauss(row_norm=1, assume_centered=True).plan",
-                          lambda n, d, e, dl: b.AnalyzeGauss(e, dl, row_norm=1.0, assume_centered=True).plan(n, d),
+                          lambda n, d, e, dl: est("AnalyzeGauss")(e, dl, row_norm=1.0, assume_centered=True).plan(n, d),
                           ("noise_scale",)),
         "opendp": "an external library (OpenDP's PCA): its calibration is not dpdist's code; the file records "
                   "which version ran",
@@ -104,20 +121,17 @@ def _spec_table() -> dict:
 def _second_moment(method: str, point) -> dict:
     n, d, rho, radius, lam = point
     if method == "recdpsme":
-        from dpdist.algorithms.second_moment import SecondMoment
-
-        p = SecondMoment(rho, m=2 * d, radius=radius, lambda_min=lam).plan(n, d)
+        p = _estimator("SecondMoment")(rho, m=2 * d, radius=radius, lambda_min=lam).plan(n, d)
         return {"n_levels": p["n_levels"], "schedule.sigmas": _get(p, "schedule.sigmas"),
                 "schedule.thresholds": _get(p, "schedule.thresholds")}
     if method == "one_shot":
         from dpdist.privacy.second_moment_calibration import one_shot_sigma
 
         return {"sigma": one_shot_sigma(n, rho, radius)}
-    from dpdist.algorithms.baselines import SubsampleAggregateSecondMoment
     from dpdist.privacy.second_moment_calibration import equal_privacy_baseline_budget
 
     eps, delta = equal_privacy_baseline_budget(rho, 1e-6)
-    p = SubsampleAggregateSecondMoment(eps, delta, m=10 * d).plan(n, d)
+    p = _estimator("SubsampleAggregateSecondMoment")(eps, delta, m=10 * d).plan(n, d)
     return {"epsilon": eps, "delta": delta, **{f: p[f] for f in ("noise_scale", "threshold", "tlap_scale")}}
 
 

@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 
+import dpdist  # noqa: F401  (defines every estimator, whose plans the fingerprints evaluate)
 from dpdist.algorithms.fingerprint import (
     FINGERPRINTED,
     SECOND_MOMENT_METHODS,
