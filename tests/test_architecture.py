@@ -217,3 +217,23 @@ def test_relative_and_function_local_imports_are_counted(tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "PKG", pkg)
     monkeypatch.setitem(MODULES, "dpdist.data.z", pkg / "data" / "z.py")
     assert imported_modules(pkg / "data" / "x.py") == {"dpdist.algorithms", "dpdist.data", "dpdist.data.z"}
+
+
+def test_the_documented_table_is_the_tested_one():
+    """docs/architecture.md shows the same table as :data:`ALLOWED`."""
+    import re
+
+    text = (PKG.parent / "docs" / "architecture.md").read_text()
+    documented = {}
+    for line in text.splitlines():
+        if not line.startswith("| `"):
+            continue
+        part, deps = (re.sub(r"\([^)]*\)", "", cell) for cell in line.strip("|").split("|")[:2])
+        names = set(re.findall(r"`([^`]+)`", deps))
+        if "the base" in deps:
+            names |= BASE
+        if "everything" in deps:
+            names = set(ALLOWED)
+        for name in re.findall(r"`([^`]+)`", part):
+            documented[name] = names - {name}
+    assert documented == ALLOWED
