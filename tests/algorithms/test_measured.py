@@ -39,3 +39,22 @@ def test_write_table_writes_what_load_table_reads(tmp_path):
     assert table == build_table(sources) == measured.TABLE
     assert all(isinstance(p, tuple) for entry in table.values() for p in entry["points"])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["table.json"]
+
+
+def test_every_estimator_of_the_package_is_in_the_fingerprints_table():
+    """The fingerprints find the estimators by name in a table the classes fill as they are
+    defined; a class defined outside the package (a user's subclass) does not replace them."""
+    import dpdist
+    from dpdist.algorithms._base import Estimator
+    from dpdist.algorithms.fingerprint import ESTIMATORS
+
+    public = [getattr(dpdist, n) for n in dpdist.__all__]
+    public += [getattr(dpdist.baselines, n) for n in dpdist.baselines.__all__]
+    for cls in public:
+        if isinstance(cls, type) and issubclass(cls, Estimator):
+            assert ESTIMATORS[cls.__name__] is cls
+
+    class SparseCovariance(dpdist.SparseCovariance):
+        pass
+
+    assert ESTIMATORS["SparseCovariance"] is dpdist.SparseCovariance
