@@ -56,9 +56,10 @@ ESTIMATORS: dict[str, type] = {}
 
 
 def register(cls: type) -> None:
-    """Record an estimator class of the package under its name (classes defined elsewhere,
-    such as a user's subclass, are not recorded: a fingerprint describes dpdist's code)."""
-    if cls.__module__.startswith("dpdist."):
+    """Record an estimator class of :mod:`dpdist.algorithms` under its name (classes defined
+    elsewhere, such as a user's subclass or a test's deliberately wrong variant, are not
+    recorded: a fingerprint describes the estimators' code)."""
+    if cls.__module__.startswith("dpdist.algorithms."):
         ESTIMATORS[cls.__name__] = cls
 
 
