@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from dpdist._validation import check_choice, check_int, check_positive
+from dpdist.algorithms.fingerprint import register
 from dpdist.exceptions import VacuousReleaseWarning, ValidationError
 
 __all__ = [
@@ -138,17 +139,17 @@ def record_utility(release, plan, *, stacklevel: int = 3):
 def reports_empirical(method: str):
     """Decorate an estimator's ``plan()``: the plan's ``empirical`` field gets the n* that
     ``dpdist experiment sample-complexity`` measured for ``method`` at the plan's
-    ``n_features`` (:func:`dpdist.experiments.empirical.measured_n_star`), one entry per
-    measurement mode (simulated, real), each labelled *empirical* with its instance family,
-    target, budget and source file. Only inside the measured range of d (no extrapolation);
-    a value measured at another budget or on another instance family is a reference point,
-    not a prediction for this fit."""
+    ``n_features`` (:func:`dpdist.algorithms.measured.measured_n_star`, from the data file shipped
+    with the package), one entry per measurement mode (simulated, real), each labelled
+    *empirical* with its instance family, target, budget and source file. Only inside the
+    measured range of d (no extrapolation); a value measured at another budget or on another
+    instance family is a reference point, not a prediction for this fit."""
 
     def wrap(plan_method):
         @functools.wraps(plan_method)
         def plan(self, n_samples, n_features, *args, **kwargs):
             out = plan_method(self, n_samples, n_features, *args, **kwargs)
-            from dpdist.experiments.empirical import measured_n_star
+            from dpdist.algorithms.measured import measured_n_star
 
             found = [m.to_dict() for mode in ("simulated", "real")
                      if (m := measured_n_star(method, out.n_features, mode=mode)) is not None]
@@ -177,6 +178,10 @@ class Estimator:
 
     #: Least (rows, columns) the fit accepts (:func:`dpdist.data.validation.as_dask_array`).
     _min_shape = (2, 2)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        register(cls)  # the measured n*'s fingerprint evaluates plans by class name
 
     @classmethod
     def _param_names(cls) -> list[str]:

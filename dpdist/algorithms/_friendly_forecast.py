@@ -9,7 +9,7 @@ Reference instance
 ------------------
 The plan cannot know the data's covariance; it assumes the one the estimator's model states
 at the given parameters: the Model-2 sparse spike of
-:func:`~dpdist.simulate.instances.model2_block_model` (Gaussian rows, top eigenvalue
+:func:`~dpdist.data.block_models.model2_block_model` (Gaussian rows, top eigenvalue
 ``lambda_1``, second ``(1 - gap) lambda_1``, a flat k-sparse top eigenvector, bulk variance
 ``(1 - gap) lambda_1``). Data far from it (a smaller eigengap than ``gap``, a top
 eigenvector spread over more than k coordinates) can fail tests the plan predicts to pass.
@@ -140,9 +140,7 @@ def batch_forecast(n_features: int, k: int, gap: float, lambda_1: float, batch_s
     A pure function of public scalars, so it is cached: one fit (and one ``dpdist run``, which
     plans before reserving and again in the fit) draws the sample once. The returned arrays
     are read-only."""
-    from dpdist.simulate.instances import model2_block_model
-    from dpdist.simulate.methods import _bulk_top_two
-    from dpdist.simulate.statistics import wishart_blocks
+    from dpdist.data.block_models import bulk_top_two, model2_block_model, wishart_blocks
 
     model = model2_block_model(int(n_features), int(k), gap=float(gap), lambda1=float(lambda_1), random_state=0)
     rng = np.random.default_rng(np.random.SeedSequence(_SEED, spawn_key=(int(n_features), int(k), int(batch_size))))
@@ -154,7 +152,7 @@ def batch_forecast(n_features: int, k: int, gap: float, lambda_1: float, batch_s
     else:  # fewer rows than support coordinates: the rows themselves (few numbers)
         rows = rng.standard_normal((draws, int(batch_size), k)) @ model.cholesky()[0].T
         blocks = np.einsum("nbi,nbj->nij", rows, rows) / b
-    bulk2 = _bulk_top_two(rng, model.n_bulk, model.bulk_variance, np.full(draws, int(batch_size)))
+    bulk2 = bulk_top_two(rng, model.n_bulk, model.bulk_variance, np.full(draws, int(batch_size)))
     kept = np.where(np.abs(blocks) > tau, blocks, 0.0)
     krcs = (kept != 0).sum(axis=2).max(axis=1) <= k
     bw = np.linalg.eigvalsh(kept)[:, ::-1]

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from dpdist._validation import check_int, check_positive, check_probability
+from dpdist._validation import check_positive, check_probability
 from dpdist.algorithms._base import Estimator, Projection, check_nonfinite, nonfinite_note, refuse_nonfinite, reports_empirical
 from dpdist.algorithms._centering import (
     DEFAULT_MEAN_FRACTION,
@@ -36,6 +36,7 @@ from dpdist.algorithms._centering import (
     mean_offset_bounds,
     stage_guarantee,
 )
+from dpdist.algorithms.friendly_steps import FriendlySetup, friendly_setup, friendly_tests, release_norm, release_pca
 from dpdist.algorithms._friendly_forecast import (
     REJECTION_LEVEL,
     BatchForecast,
@@ -48,13 +49,11 @@ from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine.friendly import (
     DEFAULT_GROUP_BYTES,
     DEFAULT_TILE_BYTES,
-    FriendlyStats,
     batch_labels,
     combine_pass1_groups,
     open_session,
     persist_pass1,
     persist_pass2,
-    sparse_spectrum,
 )
 from dpdist.engine.gram import zero_nonfinite_rows
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout
@@ -63,19 +62,14 @@ from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
 from dpdist.privacy.accounting import release_guarantee
 from dpdist.privacy.mechanisms.base import residual_note
 from dpdist.privacy.mechanisms.friendly import FriendlyTestMechanism, PrivNormMechanism, PrivPCAMechanism
-from dpdist.privacy.noise import NoiseSeed, check_random_state, resolve_random_state
+from dpdist.privacy.noise import check_random_state, resolve_random_state
 from dpdist.privacy.pca_calibration import (
     DEFAULT_BETA,
-    TAU_CONSTANT,
     FriendlyTestCalibration,
-    batch_sizes,
     check_gap,
     check_k,
     check_n_batches,
     default_n_batches,
-    friendly_entry_clip,
-    friendly_float_bounds,
-    friendly_tau,
     friendly_test_calibration,
     privnorm_calibration,
     privnorm_error_bound,
@@ -121,136 +115,6 @@ def _centring_note(centering: Centering) -> str:
     where = "a public mean" if centering.mode == "public-mean" else "the privately released mean"
     return (f"rows centred at {where} before any batch statistic: the second moment (1/b) sum (x - mean)"
             "(x - mean)^T of each batch is used; the entry clip and tau apply to x - mean")
-
-
-# --------------------------------------------------------------------------------------
-# functions run where the statistics live (they see FriendlyStats; they return noised values)
-# --------------------------------------------------------------------------------------
-
-
-def _good_set(stats: FriendlyStats, gap: float, lambda_hat: float | None) -> np.ndarray:
-    """Good batches: Definition 4 at gap/2 (PrivPCA, ``lambda_hat`` given) or Algorithm 3's
-    lambda-free variant (``lambda_hat is None``)."""
-    lam1, lam2 = stats.lambda_1, stats.lambda_2
-    with np.errstate(invalid="ignore"):
-        ok = stats.krcs & (lam2 <= (1.0 - gap / 2.0) * lam1)
-        if lambda_hat is None:
-            ok &= lam1 > 0
-        else:
-            ok &= lam1 >= (1.0 - gap / 2.0) * lambda_hat
-    return ok
-
-
-def _friendly_tests(
-    stats: FriendlyStats,
-    gap: float,
-    lambda_hat: float | None,
-    mech: FriendlyTestMechanism,
-    seed: NoiseSeed,
-) -> dict:
-    """Lines 2-15: the noisy tests on |C| and Z (:class:`FriendlyTestMechanism`). Returns only
-    their outcomes, as bits (the algorithm needs nothing more; the noisy statistics stay where
-    they were computed). The thresholds are the calibration's (public)."""
-    cal = mech.calibration
-    count = int(_good_set(stats, gap, lambda_hat).sum())
-    out = {"count_passed": mech.test("count", count, seed), "count_threshold": cal.count_threshold}
-    if not out["count_passed"]:
-        return out
-    out["weight_threshold"] = cal.weight_threshold
-    out["weight_passed"] = mech.test("weight", stats.weight_sum, seed)
-    return out
-
-
-def _release_norm(entries: tuple, n_features: int, mech: PrivNormMechanism, seed: NoiseSeed) -> float:
-    """Algorithm 3 Lines 17-19: ``||T_5tau(Sigma_bar)||_op`` plus the rounded Gaussian on the
-    lattice (:class:`PrivNormMechanism`)."""
-    r, c, v = entries
-    return mech.release(sparse_spectrum(r, c, v, n_features).operator_norm(), seed)
-
-
-def _top_eigenvector_of_symmetrised(rows, cols, vals, n_features: int) -> tuple[np.ndarray, np.ndarray]:
-    """Line 22: ``v_1((P~ + P~^T)/2)`` as ``(support, values)``; post-processing only.
-
-    The symmetrised matrix lives on the indices A its entries touch; its spectrum on A is
-    computed densely. If every eigenvalue there is negative and some index lies outside A, the
-    top eigenvalue of the d x d matrix is 0 and e_j (j the smallest index outside A) is
-    returned. The sign is fixed by making the largest-magnitude entry positive.
-    """
-    active = np.unique(np.concatenate([rows, cols]))
-    pos = np.searchsorted(active, rows), np.searchsorted(active, cols)
-    a = active.size
-    mat = np.zeros((a, a))
-    np.add.at(mat, pos, vals / 2.0)
-    np.add.at(mat, (pos[1], pos[0]), vals / 2.0)
-    w, q = np.linalg.eigh(mat)
-    if w[-1] < 0 and a < n_features:
-        outside = np.setdiff1d(np.arange(min(n_features, a + 1)), active)
-        return np.array([int(outside[0])]), np.array([1.0])
-    vec = q[:, -1]
-    keep = vec != 0
-    vec = vec if vec[np.argmax(np.abs(vec))] > 0 else -vec
-    return active[keep], vec[keep]
-
-
-def _release_pca(entries: tuple, n_features: int, k: int, mech: PrivPCAMechanism, seed: NoiseSeed) -> dict:
-    """Algorithm 2 Lines 17-22 on ``T_5tau(Sigma_bar)``: u from the component carrying the top
-    eigenvalue, the exact top-k^2 of ``u u^T + G`` (:class:`PrivPCAMechanism`), then the top
-    eigenvector."""
-    r, c, v = entries
-    spec = sparse_spectrum(r, c, v, n_features, vectors=True)
-    support, u = spec.top_vector()
-    pr, pc, pv = mech.projector(support, u, n_features, k, seed)
-    vs, vv = _top_eigenvector_of_symmetrised(pr, pc, pv, n_features)
-    return {"support": vs, "values": vv, "p_rows": pr, "p_cols": pc, "p_values": pv}
-
-
-# --------------------------------------------------------------------------------------
-# planning (no data)
-# --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Setup:
-    n_samples: int
-    n_features: int
-    k: int
-    gap: float
-    sigma: float
-    n_batches: int
-    sizes: tuple
-    tau: float
-    tau_rule: str
-    beta: float
-    float_bounds: Any = None
-
-
-def _setup(n_samples, n_features, k, gap, sigma, n_batches, tau, beta, budgets) -> _Setup:
-    n, d = check_int(n_samples, "n_samples", low=1), check_int(n_features, "n_features", low=1)
-    if n < 2 * 20 or d < 2:
-        raise ValidationError(f"need n_samples >= 40 (20 batches of 2 rows) and n_features >= 2, got n={n}, d={d}")
-    k = check_k(k, d)
-    gap = check_gap(gap)
-    sigma = check_positive(sigma, "sigma")
-    beta = check_probability(beta, "beta")
-    if n_batches is None:
-        m = max(default_n_batches(e, dl, beta=beta) for e, dl in budgets)
-        if m > n // 2:
-            raise ValidationError(
-                f"the default number of batches for this budget is {m}, which needs n_samples >= {2 * m}; "
-                f"got n_samples={n} (pass n_batches= to override, or see plan())"
-            )
-    else:
-        m = check_n_batches(n_batches, n)
-    sizes = tuple(batch_sizes(n, m))
-    b = min(sizes)
-    if tau is None:
-        t = friendly_tau(sigma, d, b, beta=beta)
-        rule = f"eq. (11): {TAU_CONSTANT} sigma^2 sqrt(log(d/beta)/b), beta={beta}, b={b}"
-    else:
-        t = check_positive(tau, "tau")
-        rule = "user-supplied"
-    bounds = friendly_float_bounds(n, m, d, friendly_entry_clip(sigma, n, d, beta), t, k)
-    return _Setup(n, d, k, gap, sigma, m, sizes, t, rule, float(beta), bounds)
 
 
 def _check_common(k, epsilon, delta, gap, sigma, n_batches, tau, beta, scheduler, random_state=None,
@@ -305,7 +169,7 @@ def _run(
     the private mean; ``centring`` is ``(assume_centered, mean, mean_fraction, mean_clip)``."""
     X = as_dask_array(X)
     n, d = X.shape
-    setup = _setup(n, d, k, gap, sigma, n_batches, tau, beta, [(e, dl) for _, e, dl in stages])
+    setup = friendly_setup(n, d, k, gap, sigma, n_batches, tau, beta, [(e, dl) for _, e, dl in stages])
     centering = check_centering(*centring, n_features=d)
     mean_share, _ = centering.split(epsilon, delta)
     # the mean's default radius: the rows' L2 norm inside the entry clip's box
@@ -417,7 +281,7 @@ def _run(
             mechanisms.append(tests_mech[name].describe())
             outcome = session.fetch(
                 session.apply(
-                    _friendly_tests,
+                    friendly_tests,
                     stats,
                     setup.gap,
                     None if name == "norm" else float(lam_hat),
@@ -445,7 +309,7 @@ def _run(
                 events.append(("norm/release", mech.event()))
                 mechanisms.append(mech.describe())
                 notes.append(residual_note(1, mech.noise))
-                lam_hat = session.fetch(session.apply(_release_norm, sigma_bar, d, mech, seed))
+                lam_hat = session.fetch(session.apply(release_norm, sigma_bar, d, mech, seed))
                 values["norm"] = lam_hat
             else:
                 cal = privpca_calibration(e, dl, setup.k, setup.tau, setup.gap, float(lam_hat), setup.float_bounds)
@@ -458,7 +322,7 @@ def _run(
                 notes.append(residual_note(d * d, mech.noise) + "; PrivPCA's projector: its order-statistics "
                              "sampler's refinement residual is stated in dpdist.privacy.topk_sampler")
                 out = session.fetch(
-                    session.apply(_release_pca, sigma_bar, d, setup.k, mech, seed)
+                    session.apply(release_pca, sigma_bar, d, setup.k, mech, seed)
                 )
                 comp = np.zeros((1, d))
                 comp[0, out["support"]] = out["values"]
@@ -739,7 +603,7 @@ def sparse_pca(
 # --------------------------------------------------------------------------------------
 
 
-def _plan_tests(setup: _Setup, cal: FriendlyTestCalibration, q=None, forecast: BatchForecast | None = None) -> dict:
+def _plan_tests(setup: FriendlySetup, cal: FriendlyTestCalibration, q=None, forecast: BatchForecast | None = None) -> dict:
     """The two private tests at this size: their noise, thresholds, the margin a run whose
     batches are all good would have on the Z test, and, given the forecast (``q`` the
     probability that one batch is good, ``forecast`` the batch statistics of the reference
@@ -791,7 +655,7 @@ def _tests_unmet(tests: dict, name: str) -> tuple:
     return ()
 
 
-def _plan_centring(est, setup: _Setup, mean_share, lambda_1: float) -> tuple[dict, tuple, bool]:
+def _plan_centring(est, setup: FriendlySetup, mean_share, lambda_1: float) -> tuple[dict, tuple, bool]:
     """The plan's centring fields, its unmet condition (if any), and whether the mean is private.
 
     ``mean_offset_bound`` bounds ``||w||_2``, ``w = mu - mu_hat``
@@ -1097,7 +961,7 @@ class SpectralNorm(Estimator):
         epsilon, delta = _check_common(self.k, self.epsilon, self.delta, self.gap, self.sigma,
                                        self.n_batches, self.tau, self.beta, self.scheduler)
         mean_share, share = check_centering(**self._centring()).split(epsilon, delta)
-        setup = _setup(n_samples, n_features, self.k, self.gap, self.sigma, self.n_batches, self.tau,
+        setup = friendly_setup(n_samples, n_features, self.k, self.gap, self.sigma, self.n_batches, self.tau,
                        self.beta, [(share.epsilon, share.delta)])
         cal = privnorm_calibration(share.epsilon, share.delta, setup.k, setup.tau, setup.float_bounds)
         err = privnorm_error_bound(cal, setup.k, setup.tau, setup.beta)
@@ -1320,7 +1184,7 @@ class SparsePCA(Projection, Estimator):
     def _plan(self, n_samples, n_features, lambda_1=None, *, forecast: bool = True) -> SparsePCAPlan:
         norm_budget, (ep, dp) = self._budgets()
         budgets = [(ep, dp)] if norm_budget is None else [norm_budget, (ep, dp)]
-        setup = _setup(n_samples, n_features, self.k, self.gap, self.sigma, self.n_batches, self.tau,
+        setup = friendly_setup(n_samples, n_features, self.k, self.gap, self.sigma, self.n_batches, self.tau,
                        self.beta, budgets)
         lam = check_positive(lambda_1, "lambda_1", allow_none=True) or (
             float(self.lambda_hat) if self.lambda_hat is not None else setup.sigma**2)

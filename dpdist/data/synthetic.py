@@ -105,13 +105,14 @@ class Model1:
         :func:`~dpdist.data.validation.write_chunk_manifest`) and ``truth/`` (the
         covariance as CSR arrays) with the model's parameters in ``attrs["model"]``. Written
         into a temporary directory and renamed, so a failure leaves nothing at ``path``.
+        ``scheduler`` is what dask's ``compute`` takes (a name such as ``"threads"`` or ``"sync"``,
+        a ``distributed.Client``; default: dask's default): writing synthetic data draws no noise
+        and needs none of the estimators' runtime.
         """
         import shutil
         import tempfile
 
         import zarr
-
-        from dpdist.engine.runtime import compute
 
         path = os.path.abspath(path)
         parent = os.path.dirname(path)
@@ -127,7 +128,8 @@ class Model1:
             # every chunk file written (also all-zero ones), and recorded so in the chunk manifest
             arr = root.create_array("X", shape=X.shape, chunks=(X.chunks[0][0], X.shape[1]), dtype="float64",
                                     config={"write_empty_chunks": True})
-            compute(da.store(X, arr, lock=False, compute=False), scheduler=scheduler, noised=False)
+            kwargs = {} if scheduler is None else {"scheduler": scheduler}
+            da.store(X, arr, lock=False, compute=True, **kwargs)  # dask's own scheduling: nothing private here
             write_chunk_manifest(arr)
             truth = root.create_group("truth")
             cov = sp.csr_array(self.covariance)

@@ -1,55 +1,29 @@
-"""Measured sample complexities as planning data (labelled *empirical*, with their source).
+"""Measured sample complexities as planning data: building the shipped table, and theory beside it.
 
-:data:`TABLE` holds n*(d) measured by ``dpdist experiment sample-complexity`` (the JSON named
-in each entry's ``source``, under ``benchmarks/results/``): per method, the instance family,
-the target, the budget and the points (d, n*). :func:`measured_n_star` returns the measured
-value for a method at a dimension, interpolated log-log between measured points and only
-inside the measured range (None outside it: no extrapolation). :func:`theory_n_star` gives the
-estimators' own theorem-based planning value (their ``plan()``/``min_samples()``) for the
-same target, so the two can be shown side by side (:func:`planning_rows`).
+The estimators' ``plan()`` quotes the n*(d) measured by ``dpdist experiment sample-complexity``
+(:mod:`dpdist.algorithms.measured`, labelled *empirical*, with their source), read from a data
+file shipped with the package. :func:`build_table` builds that table from the results files of
+:data:`SOURCES` and :func:`write_table` writes it (run it after regenerating a source; a test
+checks that the shipped file and the results files agree). :func:`theory_n_star` gives the
+estimators' own theorem-based planning value (their ``plan()``/``min_samples()``) for the same
+target, so the two can be shown side by side (:func:`planning_rows`, :func:`planning_table`).
 
 The measured values hold for the instance family and target they were measured on; they are
-not a guarantee for other data. Each entry carries the fingerprint its results file recorded
-(:mod:`dpdist.experiments.fingerprint`): when it differs from the one today's code gives, the
-measurement no longer describes the code and :func:`measured_n_star` returns None
-(:func:`table_status` says which fields differ). An entry whose file records no fingerprint is
-reported as not checked.
+not a guarantee for other data, and an entry whose recorded fingerprint differs from today's
+code is not quoted (:func:`~dpdist.algorithms.measured.table_status`).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
-from dataclasses import asdict, dataclass
 
+from dpdist.algorithms import measured as _measured
+from dpdist.algorithms.measured import TABLE, EmpiricalNStar, interpolate_loglog, measured_n_star, table_status
 from dpdist.exceptions import ValidationError
 
-__all__ = ["PLANNING_LABELS", "SOURCES", "TABLE", "EmpiricalNStar", "build_table", "measured_n_star", "planning_rows", "planning_table",
-           "table_from_results", "table_status", "theory_n_star"]
-
-
-@dataclass(frozen=True)
-class EmpiricalNStar:
-    """A measured n* (least n with error <= target in >= 1 - beta of the repetitions)."""
-
-    method: str
-    n_features: float
-    n_star: float
-    interpolated: bool
-    instance_family: str
-    target: str
-    epsilon: float
-    delta: float
-    beta: float
-    mode: str
-    source: str
-    date: str
-    label: str = "empirical"
-    fingerprint: str = "not recorded: not checked against this code"
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+__all__ = ["PLANNING_LABELS", "SOURCES", "TABLE", "EmpiricalNStar", "build_table", "measured_n_star", "planning_rows",
+           "planning_table", "table_from_results", "table_status", "theory_n_star", "write_table"]
 
 
 #: The results files :data:`TABLE` is built from.
@@ -57,444 +31,37 @@ SOURCES = ("benchmarks/results/sample_complexity_simulated.json", "benchmarks/re
            "benchmarks/results/sample_complexity_privcov_gumbel_simulated.json",
            "benchmarks/results/sample_complexity_privcov_power_simulated.json")
 
-#: :func:`build_table` of :data:`SOURCES` (after regenerating a source: ``pprint.pprint(build_table())``
-#: from the repository root, pasted here; a test checks that the two agree).
-TABLE: dict = {('expmech', 'real'): {'beta': 0.1,
-                       'date': '2026-11-30',
-                       'delta': 1e-06,
-                       'epsilon': 1.0,
-                       'fingerprint': None,
-                       'instance_family': 'model2-sparse-spike (k=3, gap=0.5)',
-                       'mode': 'real',
-                       'points': [(30, 86600.0), (60, 86600.0), (120, 86600.0)],
-                       'source': 'benchmarks/results/sample_complexity_real.json',
-                       'target': 'sin^2 <= 0.1',
-                       'theory_points': []},
- ('privcov', 'simulated'): {'beta': 0.1,
-                            'date': '2026-12-01',
-                            'delta': 1e-06,
-                            'epsilon': 1.0,
-                            'fingerprint': {'digest': 'ab3f5bb41ebc358a',
-                                            'evaluates': "SparseCovariance(k=20, selection='paper', sigma=1, "
-                                                         'assume_centered=True).plan',
-                                            'points': [{'delta': 1e-06,
-                                                        'epsilon': 1.0,
-                                                        'n_features': 200,
-                                                        'n_samples': 1000000},
-                                                       {'delta': 1e-06,
-                                                        'epsilon': 1.0,
-                                                        'n_features': 20000,
-                                                        'n_samples': 1000000000},
-                                                       {'delta': 1e-08,
-                                                        'epsilon': 0.5,
-                                                        'n_features': 1000,
-                                                        'n_samples': 10000000}],
-                                            'values': [{'clip': 6.812954203,
-                                                        'noise_scale': 1.72560583,
-                                                        'release_sigma': None,
-                                                        'row_clip': 'inf',
-                                                        'selection_share': None},
-                                                       {'clip': 8.33319842,
-                                                        'noise_scale': 0.02584816618,
-                                                        'release_sigma': None,
-                                                        'row_clip': 'inf',
-                                                        'selection_share': None},
-                                                       {'clip': 7.3648076,
-                                                        'noise_scale': 1.035402625,
-                                                        'release_sigma': None,
-                                                        'row_clip': 'inf',
-                                                        'selection_share': None}]},
-                            'instance_family': 'construction1 (k=20)',
-                            'mode': 'simulated',
-                            'points': [(60, 56234133.0),
-                                       (200, 165481711.0),
-                                       (600, 486967528.0),
-                                       (2000, 1154781991.0),
-                                       (6000, 2738419649.0),
-                                       (20000, 6493816351.0),
-                                       (100000, 22067340811.0)],
-                            'source': 'benchmarks/results/sample_complexity_simulated.json',
-                            'target': '||M - Sigma||_op <= 0.25 sigma^2',
-                            'theory_points': [(60, 8447328256.0),
-                                              (200, 19327352832.0),
-                                              (600, 40735080448.0),
-                                              (2000, 92945776640.0),
-                                              (6000, 205487341568.0),
-                                              (20000, 566398812160.0)]},
- ('privcov_gumbel', 'simulated'): {'beta': 0.1,
-                                   'date': '2026-12-01',
-                                   'delta': 1e-06,
-                                   'epsilon': 1.0,
-                                   'fingerprint': {'digest': '78cb8a6cf39c595b',
-                                                   'evaluates': "SparseCovariance(k=20, selection='gumbel', "
-                                                                'sigma=1, assume_centered=True).plan',
-                                                   'points': [{'delta': 1e-06,
-                                                               'epsilon': 1.0,
-                                                               'n_features': 200,
-                                                               'n_samples': 1000000},
-                                                              {'delta': 1e-06,
-                                                               'epsilon': 1.0,
-                                                               'n_features': 20000,
-                                                               'n_samples': 1000000000},
-                                                              {'delta': 1e-08,
-                                                               'epsilon': 0.5,
-                                                               'n_features': 1000,
-                                                               'n_samples': 10000000}],
-                                                   'values': [{'clip': 6.91394528,
-                                                               'noise_scale': 0.005390731389,
-                                                               'release_sigma': 0.01619950703,
-                                                               'row_clip': 18.85520751,
-                                                               'selection_share': 0.9604499489},
-                                                              {'clip': 8.415966389,
-                                                               'noise_scale': 5.123467097e-05,
-                                                               'release_sigma': 0.0002357379846,
-                                                               'row_clip': 146.4878172,
-                                                               'selection_share': 0.952746677},
-                                                              {'clip': 7.45832993,
-                                                               'noise_scale': 0.00260569957,
-                                                               'release_sigma': 0.01143637867,
-                                                               'row_clip': 36.39733238,
-                                                               'selection_share': 0.9483096059}]},
-                                   'instance_family': 'construction1 (k=20)',
-                                   'mode': 'simulated',
-                                   'points': [(60, 205353.0),
-                                              (200, 486969.0),
-                                              (600, 1000003.0),
-                                              (2000, 2206741.0),
-                                              (6000, 4869691.0),
-                                              (20000, 10746113.0)],
-                                   'source': 'benchmarks/results/sample_complexity_privcov_gumbel_simulated.json',
-                                   'target': '||M - Sigma||_op <= 0.25 sigma^2',
-                                   'theory_points': [(60, 56885248.0),
-                                                     (200, 80019456.0),
-                                                     (600, 115867648.0),
-                                                     (2000, 184680448.0),
-                                                     (6000, 295960576.0),
-                                                     (20000, 518782976.0)]},
- ('privcov_power', 'simulated'): {'beta': 0.1,
-                                  'date': '2026-12-01',
-                                  'delta': 1e-06,
-                                  'epsilon': 1.0,
-                                  'fingerprint': {'digest': '347feb79c50fb8b4',
-                                                  'evaluates': 'SparseCovariancePCA(k=3, sigma=1, '
-                                                               'assume_centered=True).plan(eigengap=0.5)',
-                                                  'points': [{'delta': 1e-06,
-                                                              'epsilon': 1.0,
-                                                              'n_features': 200,
-                                                              'n_samples': 1000000},
-                                                             {'delta': 1e-06,
-                                                              'epsilon': 1.0,
-                                                              'n_features': 20000,
-                                                              'n_samples': 1000000000},
-                                                             {'delta': 1e-08,
-                                                              'epsilon': 0.5,
-                                                              'n_features': 1000,
-                                                              'n_samples': 10000000}],
-                                                  'values': [{'clip': 6.91394528,
-                                                              'noise_scale': 0.002181052768,
-                                                              'release_sigma': 0.006823055033,
-                                                              'row_clip': 18.85520751,
-                                                              'selection_share': 0.880093664},
-                                                             {'clip': 8.415966389,
-                                                              'noise_scale': 2.046203564e-05,
-                                                              'release_sigma': 6.934324742e-05,
-                                                              'row_clip': 146.4878172,
-                                                              'selection_share': 0.8959783277},
-                                                             {'clip': 7.45832993,
-                                                              'noise_scale': 0.001043568843,
-                                                              'release_sigma': 0.003373453045,
-                                                              'row_clip': 36.39733238,
-                                                              'selection_share': 0.886843826}]},
-                                  'instance_family': 'model2-sparse-spike (k=3, gap=0.5)',
-                                  'mode': 'simulated',
-                                  'points': [(50, 48697.0),
-                                             (200, 100001.0),
-                                             (1000, 220676.0),
-                                             (5000, 649389.0),
-                                             (10000, 865974.0),
-                                             (20000, 1333536.0),
-                                             (100000, 3398245.0)],
-                                  'source': 'benchmarks/results/sample_complexity_privcov_power_simulated.json',
-                                  'target': 'sin^2 <= 0.1',
-                                  'theory_points': [(50, 18743296.0),
-                                                    (200, 26804224.0),
-                                                    (1000, 44662784.0),
-                                                    (5000, 84148224.0),
-                                                    (10000, 113442816.0),
-                                                    (20000, 161611776.0),
-                                                    (100000, 408420352.0)]},
- ('privpca', 'simulated'): {'beta': 0.1,
-                            'date': '2026-12-01',
-                            'delta': 1e-06,
-                            'epsilon': 1.0,
-                            'fingerprint': {'digest': '86ef1bd2da08b8b7',
-                                            'evaluates': 'SparsePCA(k=3, gap=0.5, sigma=1, '
-                                                         'assume_centered=True).plan',
-                                            'points': [{'delta': 1e-06,
-                                                        'epsilon': 1.0,
-                                                        'n_features': 200,
-                                                        'n_samples': 1000000},
-                                                       {'delta': 1e-06,
-                                                        'epsilon': 1.0,
-                                                        'n_features': 20000,
-                                                        'n_samples': 1000000000},
-                                                       {'delta': 1e-08,
-                                                        'epsilon': 0.5,
-                                                        'n_features': 1000,
-                                                        'n_samples': 10000000}],
-                                            'values': [{'n_batches': 5792,
-                                                        'noise_scale': 20787.11756,
-                                                        'norm_noise_scale': 1309.085013,
-                                                        'pca_tests.count_test.scale': 6.0,
-                                                        'pca_tests.count_test.threshold': 4735.561386,
-                                                        'pca_tests.weight_test.scale': 42.0,
-                                                        'pca_tests.weight_test.threshold': 5347.329704,
-                                                        'tau': 0.8783732131},
-                                                       {'n_batches': 5792,
-                                                        'noise_scale': 818.6860983,
-                                                        'norm_noise_scale': 51.52831051,
-                                                        'pca_tests.count_test.scale': 6.0,
-                                                        'pca_tests.count_test.threshold': 4735.561386,
-                                                        'pca_tests.weight_test.scale': 42.0,
-                                                        'pca_tests.weight_test.threshold': 5347.329704,
-                                                        'tau': 0.03457459999},
-                                                       {'n_batches': 14162,
-                                                        'noise_scale': 26510.98692,
-                                                        'norm_noise_scale': 1669.348882,
-                                                        'pca_tests.count_test.scale': 12.0,
-                                                        'pca_tests.count_test.threshold': 11588.78481,
-                                                        'pca_tests.weight_test.scale': 84.0,
-                                                        'pca_tests.weight_test.threshold': 13143.8937,
-                                                        'tau': 0.4737527248}]},
-                            'instance_family': 'model2-sparse-spike (k=3, gap=0.5)',
-                            'mode': 'simulated',
-                            'points': [(50, 3.924189758484536e+16),
-                                       (200, 8.659643233600654e+16),
-                                       (1000, 1.5399265260594922e+17),
-                                       (5000, 1.6548170999431814e+17),
-                                       (20000, 2.20673406908459e+17),
-                                       (100000, 2.738419634264362e+17)],
-                            'source': 'benchmarks/results/sample_complexity_simulated.json',
-                            'target': 'sin^2 <= 0.1',
-                            'theory_points': [(50, 3.433825830883977e+19),
-                                              (200, 4.811941390608184e+19),
-                                              (1000, 6.704621355257142e+19),
-                                              (5000, 8.905530493153103e+19),
-                                              (20000, 1.1055492660264436e+20),
-                                              (100000, 1.3827007870948239e+20)]},
- ('thresholded', 'real'): {'beta': 0.1,
-                           'date': '2026-11-30',
-                           'delta': 1e-06,
-                           'epsilon': 1.0,
-                           'fingerprint': None,
-                           'instance_family': 'construction1 (k=20)',
-                           'mode': 'real',
-                           'points': [(60, 56230.0), (120, 64940.0)],
-                           'source': 'benchmarks/results/sample_complexity_real.json',
-                           'target': '||M - Sigma||_op <= 0.25 sigma^2',
-                           'theory_points': []},
- ('thresholded', 'simulated'): {'beta': 0.1,
-                                'date': '2026-12-01',
-                                'delta': 1e-06,
-                                'epsilon': 1.0,
-                                'fingerprint': {'digest': '0571dff21abe5f7b',
-                                                'evaluates': 'ThresholdedCovariance(sigma=1).plan (NOT '
-                                                             'PRIVATE: its threshold rule)',
-                                                'points': [{'delta': 1e-06,
-                                                            'epsilon': 1.0,
-                                                            'n_features': 200,
-                                                            'n_samples': 1000000},
-                                                           {'delta': 1e-06,
-                                                            'epsilon': 1.0,
-                                                            'n_features': 20000,
-                                                            'n_samples': 1000000000},
-                                                           {'delta': 1e-08,
-                                                            'epsilon': 0.5,
-                                                            'n_features': 1000,
-                                                            'n_samples': 10000000}],
-                                                'values': [{'threshold': 0.01229655066},
-                                                           {'threshold': 0.0004733057286},
-                                                           {'threshold': 0.004200036638}]},
-                                'instance_family': 'construction1 (k=20)',
-                                'mode': 'simulated',
-                                'points': [(60, 52330.0),
-                                           (200, 93057.0),
-                                           (600, 115478.0),
-                                           (2000, 124094.0),
-                                           (6000, 143302.0),
-                                           (20000, 177829.0),
-                                           (100000, 254831.0)],
-                                'source': 'benchmarks/results/sample_complexity_simulated.json',
-                                'target': '||M - Sigma||_op <= 0.25 sigma^2',
-                                'theory_points': [(60, 3364864.0),
-                                                  (200, 3860480.0),
-                                                  (600, 4313088.0),
-                                                  (2000, 4808704.0),
-                                                  (6000, 5259264.0),
-                                                  (20000, 5754880.0),
-                                                  (100000, 6414336.0)]},
- ('thresholded_pca', 'real'): {'beta': 0.1,
-                               'date': '2026-11-30',
-                               'delta': 1e-06,
-                               'epsilon': 1.0,
-                               'fingerprint': None,
-                               'instance_family': 'model2-sparse-spike (k=3, gap=0.5)',
-                               'mode': 'real',
-                               'points': [(60, 6494.0), (240, 7499.0), (960, 8660.0)],
-                               'source': 'benchmarks/results/sample_complexity_real.json',
-                               'target': 'sin^2 <= 0.1',
-                               'theory_points': []},
- ('thresholded_pca', 'simulated'): {'beta': 0.1,
-                                    'date': '2026-12-01',
-                                    'delta': 1e-06,
-                                    'epsilon': 1.0,
-                                    'fingerprint': {'digest': '0f4028972be1597e',
-                                                    'evaluates': 'ThresholdedPCA(sigma=1).plan(k=3) (NOT '
-                                                                 'PRIVATE: its threshold rule)',
-                                                    'points': [{'delta': 1e-06,
-                                                                'epsilon': 1.0,
-                                                                'n_features': 200,
-                                                                'n_samples': 1000000},
-                                                               {'delta': 1e-06,
-                                                                'epsilon': 1.0,
-                                                                'n_features': 20000,
-                                                                'n_samples': 1000000000},
-                                                               {'delta': 1e-08,
-                                                                'epsilon': 0.5,
-                                                                'n_features': 1000,
-                                                                'n_samples': 10000000}],
-                                                    'values': [{'threshold': 0.01229655066},
-                                                               {'threshold': 0.0004733057286},
-                                                               {'threshold': 0.004200036638}]},
-                                    'instance_family': 'model2-sparse-spike (k=3, gap=0.5)',
-                                    'mode': 'simulated',
-                                    'points': [(50, 5623.0),
-                                               (200, 6978.0),
-                                               (1000, 8058.0),
-                                               (5000, 8659.0),
-                                               (20000, 9305.0),
-                                               (100000, 10745.0)],
-                                    'source': 'benchmarks/results/sample_complexity_simulated.json',
-                                    'target': 'sin^2 <= 0.1',
-                                    'theory_points': [(50, 742912.0),
-                                                      (200, 871424.0),
-                                                      (1000, 1020928.0),
-                                                      (5000, 1170432.0),
-                                                      (20000, 1299456.0),
-                                                      (100000, 1447936.0)]},
- ('wang_xu', 'simulated'): {'beta': 0.1,
-                            'date': '2026-12-01',
-                            'delta': 1e-06,
-                            'epsilon': 1.0,
-                            'fingerprint': {'digest': '7ac968310609b892',
-                                            'evaluates': 'GaussianCovariance(sigma=1, '
-                                                         'assume_centered=True).plan',
-                                            'points': [{'delta': 1e-06,
-                                                        'epsilon': 1.0,
-                                                        'n_features': 200,
-                                                        'n_samples': 1000000},
-                                                       {'delta': 1e-06,
-                                                        'epsilon': 1.0,
-                                                        'n_features': 20000,
-                                                        'n_samples': 1000000000},
-                                                       {'delta': 1e-08,
-                                                        'epsilon': 0.5,
-                                                        'n_features': 1000,
-                                                        'n_samples': 10000000}],
-                                            'values': [{'clip': 6.812954203,
-                                                        'gaussian_sigma': 0.07843773537,
-                                                        'threshold': 0.4106987857},
-                                                       {'clip': 8.33319842,
-                                                        'gaussian_sigma': 0.01174614773,
-                                                        'threshold': 0.07858220331},
-                                                       {'clip': 7.3648076,
-                                                        'gaussian_sigma': 0.1070014058,
-                                                        'threshold': 0.6117211078}]},
-                            'instance_family': 'construction1 (k=20)',
-                            'mode': 'simulated',
-                            'points': [(60, 2548297.0),
-                                       (200, 11547821.0),
-                                       (600, 42169655.0),
-                                       (2000, 153992670.0),
-                                       (6000, 604296458.0),
-                                       (20000, 2206734317.0),
-                                       (100000, 15399266991.0)],
-                            'source': 'benchmarks/results/sample_complexity_simulated.json',
-                            'target': '||M - Sigma||_op <= 0.25 sigma^2',
-                            'theory_points': [(60, 28655616.0),
-                                              (200, 95485952.0),
-                                              (600, 304087040.0),
-                                              (2000, 1115684864.0),
-                                              (6000, 3699376128.0),
-                                              (20000, 13899923456.0),
-                                              (100000, 85832237056.0)]},
- ('wang_xu_pca', 'real'): {'beta': 0.1,
-                           'date': '2026-11-30',
-                           'delta': 1e-06,
-                           'epsilon': 1.0,
-                           'fingerprint': None,
-                           'instance_family': 'model2-sparse-spike (k=3, gap=0.5)',
-                           'mode': 'real',
-                           'points': [(20, 237100.0), (40, 562300.0), (80, 1155000.0)],
-                           'source': 'benchmarks/results/sample_complexity_real.json',
-                           'target': 'sin^2 <= 0.1',
-                           'theory_points': []},
- ('wang_xu_pca', 'simulated'): {'beta': 0.1,
-                                'date': '2026-12-01',
-                                'delta': 1e-06,
-                                'epsilon': 1.0,
-                                'fingerprint': {'digest': '8608af7205dcc234',
-                                                'evaluates': 'GaussianPCA(sigma=1, '
-                                                             'assume_centered=True).plan(k=3)',
-                                                'points': [{'delta': 1e-06,
-                                                            'epsilon': 1.0,
-                                                            'n_features': 200,
-                                                            'n_samples': 1000000},
-                                                           {'delta': 1e-06,
-                                                            'epsilon': 1.0,
-                                                            'n_features': 20000,
-                                                            'n_samples': 1000000000},
-                                                           {'delta': 1e-08,
-                                                            'epsilon': 0.5,
-                                                            'n_features': 1000,
-                                                            'n_samples': 10000000}],
-                                                'values': [{'clip': 6.812954203,
-                                                            'gaussian_sigma': 0.07843773537,
-                                                            'threshold': 0.4106987857},
-                                                           {'clip': 8.33319842,
-                                                            'gaussian_sigma': 0.01174614773,
-                                                            'threshold': 0.07858220331},
-                                                           {'clip': 7.3648076,
-                                                            'gaussian_sigma': 0.1070014058,
-                                                            'threshold': 0.6117211078}]},
-                                'instance_family': 'model2-sparse-spike (k=3, gap=0.5)',
-                                'mode': 'simulated',
-                                'points': [(50, 697831.0),
-                                           (200, 3162280.0),
-                                           (1000, 20535265.0),
-                                           (5000, 115478281.0),
-                                           (20000, 523299489.0),
-                                           (100000, 3162279922.0)],
-                                'source': 'benchmarks/results/sample_complexity_simulated.json',
-                                'target': 'sin^2 <= 0.1',
-                                'theory_points': [(50, 9617408.0),
-                                                  (200, 41058304.0),
-                                                  (1000, 236060672.0),
-                                                  (5000, 1385168896.0),
-                                                  (20000, 6371147776.0),
-                                                  (100000, 38084280320.0)]}}
-
-
 def build_table(paths=SOURCES) -> dict:
-    """:data:`TABLE` as the results files ``paths`` give it (later files win on a shared key)."""
+    """The shipped table (:data:`dpdist.algorithms.measured.TABLE`) as the results files
+    ``paths`` give it (later files win on a shared key)."""
     out: dict = {}
     for path in paths:
         out.update(table_from_results(path))
     return out
 
 
+def write_table(path=None, paths=SOURCES) -> str:
+    """Write :func:`build_table` of ``paths`` as the measured-n* data file (default: the one
+    shipped in the package, :data:`dpdist.algorithms.measured.DATA_FILE`; run from the
+    repository root, where :data:`SOURCES` are). Returns the path written."""
+    table = build_table(paths)
+    if path is None:
+        path = os.path.join(os.path.dirname(os.path.abspath(_measured.__file__)), _measured.DATA_FILE)
+    doc = {"about": ("Measured n* of dpdist experiment sample-complexity, per method and mode, built from the "
+                     "results files named in each entry's source by dpdist.experiments.empirical.write_table(); "
+                     "regenerate it with that function after a source changes (a test checks that the two agree)."),
+           "entries": [{"method": method, **entry} for (method, _mode), entry in sorted(table.items())]}
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as fh:
+        json.dump(doc, fh, indent=1, sort_keys=True)
+        fh.write("\n")
+    os.replace(tmp, path)
+    return path
+
+
 def table_from_results(path: str) -> dict:
-    """Table entries (the shape of :data:`TABLE`) from a ``sample_complexity_<mode>.json``."""
+    """Table entries (the shape of :data:`~dpdist.algorithms.measured.TABLE`) from a
+    ``sample_complexity_<mode>.json``."""
     with open(path) as fh:
         res = json.load(fh)
     out = {}
@@ -511,58 +78,6 @@ def table_from_results(path: str) -> dict:
             "fingerprint": res.get("fingerprints", {}).get(name),
         }
     return out
-
-
-def table_status(method: str, mode: str = "simulated") -> dict | None:
-    """Whether the table's entry for ``method`` still describes today's code: ``{"status":
-    "fresh" | "stale" | "unfingerprinted", "differences": [...]}`` (None when there is no entry)."""
-    from dpdist.experiments.fingerprint import current_fingerprint, diff
-
-    entry = TABLE.get((method, mode))
-    if entry is None:
-        return None
-    recorded = entry.get("fingerprint")
-    if recorded is None:
-        return {"status": "unfingerprinted", "differences": []}
-    current = current_fingerprint(method)
-    if current is None or current["digest"] == recorded.get("digest"):
-        return {"status": "fresh", "differences": []}
-    return {"status": "stale", "differences": diff(recorded, current) or ["digest differs"]}
-
-
-def _loglog(points, d: float) -> tuple[float, bool] | None:
-    """Value at d: exact at a point, log-log interpolated between two, None outside."""
-    pts = sorted(points)
-    if not pts or d < pts[0][0] or d > pts[-1][0]:
-        return None
-    for (d0, n0), (d1, n1) in zip(pts, pts[1:]):
-        if d0 < d < d1:
-            t = (math.log(d) - math.log(d0)) / (math.log(d1) - math.log(d0))
-            return math.exp(math.log(n0) + t * (math.log(n1) - math.log(n0))), True
-    return float(dict(pts)[d]) if d in dict(pts) else float(pts[-1][1]), False
-
-
-def measured_n_star(method: str, n_features: float, *, mode: str = "simulated") -> EmpiricalNStar | None:
-    """The measured n* of ``method`` at dimension ``n_features``: exact at a measured d,
-    log-log interpolated between two measured d, None outside the measured range (or when
-    the method was not measured in that mode). None, too, when the entry is stale: its results
-    file's fingerprint differs from today's code (:func:`table_status` says where)."""
-    entry = TABLE.get((method, mode))
-    if entry is None:
-        return None
-    status = table_status(method, mode)
-    if status["status"] == "stale":
-        return None
-    d = float(n_features)
-    if not (math.isfinite(d) and d > 0):
-        raise ValidationError(f"n_features must be a positive number, got {n_features!r}")
-    found = _loglog(entry["points"], d)
-    if found is None:
-        return None
-    value, interp = found
-    keys = ("instance_family", "target", "epsilon", "delta", "beta", "mode", "source", "date")
-    checked = {} if status["status"] == "unfingerprinted" else {"fingerprint": "matches this code"}
-    return EmpiricalNStar(method, d, float(value), interp, **{k: entry[k] for k in keys}, **checked)
 
 
 def theory_n_star(method: str, n_features: int, *, k: int, sigma: float, target: float, epsilon: float,
@@ -614,13 +129,13 @@ def planning_rows(dims=(1000, 10000, 100000), *, mode: str = "simulated") -> lis
     estimator's own ``plan()``/``min_samples()`` bound for the same target, budget and instance
     parameters, recorded next to each measurement)."""
     rows = []
-    for (method, m), entry in sorted(TABLE.items()):
+    for (method, m), entry in sorted(_measured.TABLE.items()):
         if m != mode:
             continue
         stale = table_status(method, mode)["status"] == "stale"
         for d in dims:
             meas = measured_n_star(method, d, mode=mode)
-            th = None if stale else _loglog(entry.get("theory_points", []), float(d))
+            th = None if stale else interpolate_loglog(entry.get("theory_points", []), float(d))
             theory = None if th is None else th[0]
             rows.append({"method": method, "d": d, "theory_n": theory,
                          "measured_n": None if meas is None else meas.n_star,

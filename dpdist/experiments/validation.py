@@ -178,7 +178,8 @@ def _sweep_n_star(method: str, inst, d: int, target: float, *, epsilon: float, d
 def _committed_n_star(method: str, d: int) -> dict | None:
     """The committed sweep's n* at d (results files named in the empirical table) and whether
     its fingerprint still matches the code."""
-    from dpdist.experiments.empirical import TABLE, _loglog, table_status
+    from dpdist.algorithms.measured import TABLE, table_status
+    from dpdist.algorithms.measured import interpolate_loglog as _loglog
 
     entry = TABLE.get((method, "simulated"))
     if entry is None:

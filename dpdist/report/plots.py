@@ -115,18 +115,16 @@ def result_summary(metadata: dict, values: dict, *, eigs: np.ndarray | None = No
 
 
 def predicted_error(metadata: dict) -> dict | None:
-    """The plan's predicted error for a result written without a job: PrivCov's Theorem 1
-    bound recomputed from the release's public parameters (None for other mechanisms)."""
-    params = metadata.get("parameters") or {}
-    privacy = metadata.get("privacy") or {}
-    if not str(metadata.get("mechanism", "")).startswith("PrivCov") or params.get("sigma") is None:
+    """The predicted error of a PrivCov result written without a job: the error bound its
+    release recorded from its own plan (``parameters["utility"]``, public parameters only).
+    None for other mechanisms (their bounds are not operator-norm bands) and for a release
+    that recorded none."""
+    if not str(metadata.get("mechanism", "")).startswith("PrivCov"):
         return None
-    from dpdist.algorithms.sparse_covariance import SparseCovariance
-
-    est = SparseCovariance(params["k"], privacy["epsilon"], privacy["delta"], sigma=params["sigma"],
-                           clip=params.get("clip"), beta=params.get("beta", 0.1))
-    plan = est.plan(params["n_samples"], params["n_features"])
-    return {"value": plan.error_bound, "metric": plan.error_metric, "plan_key": "error_bound"}
+    utility = (metadata.get("parameters") or {}).get("utility") or {}
+    if utility.get("error_bound") is None:
+        return None
+    return {"value": utility["error_bound"], "metric": utility["error_metric"], "plan_key": "error_bound"}
 
 
 def _title(metadata: dict) -> str:

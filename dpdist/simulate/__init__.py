@@ -23,11 +23,11 @@ Every result, its metadata and every plot made from it carry the label
 n*, or at the largest n the real pipeline reaches, with the difference stated as a shift of n*
 (:mod:`dpdist.experiments.validation`).
 
-Instances are :class:`~dpdist.simulate.instances.BlockModel` (block-diagonal covariance plus an
+Instances are :class:`~dpdist.data.block_models.BlockModel` (block-diagonal covariance plus an
 i.i.d. bulk, in canonical coordinates): Construction 1 and the Model-2 sparse spike.
 """
 
-from dpdist.simulate.instances import BlockModel, from_construction1, from_model2, model2_block_model
+from dpdist.data.block_models import BlockModel, from_construction1, from_model2, model2_block_model
 from dpdist.simulate.methods import (
     SIMULATED,
     SimResult,

@@ -1,6 +1,6 @@
 """Simulated runs of the estimators: the statistic is drawn, the mechanism is the estimator's.
 
-Every function takes a :class:`~dpdist.simulate.instances.BlockModel`, a sample size ``n``
+Every function takes a :class:`~dpdist.data.block_models.BlockModel`, a sample size ``n``
 (any real number >= the block size; 1e15 costs what 1e3 does), the estimator's public
 parameters, and a NumPy ``Generator``, and returns a :class:`SimResult` whose metadata says
 SIMULATED and lists the approximations it made. Calibrations come from the estimators'
@@ -47,13 +47,11 @@ The validation (``dpdist.experiments.validation`` and ``tests/simulate``) compar
 simulated error distributions with the real pipeline's at each method's n* (or the largest n
 the real pipeline reaches) and states the difference as an implied shift of n*.
 
-Entry points used beyond the public API (said openly, as the project rules ask): the
-FriendlyCore statistics container :class:`dpdist.engine.friendly.FriendlyStats` and weights
-:func:`dpdist.engine.friendly.friendly_weights`, and PrivPCA's internal steps
-``_setup``, ``_friendly_tests``, ``_release_norm`` and ``_release_pca`` of
-:mod:`dpdist.algorithms.sparse_pca` (the functions that take the exact statistics and apply
-the mechanism objects of :mod:`dpdist.privacy.mechanisms.friendly`). They are called
-unchanged, so the simulation applies the very same mechanism.
+PrivNorm and PrivPCA are simulated with the estimators' own steps, called unchanged on the
+drawn statistics, so the simulation applies the very same mechanism: the set-up, the private
+tests and the two releases of :mod:`dpdist.algorithms.friendly_steps`, on the FriendlyCore
+statistics container :class:`dpdist.engine.friendly.FriendlyStats` with the weights of
+:func:`dpdist.engine.friendly.friendly_weights`.
 """
 
 from __future__ import annotations
@@ -66,14 +64,12 @@ from scipy import special
 
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.noise import gaussian_from_uniform, laplace_from_uniform
-from dpdist.simulate.instances import BlockModel, block_triples
+from dpdist.data.block_models import BlockModel, block_triples, bulk_top_two, open_uniforms, wishart_blocks
 from dpdist.simulate.statistics import (
     normal_gumbel_conditional_abs,
     normal_gumbel_isf,
     normal_laplace_abs_isf,
-    open_uniforms,
     scaled_chi2,
-    wishart_blocks,
 )
 
 __all__ = [
@@ -532,23 +528,6 @@ def simulate_privcov(model: BlockModel, n: float, epsilon: float, delta: float, 
     })
 
 
-def _bulk_top_two(rng, n_cells: int, variance: float, sizes: np.ndarray) -> np.ndarray:
-    """The two largest of ``n_cells`` i.i.d. ``variance chi2_b / b`` values, for each batch size
-    b in ``sizes`` (exact order statistics). Shape (m, 2), descending."""
-    from scipy.special import chdtri
-
-    if n_cells <= 0:
-        return np.full((sizes.size, 2), -np.inf)
-    count = min(2, n_cells)
-    q = np.empty((sizes.size, count))
-    e = -np.log(open_uniforms(rng, (sizes.size, count)))
-    q[:] = -np.expm1(-np.cumsum(e / (n_cells - np.arange(count))[None, :], axis=1))
-    vals = variance * chdtri(sizes[:, None].astype(np.float64), q) / sizes[:, None]
-    if count == 1:
-        vals = np.column_stack([vals[:, 0], np.full(sizes.size, -np.inf)])
-    return vals
-
-
 def simulate_privpca(model: BlockModel, n: float, epsilon: float, delta: float, rng, *, gap: float | None = None,
                      sigma: float | None = None, norm_fraction: float = 0.5, n_batches: int | None = None,
                      tau: float | None = None, beta: float | None = None) -> SimResult:
@@ -588,7 +567,7 @@ def _simulate_friendly(model: BlockModel, n: float, rng, norm_budget, pca_budget
                        beta, epsilon, delta) -> SimResult:
     """The shared body of :func:`simulate_privpca` (``pca_budget`` given) and
     :func:`simulate_privnorm` (``pca_budget`` None: stop after the norm's release)."""
-    from dpdist.algorithms.sparse_pca import _friendly_tests, _release_norm, _release_pca, _setup
+    from dpdist.algorithms.friendly_steps import friendly_setup, friendly_tests, release_norm, release_pca
     from dpdist.privacy.mechanisms.friendly import FriendlyTestMechanism, PrivNormMechanism, PrivPCAMechanism
     from dpdist.engine.friendly import FriendlyStats, friendly_weights
     from dpdist.privacy.noise import NoiseSeed
@@ -608,7 +587,7 @@ def _simulate_friendly(model: BlockModel, n: float, rng, norm_budget, pca_budget
     d, k = model.n_features, model.k
     en, dn = norm_budget
     budgets = [norm_budget] if pca_budget is None else [norm_budget, pca_budget]
-    setup = _setup(int(n), d, k, gap, sigma, n_batches, tau, beta, budgets)
+    setup = friendly_setup(int(n), d, k, gap, sigma, n_batches, tau, beta, budgets)
     m, t = setup.n_batches, setup.tau
     sizes = np.asarray(setup.sizes, dtype=np.int64)
     seed = NoiseSeed(int(rng.integers(0, 1 << 62)), seeded=True)
@@ -627,7 +606,7 @@ def _simulate_friendly(model: BlockModel, n: float, rng, norm_budget, pca_budget
         for b in np.unique(sizes):
             idx = np.flatnonzero(sizes == b)
             batch_blocks[idx] = wishart_blocks(reps[idx], float(b), rng)
-    bulk2 = _bulk_top_two(rng, model.n_bulk, model.bulk_variance, sizes)
+    bulk2 = bulk_top_two(rng, model.n_bulk, model.bulk_variance, sizes)
     kept = np.where(np.abs(batch_blocks) > t, batch_blocks, 0.0)  # T_tau on the block
     row_counts = (kept != 0).sum(axis=2).max(axis=1)
     krcs = row_counts <= k
@@ -672,11 +651,11 @@ def _simulate_friendly(model: BlockModel, n: float, rng, norm_budget, pca_budget
                np.concatenate([bv[keep], bulk_bar[bk]]))
     # --- the estimator's own tests and releases ---------------------------------------
     tests = FriendlyTestMechanism.from_calibration(friendly_test_calibration(en, dn, m), "norm")
-    out = _friendly_tests(stats, gap, None, tests, seed)
+    out = friendly_tests(stats, gap, None, tests, seed)
     info["tests"] = {"norm": out}
     if not (out["count_passed"] and out.get("weight_passed", False)):
         return SimResult(1.0, False, info)
-    lam_hat = _release_norm(entries, d, PrivNormMechanism.from_calibration(privnorm_calibration(en, dn, k, t)), seed)
+    lam_hat = release_norm(entries, d, PrivNormMechanism.from_calibration(privnorm_calibration(en, dn, k, t)), seed)
     info["lambda_hat"] = lam_hat
     if pca_budget is None:
         return SimResult(abs(float(lam_hat) - model.lambda1) / model.lambda1, True, info)
@@ -684,12 +663,12 @@ def _simulate_friendly(model: BlockModel, n: float, rng, norm_budget, pca_budget
     if not lam_hat > 0:
         return SimResult(1.0, False, info)
     tests = FriendlyTestMechanism.from_calibration(friendly_test_calibration(ep, dp, m), "pca")
-    out = _friendly_tests(stats, gap, float(lam_hat), tests, seed)
+    out = friendly_tests(stats, gap, float(lam_hat), tests, seed)
     info["tests"]["pca"] = out
     if not (out["count_passed"] and out.get("weight_passed", False)):
         return SimResult(1.0, False, info)
     cal = privpca_calibration(ep, dp, k, t, gap, float(lam_hat))
-    rel = _release_pca(entries, d, k, PrivPCAMechanism.from_calibration(cal, d), seed)
+    rel = release_pca(entries, d, k, PrivPCAMechanism.from_calibration(cal, d), seed)
     info["sigma_priv"] = cal.sigma
     vec = np.asarray(rel["values"], dtype=np.float64)
     cos = float(vec @ model.v1[rel["support"]]) / max(float(np.linalg.norm(vec)), 1e-300)

@@ -2,9 +2,9 @@
 
 Exact pieces (in law):
 
-- :func:`wishart_blocks`: the second moment of n Gaussian rows restricted to independent
-  blocks of coordinates, ``W_b / n`` with ``W_b ~ Wishart(n, Sigma_b)`` (Bartlett
-  decomposition): the diagonal blocks of ``(1/n) X^T X`` when Sigma is block diagonal.
+- :func:`~dpdist.data.block_models.wishart_blocks` (with the block models, which the plans'
+  forecasts draw from too): the second moment of n Gaussian rows restricted to independent
+  blocks of coordinates.
 - :func:`scaled_chi2`: a coordinate independent of all others, ``Sigma_jj chi2_n / n``.
 - :func:`top_survival`: the ``count`` smallest of ``N`` i.i.d. Uniform(0, 1) survival
   probabilities (the top order statistics of any continuous law, Renyi's representation),
@@ -25,50 +25,21 @@ import math
 import numpy as np
 from scipy import special
 
+from dpdist.data.block_models import open_uniforms
+
 __all__ = [
     "normal_laplace_abs_sf",
     "normal_gumbel_conditional_abs",
     "normal_gumbel_isf",
     "normal_laplace_abs_isf",
-    "open_uniforms",
     "scaled_chi2",
     "top_survival",
-    "wishart_blocks",
 ]
-
-
-def open_uniforms(rng: np.random.Generator, size) -> np.ndarray:
-    """Uniforms in the open interval (0, 1) from 53-bit words (as :mod:`dpdist.privacy.noise`)."""
-    words = rng.integers(0, 1 << 53, size=size, dtype=np.int64)
-    return (words.astype(np.float64) + 0.5) * 2.0**-53
 
 
 def scaled_chi2(rng: np.random.Generator, n: float, scale, size=None) -> np.ndarray:
     """``scale * chi2_n / n``: a diagonal entry of the second moment of n Gaussian rows."""
     return np.asarray(scale) * rng.chisquare(float(n), size=size) / float(n)
-
-
-def wishart_blocks(blocks: np.ndarray, n: float, rng: np.random.Generator, *, chol: np.ndarray | None = None
-                   ) -> np.ndarray:
-    """``W_b / n`` with ``W_b ~ Wishart(n, Sigma_b)`` for each block ``Sigma_b`` of ``blocks``
-    (shape (B, s, s)), by the Bartlett decomposition ``W = L T T^T L^T`` (``L`` the Cholesky
-    factor of Sigma_b, ``T`` lower triangular, ``T_ii^2 ~ chi2(n - i)``, ``T_ij ~ N(0, 1)``).
-
-    Exact in law for the diagonal blocks of ``(1/n) X^T X`` with X's rows ``N(0, Sigma)``
-    and Sigma block diagonal; ``n`` may be any real ``> s - 1`` (large n costs nothing more).
-    ``chol``: the blocks' Cholesky factors, when already known.
-    """
-    blocks = np.asarray(blocks, dtype=np.float64)
-    B, s, _ = blocks.shape
-    L = np.linalg.cholesky(blocks + 0.0) if chol is None else chol
-    T = np.zeros((B, s, s))
-    il = np.tril_indices(s, -1)
-    T[:, il[0], il[1]] = rng.standard_normal((B, il[0].size))
-    df = float(n) - np.arange(s, dtype=np.float64)
-    T[:, np.arange(s), np.arange(s)] = np.sqrt(rng.chisquare(df, size=(B, s)))
-    LT = L @ T
-    W = LT @ np.transpose(LT, (0, 2, 1)) / float(n)
-    return 0.5 * (W + np.transpose(W, (0, 2, 1)))
 
 
 def top_survival(rng: np.random.Generator, n_cells: float, count: int, shape=()) -> np.ndarray:

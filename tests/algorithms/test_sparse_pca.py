@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import dpdist
-from dpdist.algorithms.sparse_pca import _good_set, sparse_pca
+from dpdist.algorithms.friendly_steps import good_set as _good_set
+from dpdist.algorithms.sparse_pca import sparse_pca
 from dpdist.engine.friendly import batch_labels, friendly_pass1, friendly_pass2, sparse_spectrum
 from dpdist.exceptions import NoPrivateResult, ValidationError
 from dpdist.privacy.calibration import wang_xu_calibration
@@ -289,7 +290,7 @@ def test_bad_inputs_are_refused():
 
 
 def test_top_eigenvector_of_the_symmetrised_release():
-    from dpdist.algorithms.sparse_pca import _top_eigenvector_of_symmetrised
+    from dpdist.algorithms.friendly_steps import top_eigenvector_of_symmetrised as _top_eigenvector_of_symmetrised
 
     # (P + P^T)/2 on {2, 5}: [[1, 0.5], [0.5, 1]] -> (1, 1)/sqrt(2)
     sup, val = _top_eigenvector_of_symmetrised(np.array([2, 2, 5]), np.array([2, 5, 5]), np.array([1.0, 1.0, 1.0]), 8)

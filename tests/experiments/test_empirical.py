@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+import dpdist.algorithms.measured as measured
 import dpdist.experiments.empirical as emp
 
 
@@ -15,7 +16,7 @@ def table(monkeypatch):
     entry = {"instance_family": "construction1 (k=20)", "target": "||M - Sigma||_op <= 0.25 sigma^2",
              "epsilon": 1.0, "delta": 1e-6, "beta": 0.1, "mode": "simulated", "source": "x.json", "date": "2026-11-30",
              "points": [(100, 1e6), (1000, 1e7), (10000, 4e7)]}
-    monkeypatch.setattr(emp, "TABLE", {("privcov", "simulated"): entry})
+    monkeypatch.setattr(measured, "TABLE", {("privcov", "simulated"): entry})
     return entry
 
 

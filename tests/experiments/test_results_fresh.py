@@ -11,6 +11,8 @@ import pathlib
 import pytest
 
 import dpdist
+import dpdist.algorithms.fingerprint as afp
+import dpdist.algorithms.measured as measured
 import dpdist.experiments.empirical as emp
 import dpdist.experiments.fingerprint as fp
 
@@ -72,7 +74,7 @@ def test_values_are_rounded_and_the_digest_covers_them():
     assert f["values"][0]["noise_scale"] == float(f"{f['values'][0]['noise_scale']:.10g}")
     changed = json.loads(json.dumps(f))
     changed["values"][0]["noise_scale"] *= 1.001
-    assert fp._digest(changed) != f["digest"] == fp._digest(f)
+    assert afp._digest(changed) != f["digest"] == afp._digest(f)
     assert "nothing_to_fingerprint" in fp.method_fingerprint("opendp")
     with pytest.raises(dpdist.ValidationError, match="no fingerprint for method 'nope'"):
         fp.method_fingerprint("nope")
@@ -81,12 +83,12 @@ def test_values_are_rounded_and_the_digest_covers_them():
 @pytest.fixture
 def fresh_entry(monkeypatch):
     """A table entry for the thresholded estimator stamped with today's fingerprint."""
-    monkeypatch.setattr(fp, "_CACHE", {})
+    monkeypatch.setattr(afp, "_CACHE", {})
     entry = {"instance_family": "construction1 (k=20)", "target": "||M - Sigma||_op <= 0.25 sigma^2",
              "epsilon": 1.0, "delta": 1e-6, "beta": 0.1, "mode": "simulated", "source": "x.json",
              "date": "2026-12-01", "points": [(100, 5e4), (1000, 6e4)],
              "fingerprint": fp.method_fingerprint("thresholded")}
-    monkeypatch.setattr(emp, "TABLE", {("thresholded", "simulated"): entry})
+    monkeypatch.setattr(measured, "TABLE", {("thresholded", "simulated"): entry})
     return entry
 
 
@@ -119,7 +121,7 @@ def test_the_check_command_names_the_stale_method_and_fails(tmp_path, capsys):
 
     stale = json.loads(json.dumps(fp.method_fingerprint("privcov")))
     stale["values"][0]["noise_scale"] = 1.299052866  # what an older calibration gave
-    stale["digest"] = fp._digest(stale)
+    stale["digest"] = afp._digest(stale)
     _write(tmp_path / "old.json", {"methods": {"privcov": {}, "wang_xu": {}},
                                    "fingerprints": {"privcov": stale, "wang_xu": fp.method_fingerprint("wang_xu")}})
     rc = main(["experiment", "fingerprint", "--check", "--results", str(tmp_path)])

@@ -133,3 +133,17 @@ def test_every_label_lies_inside_the_picture(tmp_path, monkeypatch, d):
     assert any(text == "feature i" for text, *_ in seen)
     for text, x0, y0, x1, y1, width, height in seen:
         assert 0 <= x0 and x1 <= width and 0 <= y0 and y1 <= height, (text, x0, x1)
+
+
+@pytest.mark.parametrize("options", [{}, {"selection": "paper", "assume_centered": True}])
+def test_the_predicted_band_is_the_bound_the_release_recorded(options):
+    """Without a job, the band comes from the bound the release's own plan gave (recorded in its
+    metadata), for every selection: the estimator's plan at the release's size says the same."""
+    import dpdist
+
+    X = np.random.default_rng(0).standard_normal((4000, 8))
+    est = dpdist.SparseCovariance(2, 1.0, 1e-6, sigma=1.0, random_state=1, **options).fit(X)
+    metadata = json.loads(json.dumps(est.release_.metadata(), default=str))
+    predicted = result_summary(metadata, {})["predicted_error"]
+    assert predicted["value"] == est.plan(4000, 8).error_bound
+    assert predicted["metric"] == est.plan(4000, 8).error_metric and predicted["plan_key"] == "error_bound"

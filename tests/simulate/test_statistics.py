@@ -8,14 +8,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from dpdist.data.block_models import open_uniforms, wishart_blocks
 from dpdist.simulate.statistics import (
     normal_gumbel_conditional_abs,
     normal_gumbel_isf,
     normal_laplace_abs_isf,
     normal_laplace_abs_sf,
-    open_uniforms,
     top_survival,
-    wishart_blocks,
 )
 
 

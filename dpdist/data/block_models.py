@@ -1,11 +1,17 @@
-"""Block-structured Gaussian instances, in the form the simulation draws statistics from.
+"""Block-structured Gaussian instances, and exact draws of their statistics without rows.
 
 A :class:`BlockModel` is ``Sigma = blockdiag(Sigma_1, ..., Sigma_B, v I_{n_bulk})`` in
 *canonical coordinates*: block b covers coordinates ``b s .. (b + 1) s - 1`` and the
 ``n_bulk`` independent "bulk" coordinates (variance ``v`` each) come last. Operator-norm and
 sin^2 errors do not depend on how coordinates are labelled, so an instance whose blocks sit
-elsewhere (Construction 1's cliques, Model 2's random support) is simulated in canonical
+elsewhere (Construction 1's cliques, Model 2's random support) is described in canonical
 coordinates without loss.
+
+Drawn exactly (in law) for Gaussian rows, at any n (1e15 costs what 1e3 does):
+:func:`wishart_blocks`, the second moment of n rows restricted to the blocks, and
+:func:`bulk_top_two`, the two largest bulk diagonal entries. The simulation
+(:mod:`dpdist.simulate`) and the PrivNorm/PrivPCA plans' pass-probability forecasts
+(:mod:`dpdist.algorithms._friendly_forecast`) draw from them; no release is made from them.
 """
 
 from __future__ import annotations
@@ -17,7 +23,8 @@ import numpy as np
 
 from dpdist.exceptions import ValidationError
 
-__all__ = ["BlockModel", "from_construction1", "from_model2"]
+__all__ = ["BlockModel", "block_triples", "bulk_top_two", "from_construction1", "from_model2", "model2_block_model",
+           "open_uniforms", "wishart_blocks"]
 
 
 @dataclass(frozen=True)
@@ -156,3 +163,49 @@ def model2_block_model(n_features: int, k: int, *, gap: float = 0.5, lambda1: fl
     v1[:k] = v
     return BlockModel(block[None], lam2, n_features - k, k, lambda1, lambda1, lam2, v1,
                       f"model2-sparse-spike(d={n_features}, k={k}, gap={gap}, lambda1={lambda1})")
+
+
+def open_uniforms(rng: np.random.Generator, size) -> np.ndarray:
+    """Uniforms in the open interval (0, 1) from 53-bit words (as :mod:`dpdist.privacy.noise`)."""
+    words = rng.integers(0, 1 << 53, size=size, dtype=np.int64)
+    return (words.astype(np.float64) + 0.5) * 2.0**-53
+
+
+def wishart_blocks(blocks: np.ndarray, n: float, rng: np.random.Generator, *, chol: np.ndarray | None = None
+                   ) -> np.ndarray:
+    """``W_b / n`` with ``W_b ~ Wishart(n, Sigma_b)`` for each block ``Sigma_b`` of ``blocks``
+    (shape (B, s, s)), by the Bartlett decomposition ``W = L T T^T L^T`` (``L`` the Cholesky
+    factor of Sigma_b, ``T`` lower triangular, ``T_ii^2 ~ chi2(n - i)``, ``T_ij ~ N(0, 1)``).
+
+    Exact in law for the diagonal blocks of ``(1/n) X^T X`` with X's rows ``N(0, Sigma)``
+    and Sigma block diagonal; ``n`` may be any real ``> s - 1`` (large n costs nothing more).
+    ``chol``: the blocks' Cholesky factors, when already known.
+    """
+    blocks = np.asarray(blocks, dtype=np.float64)
+    B, s, _ = blocks.shape
+    L = np.linalg.cholesky(blocks + 0.0) if chol is None else chol
+    T = np.zeros((B, s, s))
+    il = np.tril_indices(s, -1)
+    T[:, il[0], il[1]] = rng.standard_normal((B, il[0].size))
+    df = float(n) - np.arange(s, dtype=np.float64)
+    T[:, np.arange(s), np.arange(s)] = np.sqrt(rng.chisquare(df, size=(B, s)))
+    LT = L @ T
+    W = LT @ np.transpose(LT, (0, 2, 1)) / float(n)
+    return 0.5 * (W + np.transpose(W, (0, 2, 1)))
+
+
+def bulk_top_two(rng, n_cells: int, variance: float, sizes: np.ndarray) -> np.ndarray:
+    """The two largest of ``n_cells`` i.i.d. ``variance chi2_b / b`` values, for each batch size
+    b in ``sizes`` (exact order statistics). Shape (m, 2), descending."""
+    from scipy.special import chdtri
+
+    if n_cells <= 0:
+        return np.full((sizes.size, 2), -np.inf)
+    count = min(2, n_cells)
+    q = np.empty((sizes.size, count))
+    e = -np.log(open_uniforms(rng, (sizes.size, count)))
+    q[:] = -np.expm1(-np.cumsum(e / (n_cells - np.arange(count))[None, :], axis=1))
+    vals = variance * chdtri(sizes[:, None].astype(np.float64), q) / sizes[:, None]
+    if count == 1:
+        vals = np.column_stack([vals[:, 0], np.full(sizes.size, -np.inf)])
+    return vals
