@@ -48,8 +48,8 @@ simulated error distributions with the real pipeline's at each method's n* (or t
 the real pipeline reaches) and states the difference as an implied shift of n*.
 
 Entry points used beyond the public API (said openly, as the project rules ask): the
-FriendlyCore statistics container :class:`dpdist.engine.friendly.FriendlyStats` and weights
-:func:`dpdist.engine.friendly.friendly_weights`, and PrivPCA's internal steps
+FriendlyCore statistics container :class:`dpdist.engine.friendly.kernels.FriendlyStats` and weights
+:func:`dpdist.engine.friendly.kernels.friendly_weights`, and PrivPCA's internal steps
 ``_setup``, ``_friendly_tests``, ``_release_norm`` and ``_release_pca`` of
 :mod:`dpdist.algorithms.sparse_pca` (the functions that take the exact statistics and apply
 the mechanism objects of :mod:`dpdist.privacy.mechanisms.friendly`). They are called
@@ -590,7 +590,7 @@ def _simulate_friendly(model: BlockModel, n: float, rng, norm_budget, pca_budget
     :func:`simulate_privnorm` (``pca_budget`` None: stop after the norm's release)."""
     from dpdist.algorithms.sparse_pca import _friendly_tests, _release_norm, _release_pca, _setup
     from dpdist.privacy.mechanisms.friendly import FriendlyTestMechanism, PrivNormMechanism, PrivPCAMechanism
-    from dpdist.engine.friendly import FriendlyStats, friendly_weights
+    from dpdist.engine.friendly.kernels import FriendlyStats, friendly_weights
     from dpdist.privacy.noise import NoiseSeed
     from dpdist.privacy.pca_calibration import (
         DEFAULT_BETA,
