@@ -103,8 +103,9 @@ def chunk_group_moments(
 ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Unnormalised batch second-moment tiles of one row chunk, for several tiles
     ``(cols_i, cols_j)`` at once: one task per row chunk and bundle of tiles, so the rows are
-    sorted by batch, checked for non-finite values and clipped once (at most one float64 copy of the columns the tiles
-    span, none when they need no change: :func:`chunk_rows`), not once per tile.
+    sorted by batch, checked for non-finite values and clipped once (at most one float64 copy
+    of the columns the tiles span, none when they need no change: :func:`chunk_rows`), not
+    once per tile.
 
     When the tiles cover most of the upper triangle of the columns they span (a whole pass-1
     group of d = 1,000 columns, say), each batch's moment over the span is one BLAS ``syrk``
