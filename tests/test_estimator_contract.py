@@ -381,7 +381,8 @@ def test_non_private_diagnostics_live_in_testing_and_rho_is_only_a_budget():
     import inspect
 
     import dpdist.algorithms.second_moment as sm
-    from dpdist.engine.friendly import friendly_pass2, tile_threshold
+    from dpdist.engine.friendly.graph import friendly_pass2
+    from dpdist.engine.friendly.kernels import tile_threshold
 
     assert not hasattr(sm, "second_moment_diagnostics") and "second_moment_diagnostics" not in sm.__all__
     assert callable(dpdist.testing.second_moment_diagnostics)

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from dpdist._validation import check_int, check_positive, check_probability
-from dpdist.engine.friendly import FriendlyStats, sparse_spectrum
+from dpdist.engine.friendly.kernels import FriendlyStats
+from dpdist.engine.sparse_spectrum import sparse_spectrum
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.mechanisms.friendly import FriendlyTestMechanism, PrivNormMechanism, PrivPCAMechanism
 from dpdist.privacy.noise import NoiseSeed

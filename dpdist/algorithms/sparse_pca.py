@@ -46,15 +46,17 @@ from dpdist.algorithms._friendly_forecast import (
     weight_pass_probability,
 )
 from dpdist.data.validation import as_dask_array, chunk_reading_notes
-from dpdist.engine.friendly import (
+from dpdist.engine.friendly.graph import (
     DEFAULT_GROUP_BYTES,
     DEFAULT_TILE_BYTES,
     batch_labels,
     combine_pass1_groups,
-    open_session,
     persist_pass1,
     persist_pass2,
 )
+from dpdist.engine.friendly.kernels import FriendlyStats
+from dpdist.engine.session import open_session
+from dpdist.engine.sparse_spectrum import sparse_spectrum
 from dpdist.engine.gram import zero_nonfinite_rows
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout
 from dpdist.exceptions import NoPrivateResult, ValidationError

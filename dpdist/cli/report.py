@@ -72,14 +72,16 @@ def _report_result(args) -> int:
 
 
 def _report_ledger(args) -> int:
-    from dpdist.ops.ledger import open_ledger, resolve_ledger_url, spending_series
+    from dpdist.ops.composition import spent
+    from dpdist.ops.ledger import open_ledger, resolve_ledger_url
+    from dpdist.report.budget import spending_series
     from dpdist.report.plots import plot_budget
 
     url, _ = resolve_ledger_url(None if args.ledger == "default" else args.ledger)
     png = args.out or "ledger-report.png"
     with open_ledger(url) as ledger:
         names = [ledger.lookup(d) for d in args.dataset] if args.dataset else [d["dataset"] for d in ledger.datasets()]
-        series = [spending_series(ledger, name) for name in names]
+        series = [spending_series(ledger, name, spent) for name in names]
     plot_budget(series, png)
     if args.json:
         print_json({"png": png, "datasets": series})

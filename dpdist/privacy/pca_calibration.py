@@ -323,7 +323,7 @@ def gaussian_release_sigma(sensitivity: float, epsilon: float, delta: float) -> 
 #: components use ARPACK, whose converged Ritz values meet the same residual bound but whose
 #: convergence to the extreme eigenvalue is not proven: a documented caveat.
 EIGEN_ERROR = 8.0
-#: Largest component diagonalised densely (``dpdist.engine.friendly.DENSE_COMPONENT_LIMIT``).
+#: Largest component diagonalised densely (``dpdist.engine.sparse_spectrum.DENSE_COMPONENT_LIMIT``).
 EIGEN_BLOCK_LIMIT = 2048
 
 
@@ -390,7 +390,7 @@ def friendly_float_bounds(
     for both neighbouring runs (T_tau(M) is k-RCS as computed: thresholding compares floats
     exactly).
 
-    When pass 1 keeps its batch tiles (``dpdist.engine.friendly.tile_weighted_moment``), C is
+    When pass 1 keeps its batch tiles (``dpdist.engine.friendly.kernels.tile_weighted_moment``), C is
     instead ``sum_i fl(q_i S_i)``, ``q_i = fl(p_i / fl(Z))``, summed pairwise over the batches
     with ``p_i > 0`` (``L = ceil(log2 m)`` additions a term): entrywise ``C = sum_i lambda_i S_i``
     with ``lambda_i = (p_i / fl(Z))(1 + theta_{L+2})`` and ``fl(Z) = (sum p_i)(1 + theta_{m-1})``,

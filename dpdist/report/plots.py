@@ -4,7 +4,7 @@
   ``|M_ij|``, zeros blank) beside its spectrum with the error band the plan predicted;
   a released vector as a bar chart.
 - :func:`plot_budget`: per dataset, the share of its budget spent over time (step lines,
-  refusals marked), from the series :func:`dpdist.ops.ledger.spending_series` builds.
+  refusals marked), from the series :func:`dpdist.report.budget.spending_series` builds.
 
 Everything plotted is released output or ledger data; nothing here reads the private input.
 """
@@ -222,7 +222,7 @@ def plot_budget(series: Sequence[dict], path: str, *, title: str = "privacy budg
 
     ``series`` items: ``dataset``, ``label``, ``total`` (text), and ``points``: a list of
     ``(time, fraction_spent, state)`` with ``state`` one of ``committed``, ``reserved``,
-    ``released``, ``refused`` (:func:`dpdist.ops.ledger.spending_series`).
+    ``released``, ``refused`` (:func:`dpdist.report.budget.spending_series`).
     """
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(11, 5.2), dpi=120, layout="constrained")

@@ -50,8 +50,8 @@ the real pipeline reaches) and states the difference as an implied shift of n*.
 PrivNorm and PrivPCA are simulated with the estimators' own steps, called unchanged on the
 drawn statistics, so the simulation applies the very same mechanism: the set-up, the private
 tests and the two releases of :mod:`dpdist.algorithms.friendly_steps`, on the FriendlyCore
-statistics container :class:`dpdist.engine.friendly.FriendlyStats` with the weights of
-:func:`dpdist.engine.friendly.friendly_weights`.
+statistics container :class:`dpdist.engine.friendly.kernels.FriendlyStats` with the weights of
+:func:`dpdist.engine.friendly.kernels.friendly_weights`.
 """
 
 from __future__ import annotations
@@ -569,7 +569,7 @@ def _simulate_friendly(model: BlockModel, n: float, rng, norm_budget, pca_budget
     :func:`simulate_privnorm` (``pca_budget`` None: stop after the norm's release)."""
     from dpdist.algorithms.friendly_steps import friendly_setup, friendly_tests, release_norm, release_pca
     from dpdist.privacy.mechanisms.friendly import FriendlyTestMechanism, PrivNormMechanism, PrivPCAMechanism
-    from dpdist.engine.friendly import FriendlyStats, friendly_weights
+    from dpdist.engine.friendly.kernels import FriendlyStats, friendly_weights
     from dpdist.privacy.noise import NoiseSeed
     from dpdist.privacy.pca_calibration import (
         DEFAULT_BETA,

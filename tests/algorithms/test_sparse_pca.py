@@ -14,7 +14,8 @@ import pytest
 import dpdist
 from dpdist.algorithms.friendly_steps import good_set as _good_set
 from dpdist.algorithms.sparse_pca import sparse_pca
-from dpdist.engine.friendly import batch_labels, friendly_pass1, friendly_pass2, sparse_spectrum
+from dpdist.engine.friendly.graph import batch_labels, friendly_pass1, friendly_pass2
+from dpdist.engine.sparse_spectrum import sparse_spectrum
 from dpdist.exceptions import NoPrivateResult, ValidationError
 from dpdist.privacy.calibration import wang_xu_calibration
 from dpdist.privacy.pca_calibration import batch_sizes, privnorm_sensitivity, privpca_sensitivity

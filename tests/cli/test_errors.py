@@ -145,10 +145,10 @@ def test_huge_epsilon_computes_or_is_refused_before_reading(store, tmp_path, cap
 
 @pytest.mark.parametrize("address", ["tpc://127.0.0.1:8786", "localhost"])
 def test_a_bad_scheduler_address_is_refused_before_connecting(store, tmp_path, monkeypatch, capsys, address):
-    from dpdist.engine import runtime
+    from dpdist.engine import scheduler
 
     tried = []
-    monkeypatch.setattr(runtime, "_connect", lambda *a: tried.append(a))
+    monkeypatch.setattr(scheduler, "connect", lambda *a: tried.append(a))
     rc = main(["covariance", store["ok"], "--k", "2", "--epsilon", "1", "--delta", "1e-6", "--sigma", "1",
                "--scheduler", address, "--output", str(tmp_path / "o.zarr")])
     line = _one_line(capsys.readouterr().err)

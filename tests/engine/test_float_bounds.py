@@ -17,8 +17,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from dpdist.engine import friendly, gram
+from dpdist.engine import gram, sparse_spectrum
 from dpdist.engine import second_moment as eng
+from dpdist.engine.friendly import graph as friendly_graph
 from dpdist.privacy import calibration, pca_calibration
 
 HOSTILE_ROWS = {
@@ -50,14 +51,14 @@ def exact_norm(v) -> float | None:
 
 def test_the_privacy_layer_mirrors_the_engine_constants():
     assert gram.GRAM_BATCH_ROWS == calibration.GRAM_BATCH_ROWS
-    assert friendly.DENSE_COMPONENT_LIMIT == pca_calibration.EIGEN_BLOCK_LIMIT
+    assert sparse_spectrum.DENSE_COMPONENT_LIMIT == pca_calibration.EIGEN_BLOCK_LIMIT
     assert eng.gram_batch_rows(2) <= gram.GRAM_BATCH_ROWS and eng.gram_batch_rows(500) <= gram.GRAM_BATCH_ROWS
     import inspect
 
     # tree fan-ins of the Gram reductions (at most GRAM_TREE_FAN_IN = 8)
     for fn in (gram.clipped_second_moment, eng.level_gram, eng.tree_sum):
         assert inspect.signature(fn).parameters["split_every"].default <= calibration.GRAM_TREE_FAN_IN
-    assert inspect.signature(friendly._tree).parameters["fan_in"].default <= calibration.GRAM_TREE_FAN_IN
+    assert inspect.signature(friendly_graph._tree).parameters["fan_in"].default <= calibration.GRAM_TREE_FAN_IN
     with pytest.raises(ValueError, match="split_every"):
         gram.clipped_second_moment(None, 1.0, split_every=9)
 

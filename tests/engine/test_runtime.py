@@ -12,14 +12,8 @@ import numpy as np
 import pytest
 
 import dpdist
-from dpdist.engine.runtime import (
-    _line_is_guarded,
-    check_scheduler,
-    check_timeout,
-    compute,
-    open_runtime,
-    spawn_problem,
-)
+from dpdist.engine.main_guard import _line_is_guarded, spawn_problem
+from dpdist.engine.runtime import check_scheduler, check_timeout, compute, open_runtime
 from dpdist.exceptions import InfrastructureError, ValidationError
 
 
@@ -274,20 +268,20 @@ def test_single_threaded_blas_limits_and_restores_with_one_cached_controller():
     # library scan (threadpoolctl.ThreadpoolController) is made once, not at every compute
     import threadpoolctl
 
-    from dpdist.engine import runtime
+    from dpdist.engine import blas
 
     def blas_threads():
         return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
 
     before = blas_threads()
     compute(da.ones(10, chunks=5).sum(), scheduler="threads")  # first use: imports, one scan
-    controller = runtime._BLAS_CONTROLLER
+    controller = blas._BLAS_CONTROLLER
     assert controller is not None
     for _ in range(3):
-        with runtime.single_threaded_blas():
-            with runtime.single_threaded_blas():
+        with blas.single_threaded_blas():
+            with blas.single_threaded_blas():
                 assert set(blas_threads()) <= {1}
             assert set(blas_threads()) <= {1}
         assert blas_threads() == before
     compute(da.ones(10, chunks=5).sum(), scheduler="threads")
-    assert runtime._BLAS_CONTROLLER is controller  # nothing new was imported: one scan served every call
+    assert blas._BLAS_CONTROLLER is controller  # nothing new was imported: one scan served every call

@@ -10,7 +10,9 @@ import scipy.sparse as sp
 
 from dpdist.cli.main import main
 from dpdist.data.results import write_result
-from dpdist.ops.ledger import open_ledger, spending_series
+from dpdist.ops.composition import spent
+from dpdist.ops.ledger import open_ledger
+from dpdist.report.budget import spending_series
 from dpdist.privacy.budget import ApproxDP
 from dpdist.report.plots import eigen_band, plot_budget, plot_result, result_summary
 
@@ -95,7 +97,7 @@ def test_ledger_spending_series_and_png(tmp_path, capsys):
             led.reserve("/d/a.zarr", ApproxDP(0.4, 1e-8)).commit(output="x") if _ < 2 else None
         with pytest.raises(Exception):
             led.reserve("/d/a.zarr", ApproxDP(0.4, 1e-8))
-        series = spending_series(led, "/d/a.zarr")
+        series = spending_series(led, "/d/a.zarr", spent)
     states = [s for _, _, s in series["points"]]
     shares = [round(f, 12) for _, f, _ in series["points"]]
     assert states == ["budget-set", "committed", "committed", "refused"]

@@ -1,54 +1,7 @@
-"""A persistent privacy-budget ledger shared by every job that reads a dataset.
-
-Every production DP system keeps a budget that outlives the process and refuses to
-overspend (Tumult's session accountant, PipelineDP's budget accountant, the Census
-Bureau's TopDown allocations). This is dpdist's: a small table of datasets with their
-owners' total budgets, and an append-mostly table of entries, one per job.
-
-Life of a job (what :meth:`Ledger.charge` and :func:`dpdist.ops.runner.run_job` do)::
-
-    reserve  ->  (mark running)  ->  commit(output, checksum)      success
-                                 ->  commit(outcome=...)           no private result, or a
-                                                                   failure after noise was drawn
-             ->  release(reason)                                   failure before any noise
-
-- **reserve** (before any data is read) inserts a ``reserved`` entry holding the planned
-  cost, in one transaction that first locks the dataset and re-checks the dataset's
-  committed *and* reserved charges plus the new one under the composition rule of
-  :mod:`dpdist.ops.composition`. A refusal raises :class:`~dpdist.exceptions.BudgetExceeded`
-  (exit code 3) and is itself recorded as a ``refused`` entry (it spends nothing).
-- **commit** turns the reservation into a ``committed`` entry, recording in the *same*
-  transaction the output's location and checksum. A result is published only after its
-  commit (:func:`dpdist.ops.runner.run_job`), so no released output exists without a
-  committed entry.
-- **release** returns a reservation whose job failed before any noise was drawn.
-- A ``NoPrivateResult`` commits what the mechanism spent (its outcome says so).
-
-A job killed between reserve and commit leaves a ``reserved`` entry. ``dpdist budget show``
-lists it (with whether its process is still alive), and the recovery command
-``dpdist budget recover DATASET`` resolves it: a job that never reached the ``running``
-stage read no data and is released; a job that was running may have drawn noise, so its
-reservation is committed as spent (``recovered-as-spent``). Reservations of other hosts,
-whose processes cannot be checked, are recovered with ``--older-than SECONDS``.
-
-Backends: :class:`SQLiteLedger` (the default; WAL mode, ``BEGIN IMMEDIATE`` transactions,
-safe for many processes on one host, not over network file systems) and
-:class:`dpdist.ops.postgres.PostgresLedger` (many hosts; ``SELECT ... FOR UPDATE`` on the
-dataset row). Both keep the same schema and pass the same contract tests.
-
-Where the ledger is: :func:`open_ledger` takes a path or URL. Commands look for it, in this
-order, in the ``--ledger`` flag, the ``DPDIST_LEDGER`` environment variable, the job file's
-``[ledger]`` table, and the default :data:`DEFAULT_LEDGER_PATH`
-(``$XDG_DATA_HOME/dpdist/ledger.sqlite``, i.e. ``~/.local/share/dpdist/ledger.sqlite``). The
-flag and the variable pin the ledger: a job file naming another one is refused. The direct
-commands (``dpdist covariance``, ``pca``, ``norm``, ``second-moment``) charge the pinned
-ledger too; with none pinned they refuse a dataset that has a budget in the default ledger
-unless told ``--no-ledger`` (see :mod:`dpdist.ops.runner`).
-
-Estimators (and any code below ``ops``) call a ledger only through the duck-typed
-:class:`ChargeProtocol`: ``with ledger.charge(dataset, cost) as reservation: ...``; they
-never import this module.
-"""
+"""The ledger's interface and logic, shared by its backends: entries, reservations, and the
+budget check of every charge under :mod:`dpdist.ops.composition`'s rule. A backend
+(:mod:`~dpdist.ops.ledger.sqlite`, :mod:`~dpdist.ops.ledger.postgres`) supplies the
+connection, a locked transaction and its SQL placeholder."""
 
 from __future__ import annotations
 
@@ -58,37 +11,17 @@ import datetime as _dt
 import json
 import os
 import socket
-import sqlite3
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, ContextManager, Iterator, Protocol, Sequence
 
-from dpdist.data.validation import canonical_location
 from dpdist.exceptions import BudgetExceeded, InfrastructureError, NoPrivateResult, ValidationError
 from dpdist.ops.composition import Cost, Spent, cost_from_dict, cost_to_dict, decimal_of, spent, within
+from dpdist.ops.ledger.locations import canonical_dataset
 from dpdist.privacy.budget import ApproxDP
 from dpdist.privacy.zcdp import ZCDP
 
-__all__ = [
-    "ChargeProtocol",
-    "DEFAULT_LEDGER_PATH",
-    "Entry",
-    "LEDGER_ENV",
-    "Ledger",
-    "Reservation",
-    "SQLiteLedger",
-    "canonical_dataset",
-    "default_ledger_path",
-    "open_ledger",
-    "pinned_ledger_url",
-    "redact_url",
-    "resolve_ledger_url",
-    "same_ledger",
-    "spending_series",
-]
-
-#: Environment variable naming the ledger (a path, ``sqlite:///PATH`` or ``postgresql://...``).
-LEDGER_ENV = "DPDIST_LEDGER"
+__all__ = ["ChargeProtocol", "Entry", "Ledger", "Reservation", "SCHEMA"]
 
 SCHEMA_VERSION = 1
 
@@ -97,120 +30,25 @@ RESERVED, COMMITTED, RELEASED, REFUSED, BUDGET_SET = "reserved", "committed", "r
 #: Stages of a reservation (``running``: data may have been read and noise drawn).
 STAGE_RESERVED, STAGE_RUNNING = "reserved", "running"
 
-
-def default_ledger_path() -> str:
-    """``$XDG_DATA_HOME/dpdist/ledger.sqlite`` (``~/.local/share/dpdist/ledger.sqlite``)."""
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return os.path.join(base, "dpdist", "ledger.sqlite")
-
-
-DEFAULT_LEDGER_PATH = "$XDG_DATA_HOME/dpdist/ledger.sqlite (default ~/.local/share/dpdist/ledger.sqlite)"
-
-
-def resolve_ledger_url(flag: str | None = None, job_file: str | None = None) -> tuple[str, str]:
-    """The ledger to use and where that choice came from: flag, environment, job file, default.
-
-    The operator pins the ledger with ``--ledger`` (``flag``) or ``DPDIST_LEDGER``; a pinned
-    ledger wins over a job file's ``[ledger] url``, and a job file naming a different ledger
-    than the pinned one is refused (a job must not move its spending to a ledger of its own).
-
-    Raises
-    ------
-    ValidationError
-        The job file names a ledger other than the pinned one.
-    """
-    pinned = pinned_ledger_url(flag)
-    if pinned is not None:
-        url, source = pinned
-        if job_file and not same_ledger(job_file, url):
-            raise ValidationError(
-                f"the job file names the ledger {redact_url(job_file)!r}, but {source} pins "
-                f"{redact_url(url)!r}; remove the job file's [ledger] table or make it name the pinned ledger")
-        return url, source
-    if job_file:
-        return job_file, "job file"
-    return default_ledger_path(), "default"
-
-
-def pinned_ledger_url(flag: str | None = None) -> tuple[str, str] | None:
-    """The ledger the operator configured, ``--ledger`` (``flag``) else ``DPDIST_LEDGER``, with
-    its source; None when neither is set."""
-    if flag:
-        return flag, "--ledger"
-    env = os.environ.get(LEDGER_ENV)
-    if env:
-        return env, LEDGER_ENV
-    return None
-
-
-def _ledger_key(url: str) -> str:
-    """A ledger location without what does not change which ledger it is: a SQLite path made
-    absolute (``sqlite:///`` removed), a database URL without its password."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    if url.startswith(("postgresql://", "postgres://")):
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        if parts.port:
-            host = f"{host}:{parts.port}"
-        netloc = f"{parts.username}@{host}" if parts.username else host
-        return urlunsplit(parts._replace(scheme="postgresql", netloc=netloc))
-    if url.startswith("sqlite:///"):
-        url = "/" + url[len("sqlite:///"):].lstrip("/")
-    return os.path.realpath(os.path.abspath(os.path.expanduser(url)))
-
-
-def same_ledger(a: str, b: str) -> bool:
-    """Whether two ledger locations name the same ledger."""
-    return _ledger_key(a) == _ledger_key(b)
-
-
-def redact_url(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (for messages, logs and metadata)."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    if "://" not in url:
-        return url
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    netloc = f"{parts.username}:***@{host}" if parts.username else f"***@{host}"
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
-def open_ledger(url: str | None = None, *, create: bool = True) -> "Ledger":
-    """Open the ledger at ``url`` (see :func:`resolve_ledger_url` for ``None``).
-
-    A plain path or ``sqlite:///PATH`` opens a :class:`SQLiteLedger`; ``postgresql://`` or
-    ``postgres://`` opens a :class:`~dpdist.ops.postgres.PostgresLedger` (extra
-    ``dpdist[postgres]``). ``create=False`` (for commands that only read) refuses a SQLite
-    ledger file that does not exist instead of creating it.
-    """
-    if url is None:
-        url = resolve_ledger_url()[0]
-    if url.startswith(("postgresql://", "postgres://")):
-        from dpdist.ops.postgres import PostgresLedger
-
-        return PostgresLedger(url)
-    if url.startswith("sqlite:///"):
-        url = "/" + url[len("sqlite:///"):].lstrip("/")
-    elif "://" in url:
-        raise ValidationError(f"ledger must be a path, sqlite:///PATH or postgresql://..., got {redact_url(url)!r}")
-    return SQLiteLedger(url, create=create)
-
-
-def canonical_dataset(url: str) -> str:
-    """A dataset's stable identifier: its URL, with local paths made absolute and real
-    (:func:`dpdist.data.validation.canonical_location`, which estimators given ``ledger=`` use too).
-
-    The identifier is the location of the data, never a free name: two names for the same
-    store would otherwise be two budgets. A declared name is kept beside it as a label
-    (``dpdist budget`` accepts either).
-    """
-    return canonical_location(url)
+#: The schema of both backends; ``{seq}`` and ``{events}`` are the two column types that differ.
+#: ``events`` holds the typed privacy events of a charge as JSON (an empty list when the charge
+#: recorded none), so that recording them needs no migration.
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS dpdist_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS dpdist_datasets (
+    dataset TEXT PRIMARY KEY, name TEXT, budget TEXT NOT NULL, owner TEXT, updated TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS dpdist_entries (
+    seq {seq},
+    id TEXT NOT NULL UNIQUE,
+    dataset TEXT NOT NULL,
+    state TEXT NOT NULL,
+    cost TEXT NOT NULL,
+    stage TEXT, job TEXT, output TEXT, checksum TEXT, outcome TEXT, note TEXT,
+    host TEXT, pid INTEGER, pid_start TEXT,
+    created TEXT NOT NULL, finished TEXT,
+    events {events});
+CREATE INDEX IF NOT EXISTS dpdist_entries_dataset ON dpdist_entries (dataset, seq)
+"""
 
 
 def _now() -> str:
@@ -244,7 +82,7 @@ class Entry:
     """One ledger record: a charge (reserved, committed, released), a refusal, or a budget set.
 
     ``cost`` is the privacy cost (for a budget set: the new total); ``events`` the typed
-    privacy events when known (a JSON list; empty until issue 10's events land).
+    privacy events when known (a JSON list; empty when the charge recorded none).
     """
 
     seq: int
@@ -719,144 +557,7 @@ class Ledger(abc.ABC):
             return self._entry_by_id(cur, entry_id) if n == 1 else None
 
 
-def spending_series(ledger: Ledger, dataset: str) -> dict:
-    """The share of ``dataset``'s budget spent over time, for :func:`dpdist.report.plots.plot_budget`.
-
-    One point per committed or open charge (at its commit or reservation time) and per
-    refusal (at the level the budget had then); the share is the composed epsilon (or rho)
-    over the total in force at that time, under :mod:`dpdist.ops.composition`'s rule.
-    """
-    dataset = canonical_dataset(dataset)
-    entries = ledger.history(dataset)
-    events = sorted(((e.finished or e.created) if e.state == COMMITTED else e.created, e.seq, e) for e in entries)
-    total: Cost | None = None
-    charges: list[Cost] = []
-    points = []
-    level = 0.0
-
-    def share(result: Spent) -> float:
-        if isinstance(result.total, ZCDP):
-            return float(result.rho or 0) / result.total.rho
-        return float(result.epsilon or 0) / result.total.epsilon
-
-    for when, _, e in events:
-        if e.state == BUDGET_SET:
-            total = e.privacy
-        elif total is None:
-            continue
-        elif e.state in (COMMITTED, RESERVED):
-            charges.append(e.privacy)
-        elif e.state != REFUSED:
-            continue
-        if total is not None:
-            level = share(spent(total, charges))
-            points.append((when, level, e.state))
-    name = next((d["name"] for d in ledger.datasets() if d["dataset"] == dataset), None)
-    return {"dataset": dataset, "label": name or dataset, "points": points,
-            "total": _describe(total) if total is not None else "none"}
-
-
 def _describe(cost: Cost) -> str:
     if isinstance(cost, ApproxDP):
         return f"({cost.epsilon:g}, {cost.delta:g})-DP"
     return f"rho={cost.rho:g} zCDP"
-
-
-# -- SQLite -------------------------------------------------------------------------------
-
-#: The schema of both backends; ``{seq}`` and ``{events}`` are the two column types that differ.
-#: ``events`` holds the typed privacy events of a charge as JSON (an empty list until issue 10's
-#: events land), so they can be filled in later without a migration.
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS dpdist_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS dpdist_datasets (
-    dataset TEXT PRIMARY KEY, name TEXT, budget TEXT NOT NULL, owner TEXT, updated TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS dpdist_entries (
-    seq {seq},
-    id TEXT NOT NULL UNIQUE,
-    dataset TEXT NOT NULL,
-    state TEXT NOT NULL,
-    cost TEXT NOT NULL,
-    stage TEXT, job TEXT, output TEXT, checksum TEXT, outcome TEXT, note TEXT,
-    host TEXT, pid INTEGER, pid_start TEXT,
-    created TEXT NOT NULL, finished TEXT,
-    events {events});
-CREATE INDEX IF NOT EXISTS dpdist_entries_dataset ON dpdist_entries (dataset, seq)
-"""
-
-
-class SQLiteLedger(Ledger):
-    """The embedded ledger: one SQLite file, WAL journal, ``BEGIN IMMEDIATE`` transactions.
-
-    Safe for concurrent processes on one host (the file lock serialises writers; readers
-    do not block). Not safe on network file systems (NFS, SMB): use PostgreSQL there.
-    """
-
-    def __init__(self, path: str | os.PathLike, *, timeout: float = 60.0, create: bool = True):
-        path = os.path.abspath(os.path.expanduser(os.fspath(path)))
-        self.url = path
-        if not create and not os.path.isfile(path):
-            raise ValidationError(f"there is no ledger at {path!r} (no budget was set and no job ran with it)")
-        parent = os.path.dirname(path)
-        if not os.path.isdir(parent):
-            if path == default_ledger_path():
-                os.makedirs(parent, exist_ok=True)
-            else:
-                raise ValidationError(f"ledger directory {parent!r} does not exist")
-        try:
-            self._conn = sqlite3.connect(path, timeout=timeout, isolation_level=None)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=FULL")  # a committed spend survives power loss
-            with self._transaction(lock=True) as cur:
-                self._create_schema(cur, seq="INTEGER PRIMARY KEY AUTOINCREMENT",
-                                    events="TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(events))")
-        except sqlite3.Error as exc:
-            raise InfrastructureError(f"cannot open the ledger {path!r}: {exc}") from None
-
-    @contextlib.contextmanager
-    def _transaction(self, *, lock: bool) -> Iterator[Any]:
-        cur = _Cursor(self._conn.cursor())
-        try:
-            cur.execute("BEGIN IMMEDIATE" if lock else "BEGIN")
-        except sqlite3.Error as exc:
-            raise InfrastructureError(f"ledger {self.url!r} unavailable: {exc}") from None
-        try:
-            yield cur
-        except BaseException:
-            self._conn.rollback()
-            raise
-        try:
-            cur.execute("COMMIT")
-        except sqlite3.Error as exc:
-            self._conn.rollback()
-            raise InfrastructureError(f"ledger {self.url!r}: commit failed: {exc}") from None
-
-    def close(self) -> None:
-        self._conn.close()
-
-
-class _Cursor:
-    """A sqlite3 cursor whose execute errors become InfrastructureError (ledger failures are
-    infrastructure failures, exit code 5) and whose execute returns itself."""
-
-    def __init__(self, cur: sqlite3.Cursor):
-        self._cur = cur
-
-    def execute(self, sql: str, params: Sequence = ()) -> "_Cursor":
-        try:
-            self._cur.execute(sql, params)
-        except sqlite3.IntegrityError:
-            raise
-        except sqlite3.Error as exc:
-            raise InfrastructureError(f"ledger error: {exc}") from None
-        return self
-
-    def fetchone(self):
-        return self._cur.fetchone()
-
-    def fetchall(self):
-        return self._cur.fetchall()
-
-    @property
-    def rowcount(self) -> int:
-        return self._cur.rowcount

@@ -2,7 +2,7 @@
 
 SQLite over a network file system is not safe (its locks are not), so jobs that run on
 several hosts share a PostgreSQL database instead. The schema and the logic are those of
-:class:`~dpdist.ops.ledger.Ledger`; this module supplies the connection, the transaction
+:class:`~dpdist.ops.ledger.base.Ledger`; this module supplies the connection, the transaction
 and the lock: a reservation locks the dataset's row with ``SELECT ... FOR UPDATE``, so two
 reservations on one dataset run one after the other (READ COMMITTED sees the first one's
 entry once its lock is granted), while reservations on different datasets do not wait.
@@ -18,9 +18,11 @@ import contextlib
 from typing import Any, Iterator
 
 from dpdist.exceptions import InfrastructureError, ValidationError
-from dpdist.ops.ledger import Ledger, redact_url
+from dpdist.ops.ledger.base import Ledger
+from dpdist.ops.ledger.locations import redact_url
 
 __all__ = ["PostgresLedger"]
+
 
 def _psycopg():
     try:
