@@ -1,9 +1,8 @@
 """The exponential mechanism as an exact Gumbel-max that a chunked max-reduction can run.
 
-Assessment of today's sampler (``algorithms/expmech_pca.py`` ``GumbelKeys`` with
-``engine/subsets.py`` ``chunk_gumbel_max``)
---------------------------------------------------------------------------------
-Keys are ``weight * score - log(-log(u))`` with ``u = ((w >> 11) + 0.5) 2**-53``, compared as
+Why not float Gumbel keys compared by arg max
+---------------------------------------------
+Float keys are ``weight * score - log(-log(u))`` with ``u = ((w >> 11) + 0.5) 2**-53``, compared as
 float64. Failures (Ilvento, "Implementing the exponential mechanism with base-2 differential
 privacy", CCS 2020, shows the same class of failures for the inverse-CDF form):
 
