@@ -24,21 +24,22 @@ A mechanism's *total* claim (for PrivCov, the composition of d per-row releases)
 what any single-coordinate attack can reach, so a halved noise scale would not be flagged
 against it. Each case therefore audits the guarantee that *its component* claims, computed
 from the package's calibration (never from the adapter's own arithmetic), and says so in
-``component``. A mis-calibrated *twin* of each case (``noise_multiplier=0.5``: noise scale
-halved, or for the truncated mechanisms the calibration evaluated at half the sensitivity) is
-built by wrapping the noise path here, never by editing a mechanism. ``catches_twin`` records
-whether the twin must be flagged: it is False exactly where the true privacy loss of the
-twin on the best pair we know still lies below the claim (the claim has slack), and the
-reason is given in ``notes``.
+``component``. Each factory takes an optional ``source``, the noise source its trials run
+(default: the package's own); a *variant* of a case
+(:func:`~dpdist.testing.cases.variant`) runs the same trials against the same claim with
+another source. The package ships no variant: the deliberately mis-calibrated ones that a
+sound audit must flag (noise of half the scale) are registered from the test side
+(:func:`~dpdist.testing.cases.register_twins`). Where a case's claim has slack on its pair,
+``notes`` says so.
 
 Gaussian releases are audited in Gaussian DP: a Gaussian release of L2 sensitivity Delta with
 noise N(0, sigma^2) is exactly mu = Delta/sigma-GDP, so ``claimed_mu = Delta / sigma`` with both
 from the package's calibration, and ``claimed_epsilon, claimed_delta`` are the (epsilon, delta)
 the calibration was asked for (also checked: the epsilon lower bound at that delta). Where the
 rule that turns (epsilon, delta) into sigma is loose (Fact 2's formula, kept by the paper's rules),
-a factor-2 twin may still satisfy the (epsilon, delta) claim; the GDP audit then flags the
-noise path (the released noise is not the calibrated sigma), which is the bug it exists to
-catch. Whether each calibrated sigma implies its (epsilon, delta) is checked exactly (no
+noise of half the calibrated scale may still satisfy the (epsilon, delta) claim; the GDP
+audit then flags the noise path (the released noise is not the calibrated sigma), which is
+the bug it exists to catch. Whether each calibrated sigma implies its (epsilon, delta) is checked exactly (no
 sampling) by comparing ``claimed_mu`` with
 :func:`~dpdist.testing.audit.gdp_mu_for_approx_dp` (tests/testing/test_audit.py).
 
@@ -61,7 +62,7 @@ Not covered
   that both runs pass the tests, Lemma 9); ExpMechPCA's selection on data (a row change moves
   the PSD scores by at most half the claimed score sensitivity, so a data pair reaches
   epsilon/4 at most); the subsample-and-aggregate masked output (its exact rounding and its law
-  are tested in tests/privacy/test_masking.py; its epsilon is GAP 12's); floating-point attacks on
+  are tested in tests/privacy/test_masking.py); floating-point attacks on
   the samplers (Mironov 2012).
 * Whole-estimator runs here exist for PrivCov and Analyze Gauss (``slow``: long form); the
   end-to-end audits of every public estimator on hostile pairs, with OS entropy, are in
@@ -73,17 +74,16 @@ from __future__ import annotations
 import contextlib
 import math
 import warnings
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
-from dpdist.testing.audit import AuditResult, audit
+from dpdist.testing.audit import AuditResult
+from dpdist.testing.cases import TWINS, AuditCase
 
 __all__ = [
     "CASES",
     "SLOW_CASES",
-    "TWIN_MULTIPLIER",
     "AuditCase",
     "audit_cases",
     "audit_table",
@@ -95,89 +95,15 @@ __all__ = [
 Mechanism = Callable[[Any, int, int], np.ndarray]
 
 
-@dataclass(frozen=True)
-class AuditCase:
-    """One audit: a mechanism adapter, an adversarial pair, the claim and its notion.
-
-    Attributes
-    ----------
-    name : str
-        Registry name (``family/component``); a twin's name ends in ``[twin x0.5]``.
-    family : str
-        The mechanism family (``privcov``, ``wang-xu``, ...).
-    component : str
-        What is audited and which guarantee of the package's calibration it is held to.
-    notion : {"approx-dp", "gdp", "zcdp"}
-    claimed_epsilon, claimed_delta, claimed_mu, claimed_rho
-        The claim (see :func:`dpdist.testing.audit.audit_samples`).
-    mechanism : callable ``(dataset, n_trials, seed) -> statistics``
-        Runs ``n_trials`` independent trials on ``dataset`` and returns the test statistic
-        of each (shape ``(n_trials,)``).
-    neighbours : (D, D')
-    default_trials : int
-        Trials per dataset of the short (CI) form; the cost per trial differs by case.
-    noise_multiplier : float
-        1.0 for the real mechanism; 0.5 for the mis-calibrated twin.
-    catches_twin : bool
-        Whether the factor-2 twin of this case must be flagged.
-    slow : bool
-        True when one trial runs a whole estimator (milliseconds): left out of the default
-        selection of :func:`audit_cases` unless named.
-    notes : str
-    parameters : dict
-        The public parameters of the instance (calibration output).
-    """
-
-    name: str
-    family: str
-    component: str
-    notion: str
-    claimed_epsilon: float | None
-    claimed_delta: float
-    claimed_mu: float | None
-    claimed_rho: float | None
-    mechanism: Mechanism
-    neighbours: tuple
-    default_trials: int = 20_000
-    noise_multiplier: float = 1.0
-    catches_twin: bool = True
-    slow: bool = False
-    notes: str = ""
-    parameters: dict = field(default_factory=dict)
-
-    @property
-    def is_twin(self) -> bool:
-        """True for a mis-calibrated twin (``noise_multiplier != 1``) or a bug twin (end-to-end)."""
-        return self.noise_multiplier != 1.0
-
-    def run(self, n_trials: int | None = None, *, confidence: float = 0.95, seed: int = 0) -> AuditResult:
-        """Audit this case: :func:`dpdist.testing.audit.audit` with the case's claim."""
-        return audit(
-            self.mechanism,
-            self.neighbours,
-            n_trials=int(n_trials or self.default_trials),
-            confidence=confidence,
-            claimed_epsilon=self.claimed_epsilon,
-            claimed_delta=self.claimed_delta,
-            claimed_mu=self.claimed_mu,
-            claimed_rho=self.claimed_rho,
-            notion=self.notion,
-            seed=seed,
-            name=self.name,
-            claim=self.component,
-            notes=self.notes,
-        )
-
-
 def _seed(seed: int):
     from dpdist.privacy.noise import NoiseSeed
 
     return NoiseSeed(int(seed) & ((1 << 128) - 1), seeded=True)
 
 
-def _twin_of(mech, noise_multiplier: float):
-    """``mech`` itself, or its :meth:`~dpdist.privacy.mechanisms.base.Mechanism.twin` (issue-10-mech2)."""
-    return mech if noise_multiplier == 1.0 else mech.twin(noise_multiplier)
+def _own(source, mech):
+    """The noise source the trials run: ``source``, or the package's own ``mech``."""
+    return mech if source is None else source
 
 
 @contextlib.contextmanager
@@ -191,10 +117,6 @@ def _seeded_fits_are_expected():
         yield
 
 
-def _twin_name(name: str, mult: float) -> str:
-    return name if mult == 1.0 else f"{name} [twin x{mult:g}]"
-
-
 def _scale_for(target: float, unit: float) -> float:
     """Linear rescaling helper: the epsilon that makes a component claim equal ``target``."""
     return target / unit
@@ -205,20 +127,22 @@ def _scale_for(target: float, unit: float) -> float:
 # ---------------------------------------------------------------------------------------
 
 
-def laplace_case(noise_multiplier: float = 1.0) -> AuditCase:
+def laplace_case(source: Any = None) -> AuditCase:
     """The Laplace sampler :func:`~dpdist.privacy.noise.laplace_from_uniform` at scale
-    b = Delta / epsilon, on values 0 and Delta: epsilon-DP (epsilon = 1)."""
+    b = Delta / epsilon, on values 0 and Delta: epsilon-DP (epsilon = 1). ``source``: the
+    scale drawn with (default b)."""
     from dpdist.privacy.noise import laplace_from_uniform
 
     eps, sens = 1.0, 1.0
     b = sens / eps
+    run = _own(source, b)
 
     def mech(value: float, n: int, seed: int) -> np.ndarray:
         u = _seed(seed).uniforms("audit/laplace", 0, 0, n)
-        return value + laplace_from_uniform(u, noise_multiplier * b)
+        return value + laplace_from_uniform(u, run)
 
     return AuditCase(
-        name=_twin_name("primitives/laplace", noise_multiplier),
+        name="primitives/laplace",
         family="primitives",
         component="Laplace(Delta/epsilon) on a value of sensitivity Delta: epsilon-DP",
         notion="approx-dp",
@@ -228,28 +152,29 @@ def laplace_case(noise_multiplier: float = 1.0) -> AuditCase:
         claimed_rho=None,
         mechanism=mech,
         neighbours=(sens, 0.0),
-        noise_multiplier=noise_multiplier,
+        source=run,
         parameters={"scale": b, "sensitivity": sens},
     )
 
 
-def gaussian_case(noise_multiplier: float = 1.0, *, epsilon: float = 2.0, delta: float = 1e-3) -> AuditCase:
+def gaussian_case(source: Any = None, *, epsilon: float = 2.0, delta: float = 1e-3) -> AuditCase:
     """The Gaussian sampler with :func:`~dpdist.privacy.calibration.gaussian_sigma` at
     (epsilon, delta) (default (2, 1e-3): the analytic Gaussian mechanism): exactly
-    Delta/sigma-GDP."""
+    Delta/sigma-GDP. ``source``: the standard deviation drawn with (default sigma)."""
     from dpdist.privacy.calibration import gaussian_sigma
     from dpdist.privacy.noise import gaussian_from_uniform
 
     eps, sens = float(epsilon), 1.0
     sigma, rule = gaussian_sigma(sens, eps, delta)
     name = "primitives/gaussian" if eps >= 1 else "primitives/gaussian-small-epsilon"
+    run = _own(source, sigma)
 
     def mech(value: float, n: int, seed: int) -> np.ndarray:
         u = _seed(seed).uniforms("audit/gaussian", 0, 0, n)
-        return value + gaussian_from_uniform(u, noise_multiplier * sigma)
+        return value + gaussian_from_uniform(u, run)
 
     return AuditCase(
-        name=_twin_name(name, noise_multiplier),
+        name=name,
         family="primitives",
         component=f"Gaussian mechanism, gaussian_sigma at (epsilon, delta) = ({eps}, {delta}) [{rule}]: "
         "mu = Delta/sigma-GDP, (epsilon, delta)-DP",
@@ -261,34 +186,35 @@ def gaussian_case(noise_multiplier: float = 1.0, *, epsilon: float = 2.0, delta:
         mechanism=mech,
         neighbours=(sens, 0.0),
         default_trials=10_000 if eps >= 1 else 20_000,
-        noise_multiplier=noise_multiplier,
+        source=run,
         parameters={"sigma": sigma, "sensitivity": sens},
     )
 
 
-def gaussian_small_epsilon_case(noise_multiplier: float = 1.0) -> AuditCase:
+def gaussian_small_epsilon_case(source: Any = None) -> AuditCase:
     """:func:`gaussian_case` at (epsilon, delta) = (0.9, 0.05): the analytic Gaussian mechanism
     of :func:`~dpdist.privacy.calibration.gaussian_sigma` below epsilon = 1 (where it is
     smaller than the classic formula of DR14 Theorem A.1)."""
-    return gaussian_case(noise_multiplier, epsilon=0.9, delta=0.05)
+    return gaussian_case(source, epsilon=0.9, delta=0.05)
 
 
-def bounded_laplace_case(noise_multiplier: float = 1.0) -> AuditCase:
+def bounded_laplace_case(source: Any = None) -> AuditCase:
     """The bounded Laplace sampler with :func:`~dpdist.privacy.pca_calibration.bounded_laplace_test`
-    at (epsilon, delta) = (1, 1e-3). The twin is calibrated for half the sensitivity (scale
-    and bound both halved)."""
+    at (epsilon, delta) = (1, 1e-3). ``source``: the ``(scale, bound)`` drawn with (default
+    the calibration's)."""
     from dpdist.privacy.noise import bounded_laplace_from_uniform
     from dpdist.privacy.pca_calibration import bounded_laplace_test
 
     eps, delta, sens = 1.0, 1e-3, 1.0
-    scale, bound = bounded_laplace_test(noise_multiplier * sens, eps, delta)
+    run = _own(source, bounded_laplace_test(sens, eps, delta))
+    scale, bound = run
 
     def mech(value: float, n: int, seed: int) -> np.ndarray:
         u = _seed(seed).uniforms("audit/bounded-laplace", 0, 0, n)
         return value + bounded_laplace_from_uniform(u, scale, bound)
 
     return AuditCase(
-        name=_twin_name("primitives/bounded-laplace", noise_multiplier),
+        name="primitives/bounded-laplace",
         family="primitives",
         component=f"bounded Laplace (Fact 3, bounded_laplace_test) at (epsilon, delta) = ({eps}, {delta})",
         notion="approx-dp",
@@ -298,7 +224,7 @@ def bounded_laplace_case(noise_multiplier: float = 1.0) -> AuditCase:
         claimed_rho=None,
         mechanism=mech,
         neighbours=(sens, 0.0),
-        noise_multiplier=noise_multiplier,
+        source=run,
         parameters={"scale": scale, "bound": bound, "sensitivity": sens},
     )
 
@@ -335,13 +261,13 @@ def _privcov_cal(k: int, component_epsilon: float):
     return privcov_calibration(eps, PRIVCOV_DELTA, PRIVCOV_N, PRIVCOV_D, k, PRIVCOV_CLIP)
 
 
-def _privcov_mech(k: int, noise_multiplier: float = 1.0):
-    """(the mechanism at the audited point, the mechanism the trials run: its twin when
-    ``noise_multiplier != 1``)."""
+def _privcov_mech(k: int, source=None):
+    """(the mechanism at the audited point, the mechanism the trials run: ``source`` when
+    given)."""
     from dpdist.privacy.mechanisms.privcov import PrivCovMechanism
 
     mech = PrivCovMechanism.from_calibration(_privcov_cal(k, 1.0))
-    return mech, (mech if noise_multiplier == 1.0 else mech.twin(noise_multiplier))
+    return mech, _own(source, mech)
 
 
 def _privcov_row0(S: np.ndarray, mech, n_trials: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -375,7 +301,7 @@ def _entry_epsilon(mech) -> float:
     return mech.sensitivity_units / mech.noise.scale
 
 
-def privcov_release_case(noise_multiplier: float = 1.0) -> AuditCase:
+def privcov_release_case(source: Any = None) -> AuditCase:
     """PrivCov's Laplace release of one entry, data-level.
 
     Pair: background rows (1, 1, 0, 0) x 10; the replaced row is (1, 1, 0, 0) in D and
@@ -386,7 +312,7 @@ def privcov_release_case(noise_multiplier: float = 1.0) -> AuditCase:
     is far above this).
     """
     k = PRIVCOV_D
-    mech, run = _privcov_mech(k, noise_multiplier)
+    mech, run = _privcov_mech(k, source)
     base = np.zeros((PRIVCOV_N, PRIVCOV_D))
     base[1:11, :2] = 1.0
     D, Dp = base.copy(), base.copy()
@@ -400,7 +326,7 @@ def privcov_release_case(noise_multiplier: float = 1.0) -> AuditCase:
         return np.where(hit.any(axis=1), (vals * hit).sum(axis=1), -1e6)
 
     return AuditCase(
-        name=_twin_name("privcov/value-release", noise_multiplier),
+        name="privcov/value-release",
         family="privcov",
         component="lattice Laplace value release of one entry of row i (Algorithm 1 line 8): Delta_Z/s-DP "
         "(PrivCovMechanism)",
@@ -412,7 +338,7 @@ def privcov_release_case(noise_multiplier: float = 1.0) -> AuditCase:
         mechanism=mech_fn,
         neighbours=(0, 1),
         default_trials=8_000,
-        noise_multiplier=noise_multiplier,
+        source=run,
         parameters={"calibration": mech.calibration.to_dict(), "k": k, "mechanism": mech.describe()},
     )
 
@@ -430,7 +356,7 @@ def _privcov_selection_moments(row_clip: float | None = None) -> dict:
 
 
 def _row0_selection_case(name: str, family: str, mech, run, claimed_epsilon: float, k: int,
-                         noise_multiplier: float, component: str, row_clip: float | None = None) -> AuditCase:
+                         component: str, row_clip: float | None = None) -> AuditCase:
     """A PrivCov selection audited on the pair of :func:`_privcov_selection_moments` (one score
     of row 0 moves by exactly Delta), through the engine kernels ``run``; statistic 1 if
     S_0 = {1}. The selections (paper, laplace, gumbel, gumbel with a row clip) differ only in
@@ -442,7 +368,7 @@ def _row0_selection_case(name: str, family: str, mech, run, claimed_epsilon: flo
         return (cols[:, 0] == 1).astype(np.float64)
 
     return AuditCase(
-        name=_twin_name(name, noise_multiplier),
+        name=name,
         family=family,
         component=component,
         notion="approx-dp",
@@ -453,12 +379,12 @@ def _row0_selection_case(name: str, family: str, mech, run, claimed_epsilon: flo
         mechanism=mech_fn,
         neighbours=(0, 1),
         default_trials=10_000,
-        noise_multiplier=noise_multiplier,
+        source=run,
         parameters={"calibration": mech.calibration.to_dict(), "k": k, "mechanism": mech.describe()},
     )
 
 
-def privcov_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
+def privcov_selection_case(source: Any = None) -> AuditCase:
     """PrivCov's noisy top-k selection of one entry, data-level, drawn by the mechanism's lazy
     selection sampler (:mod:`dpdist.privacy.lazy_selection`) through the engine kernels.
 
@@ -473,14 +399,14 @@ def privcov_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
     component claim audited here.
     """
     k = 1
-    mech, run = _privcov_mech(k, noise_multiplier)
+    mech, run = _privcov_mech(k, source)
     return _row0_selection_case(
-        "privcov/selection", "privcov", mech, run, _entry_epsilon(mech), k, noise_multiplier,
+        "privcov/selection", "privcov", mech, run, _entry_epsilon(mech), k,
         "noisy top-k selection S_i (Algorithm 1 line 6, the lazy lattice sampler) under a pair moving "
         "one score of row i by Delta: Delta_Z/s-DP (PrivCovMechanism)")
 
 
-def privcov_row_case(noise_multiplier: float = 1.0) -> AuditCase:
+def privcov_row_case(source: Any = None) -> AuditCase:
     """PrivCov's whole row i (selection and release), held to the per-row pure epsilon.
 
     Pair (k = d = 4): background rows (1, 1, 1, 1) x 10; the replaced row is (1, 1, 1, 1) in
@@ -489,11 +415,11 @@ def privcov_row_case(noise_multiplier: float = 1.0) -> AuditCase:
     ratio is monotone in each). The per-row claim is the mechanism's pure ``c Delta_Z / s``
     (:attr:`~dpdist.privacy.mechanisms.privcov.PrivCovMechanism.row_epsilon`; b is the
     paper's term here), which carries a factor of about ``2 sqrt(k' log(d/delta_row)) / (d -
-    1)`` over the ``(d - 1) Delta / b`` any row change can reach, so a factor-2 twin still meets
-    it: ``catches_twin`` is False.
+    1)`` over the ``(d - 1) Delta / b`` any row change can reach: noise of half the scale still
+    meets it.
     """
     k = PRIVCOV_D
-    mech, run = _privcov_mech(k, noise_multiplier)
+    mech, run = _privcov_mech(k, source)
     base = np.zeros((PRIVCOV_N, PRIVCOV_D))
     base[1:11, :] = 1.0
     D, Dp = base.copy(), base.copy()
@@ -506,7 +432,7 @@ def privcov_row_case(noise_multiplier: float = 1.0) -> AuditCase:
         return np.where(cols > 0, vals, 0.0).sum(axis=1)
 
     return AuditCase(
-        name=_twin_name("privcov/row", noise_multiplier),
+        name="privcov/row",
         family="privcov",
         component="one row of Algorithm 1 (top-k selection and k+1 value releases): "
         "pure c Delta_Z / s-DP (PrivCovMechanism.row_epsilon)",
@@ -518,23 +444,21 @@ def privcov_row_case(noise_multiplier: float = 1.0) -> AuditCase:
         mechanism=mech_fn,
         neighbours=(0, 1),
         default_trials=4_000,
-        noise_multiplier=noise_multiplier,
-        catches_twin=False,
+        source=run,
         notes="per-row claim has slack about 2 sqrt(k' log(d/delta_row)) / (d - 1) >= 2 over the best row change",
         parameters={"calibration": mech.calibration.to_dict(), "k": k, "mechanism": mech.describe()},
     )
 
 
-def privcov_estimator_case(noise_multiplier: float = 1.0) -> AuditCase:
+def privcov_estimator_case(source: Any = None) -> AuditCase:
     """The full estimator :func:`~dpdist.algorithms.sparse_covariance.private_sparse_covariance`
     with ``selection="paper"`` run once per trial (dask, synchronous scheduler, 2 x 2 tiles of the second moment) on the
     pair of :func:`privcov_release_case`; statistic: the released value of entry (0, 1).
 
-    The twin wraps the mechanism: the name ``PrivCovMechanism`` inside
-    :mod:`dpdist.algorithms.sparse_covariance` is replaced (for the duration of the call) by
-    one whose ``from_calibration`` returns the real mechanism's
-    :meth:`~dpdist.privacy.mechanisms.base.Mechanism.twin` (noise halved): the estimator itself
-    is not edited.
+    ``source`` is the builder ``calibration -> mechanism`` the estimator calls (default
+    ``PrivCovMechanism.from_calibration``): the name ``PrivCovMechanism`` inside
+    :mod:`dpdist.algorithms.sparse_covariance` is replaced, for the duration of the trials, by
+    a stand-in whose ``from_calibration`` is ``source``; the estimator itself is not edited.
     """
     from unittest import mock
 
@@ -551,15 +475,16 @@ def privcov_estimator_case(noise_multiplier: float = 1.0) -> AuditCase:
     Dp[0, :2] = (1.0, -1.0)
     data = {0: D, 1: Dp}
 
-    class _Twin:
+    run = _own(source, PrivCovMechanism.from_calibration)
+
+    class _StandIn:
         @staticmethod
         def from_calibration(c):
-            real = PrivCovMechanism.from_calibration(c)
-            return real if noise_multiplier == 1.0 else real.twin(noise_multiplier)
+            return run(c)
 
     def mech_fn(which: int, n: int, seed: int) -> np.ndarray:
         out = np.empty(n)
-        with mock.patch.object(module, "PrivCovMechanism", _Twin), _seeded_fits_are_expected():
+        with mock.patch.object(module, "PrivCovMechanism", _StandIn), _seeded_fits_are_expected():
             for t in range(n):
                 rel = module.private_sparse_covariance(
                     data[which], k, cal.epsilon, cal.delta, clip=PRIVCOV_CLIP, random_state=int(seed) * 1_000_003 + t,
@@ -570,7 +495,7 @@ def privcov_estimator_case(noise_multiplier: float = 1.0) -> AuditCase:
         return out
 
     return AuditCase(
-        name=_twin_name("privcov/estimator", noise_multiplier),
+        name="privcov/estimator",
         family="privcov",
         component="private_sparse_covariance end to end, released entry (0, 1): Delta_Z/s-DP (PrivCovMechanism)",
         notion="approx-dp",
@@ -581,7 +506,7 @@ def privcov_estimator_case(noise_multiplier: float = 1.0) -> AuditCase:
         mechanism=mech_fn,
         neighbours=(0, 1),
         default_trials=1_500,
-        noise_multiplier=noise_multiplier,
+        source=run,
         slow=True,
         parameters={"calibration": cal.to_dict(), "k": k, "mechanism": mech.describe()},
     )
@@ -592,7 +517,7 @@ def privcov_estimator_case(noise_multiplier: float = 1.0) -> AuditCase:
 # ---------------------------------------------------------------------------------------
 
 
-def _privcov_laplace_mech(k: int, claim, noise_multiplier: float = 1.0):
+def _privcov_laplace_mech(k: int, claim, source=None):
     """(the :class:`~dpdist.privacy.mechanisms.privcov.PrivCovZCDPMechanism` at the epsilon
     that makes ``claim(mechanism)`` equal 1, the mechanism the trials run). The calibration
     is not linear in epsilon (the CKS20 inversion), so the epsilon is found by a root search
@@ -606,7 +531,7 @@ def _privcov_laplace_mech(k: int, claim, noise_multiplier: float = 1.0):
 
     eps = optimize.brentq(lambda e: claim(build(e)) - 1.0, 0.05, 500.0, xtol=1e-6)
     mech = build(eps)
-    return mech, _twin_of(mech, noise_multiplier)
+    return mech, _own(source, mech)
 
 
 def _selection_claim(mech) -> float:
@@ -622,16 +547,16 @@ def _release_entry_mu(mech) -> float:
     return units / mech.release_noise.scale
 
 
-def privcov_laplace_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
+def privcov_laplace_selection_case(source: Any = None) -> AuditCase:
     """``selection="laplace"``: the per-row noisy top-k selection (lattice Laplace, the lazy
     sampler through the engine kernels) on the pair of :func:`privcov_selection_case` (k = 1,
     one score of row 0 moves by exactly Delta). Claim: ``Delta_Z / s``-DP for a pair moving one
     score (shift that score's noise by Delta_Z), with s the zCDP calibration's selection scale
     (:class:`~dpdist.privacy.mechanisms.privcov.PrivCovZCDPMechanism`). Statistic: 1 if S_0 = {1}."""
     k = 1
-    mech, run = _privcov_laplace_mech(k, _selection_claim, noise_multiplier)
+    mech, run = _privcov_laplace_mech(k, _selection_claim, source)
     return _row0_selection_case(
-        "privcov-laplace/selection", "privcov-laplace", mech, run, _selection_claim(mech), k, noise_multiplier,
+        "privcov-laplace/selection", "privcov-laplace", mech, run, _selection_claim(mech), k,
         "noisy top-k selection S_i of selection='laplace' (lazy lattice Laplace sampler, zCDP calibration) "
         "under a pair moving one score of row i by Delta: Delta_Z/s-DP (PrivCovZCDPMechanism)")
 
@@ -652,7 +577,7 @@ def _gumbel_entry_u(mech) -> float:
     return mech.weight * (cal.sensitivity * cal.float_factor + 2.0**-52 * mech.score_bound) + 2.0**-SCORE_BITS
 
 
-def _privcov_gumbel_mech(k: int, noise_multiplier: float = 1.0, row_clip: float = math.inf):
+def _privcov_gumbel_mech(k: int, source=None, row_clip: float = math.inf):
     """(the :class:`~dpdist.privacy.mechanisms.privcov.PrivCovGumbelMechanism` at the epsilon
     whose selection moves a single score by exactly one Gumbel unit when one entry moves by
     Delta, ``u = 1``, the mechanism the trials run), by a root search on the package's own
@@ -666,10 +591,10 @@ def _privcov_gumbel_mech(k: int, noise_multiplier: float = 1.0, row_clip: float 
 
     eps = optimize.brentq(lambda e: _gumbel_entry_u(build(e)) - 1.0, 0.05, 500.0, xtol=1e-6)
     mech = build(eps)
-    return mech, _twin_of(mech, noise_multiplier)
+    return mech, _own(source, mech)
 
 
-def privcov_gumbel_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
+def privcov_gumbel_selection_case(source: Any = None) -> AuditCase:
     """``selection="gumbel"``: the per-row exact Gumbel top-k selection (the sampler through the
     engine kernels, two column tiles merged exactly) on the pair of
     :func:`privcov_selection_case` (k = 1, one score of row 0 moves by exactly Delta). Claim:
@@ -677,17 +602,17 @@ def privcov_gumbel_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
     exponential-mechanism step whose scores move by at most u is 2u-bounded range, and when a
     single score moves (by a) every output's probability changes by a factor within
     ``[e^-|a|, e^|a|]`` (the chosen one by ``e^a Z'/Z``, the others by ``Z'/Z``). Statistic: 1 if
-    S_0 = {1}. The twin halves the Gumbel scale (and the release's sigma): its scores move by 2u."""
+    S_0 = {1}."""
     k = 1
-    mech, run = _privcov_gumbel_mech(k, noise_multiplier)
+    mech, run = _privcov_gumbel_mech(k, source)
     return _row0_selection_case(
-        "privcov-gumbel/selection", "privcov-gumbel", mech, run, _gumbel_entry_u(mech), k, noise_multiplier,
+        "privcov-gumbel/selection", "privcov-gumbel", mech, run, _gumbel_entry_u(mech), k,
         "exact Gumbel top-k selection S_i of selection='gumbel' (peeling exponential mechanism, zCDP "
         "calibration) under a pair moving one score of row i by Delta: u-DP, u = step_epsilon/2 "
         "(PrivCovGumbelMechanism)")
 
 
-def privcov_gumbel_rowclip_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
+def privcov_gumbel_rowclip_selection_case(source: Any = None) -> AuditCase:
     """``selection="gumbel"`` with the L2 row clip (``C = sqrt(2) R``): the selection's weight is
     calibrated for the rows' root-mean-square sensitivity (``2 C min(R, C) / (n sqrt(d))``, here
     ``Delta / sqrt(2)``), so a pair that moves one score of one row by the full Delta moves it by
@@ -695,17 +620,17 @@ def privcov_gumbel_rowclip_selection_case(noise_multiplier: float = 1.0) -> Audi
     no other row (its changed row is ``(1, +-1, 0, 0)``, of norm C). Data-level, through the
     engine's row scaling; the pair of :func:`privcov_selection_case`. Claim: u-DP for row 0's
     selection (the whole release is zCDP by Lemma 4a, which this pair does not exhaust).
-    Statistic: 1 if S_0 = {1}. The twin halves the Gumbel scale."""
+    Statistic: 1 if S_0 = {1}."""
     k = 1
-    mech, run = _privcov_gumbel_mech(k, noise_multiplier, row_clip=PRIVCOV_ROW_CLIP)
+    mech, run = _privcov_gumbel_mech(k, source, row_clip=PRIVCOV_ROW_CLIP)
     return _row0_selection_case(
-        "privcov-gumbel/row-clip-selection", "privcov-gumbel", mech, run, _gumbel_entry_u(mech), k, noise_multiplier,
+        "privcov-gumbel/row-clip-selection", "privcov-gumbel", mech, run, _gumbel_entry_u(mech), k,
         "exact Gumbel top-k selection S_i of selection='gumbel' with the L2 row clip (weight from the rows' "
         "root-mean-square sensitivity) under a pair moving one score of row i by Delta: u-DP, u = w (Delta_fl + "
         "2**-52 C) + 2**-30 (PrivCovGumbelMechanism)", row_clip=PRIVCOV_ROW_CLIP)
 
 
-def privcov_laplace_release_case(noise_multiplier: float = 1.0) -> AuditCase:
+def privcov_laplace_release_case(source: Any = None) -> AuditCase:
     """``selection="laplace"``: the Gaussian release of the selected values, data-level, on the
     pair of :func:`privcov_release_case` (k = d, so every entry of row 0 is released; only
     Sigma_hat_01 moves, by exactly Delta). Statistic: the released value of entry (0, 1).
@@ -714,14 +639,14 @@ def privcov_laplace_release_case(noise_multiplier: float = 1.0) -> AuditCase:
     release is the Gaussian mechanism at L2 sensitivity ``sqrt(d k') Delta``); the claimed
     (epsilon, delta) is that mu's exact profile at delta = 0.1."""
     k = PRIVCOV_D
-    mech, run = _privcov_laplace_mech(k, _release_entry_mu, noise_multiplier)
+    mech, run = _privcov_laplace_mech(k, _release_entry_mu, source)
     return _entry01_release_case(
-        "privcov-laplace/value-release", "privcov-laplace", mech, run, k, noise_multiplier,
+        "privcov-laplace/value-release", "privcov-laplace", mech, run, k,
         "lattice Gaussian value release of one entry of row i, selection='laplace': Delta_Z1/s_r-GDP "
         "(PrivCovZCDPMechanism)")
 
 
-def _entry01_release_case(name: str, family: str, mech, run, k: int, noise_multiplier: float, component: str,
+def _entry01_release_case(name: str, family: str, mech, run, k: int, component: str,
                           row_clip: float | None = None) -> AuditCase:
     """A PrivCov value release audited on the pair of :func:`privcov_laplace_release_case`
     (rows ``(1, 1, 0, 0)`` and ``(1, -1, 0, 0)``: only Sigma_hat_01 moves, by exactly Delta),
@@ -744,7 +669,7 @@ def _entry01_release_case(name: str, family: str, mech, run, k: int, noise_multi
 
     mu = _release_entry_mu(mech)
     return AuditCase(
-        name=_twin_name(name, noise_multiplier),
+        name=name,
         family=family,
         component=component,
         notion="gdp",
@@ -755,19 +680,19 @@ def _entry01_release_case(name: str, family: str, mech, run, k: int, noise_multi
         mechanism=mech_fn,
         neighbours=(0, 1),
         default_trials=10_000,
-        noise_multiplier=noise_multiplier,
+        source=run,
         parameters={"calibration": mech.calibration.to_dict(), "k": k, "mechanism": mech.describe()},
     )
 
 
-def privcov_gumbel_release_case(noise_multiplier: float = 1.0) -> AuditCase:
+def privcov_gumbel_release_case(source: Any = None) -> AuditCase:
     """``selection="gumbel"`` with the L2 row clip: the Gaussian release of the selected values,
     data-level, through the engine's row scaling (rows clipped to ``C = sqrt(2) R``). The pair
     of :func:`privcov_laplace_release_case` (rows ``(1, 1, 0, 0)`` and ``(1, -1, 0, 0)``, both of
     norm C: only Sigma_hat_01 moves, by exactly Delta); k = d. The release's sigma is calibrated
     for the row route's L2 sensitivity (half the entry route's here). Claim: the released value
     of entry (0, 1) is ``Delta_Z1 / s_r``-GDP (one coordinate moving by at most Delta_fl);
-    statistic: that value. The twin halves the release's sigma."""
+    statistic: that value."""
     from scipy import optimize
 
     from dpdist.privacy.mechanisms.privcov import privcov_gumbel_mechanism
@@ -781,7 +706,7 @@ def privcov_gumbel_release_case(noise_multiplier: float = 1.0) -> AuditCase:
     eps = optimize.brentq(lambda e: _release_entry_mu(build(e)) - 1.0, 0.05, 500.0, xtol=1e-6)
     mech = build(eps)
     return _entry01_release_case(
-        "privcov-gumbel/value-release", "privcov-gumbel", mech, _twin_of(mech, noise_multiplier), k, noise_multiplier,
+        "privcov-gumbel/value-release", "privcov-gumbel", mech, _own(source, mech), k,
         "lattice Gaussian value release of one entry of row i, selection='gumbel' with the L2 row clip: "
         "Delta_Z1/s_r-GDP (PrivCovGumbelMechanism, release sensitivity 2 C min(R sqrt(k'), C) / n)",
         row_clip=PRIVCOV_ROW_CLIP)
@@ -822,20 +747,19 @@ def _gaussian_release_mech(values: dict, mech, weights: np.ndarray) -> Mechanism
     return run
 
 
-def _symmetric_mechanism(family: str, cal: dict, noise_multiplier: float):
-    """The estimator's mechanism of ``family`` at the audit's d (its twin when the multiplier
-    is not 1)."""
+def _symmetric_mechanism(family: str, cal: dict, source=None):
+    """The estimator's mechanism of ``family`` at the audit's d (``source`` when given)."""
     from dpdist.privacy.mechanisms.gaussian import analyze_gauss_mechanism, wang_xu_mechanism
 
     build = {"wang-xu": wang_xu_mechanism, "analyze-gauss": analyze_gauss_mechanism}[family]
-    return _twin_of(build(cal, GAUSS_D), noise_multiplier)
+    return _own(source, build(cal, GAUSS_D))
 
 
 #: Wang-Xu / Analyze Gauss audit instance.
 GAUSS_D, GAUSS_N, GAUSS_CLIP, GAUSS_EPS, GAUSS_DELTA = 4, 40, 1.0, 2.0, 1e-3
 
 
-def wang_xu_release_case(noise_multiplier: float = 1.0) -> AuditCase:
+def wang_xu_release_case(source: Any = None) -> AuditCase:
     """Wang-Xu's Gaussian release, release-level: two second moments whose released upper
     triangles differ by exactly the claimed L2 sensitivity 2 R^2 d / n in one entry.
     Claim: Delta/sigma-GDP and (epsilon, delta)-DP (wang_xu_calibration, analytic rule)."""
@@ -843,21 +767,21 @@ def wang_xu_release_case(noise_multiplier: float = 1.0) -> AuditCase:
 
     cal = wang_xu_calibration(GAUSS_EPS, GAUSS_DELTA, GAUSS_N, GAUSS_D, GAUSS_CLIP)
     return _gaussian_release_case(
-        "wang-xu", cal, noise_multiplier,
+        "wang-xu", cal, source,
         "symmetric Gaussian noise on the clipped second moment at its claimed L2 sensitivity "
         f"2R^2 d/n (wang_xu_calibration, {cal['rule']})",
     )
 
 
-def _gaussian_release_case(family: str, cal: dict, noise_multiplier: float, component: str) -> AuditCase:
+def _gaussian_release_case(family: str, cal: dict, source, component: str) -> AuditCase:
     """Release-level Gaussian case: one released entry moved by exactly the calibration's
     claimed L2 sensitivity; claim ``mu = sensitivity / sigma`` (GDP) and (GAUSS_EPS,
     GAUSS_DELTA)-DP. Released through the estimator's mechanism (:func:`_symmetric_mechanism`)."""
     sens, sigma = cal["sensitivity"], cal["gaussian_sigma"]
-    sym = _symmetric_mechanism(family, cal, noise_multiplier)
+    sym = _symmetric_mechanism(family, cal, source)
     mech = _gaussian_release_mech({0: [sens], 1: [0.0]}, sym, np.ones(1))
     return AuditCase(
-        name=_twin_name(f"{family}/release", noise_multiplier),
+        name=f"{family}/release",
         family=family,
         component=component,
         notion="gdp",
@@ -868,17 +792,16 @@ def _gaussian_release_case(family: str, cal: dict, noise_multiplier: float, comp
         mechanism=mech,
         neighbours=(0, 1),
         default_trials=10_000,
-        noise_multiplier=noise_multiplier,
+        source=sym,
         parameters={**cal, "mechanism": sym.describe()},
     )
 
 
-def wang_xu_data_case(noise_multiplier: float = 1.0) -> AuditCase:
+def wang_xu_data_case(source: Any = None) -> AuditCase:
     """Wang-Xu, data-level: the replaced row is (R, R, R, R) in D and (R, R, -R, -R) in D'
     (other rows 0), moving 4 upper-triangle entries by 2R^2/n each (L2 distance R^2 d / n,
     the largest a row change can reach for d = 4: half the claimed sensitivity). Statistic:
-    the sum of the 4 released entries. A factor-2 twin sits exactly at the claim here
-    (``catches_twin`` False)."""
+    the sum of the 4 released entries. The claim has slack 2 over this pair."""
     from dpdist.privacy.calibration import wang_xu_calibration
 
     cal = wang_xu_calibration(GAUSS_EPS, GAUSS_DELTA, GAUSS_N, GAUSS_D, GAUSS_CLIP)
@@ -889,10 +812,10 @@ def wang_xu_data_case(noise_multiplier: float = 1.0) -> AuditCase:
     Dp[0] = GAUSS_CLIP * np.array([1.0, 1.0, -1.0, -1.0])
     idx = ([0, 0, 1, 1], [2, 3, 2, 3])
     vals = {0: _exact_second_moment(D, GAUSS_CLIP)[idx], 1: _exact_second_moment(Dp, GAUSS_CLIP)[idx]}
-    sym = _symmetric_mechanism("wang-xu", cal, noise_multiplier)
+    sym = _symmetric_mechanism("wang-xu", cal, source)
     mech = _gaussian_release_mech(vals, sym, np.ones(4))
     return AuditCase(
-        name=_twin_name("wang-xu/data", noise_multiplier),
+        name="wang-xu/data",
         family="wang-xu",
         component="Wang-Xu end to end on the worst row change we know (L2 move R^2 d/n): "
         "Delta/sigma-GDP with the claimed Delta",
@@ -904,30 +827,28 @@ def wang_xu_data_case(noise_multiplier: float = 1.0) -> AuditCase:
         mechanism=mech,
         neighbours=(0, 1),
         default_trials=10_000,
-        noise_multiplier=noise_multiplier,
-        catches_twin=False,
-        notes="claimed sensitivity 2R^2 d/n is twice the L2 move of this pair: the factor-2 twin is still private here",
+        source=sym,
+        notes="claimed sensitivity 2R^2 d/n is twice the L2 move of this pair",
         parameters={**cal, "mechanism": sym.describe()},
     )
 
 
-def analyze_gauss_release_case(noise_multiplier: float = 1.0) -> AuditCase:
+def analyze_gauss_release_case(source: Any = None) -> AuditCase:
     """Analyze Gauss, release-level: one upper-triangle entry moved by the claimed 2 L^2 / n."""
     from dpdist.privacy.expmech_calibration import analyze_gauss_calibration
 
     cal = analyze_gauss_calibration(GAUSS_EPS, GAUSS_DELTA, GAUSS_N, 1.0)
     return _gaussian_release_case(
-        "analyze-gauss", cal, noise_multiplier,
+        "analyze-gauss", cal, source,
         f"symmetric Gaussian noise at the claimed L2 sensitivity 2L^2/n (analyze_gauss_calibration, {cal['rule']})",
     )
 
 
-def analyze_gauss_data_case(noise_multiplier: float = 1.0) -> AuditCase:
+def analyze_gauss_data_case(source: Any = None) -> AuditCase:
     """Analyze Gauss, data-level: the replaced row is L e_0 in D and L e_1 in D' (L = 1, other
     rows 0): the diagonal entries (0,0) and (1,1) move by L^2/n each, an L2 move of
     sqrt(2) L^2/n (the largest possible; the claim 2 L^2/n has slack sqrt(2)). Statistic:
-    released (0,0) minus released (1,1). The twin reaches sqrt(2) times the claimed mu and is
-    flagged."""
+    released (0,0) minus released (1,1)."""
     from dpdist.algorithms.baselines.analyze_gauss import block_row_norm_clip
     from dpdist.privacy.expmech_calibration import analyze_gauss_calibration
 
@@ -943,10 +864,10 @@ def analyze_gauss_data_case(noise_multiplier: float = 1.0) -> AuditCase:
         Y = block_row_norm_clip(X, L)
         S = Y.T @ Y / GAUSS_N
         vals[w] = [S[0, 0], S[1, 1]]
-    sym = _symmetric_mechanism("analyze-gauss", cal, noise_multiplier)
+    sym = _symmetric_mechanism("analyze-gauss", cal, source)
     mech = _gaussian_release_mech(vals, sym, np.array([1.0, -1.0]))
     return AuditCase(
-        name=_twin_name("analyze-gauss/data", noise_multiplier),
+        name="analyze-gauss/data",
         family="analyze-gauss",
         component="Analyze Gauss end to end on the worst row change (L2 move sqrt(2) L^2/n): "
         "Delta/sigma-GDP with the claimed Delta = 2L^2/n",
@@ -958,20 +879,19 @@ def analyze_gauss_data_case(noise_multiplier: float = 1.0) -> AuditCase:
         mechanism=mech,
         neighbours=(0, 1),
         default_trials=10_000,
-        noise_multiplier=noise_multiplier,
+        source=sym,
         notes="the claimed sensitivity 2L^2/n has slack sqrt(2) over the best row change",
         parameters={**cal, "mechanism": sym.describe()},
     )
 
 
-def analyze_gauss_estimator_case(noise_multiplier: float = 1.0) -> AuditCase:
+def analyze_gauss_estimator_case(source: Any = None) -> AuditCase:
     """The full :class:`~dpdist.algorithms.baselines.analyze_gauss.AnalyzeGauss` estimator,
     one fit per trial (dask, synchronous, 2 x 2 tiles), on the pair of
-    :func:`analyze_gauss_data_case`; statistic: released (0,0) minus released (1,1). The twin
-    patches the name ``analyze_gauss_mechanism`` inside the estimator's module (for the
-    duration of the call) with a wrapper returning the mechanism's
-    :meth:`~dpdist.privacy.mechanisms.base.Mechanism.twin` (noise scale times the factor, the
-    calibration's event kept)."""
+    :func:`analyze_gauss_data_case`; statistic: released (0,0) minus released (1,1).
+    ``source`` is the builder the estimator calls in place of ``analyze_gauss_mechanism``
+    (default that function): the name is patched inside the estimator's module for the
+    duration of the trials."""
     from unittest import mock
 
     import dpdist.algorithms.baselines.analyze_gauss as module
@@ -985,13 +905,11 @@ def analyze_gauss_estimator_case(noise_multiplier: float = 1.0) -> AuditCase:
     Dp[0, 1] = 3.0
     data = {0: D, 1: Dp}
 
-    def patched(*args: Any, **kwargs: Any):
-        real = analyze_gauss_mechanism(*args, **kwargs)
-        return real if noise_multiplier == 1.0 else real.twin(noise_multiplier)
+    run = _own(source, analyze_gauss_mechanism)
 
     def mech(which: int, n: int, seed: int) -> np.ndarray:
         out = np.empty(n)
-        with mock.patch.object(module, "analyze_gauss_mechanism", patched), _seeded_fits_are_expected():
+        with mock.patch.object(module, "analyze_gauss_mechanism", run), _seeded_fits_are_expected():
             for t in range(n):
                 est = module.AnalyzeGauss(GAUSS_EPS, GAUSS_DELTA, row_norm=1.0, random_state=int(seed) * 1_000_003 + t,
                                           scheduler="synchronous", tile_size=2, assume_centered=True).fit(data[which])
@@ -999,7 +917,7 @@ def analyze_gauss_estimator_case(noise_multiplier: float = 1.0) -> AuditCase:
         return out
 
     return AuditCase(
-        name=_twin_name("analyze-gauss/estimator", noise_multiplier),
+        name="analyze-gauss/estimator",
         family="analyze-gauss",
         component="AnalyzeGauss.fit end to end on the worst row change: Delta/sigma-GDP with the claimed "
         "Delta = 2L^2/n (analyze_gauss_calibration)",
@@ -1011,7 +929,7 @@ def analyze_gauss_estimator_case(noise_multiplier: float = 1.0) -> AuditCase:
         mechanism=mech,
         neighbours=(0, 1),
         default_trials=2_000,
-        noise_multiplier=noise_multiplier,
+        source=run,
         slow=True,
         parameters={**cal, "mechanism": analyze_gauss_mechanism(cal, GAUSS_D).describe()},
     )
@@ -1026,17 +944,16 @@ def analyze_gauss_estimator_case(noise_multiplier: float = 1.0) -> AuditCase:
 FRIENDLY_EPS, FRIENDLY_DELTA, FRIENDLY_M = 3.0, 3e-3, 20
 
 
-def _friendly_test_case(which: str, noise_multiplier: float) -> AuditCase:
+def _friendly_test_case(which: str, source) -> AuditCase:
     """The test's own mechanism (:class:`~dpdist.privacy.mechanisms.friendly.FriendlyTestMechanism`,
-    its lattice field under its purpose); the twin is its :meth:`~dpdist.privacy.mechanisms.base.
-    Mechanism.twin` (scale and bound halved: the calibration at half the sensitivity). The claim
-    is the mechanism's event for this test."""
+    its lattice field under its purpose; ``source`` replaces it). The claim is the mechanism's
+    event for this test."""
     from dpdist.privacy.mechanisms.friendly import FriendlyTestMechanism
     from dpdist.privacy.pca_calibration import friendly_test_calibration
 
     cal = friendly_test_calibration(FRIENDLY_EPS, FRIENDLY_DELTA, FRIENDLY_M)
     real = FriendlyTestMechanism.from_calibration(cal, "norm")
-    run = real if noise_multiplier == 1.0 else real.twin(noise_multiplier)
+    run = _own(source, real)
     sens = cal.count_sensitivity if which == "count" else cal.weight_sensitivity
     claim = real.event().events[0 if which == "count" else 1]
     stat = 16.0 if which == "count" else 15.0
@@ -1046,7 +963,7 @@ def _friendly_test_case(which: str, noise_multiplier: float) -> AuditCase:
 
     label = "|C| (sensitivity 1)" if which == "count" else "Z = sum p_i (sensitivity 7, eq. (12))"
     return AuditCase(
-        name=_twin_name(f"privnorm-privpca/{which}-test", noise_multiplier),
+        name=f"privnorm-privpca/{which}-test",
         family="privnorm-privpca",
         component=f"bounded-Laplace test on {label} on the lattice, release-level: the event of "
         "FriendlyTestMechanism (at most (epsilon/3, delta/3), Lemma 8)",
@@ -1057,21 +974,21 @@ def _friendly_test_case(which: str, noise_multiplier: float) -> AuditCase:
         claimed_rho=None,
         mechanism=mech,
         neighbours=(stat + sens, stat),
-        noise_multiplier=noise_multiplier,
+        source=run,
         notes="the same calibration serves PrivNorm and PrivPCA; the audit observes the noisy statistic "
         "(the algorithm releases only the bit, post-processing of it)",
         parameters={**cal.to_dict(), "mechanism": real.describe()},
     )
 
 
-def friendly_count_test_case(noise_multiplier: float = 1.0) -> AuditCase:
+def friendly_count_test_case(source: Any = None) -> AuditCase:
     """The bounded-Laplace test on |C| (Lines 3-4), statistics c + 1 vs c."""
-    return _friendly_test_case("count", noise_multiplier)
+    return _friendly_test_case("count", source)
 
 
-def friendly_weight_test_case(noise_multiplier: float = 1.0) -> AuditCase:
+def friendly_weight_test_case(source: Any = None) -> AuditCase:
     """The bounded-Laplace test on Z (Lines 12-13), statistics z + 7 vs z."""
-    return _friendly_test_case("weight", noise_multiplier)
+    return _friendly_test_case("weight", source)
 
 
 #: PrivNorm / PrivPCA Gaussian release: (epsilon, delta) = (9, 0.3): each run's release at
@@ -1079,7 +996,7 @@ def friendly_weight_test_case(noise_multiplier: float = 1.0) -> AuditCase:
 RELEASE_EPS, RELEASE_DELTA = 9.0, 0.3
 
 
-def privnorm_release_case(noise_multiplier: float = 1.0) -> AuditCase:
+def privnorm_release_case(source: Any = None) -> AuditCase:
     """PrivNorm's Gaussian release of the norm (Algorithm 3 Line 17), release-level: norms
     differing by the claimed sensitivity 20 k tau (k = 1, tau = 0.05)."""
     from dpdist.privacy.mechanisms.friendly import PrivNormMechanism
@@ -1087,13 +1004,13 @@ def privnorm_release_case(noise_multiplier: float = 1.0) -> AuditCase:
 
     cal = privnorm_calibration(RELEASE_EPS, RELEASE_DELTA, 1, 0.05)
     real = PrivNormMechanism.from_calibration(cal)
-    run = real if noise_multiplier == 1.0 else real.twin(noise_multiplier)
+    run = _own(source, real)
 
     def mech(value: float, n: int, seed: int) -> np.ndarray:
         return run.field("release", _seed(seed))(np.full(n, float(value)), 0)
 
     return AuditCase(
-        name=_twin_name("privnorm-privpca/norm-release", noise_multiplier),
+        name="privnorm-privpca/norm-release",
         family="privnorm-privpca",
         component="Gaussian release of ||T_5tau(Sigma_bar)||_op at sensitivity 20 k tau on the lattice "
         f"(PrivNormMechanism; privnorm_calibration, {cal.rule})",
@@ -1105,14 +1022,15 @@ def privnorm_release_case(noise_multiplier: float = 1.0) -> AuditCase:
         mechanism=mech,
         neighbours=(1.0 + cal.sensitivity, 1.0),
         default_trials=10_000,
-        noise_multiplier=noise_multiplier,
+        source=run,
         parameters={**cal.to_dict(), "mechanism": real.describe()},
     )
 
 
-def privpca_release_case(noise_multiplier: float = 1.0) -> AuditCase:
+def privpca_release_case(source: Any = None) -> AuditCase:
     """PrivPCA's Gaussian release of the projector (Algorithm 2 Lines 19-21) through the exact
-    top-k^2 sampler :func:`~dpdist.privacy.topk_sampler.top_k2_of_noisy_projector`.
+    top-k^2 sampler :func:`~dpdist.privacy.topk_sampler.lattice_top_k2` (the mechanism's
+    :meth:`~dpdist.privacy.mechanisms.friendly.PrivPCAMechanism.projector`).
 
     Two unit vectors u = e_0 and u' = e_1 (d = 2, k = 2, so all k^2 = d^2 entries are
     released): ``||u u^T - u' u'^T||_F = sqrt(2)``. The public (tau, gap, lambda_hat) are
@@ -1126,7 +1044,7 @@ def privpca_release_case(noise_multiplier: float = 1.0) -> AuditCase:
     lam = privpca_sensitivity(k, tau, gap, 1.0) / math.sqrt(2.0)  # Delta(lambda_hat) = sqrt(2)
     cal = privpca_calibration(RELEASE_EPS, RELEASE_DELTA, k, tau, gap, lam)
     real = PrivPCAMechanism.from_calibration(cal, d)
-    run = real if noise_multiplier == 1.0 else real.twin(noise_multiplier)
+    run = _own(source, real)
 
     def mech(which: int, n: int, seed: int) -> np.ndarray:
         from dpdist.privacy.noise import NoiseSeed
@@ -1142,7 +1060,7 @@ def privpca_release_case(noise_multiplier: float = 1.0) -> AuditCase:
         return out
 
     return AuditCase(
-        name=_twin_name("privnorm-privpca/projector-release", noise_multiplier),
+        name="privnorm-privpca/projector-release",
         family="privnorm-privpca",
         component="Gaussian release of u u^T at the claimed Frobenius sensitivity (PrivPCAMechanism; "
         f"privpca_calibration, {cal.rule})",
@@ -1154,7 +1072,7 @@ def privpca_release_case(noise_multiplier: float = 1.0) -> AuditCase:
         mechanism=mech,
         neighbours=(0, 1),
         default_trials=3_000,
-        noise_multiplier=noise_multiplier,
+        source=run,
         parameters={**cal.to_dict(), "lambda_hat": lam, "tau": tau, "gap": gap, "k": k, "mechanism": real.describe()},
     )
 
@@ -1168,7 +1086,7 @@ def privpca_release_case(noise_multiplier: float = 1.0) -> AuditCase:
 EXPMECH_EPS, EXPMECH_DELTA, EXPMECH_D, EXPMECH_N = 2.0, 1e-3, 8, 40
 
 
-def expmech_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
+def expmech_selection_case(source: Any = None) -> AuditCase:
     """ExpMechPCA's support selection, at the level of the exponential mechanism (Lemma 28).
 
     Scores (k = 1, so the score of {j} is M_jj and the engine's
@@ -1178,12 +1096,12 @@ def expmech_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
     Statistic: the indicator that support {0} is chosen, drawn by the mechanism's own exact
     sampler (:meth:`~dpdist.privacy.mechanisms.expmech.ExpMechMechanism.selection`, through the
     engine's :func:`~dpdist.engine.gumbel_max.chunk_exact_gumbel_max`) at the mechanism's
-    weight (the twin doubles the weight, i.e. halves the Gumbel scale). Claim: epsilon/2-DP.
+    weight (``source``: the weight to draw with). Claim: epsilon/2-DP.
 
     A real row change moves each score by at most k tau^2 / n, half of Delta_q (a score is the
     top eigenvalue of a PSD block, and replacing a row swaps one PSD rank-one term of norm
     <= k tau^2 / n for another), so a data-level pair reaches at most epsilon/4, half the
-    selection's claim, and a factor-2 twin would stay within it: the claim audited is the
+    selection's claim, and noise of half the scale would stay within it: the claim audited is the
     exponential mechanism's own, on score vectors that reach its stated sensitivity.
     """
     from dpdist.engine.gumbel_max import chunk_exact_gumbel_max
@@ -1192,7 +1110,7 @@ def expmech_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
     from dpdist.privacy.mechanisms.expmech import SELECT_PURPOSE, ExpMechMechanism
 
     cal = expmech_calibration(EXPMECH_EPS, EXPMECH_DELTA, EXPMECH_N, EXPMECH_D, 1, 1.0)
-    weight = ExpMechMechanism.from_calibration(cal).weight / noise_multiplier
+    weight = _own(source, ExpMechMechanism.from_calibration(cal).weight)
     q = cal.score_sensitivity
     M = {0: np.diag([q] + [0.0] * (EXPMECH_D - 1)), 1: np.diag([0.0] + [q] * (EXPMECH_D - 1))}
 
@@ -1207,7 +1125,7 @@ def expmech_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
         return out
 
     return AuditCase(
-        name=_twin_name("expmech/selection", noise_multiplier),
+        name="expmech/selection",
         family="expmech",
         component="exponential mechanism over supports by Gumbel-max at weight epsilon n / (8 k tau^2): "
         "(epsilon/2)-DP for score vectors within the claimed score sensitivity (Lemma 28)",
@@ -1219,7 +1137,7 @@ def expmech_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
         mechanism=mech,
         neighbours=(0, 1),
         default_trials=8_000,
-        noise_multiplier=noise_multiplier,
+        source=weight,
         parameters=cal.to_dict(),
     )
 
@@ -1229,18 +1147,17 @@ def expmech_selection_case(noise_multiplier: float = 1.0) -> AuditCase:
 BLOCK_EPS, BLOCK_DELTA = 6.0, 0.3
 
 
-def expmech_block_case(noise_multiplier: float = 1.0) -> AuditCase:
+def expmech_block_case(source: Any = None) -> AuditCase:
     """ExpMechPCA's Gaussian release of the chosen block (Algorithm 4 line 11-12), release-level:
     blocks differing by the claimed Frobenius sensitivity 2 k tau^2 / n in one entry, released by
-    the mechanism's own :meth:`~dpdist.privacy.mechanisms.expmech.ExpMechMechanism.release`
-    (the twin: its :meth:`~dpdist.privacy.mechanisms.base.Mechanism.twin`)."""
+    the mechanism's own :meth:`~dpdist.privacy.mechanisms.expmech.ExpMechMechanism.release`."""
     from dpdist.privacy.expmech_calibration import expmech_calibration
     from dpdist.privacy.mechanisms.expmech import ExpMechMechanism
 
     cal = expmech_calibration(BLOCK_EPS, BLOCK_DELTA, EXPMECH_N, EXPMECH_D, 1, 1.0)
     sens = cal.block_sensitivity
     real = ExpMechMechanism.from_calibration(cal)
-    mech_obj = real if noise_multiplier == 1.0 else real.twin(noise_multiplier)
+    mech_obj = _own(source, real)
 
     def mech(value: float, n: int, seed: int) -> np.ndarray:
         # trial t releases the 1 x 1 block of support {t}: entry (t, t), all trials in one call
@@ -1249,7 +1166,7 @@ def expmech_block_case(noise_multiplier: float = 1.0) -> AuditCase:
         return mech_obj.release(_seed(seed)).field.at(t, t, np.full(n, float(value)))
 
     return AuditCase(
-        name=_twin_name("expmech/block-release", noise_multiplier),
+        name="expmech/block-release",
         family="expmech",
         component=f"Gaussian release of the chosen k x k block at Frobenius sensitivity 2 k tau^2/n "
         f"(expmech_calibration, {cal.gaussian_rule}): (epsilon/2, delta)",
@@ -1261,7 +1178,7 @@ def expmech_block_case(noise_multiplier: float = 1.0) -> AuditCase:
         mechanism=mech,
         neighbours=(sens, 0.0),
         default_trials=10_000,
-        noise_multiplier=noise_multiplier,
+        source=mech_obj,
         parameters=cal.to_dict(),
     )
 
@@ -1274,14 +1191,14 @@ def expmech_block_case(noise_multiplier: float = 1.0) -> AuditCase:
 SM_N, SM_D, SM_M, SM_RADIUS, SM_RHO, SM_DELTA = 40, 2, 2, 2.0, 0.5, 1e-3
 
 
-def _second_moment_level_case(sensitivity: str, noise_multiplier: float) -> AuditCase:
+def _second_moment_level_case(sensitivity: str, source) -> AuditCase:
     from dpdist.privacy.mechanisms.second_moment import level_mechanisms, moment_release
     from dpdist.privacy.second_moment_calibration import level_schedule
     from dpdist.privacy.zcdp import cks20_epsilon
 
     sch = level_schedule(SM_N, SM_D, SM_RHO, m=SM_M, radius=SM_RADIUS, sensitivity=sensitivity)
     R0 = sch.radii[0]
-    level = _twin_of(level_mechanisms(sch)[0], noise_multiplier)
+    level = _own(source, level_mechanisms(sch)[0])
     grams = {}
     for w in (0, 1):
         X = np.zeros((SM_N, SM_D))
@@ -1299,7 +1216,7 @@ def _second_moment_level_case(sensitivity: str, noise_multiplier: float) -> Audi
     rho0 = sch.rhos[0]
     slack = "" if sensitivity == "tight" else "; MS25's 4R^2/n has slack 2 sqrt(2) over the exact sqrt(2) R^2/n"
     return AuditCase(
-        name=_twin_name(f"second-moment/level-{sensitivity}", noise_multiplier),
+        name=f"second-moment/level-{sensitivity}",
         family="second-moment",
         component=f"one level of RecDPSME: GUE noise on (1/n) sum x x^T, rows of norm <= R_k, "
         f"sensitivity={sensitivity!r}: rho/L-zCDP (level_schedule, level_mechanisms: lattice Gaussian)",
@@ -1311,24 +1228,23 @@ def _second_moment_level_case(sensitivity: str, noise_multiplier: float) -> Audi
         mechanism=mech,
         neighbours=(0, 1),
         default_trials=6_000,
-        noise_multiplier=noise_multiplier,
-        catches_twin=sensitivity == "tight",
+        source=level,
         notes="data-level pair x = R_k e_0 vs R_k e_1 (L2 move sqrt(2) R_k^2/n)" + slack,
         parameters={**sch.to_dict(), "mechanism": level.describe()},
     )
 
 
-def second_moment_level_tight_case(noise_multiplier: float = 1.0) -> AuditCase:
+def second_moment_level_tight_case(source: Any = None) -> AuditCase:
     """A level of the zCDP recursion with ``sensitivity="tight"`` (sqrt(2) R^2/n, reached)."""
-    return _second_moment_level_case("tight", noise_multiplier)
+    return _second_moment_level_case("tight", source)
 
 
-def second_moment_level_paper_case(noise_multiplier: float = 1.0) -> AuditCase:
+def second_moment_level_paper_case(source: Any = None) -> AuditCase:
     """A level of the zCDP recursion with MS25's ``sensitivity="paper"`` (4 R^2/n)."""
-    return _second_moment_level_case("paper", noise_multiplier)
+    return _second_moment_level_case("paper", source)
 
 
-def second_moment_one_shot_case(noise_multiplier: float = 1.0) -> AuditCase:
+def second_moment_one_shot_case(source: Any = None) -> AuditCase:
     """The one-shot Gaussian mechanism :func:`~dpdist.algorithms.second_moment.one_shot_second_moment`
     (``sensitivity="tight"``): GUE(sigma^2) with :func:`one_shot_sigma` on the second moment of
     rows clipped to the public radius R by the engine's :func:`chunk_clip_rows`. Pair: the
@@ -1342,7 +1258,7 @@ def second_moment_one_shot_case(noise_multiplier: float = 1.0) -> AuditCase:
 
     sigma = one_shot_sigma(SM_N, SM_RHO, SM_RADIUS, "tight")
     sens, _ = float_sensitivity(sensitivity_coefficient("tight") * SM_RADIUS**2 / SM_N, SM_N)  # as the algorithm
-    shot = _twin_of(one_shot_mechanism(SM_D, sens, sigma), noise_multiplier)
+    shot = _own(source, one_shot_mechanism(SM_D, sens, sigma))
     grams = {}
     for w in (0, 1):
         X = np.zeros((SM_N, SM_D))
@@ -1359,7 +1275,7 @@ def second_moment_one_shot_case(noise_multiplier: float = 1.0) -> AuditCase:
         return out
 
     return AuditCase(
-        name=_twin_name("second-moment/one-shot", noise_multiplier),
+        name="second-moment/one-shot",
         family="second-moment",
         component="one-shot Gaussian mechanism on the clipped second moment, sensitivity='tight': rho-zCDP "
         "(one_shot_sigma, one_shot_mechanism: lattice Gaussian)",
@@ -1371,13 +1287,13 @@ def second_moment_one_shot_case(noise_multiplier: float = 1.0) -> AuditCase:
         mechanism=mech,
         neighbours=(0, 1),
         default_trials=6_000,
-        noise_multiplier=noise_multiplier,
+        source=shot,
         notes="data-level pair, rows clipped to the public radius (L2 move sqrt(2) R^2/n, the tight sensitivity)",
         parameters={"sigma": sigma, "radius": SM_RADIUS, "rho": SM_RHO, "mechanism": shot.describe()},
     )
 
 
-def second_moment_histogram_case(noise_multiplier: float = 1.0) -> AuditCase:
+def second_moment_histogram_case(source: Any = None) -> AuditCase:
     """The private initialisation's Gaussian histogram (radius and lambda_min steps):
     ``N(0, 1/rho_step)`` on every bin, L2 sensitivity sqrt(2) (a replaced row moves one count
     from one bin to another). Pair: counts (5, 3, 0) vs (4, 4, 0); statistic: noisy bin 0
@@ -1387,7 +1303,7 @@ def second_moment_histogram_case(noise_multiplier: float = 1.0) -> AuditCase:
     from dpdist.privacy.zcdp import cks20_epsilon
 
     share = split_budget(10.0, 0.1, private_radius=True, private_lambda=True)["radius"]  # 0.5
-    hist = _twin_of(histogram_mechanism("radius", share), noise_multiplier)  # what second_moment() uses for rho_R
+    hist = _own(source, histogram_mechanism("radius", share))  # what second_moment() uses for rho_R
     counts = {0: np.array([5.0, 3.0, 0.0]), 1: np.array([4.0, 4.0, 0.0])}
 
     def mech(which: int, n: int, seed: int) -> np.ndarray:
@@ -1399,7 +1315,7 @@ def second_moment_histogram_case(noise_multiplier: float = 1.0) -> AuditCase:
         return out
 
     return AuditCase(
-        name=_twin_name("second-moment/init-histogram", noise_multiplier),
+        name="second-moment/init-histogram",
         family="second-moment",
         component="Gaussian histogram of the private radius / lambda_min step: sigma = 1/sqrt(rho_step), "
         "sensitivity sqrt(2): rho_step-zCDP (split_budget, histogram_mechanism: lattice Gaussian)",
@@ -1411,7 +1327,7 @@ def second_moment_histogram_case(noise_multiplier: float = 1.0) -> AuditCase:
         mechanism=mech,
         neighbours=(0, 1),
         default_trials=6_000,
-        noise_multiplier=noise_multiplier,
+        source=hist,
         notes="sigma from dpdist.privacy.second_moment_calibration.histogram_sigma, as in second_moment()",
         parameters={"rho_step": share, "sigma": histogram_sigma(share), "mechanism": hist.describe()},
     )
@@ -1421,25 +1337,24 @@ def second_moment_histogram_case(noise_multiplier: float = 1.0) -> AuditCase:
 SA_GROUPS, SA_EPS, SA_DELTA = 10, 1.0, 1e-3
 
 
-def subsample_aggregate_test_case(noise_multiplier: float = 1.0) -> AuditCase:
+def subsample_aggregate_test_case(source: Any = None) -> AuditCase:
     """The subsample-and-aggregate baseline's truncated-Laplace agreement test (Algorithm 3
-    line 5): Q + TLap(2/k, epsilon, delta), release-level with Q vs Q - 2/k. The twin is
-    calibrated for half the sensitivity. Claim: (epsilon, delta) for this step (GAP 13;
-    the baseline's total guarantee is (2 epsilon, 4 e^epsilon delta))."""
+    line 5): Q + TLap(2/k, epsilon, delta), release-level with Q vs Q - 2/k. Claim: (epsilon,
+    delta) for this step (the baseline's total guarantee is (2 epsilon, 4 e^epsilon delta))."""
     from dpdist.privacy.mechanisms.subsample import subsample_aggregate_mechanism
     from dpdist.privacy.second_moment_calibration import baseline_masking_scale, tlap_support
 
     sens = 2.0 / SA_GROUPS
     support = tlap_support(sens, SA_EPS, SA_DELTA)
     eta_b = baseline_masking_scale(0.5, 4, 0.1)  # the test does not use it (alpha 0.5, d 4, xi 0.1)
-    agg = _twin_of(subsample_aggregate_mechanism(SA_EPS, SA_DELTA, SA_GROUPS, support, eta_b=eta_b), noise_multiplier)
+    agg = _own(source, subsample_aggregate_mechanism(SA_EPS, SA_DELTA, SA_GROUPS, support, eta_b=eta_b))
 
     def mech(value: float, n: int, seed: int) -> np.ndarray:
         # n independent tests in one call of the test's own field (positions 0 .. n-1)
         return agg.test(_seed(seed)).field(np.full(n, float(value)), 0)
 
     return AuditCase(
-        name=_twin_name("subsample-aggregate/agreement-test", noise_multiplier),
+        name="subsample-aggregate/agreement-test",
         family="subsample-aggregate",
         component="TLap(2/k, epsilon, delta) on the agreement Q (subsample_aggregate_mechanism: bounded lattice "
         "Laplace): (epsilon, delta)-DP",
@@ -1451,7 +1366,7 @@ def subsample_aggregate_test_case(noise_multiplier: float = 1.0) -> AuditCase:
         mechanism=mech,
         neighbours=(0.9, 0.9 - sens),
         default_trials=10_000,
-        noise_multiplier=noise_multiplier,
+        source=agg,
         notes="the masked output (Ashtiani-Liaw Lemma 3.6) is not audited",
         parameters={"sensitivity": sens, "support": support, "mechanism": agg.describe()},
     )
@@ -1466,7 +1381,7 @@ def subsample_aggregate_test_case(noise_multiplier: float = 1.0) -> AuditCase:
 MEAN_N, MEAN_D, MEAN_CLIP, MEAN_EPS, MEAN_DELTA = 20, 3, 1.0, 2.0, 1e-3
 
 
-def mean_data_case(noise_multiplier: float = 1.0) -> AuditCase:
+def mean_data_case(source: Any = None) -> AuditCase:
     """The clipped-mean Gaussian mechanism, data-level: the replaced row is ``3 C e_0`` in D and
     ``-3 C e_0`` in D' (scaled to norm C by the mechanism's clip; the other rows are fixed
     random rows), so the integer sums differ by about the claimed 2C in coordinate 0. Each
@@ -1479,7 +1394,7 @@ def mean_data_case(noise_multiplier: float = 1.0) -> AuditCase:
     from dpdist.privacy.mechanisms.mean import ClippedMeanMechanism
 
     real = ClippedMeanMechanism.calibrate(MEAN_EPS, MEAN_DELTA, MEAN_N, MEAN_D, MEAN_CLIP)
-    mech = _twin_of(real, noise_multiplier)
+    mech = _own(source, real)
     base = np.random.default_rng(5).uniform(-0.5, 0.5, (MEAN_N, MEAN_D))
     D, Dp = base.copy(), base.copy()
     D[0] = 0.0
@@ -1493,7 +1408,7 @@ def mean_data_case(noise_multiplier: float = 1.0) -> AuditCase:
         return mech.release(_seed(seed))(S)[:, 0]
 
     return AuditCase(
-        name=_twin_name("mean/data", noise_multiplier),
+        name="mean/data",
         family="mean",
         component="clipped-mean Gaussian mechanism on the worst row change (L2 move 2C/n): "
         "Delta/sigma-GDP with the claimed Delta = 2C/n",
@@ -1505,7 +1420,7 @@ def mean_data_case(noise_multiplier: float = 1.0) -> AuditCase:
         mechanism=run,
         neighbours=(0, 1),
         default_trials=10_000,
-        noise_multiplier=noise_multiplier,
+        source=mech,
         parameters={"sensitivity": real.sensitivity, "sigma": real.sigma, "mechanism": real.describe()},
     )
 
@@ -1514,7 +1429,7 @@ def mean_data_case(noise_multiplier: float = 1.0) -> AuditCase:
 # registry
 # ---------------------------------------------------------------------------------------
 
-#: Every audit, by name: ``name -> factory(noise_multiplier=1.0) -> AuditCase``.
+#: Every audit, by name: ``name -> factory(source=None) -> AuditCase``.
 CASES: dict[str, Callable[..., AuditCase]] = {
     "primitives/laplace": laplace_case,
     "primitives/gaussian": gaussian_case,
@@ -1548,8 +1463,8 @@ CASES: dict[str, Callable[..., AuditCase]] = {
     "subsample-aggregate/agreement-test": subsample_aggregate_test_case,
 }
 
-# End-to-end audits of every public estimator's fit() with OS entropy, on hostile pairs
-# (issue 9): dpdist.testing.estimator_audits.
+# End-to-end audits of every public estimator's fit() with OS entropy, on hostile pairs:
+# dpdist.testing.estimator_audits.
 from dpdist.testing.estimator_audits import E2E_CASES  # noqa: E402
 
 CASES.update(E2E_CASES)
@@ -1557,17 +1472,17 @@ CASES.update(E2E_CASES)
 #: Cases whose trials run a whole estimator (see :attr:`AuditCase.slow`).
 SLOW_CASES = ("privcov/estimator", "analyze-gauss/estimator", *E2E_CASES)
 
-#: The factor of the mis-calibrated twins.
-TWIN_MULTIPLIER = 0.5
-
-
 def audit_cases(
     names: list[str] | None = None, *, include_twins: bool = False, include_slow: bool = False
 ) -> list[AuditCase]:
-    """Build the audit cases ``names``, each followed by its mis-calibrated twin when
-    ``include_twins``. A name may also be a family (``privcov``). Default: every case of
-    :data:`CASES` except the slow ones (whole-estimator runs) unless ``include_slow``; a slow
-    case named explicitly is always included."""
+    """Build the audit cases ``names``, each followed by its registered negative control
+    (:func:`~dpdist.testing.cases.register_twins`) when ``include_twins``. A name may also be
+    a family (``privcov``). Default: every case of :data:`CASES` except the slow ones
+    (whole-estimator runs) unless ``include_slow``; a slow case named explicitly is always
+    included. ``include_twins`` with no variant registered raises :class:`LookupError`."""
+    if include_twins and not TWINS:
+        raise LookupError("no audit twins are registered: import the module that registers them "
+                          "(in a source checkout: tests.audit_twins) before asking for them")
     chosen: list[str] = []
     if not names:
         names = [c for c in CASES if include_slow or c not in SLOW_CASES]
@@ -1582,10 +1497,8 @@ def audit_cases(
     out = []
     for name in dict.fromkeys(chosen):
         out.append(CASES[name]())
-        if include_twins:
-            twin = CASES[name](noise_multiplier=TWIN_MULTIPLIER)
-            if twin is not None:  # end-to-end cases have a twin only where a bug was reproduced
-                out.append(twin)
+        if include_twins and name in TWINS:
+            out.append(TWINS[name]())
     return out
 
 
@@ -1618,12 +1531,10 @@ def run_audits(
 
 
 def expected_outcome(case: AuditCase) -> str:
-    """What a correct package gives for ``case``: ``"pass"`` for a real mechanism,
-    ``"flagged"`` for a twin that must be caught, ``"slack"`` for a twin whose true privacy
-    loss on the pair still lies below the claim (either outcome is then correct)."""
-    if not case.is_twin:
-        return "pass"
-    return "flagged" if case.catches_twin else "slack"
+    """What a correct package gives for ``case``: ``"pass"`` for the package's own mechanism,
+    ``"flagged"`` for a variant that must be caught, ``"slack"`` for a variant whose true
+    privacy loss on the pair still lies below the claim (either outcome is then correct)."""
+    return case.expected
 
 
 def audit_table(pairs: list[tuple[AuditCase, AuditResult]]) -> list[dict]:
@@ -1638,7 +1549,7 @@ def audit_table(pairs: list[tuple[AuditCase, AuditResult]]) -> list[dict]:
                 "mechanism": case.name,
                 "family": case.family,
                 "twin": case.is_twin,
-                "noise_multiplier": case.noise_multiplier,
+                "variant": case.variant,
                 "component": case.component,
                 "notion": res.notion,
                 "claimed": res.claimed,
