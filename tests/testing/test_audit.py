@@ -1,11 +1,12 @@
-"""Privacy auditing (issue 5): the audit's statistics, and every mechanism against its claim.
+"""Privacy auditing: the audit's statistics, and every mechanism against its claim.
 
 Two tiers. The math of :mod:`dpdist.testing.audit` (Clopper-Pearson bounds, the epsilon / mu /
 rho lower bounds, the threshold split, Bonferroni) is checked against values computed by hand
 or by an independent route. The ``statistical`` tests run every audit case of
 :mod:`dpdist.testing.mechanisms` in its short form (each case's ``default_trials``, chosen so
 that the factor-2 twin is flagged with a margin) and require (a) the real mechanism's lower
-bound to stay below its claim and (b) the mis-calibrated twin's to exceed it. With
+bound to stay below its claim and (b) the mis-calibrated twin's (registered by
+:mod:`tests.audit_twins`) to exceed it. With
 ``DPDIST_LONG=1`` the trial counts are multiplied by 5 and the table is printed.
 
 Margins. A correct mechanism's bound exceeds its claim with probability at most 1 -
@@ -280,7 +281,7 @@ def test_long_form_table(capsys):
 
 
 # ---------------------------------------------------------------------------------------
-# end-to-end audits of the public estimators (issue 9)
+# end-to-end audits of the public estimators
 # ---------------------------------------------------------------------------------------
 
 

@@ -59,7 +59,7 @@ def test_support_harness_decides_attainability_exactly():
     assert not lat.attainable(np.array([-0.0, np.nan, np.inf]), 0.5).any()
 
 
-# ---------------------------------------------------------------- released quantities (issue 10, item 5)
+# ---------------------------------------------------------------- released quantities
 def _released_quantities():
     """(name, mechanism, role, value, neighbour value = value + the role's sensitivity, the
     pre-issue-10 inverse-CDF twin at the calibration's scale and bound). The values are
