@@ -1,7 +1,7 @@
 """Testing utilities shipped with dpdist (no dependency on pytest).
 
 :mod:`dpdist.testing.audit` turns runs of a mechanism on two neighbouring datasets into
-statistically valid lower bounds on its privacy loss; :mod:`dpdist.testing.cases` defines
+statistically valid lower bounds on its privacy loss (the bounds: :mod:`dpdist.testing.bounds`); :mod:`dpdist.testing.cases` defines
 the audit case and the hook that registers variants of it (:func:`register_twins`: the
 negative controls, written on the test side, that a sound audit must flag);
 :mod:`dpdist.testing.mechanisms` holds the cases that audit dpdist's own mechanisms;
