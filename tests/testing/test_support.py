@@ -38,8 +38,8 @@ def test_float_safe_primitives_produce_nothing_the_neighbour_cannot(law, value):
 @pytest.mark.statistical
 @pytest.mark.parametrize("kind", ["laplace", "gaussian", "bounded-laplace"])
 def test_inverse_cdf_twins_fail_the_support_test(kind):
-    """Today's primitives: a large share of their outputs is impossible under the neighbour
-    (0.86 was measured for Laplace). Checked exactly over the 2**53 uniforms they use."""
+    """Float inverse-CDF primitives: a large share of their outputs is impossible under the
+    neighbour (0.86 was measured for Laplace). Checked exactly over the 2**53 uniforms they use."""
     sampler = InverseCdfSampler(kind, SCALE, BOUND if kind == "bounded-laplace" else np.inf)
     fractions = [support_test(sampler, v, v + DELTA, N // 10, random_state=3).fraction for v in VALUES]
     assert max(fractions) > 0.5
