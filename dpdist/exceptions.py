@@ -27,9 +27,12 @@ __all__ = [
     "DpdistError",
     "InfrastructureError",
     "NoPrivateResult",
+    "NotPrivateWarning",
     "PrivacyWarning",
+    "SeededReleaseWarning",
     "Terminated",
     "UtilityWarning",
+    "VacuousReleaseWarning",
     "ValidationError",
 ]
 
@@ -99,10 +102,29 @@ class DataConversionWarning(UserWarning):
 
 class PrivacyWarning(UserWarning):
     """An unsafe mode is in use: a seeded (reproducible, hence not private) release, a NOT
-    PRIVATE baseline, or ``unsafe_no_privacy=True``. Emitted once per fit."""
+    PRIVATE baseline, or ``unsafe_no_privacy=True``. Emitted once per fit, as one of the
+    subclasses below; the command line prints one banner per subclass, so code that tells the
+    modes apart tests the class, never the message."""
+
+
+class SeededReleaseWarning(PrivacyWarning):
+    """The noise was seeded from a user ``random_state``: anyone with the seed can regenerate
+    and subtract it, so the release is reproducible and not private (tests and reproduction
+    only). Raised instead of :class:`NotPrivateWarning` when a release is both seeded and not
+    private for another reason; the message lists every reason."""
+
+
+class NotPrivateWarning(PrivacyWarning):
+    """The result carries no differential-privacy guarantee: a NOT PRIVATE baseline, a
+    mechanism whose privacy precondition failed, or ``unsafe_no_privacy=True``."""
 
 
 class UtilityWarning(UserWarning):
+    """Base of the warnings about what a release's guarantee says of its accuracy; privacy is
+    unaffected. Emitted as :class:`VacuousReleaseWarning`."""
+
+
+class VacuousReleaseWarning(UtilityWarning):
     """A release is vacuous: at this data size the error its theorem predicts is at least the
     scale of the quantity (or a condition of the prediction fails), so its guarantee says
     nothing the public parameters did not (e.g. PrivCov on 10 rows: a diagonal of +-1e4 for a

@@ -1,6 +1,7 @@
-"""Every public estimator and baseline on tiny data, one entry each (shared by the issue-9 tests:
-tests/privacy/test_release_schema.py, tests/privacy/test_budget_and_seeding.py,
-tests/algorithms/test_hostile_neighbours.py)."""
+"""Every public estimator, baseline and functional form on tiny data, one entry each (shared by
+the release contract tests: tests/privacy/test_release_schema.py,
+tests/privacy/test_budget_and_seeding.py, tests/algorithms/test_hostile_neighbours.py, and the
+pinned seeded releases of tests/test_seeded_releases.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,12 @@ import math
 import numpy as np
 
 import dpdist
-from dpdist.algorithms.second_moment import one_shot_second_moment
+from dpdist.algorithms.baselines.subsample_aggregate import subsample_aggregate_second_moment
+from dpdist.algorithms.expmech_pca import expmech_pca
+from dpdist.algorithms.second_moment import one_shot_second_moment, second_moment
+from dpdist.algorithms.sparse_covariance import private_sparse_covariance
+from dpdist.algorithms.sparse_covariance_pca import sparse_covariance_pca
+from dpdist.algorithms.sparse_pca import private_norm, sparse_pca
 from dpdist.baselines import (
     AnalyzeGauss,
     GaussianCovariance,
@@ -72,3 +78,54 @@ NOT_PRIVATE = {"SubsampleAggregateSecondMoment", "ThresholdedCovariance", "Thres
 def release_of(out) -> dpdist.privacy.Release:
     """The Release of a fitted estimator (or the Release a function returned)."""
     return out if isinstance(out, dpdist.privacy.Release) else out.release_
+
+
+def groups_agree() -> np.ndarray:
+    """Rows on which subsample-and-aggregate's 100 groups of 30 agree, so it releases a value."""
+    return gauss(3000, 3, seed=5)
+
+
+#: The functional forms (same shape as FITS: fit(X, random_state, scheduler) -> Release, data()).
+#: Kept out of FITS, whose entries other tests hold to per-estimator allow-lists.
+FUNCTIONAL_FORMS = {
+    "private_sparse_covariance": (
+        lambda X, rs, s: private_sparse_covariance(X, 2, 1.0, 1e-5, clip=2.0, random_state=rs, scheduler=s,
+                                                   progress=False), gauss),
+    "sparse_covariance_pca": (lambda X, rs, s: sparse_covariance_pca(X, 2, 1.0, 1e-5, clip=2.0, random_state=rs,
+                                                                     scheduler=s, progress=False), gauss),
+    "expmech_pca": (lambda X, rs, s: expmech_pca(X, 2, 1.0, 1e-5, sigma=1.0, random_state=rs, scheduler=s), gauss),
+    "second_moment": (lambda X, rs, s: second_moment(X, 1.0, m=1, radius=20.0, lambda_min=0.5, random_state=rs,
+                                                     scheduler=s), lambda: gauss(scales=[1, 2, 3, 5, 8, 13])),
+    "private_norm": (lambda X, rs, s: private_norm(X, 2, 50.0, 1e-3, gap=0.5, sigma=math.sqrt(5), n_batches=100,
+                                                   tau=0.02, random_state=rs, scheduler=s), spike),
+    "sparse_pca": (lambda X, rs, s: sparse_pca(X, 2, 50.0, 1e-3, gap=0.5, sigma=math.sqrt(5), n_batches=100, tau=0.02,
+                                               random_state=rs, scheduler=s), spike),
+    "subsample_aggregate_second_moment": (
+        lambda X, rs, s: subsample_aggregate_second_moment(X, 2.0, 1e-3, m=30, unsafe_no_privacy=True,
+                                                           random_state=rs, scheduler=s), groups_agree),
+}
+
+#: Options that take another code path of an estimator (selection rules, row clipping, given
+#: centring, the tight sensitivity, shuffled batches, a released subsample-and-aggregate).
+VARIANTS = {
+    "SparseCovariance-laplace": (lambda X, rs, s: dpdist.SparseCovariance(
+        2, 1.0, 1e-5, clip=2.0, selection="laplace", random_state=rs, scheduler=s, progress=False).fit(X), gauss),
+    "SparseCovariance-paper": (lambda X, rs, s: dpdist.SparseCovariance(
+        2, 1.0, 1e-5, clip=2.0, selection="paper", random_state=rs, scheduler=s, progress=False).fit(X), gauss),
+    "SparseCovariance-row-clip": (lambda X, rs, s: dpdist.SparseCovariance(
+        2, 1.0, 1e-5, clip=2.0, row_clip=3.0, random_state=rs, scheduler=s, progress=False).fit(X), gauss),
+    "SparseCovariance-assume-centered": (lambda X, rs, s: dpdist.SparseCovariance(
+        2, 1.0, 1e-5, clip=2.0, assume_centered=True, random_state=rs, scheduler=s, progress=False).fit(X), gauss),
+    "GaussianCovariance-assume-centered": (lambda X, rs, s: GaussianCovariance(
+        1.0, 1e-5, sigma=1.0, assume_centered=True, random_state=rs, scheduler=s).fit(X), gauss),
+    "ExpMechSparsePCA-assume-centered": (lambda X, rs, s: dpdist.ExpMechSparsePCA(
+        2, 1.0, 1e-5, sigma=1.0, assume_centered=True, random_state=rs, scheduler=s).fit(X), gauss),
+    "SecondMoment-tight-psd": (lambda X, rs, s: dpdist.SecondMoment(
+        1.0, m=1, radius=20.0, lambda_min=0.5, sensitivity="tight", psd=True, random_state=rs, scheduler=s).fit(X),
+                               lambda: gauss(scales=[1, 2, 3, 5, 8, 13])),
+    "SparsePCA-shuffled": (lambda X, rs, s: dpdist.SparsePCA(
+        2, 50.0, 1e-3, gap=0.5, sigma=math.sqrt(5), n_batches=100, tau=0.02, shuffle_batches=True, random_state=rs,
+        scheduler=s).fit(X), spike),
+    "SubsampleAggregateSecondMoment-released": (lambda X, rs, s: SubsampleAggregateSecondMoment(
+        2.0, 1e-3, m=30, unsafe_no_privacy=True, random_state=rs, scheduler=s).fit(X), groups_agree),
+}

@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from dpdist._validation import check_choice, check_int, check_positive
-from dpdist.exceptions import UtilityWarning, ValidationError
+from dpdist.exceptions import VacuousReleaseWarning, ValidationError
 
 __all__ = [
     "NONFINITE_POLICIES",
@@ -128,8 +128,9 @@ def record_utility(release, plan, *, stacklevel: int = 3):
         notes += (f"VACUOUS release: {plan.vacuous_reason}",)
     release = dataclasses.replace(release, parameters={**release.parameters, "utility": utility}, notes=notes)
     if vacuous:
-        warnings.warn(UtilityWarning(f"VACUOUS release of {release.mechanism}: {plan.vacuous_reason}; at this "
-                                     "size its guarantee says nothing about the released values (see plan())"),
+        warnings.warn(VacuousReleaseWarning(f"VACUOUS release of {release.mechanism}: {plan.vacuous_reason}; at "
+                                            "this size its guarantee says nothing about the released values (see "
+                                            "plan())"),
                       stacklevel=stacklevel)
     return release
 

@@ -504,36 +504,53 @@ def run_context(args, scheduler: Any = None) -> Iterator[Any]:
 
 
 @contextlib.contextmanager
-def privacy_warnings() -> Iterator[list[str]]:
-    """Collect the messages of :class:`dpdist.PrivacyWarning` and :class:`dpdist.UtilityWarning`
-    raised inside (they become banners); other warnings pass through unchanged."""
+def privacy_warnings() -> Iterator[list[tuple[type[Warning], str]]]:
+    """Collect the :class:`dpdist.PrivacyWarning` and :class:`dpdist.UtilityWarning` raised
+    inside, as ``(category, message)`` pairs (they become banners); other warnings pass through
+    unchanged."""
     from dpdist.exceptions import PrivacyWarning, UtilityWarning
 
-    messages: list[str] = []
+    warned: list[tuple[type[Warning], str]] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", PrivacyWarning)
         warnings.simplefilter("always", UtilityWarning)
         try:
-            yield messages
+            yield warned
         finally:
             others = []
             for w in caught:
                 if issubclass(w.category, (PrivacyWarning, UtilityWarning)):
-                    if str(w.message) not in messages:
-                        messages.append(str(w.message))
+                    if (w.category, str(w.message)) not in warned:
+                        warned.append((w.category, str(w.message)))
                 else:
                     others.append(w)
     for w in others:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
 
 
-def privacy_banners(*metas: dict | None, warned: Iterable[str] = ()) -> list[str]:
+def _banner_kind(category: type[Warning]) -> str | None:
+    """The banner a warning category raises: ``"seeded"``, ``"unsafe"``, ``"vacuous"``, or None
+    for a warning of another kind (shown as it is)."""
+    from dpdist.exceptions import NotPrivateWarning, SeededReleaseWarning, VacuousReleaseWarning
+
+    for cls, kind in ((SeededReleaseWarning, "seeded"), (NotPrivateWarning, "unsafe"),
+                      (VacuousReleaseWarning, "vacuous")):
+        if issubclass(category, cls):
+            return kind
+    return None
+
+
+def privacy_banners(*metas: dict | None, warned: Iterable[tuple[type[Warning], str]] = ()) -> list[str]:
     """Banner lines for the unsafe modes of releases: seeded noise, NOT PRIVATE,
-    ``unsafe_no_privacy``, and for vacuous releases; from their metadata and from the
-    PrivacyWarnings and UtilityWarnings raised.
+    ``unsafe_no_privacy``, and for vacuous releases; from their metadata and from the warnings
+    :func:`privacy_warnings` collected.
 
     Each kind is said once, whichever of the two flagged it (the library may flag a mode in
-    the metadata, with a warning, or both); a warning of another kind is shown as is.
+    the metadata, with a warning, or both). A warning's kind is its category
+    (:class:`~dpdist.exceptions.SeededReleaseWarning`,
+    :class:`~dpdist.exceptions.NotPrivateWarning`,
+    :class:`~dpdist.exceptions.VacuousReleaseWarning`), never its wording; a warning of another
+    category is shown as is.
     """
     kinds: dict[str, str] = {}
     vacuous: dict[str, str] = {}  # said after the privacy banners
@@ -556,16 +573,13 @@ def privacy_banners(*metas: dict | None, warned: Iterable[str] = ()) -> list[str
             kinds.setdefault("unsafe", f"NOT PRIVATE: {meta.get('mechanism', 'this result')} gives no "
                                        "differential-privacy guarantee")
     others = []
-    said = bool(vacuous)  # the metadata says it; the UtilityWarnings repeat it
-    for text in warned:
-        low = text.lower()
-        if low.startswith("vacuous"):
+    said = bool(vacuous)  # the metadata says it; the VacuousReleaseWarnings repeat it
+    for category, text in warned:
+        kind = _banner_kind(category)
+        if kind == "vacuous":
             if not said:
                 vacuous.setdefault(text, text)
-            continue
-        kind = ("seeded" if "seed" in low else
-                "unsafe" if "unsafe_no_privacy" in low or "not private" in low else None)
-        if kind is None:
+        elif kind is None:
             others.append(f"WARNING: {text}")
         else:
             kinds.setdefault(kind, text)

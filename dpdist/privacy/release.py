@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from dpdist._version import __version__
-from dpdist.exceptions import PrivacyWarning
+from dpdist.exceptions import NotPrivateWarning, SeededReleaseWarning
 from dpdist.privacy.accounting import Accountant, Event
 
 __all__ = [
@@ -270,5 +270,6 @@ def warn_if_unsafe(release: Release, *, extra: tuple[str, ...] = (), stacklevel:
     if reasons:
         head = "NOT PRIVATE" if not release.private else "unsafe mode"
         body = "; ".join(r.removeprefix("NOT PRIVATE: ") for r in reasons)
-        warnings.warn(PrivacyWarning(f"{release.mechanism}: {head}: {body}"), stacklevel=stacklevel)
+        category = SeededReleaseWarning if SEEDED_REASON in reasons else NotPrivateWarning
+        warnings.warn(category(f"{release.mechanism}: {head}: {body}"), stacklevel=stacklevel)
     return release

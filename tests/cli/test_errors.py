@@ -357,7 +357,7 @@ def _subclasses(cls):
 
 
 def test_privacy_banners_once_each_from_metadata_or_warning(store, tmp_path, monkeypatch, capsys):
-    from dpdist.exceptions import PrivacyWarning
+    from dpdist.exceptions import PrivacyWarning, SeededReleaseWarning
 
     # seeded: from the metadata alone; stdout (JSON) stays one document
     assert main(["covariance", store["ok"], *COV, "--random-state", "3", "--output", str(tmp_path / "a"), "--json"]) == 0
@@ -369,14 +369,14 @@ def test_privacy_banners_once_each_from_metadata_or_warning(store, tmp_path, mon
     assert main(["covariance", store["ok"], "--method", "thresholded", "--sigma", "1", "--scheduler", "synchronous",
                  "--output", str(tmp_path / "b")]) == 0
     assert "!! NOT PRIVATE: " in capsys.readouterr().err
-    # a library that flags a seeded release with a PrivacyWarning too: still one banner; an
-    # unknown kind of PrivacyWarning is shown as it is
+    # a library that flags a seeded release with a SeededReleaseWarning too: still one banner;
+    # another kind of PrivacyWarning is shown as it is
     real = dpdist.SparseCovariance.fit
 
     def warn_then_fit(self, X, y=None):
         import warnings
 
-        warnings.warn("the noise is seeded: this release is not private", PrivacyWarning)
+        warnings.warn("the noise is seeded: this release is not private", SeededReleaseWarning)
         warnings.warn("something new", PrivacyWarning)
         return real(self, X, y)
 
