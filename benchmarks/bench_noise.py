@@ -7,12 +7,12 @@
   ``gaussian_from_uniform`` on ChaCha20 uniforms), the float-safe lattice Laplace and Gaussian
   (:mod:`dpdist.privacy.lattice`, one ChaCha20 word per sample), and the lattice Laplace fed by
   each alternative generator's words.
-- Releases of a d x d tile: today's ``values + NoiseField`` against the float-safe
+- Releases of a d x d tile: a float inverse-CDF ``values + noise`` against the float-safe
   ``LatticeField`` release, and the Gram matrix that the tile's noise perturbs (20 d rows).
 - The exponential mechanism: keys/s of today's Gumbel keys and of the exact Gumbel-max.
 - Mechanism objects (issue 10, wave 2): PrivCov's release of d (k + 1) scattered entries by
-  :class:`~dpdist.privacy.mechanisms.privcov.PrivCovMechanism` against the old
-  ``NoiseField.add_at``; and PrivCov end to end (``private_sparse_covariance``, synchronous
+  :class:`~dpdist.privacy.mechanisms.privcov.PrivCovMechanism` against the float
+  ``FloatLaplaceField.add_at``; and PrivCov end to end (``private_sparse_covariance``, synchronous
   scheduler) against the clipped second moment (the Gram) of the same data, in a subprocess
   per tree. With ``DPDIST_BENCH_REFERENCE=PATH`` (a tree holding an older ``dpdist``, e.g.
   ``git archive main | tar -x -C PATH``) the same end-to-end measurement runs on that tree
@@ -33,6 +33,29 @@ import sys
 import time
 
 import numpy as np
+
+
+
+class FloatLaplaceField:
+    """The reference float release: Laplace noise by inverse CDF at entry (i, j) = position j
+    of stream i (the stream layout of the lattice fields), not float-safe."""
+
+    def __init__(self, seed, purpose: str, scale: float) -> None:
+        self.seed, self.key, self.scale = seed, seed.key(purpose), float(scale)
+
+    def __call__(self, rows, cols):
+        from dpdist.privacy.noise import laplace_from_uniform
+
+        r0, c0, nc = int(rows[0]), int(cols[0]), len(cols)
+        u = np.stack([self.seed.uniforms(self.key, r0 + a, c0, nc) for a in range(len(rows))])
+        return laplace_from_uniform(u, self.scale)
+
+    def add_at(self, rows, cols, values):
+        from dpdist.privacy.noise import chacha20_words, laplace_from_uniform
+
+        words = chacha20_words(self.seed, self.key, np.asarray(rows, np.uint64), np.asarray(cols, np.uint64))
+        u = ((words >> np.uint64(11)).astype(np.float64) + 0.5) * (2.0**-53)
+        return np.asarray(values, dtype=np.float64) + laplace_from_uniform(u, self.scale)
 
 
 def best_of(fn, repeats: int) -> float:
@@ -97,7 +120,7 @@ def main() -> int:
 
     from dpdist.privacy.gumbel import GumbelMax
     from dpdist.privacy.lattice import LatticeField, LatticeNoise, sample_units
-    from dpdist.privacy.noise import NoiseField, NoiseSeed, gaussian_from_uniform, laplace_from_uniform
+    from dpdist.privacy.noise import NoiseSeed, gaussian_from_uniform, laplace_from_uniform
 
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--smoke", action="store_true", default=os.environ.get("DPDIST_BENCH_SMOKE") == "1")
@@ -142,7 +165,7 @@ def main() -> int:
 
         # releases of a d x d tile, and the Gram it perturbs
         values = np.random.default_rng(0).normal(size=(d, d))
-        old = NoiseField(seed, "bench", "laplace", 0.1)
+        old = FloatLaplaceField(seed, "bench", 0.1)
         new = LatticeField(seed, "bench", LatticeNoise.for_scale("laplace", 0.1))
         res["tile_inverse_cdf_s"] = best_of(lambda: values + old(np.arange(d), np.arange(d)), repeats)
         res["tile_lattice_s"] = best_of(lambda: new(values, (0, 0)), repeats)
@@ -164,7 +187,7 @@ def main() -> int:
         rows = np.repeat(np.arange(d), kk + 1)
         cols = np.random.default_rng(3).integers(0, d, rows.size)
         raw = np.random.default_rng(4).uniform(-1, 1, rows.size)
-        old_rel = NoiseField(seed, "bench", "laplace", mech.calibration.laplace_scale)
+        old_rel = FloatLaplaceField(seed, "bench", mech.calibration.laplace_scale)
         new_rel = mech.release(seed)
         t = race({"old": lambda: old_rel.add_at(rows, cols, raw), "new": lambda: new_rel(rows, cols, raw)}, repeats + 2)
         res["privcov_release_entries"] = int(rows.size)

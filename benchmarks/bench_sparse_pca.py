@@ -79,7 +79,7 @@ def main() -> None:
     import dpdist
     from dpdist.privacy.noise import resolve_random_state
     from dpdist.privacy.lattice import LatticeNoise
-    from dpdist.privacy.topk_sampler import lattice_top_k2, top_k2_of_noisy_projector
+    from dpdist.privacy.topk_sampler import lattice_top_k2
 
     tmp = tempfile.mkdtemp(prefix="dpdist-bench-")
     try:
@@ -128,12 +128,10 @@ def main() -> None:
         seed = resolve_random_state(0)
         noise = LatticeNoise.for_scale("gaussian", 0.05)
         results["topk2"] = {"d": 1_000_000}
-        for kk in (3, 30):  # the float-safe sampler PrivPCA releases, and the float twin it replaced
+        for kk in (3, 30):  # the float-safe sampler PrivPCA releases
             u = np.full(kk, 1 / math.sqrt(kk))
             for name, draw in (("lattice", lambda i: lattice_top_k2(np.arange(kk), u, 1_000_000, kk, noise, seed,
-                                                                   f"bench/{i}")),
-                               ("float_twin", lambda i: top_k2_of_noisy_projector(np.arange(kk), u, 1_000_000, kk,
-                                                                                  0.05, seed, f"bench/{i}"))):
+                                                                   f"bench/{i}")),):
                 times = []
                 for i in range(5):
                     t0 = time.perf_counter()

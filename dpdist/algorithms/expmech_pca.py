@@ -39,7 +39,7 @@ from dpdist.privacy.expmech_calibration import (
 )
 from dpdist.privacy.mechanisms.base import residual_note
 from dpdist.privacy.mechanisms.expmech import BLOCK_PURPOSE, SELECT_PURPOSE, ExpMechMechanism
-from dpdist.privacy.noise import NoiseSeed, gaussian_from_uniform, resolve_random_state
+from dpdist.privacy.noise import resolve_random_state
 from dpdist.privacy.plan import Plan
 from dpdist.privacy.release import Release, warn_if_unsafe
 
@@ -53,37 +53,6 @@ DEFAULT_MAX_SUBSETS = 10**9
 DEFAULT_BETA = 0.1
 
 MECHANISM = "ExpMechPCA (COLT 2026, Algorithm 4)"
-
-
-@dataclass(frozen=True)
-class GumbelKeys:
-    """The old float Gumbel keys ``weight * score - log(-log(u))`` (53-bit ``u``), rank ``r`` at
-    position ``r`` of stream 0 of the selection key. Not used to release: kept as the twin that
-    the support test catches (bounded noise: :mod:`dpdist.privacy.mechanisms.expmech`) and as
-    the benchmarks' reference cost."""
-
-    seed: NoiseSeed
-    key: int
-    weight: float
-
-    def __call__(self, scores: np.ndarray, start: int) -> np.ndarray:
-        u = self.seed.uniforms(self.key, 0, int(start), len(scores))
-        return self.weight * np.asarray(scores, dtype=np.float64) - np.log(-np.log(u))
-
-
-@dataclass(frozen=True)
-class BlockGaussian:
-    """The old float block noise ``block + G_S`` (inverse-CDF Gaussian, entry ``G[i, j]`` at
-    position ``j`` of stream ``i`` of the block key). Not used to release: the twin of
-    :class:`~dpdist.privacy.mechanisms.expmech.BlockRelease`."""
-
-    seed: NoiseSeed
-    key: int
-    sigma: float
-
-    def __call__(self, subset: np.ndarray, block: np.ndarray) -> np.ndarray:
-        noise = np.stack([self.seed.uniforms_at(self.key, int(i), subset) for i in subset])
-        return block + gaussian_from_uniform(noise, self.sigma)
 
 
 def leading_eigenvector(A, n_features: int | None = None) -> tuple[np.ndarray, float]:

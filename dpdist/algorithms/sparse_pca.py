@@ -1,10 +1,10 @@
 """PrivNorm (Algorithm 3) and PrivPCA (Algorithm 2) of the COLT 2026 paper, and Theorem 3.
 
 :func:`private_norm` releases the operator norm of the thresholded FriendlyCore average
-``T_5tau(Sigma_bar)``; :func:`private_pca` releases the leading k-sparse principal component;
-:func:`sparse_pca` runs both on the same data (Theorem 3), splitting the budget. The
-estimators :class:`SpectralNorm` and :class:`SparsePCA` validate, call these functions and
-copy the release into ``*_`` attributes.
+``T_5tau(Sigma_bar)``; :func:`sparse_pca` releases the leading k-sparse principal component by
+PrivPCA (Algorithm 2), after PrivNorm on the same data (Theorem 3, splitting the budget) when
+no ``lambda_hat`` is given. The estimators :class:`SpectralNorm` and :class:`SparsePCA`
+validate, call these functions and copy the release into ``*_`` attributes.
 
 Execution (see :mod:`dpdist.engine.friendly`): pass 1 computes the batch statistics (good-set
 ingredients, friend counts, weights) and keeps them where they were computed; the private
@@ -83,7 +83,7 @@ from dpdist.privacy.pca_calibration import (
 from dpdist.privacy.plan import Plan
 from dpdist.privacy.release import Release, warn_if_unsafe
 
-__all__ = ["SparsePCA", "SparsePCAPlan", "SpectralNorm", "SpectralNormPlan", "private_norm", "private_pca", "sparse_pca"]
+__all__ = ["SparsePCA", "SparsePCAPlan", "SpectralNorm", "SpectralNormPlan", "private_norm", "sparse_pca"]
 
 MECH_NORM = "PrivNorm (COLT 2026, Algorithm 3)"
 MECH_PCA = "PrivPCA (COLT 2026, Algorithm 2)"
@@ -465,73 +465,6 @@ def private_norm(
     )
 
 
-def private_pca(
-    X,
-    k: int,
-    epsilon: float,
-    delta: float,
-    *,
-    gap: float,
-    sigma: float,
-    lambda_hat: float,
-    n_batches: int | None = None,
-    tau: float | None = None,
-    beta: float = DEFAULT_BETA,
-    shuffle_batches: bool = False,
-    random_state=None,
-    scheduler=None,
-    on_nonfinite: str = "zero",
-    timeout: float | None = DEFAULT_TIMEOUT,
-    assume_centered: bool = False,
-    mean: Any = None,
-    mean_fraction: float = DEFAULT_MEAN_FRACTION,
-    mean_clip: float | None = None,
-) -> Release:
-    """PrivPCA (Algorithm 2) with a given (public or separately released) ``lambda_hat``.
-
-    Parameters are those of :func:`private_norm` (centring included), plus ``lambda_hat > 0``,
-    an estimate of ``lambda_1`` (Theorem 3 wants it within ``(1 +- gap/10) lambda_1``).
-
-    Returns
-    -------
-    Release
-        ``values["components"]`` is the released unit vector, shape (1, d).
-
-    Notes
-    -----
-    **Guarantee.** (epsilon, delta)-DP under replace-one neighbours, for any input and any
-    tau > 0 (Corollary 1): tests on |C| and Z as in :func:`private_norm` (Lemma 8), then,
-    given both neighbouring runs pass, the projector ``u u^T`` of the top eigenvector of
-    ``T_5tau(Sigma_bar)`` is ``Delta``-sensitive in Frobenius norm (Lemma 10) with
-    ``Delta = 80 sqrt(2) k tau / (gap (1 - gap/2) lambda_hat)`` (the factor ``1/(1 -
-    gap/2)`` corrects the printed (13): goodness at gap/2 guarantees only that eigengap), and
-    ``u u^T + G`` with ``G_ij ~ N(0, sigma_priv^2)``, ``sigma_priv`` the analytic Gaussian
-    mechanism's at (epsilon/3, delta/3) for ``Delta`` (exact; below Fact 2's ``Delta (6/eps)
-    sqrt(log(6/delta))``), is (epsilon/3, delta/3)-DP; on the lattice the sensitivity
-    adds the rounding of the d^2 entries (:class:`~dpdist.privacy.mechanisms.friendly.
-    PrivPCAMechanism`). ``top_{k^2}`` (sampled exactly, float-safe, by
-    :func:`~dpdist.privacy.topk_sampler.lattice_top_k2`), symmetrisation and the top eigenvector are
-    post-processing. Caveats as in :func:`private_norm`; ``lambda_hat`` must not depend on
-    the data except through a DP release whose cost is accounted separately.
-
-    **Centring** as in :func:`private_norm`: the sensitivity analysis is that of the centred
-    rows ``x - mu_hat`` (``mu_hat`` public by then); what is estimated is the top eigenvector of
-    ``Sigma``, and the rank-one term ``w w^T`` the centring leaves moves it by at most
-    ``sin = ||w||^2 / (lambda_1 - lambda_2)`` (:class:`SparsePCA`'s Notes).
-    """
-    epsilon, delta = _check_common(k, epsilon, delta, gap, sigma, n_batches, tau, beta, scheduler, random_state,
-                                   timeout, on_nonfinite)
-    lam = _check_lambda_hat(lambda_hat)
-    centring = (assume_centered, mean, mean_fraction, mean_clip)
-    _, share = check_centering(*centring).split(epsilon, delta)
-    return _run(
-        X, k=k, epsilon=epsilon, delta=delta, gap=gap, sigma=sigma, stages=[("pca", share.epsilon, share.delta)],
-        lambda_hat=lam, n_batches=n_batches, tau=tau, beta=beta, shuffle_batches=shuffle_batches,
-        random_state=random_state, scheduler=scheduler, timeout=timeout, mechanism=MECH_PCA, on_nonfinite=on_nonfinite,
-        centring=centring,
-    )
-
-
 def _check_lambda_hat(lambda_hat) -> float:
     return check_positive(lambda_hat, "lambda_hat")
 
@@ -568,12 +501,27 @@ def sparse_pca(
     -----
     **Guarantee.** (epsilon, delta)-DP under replace-one neighbours by basic composition of
     PrivNorm at ``(f epsilon, f delta)`` and PrivPCA at ``((1-f) epsilon, (1-f) delta)``,
-    ``f = norm_fraction`` (each as in :func:`private_norm` and :func:`private_pca`). Both
+    ``f = norm_fraction`` (PrivNorm as in :func:`private_norm`, PrivPCA as below). Both
     stages share the batches, tau, the friend relation and Sigma_bar (deterministic functions
     of the data, computed once); their noises are independent. If PrivNorm rejects, PrivPCA
     does not run and only PrivNorm's share is spent (recorded in the release). With a private
     mean, PrivNorm and PrivPCA split the share ``1 - mean_fraction`` of (epsilon, delta) left
     after it, and the three compose by basic composition.
+
+    **The PrivPCA stage** (Algorithm 2, ``lambda_hat`` given or released by PrivNorm) is
+    (epsilon, delta)-DP at its share, for any input and any tau > 0 (Corollary 1): tests on
+    |C| and Z as in :func:`private_norm` (Lemma 8), then, given both neighbouring runs pass, the projector ``u u^T`` of the top eigenvector of
+    ``T_5tau(Sigma_bar)`` is ``Delta``-sensitive in Frobenius norm (Lemma 10) with
+    ``Delta = 80 sqrt(2) k tau / (gap (1 - gap/2) lambda_hat)`` (the factor ``1/(1 -
+    gap/2)`` corrects the printed (13): goodness at gap/2 guarantees only that eigengap), and
+    ``u u^T + G`` with ``G_ij ~ N(0, sigma_priv^2)``, ``sigma_priv`` the analytic Gaussian
+    mechanism's at (epsilon/3, delta/3) for ``Delta`` (exact; below Fact 2's ``Delta (6/eps)
+    sqrt(log(6/delta))``), is (epsilon/3, delta/3)-DP; on the lattice the sensitivity
+    adds the rounding of the d^2 entries (:class:`~dpdist.privacy.mechanisms.friendly.
+    PrivPCAMechanism`). ``top_{k^2}`` (sampled exactly, float-safe, by
+    :func:`~dpdist.privacy.topk_sampler.lattice_top_k2`), symmetrisation and the top eigenvector are
+    post-processing. Caveats as in :func:`private_norm`; ``lambda_hat`` must not depend on
+    the data except through a DP release whose cost is accounted separately.
     """
     epsilon, delta = _check_common(k, epsilon, delta, gap, sigma, n_batches, tau, beta, scheduler, random_state,
                                    timeout, on_nonfinite)

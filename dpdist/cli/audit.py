@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dpdist.cli._common import HelpFormatter
 
+#: The module of a source checkout that registers the audits' twins.
+DEFAULT_TWINS_MODULE = "tests.audit_twins"
+
 
 def register(sub) -> None:
     p = sub.add_parser(
@@ -13,11 +16,14 @@ def register(sub) -> None:
         "pair of neighbouring inputs and print, per mechanism, the claimed privacy parameter, "
         "a lower bound on the true one that holds with the stated confidence (Clopper-Pearson), "
         "the number of trials and the verdict. A lower bound above the claim proves a bug. "
-        "With --include-twins each mechanism is followed by a deliberately mis-calibrated twin "
-        "(noise halved) that the audit must flag. --include-slow adds the whole-estimator runs, "
-        "among them the end-to-end audits (family 'end-to-end'): every public estimator's fit() "
-        "with OS entropy on hostile neighbouring pairs, against the release's own claim, with "
-        "twins carrying the two reproduced float bugs; --long runs them in their long form. "
+        "With --include-twins each mechanism is followed by its negative control, a deliberately "
+        "mis-calibrated twin (noise halved) that the audit must flag; the twins are not part of "
+        "the installed package: they live in the source checkout's tests/audit_twins.py, which "
+        "--include-twins imports (see --twins-module). --include-slow adds the whole-estimator "
+        "runs, among them the end-to-end audits (family 'end-to-end'): every public estimator's "
+        "fit() with OS entropy on hostile neighbouring pairs, against the release's own claim "
+        "(with --include-twins, also twins carrying two reproduced float bugs); --long runs them "
+        "in their long form. "
         "Exit status 1 when an outcome is not the expected one (a real mechanism flagged, or a "
         "catchable twin not flagged).",
         formatter_class=HelpFormatter,
@@ -42,7 +48,12 @@ def register(sub) -> None:
                    help="multiply each case's default number of trials, except the slow "
                         "whole-estimator cases (ignored with --trials)")
     p.add_argument("--confidence", type=float, default=0.95, help="joint confidence of each lower bound")
-    p.add_argument("--include-twins", action="store_true", help="also audit the mis-calibrated twins")
+    p.add_argument("--include-twins", action="store_true",
+                   help="also audit the mis-calibrated twins registered by --twins-module")
+    p.add_argument("--twins-module", default=DEFAULT_TWINS_MODULE, metavar="MODULE",
+                   help="the module that registers the twins (dpdist.testing.register_twins), imported "
+                        "with --include-twins; looked up on the Python path, then in the current "
+                        "directory (default %(default)s: run from the root of a source checkout)")
     p.add_argument("--include-slow", action="store_true",
                    help="also run the whole-estimator cases (including the end-to-end audits)")
     p.add_argument("--long", action="store_true",
@@ -68,6 +79,8 @@ def run(args) -> int:
         raise ValidationError(f"--confidence must lie in (0, 1), got {args.confidence}")
     if not args.trial_factor > 0:
         raise ValidationError(f"--trial-factor must be > 0, got {args.trial_factor}")
+    if args.include_twins:
+        _import_twins(args.twins_module)
     try:
         # the audits fit estimators on small adversarial pairs on purpose: a fit whose plan is
         # vacuous there warns once per trial (thousands of lines); the verdicts do not depend on it
@@ -77,7 +90,7 @@ def run(args) -> int:
                 args.mechanism, n_trials=args.trials, trial_factor=args.trial_factor, confidence=args.confidence,
                 seed=args.seed, include_twins=args.include_twins, include_slow=args.include_slow, long=args.long,
             )
-    except KeyError as exc:
+    except LookupError as exc:  # an unknown name (KeyError), or no twins registered
         raise ValidationError(str(exc.args[0])) from None
     rows = audit_table(pairs)
     if args.output is not None:
@@ -90,3 +103,37 @@ def run(args) -> int:
         if args.output is not None:
             print(f"written   : {args.output}")
     return 0 if all(r["as_expected"] for r in rows) else 1
+
+
+def _import_twins(module: str) -> None:
+    """Import ``module`` (it registers the twins), from the Python path or else from the
+    current directory; a clear error naming it when neither has it."""
+    import importlib
+    import os
+    import sys
+
+    from dpdist.exceptions import ValidationError
+
+    def load():
+        importlib.import_module(module)
+
+    try:
+        load()
+        return
+    except ModuleNotFoundError as exc:
+        first = exc
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+        try:
+            load()
+            return
+        except ModuleNotFoundError as exc:
+            first = exc
+        finally:
+            sys.path.remove(cwd)
+    raise ValidationError(
+        f"--include-twins: cannot import the twins module {module!r} ({first}); the twins are not part of "
+        f"the installed package: run from the root of a source checkout (where {DEFAULT_TWINS_MODULE} lives) "
+        "or name an importable module with --twins-module"
+    ) from None

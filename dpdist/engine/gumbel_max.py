@@ -1,9 +1,8 @@
 """Exact chunked Gumbel-max over all k-subsets: the enumeration of :mod:`dpdist.engine.subsets`
-with a caller-supplied *exact* sampler instead of float keys.
+with a caller-supplied *exact* sampler.
 
-A float key comparison (``perturb(scores, start)`` then ``argmax``, as in
-:func:`~dpdist.engine.subsets.chunk_gumbel_max`) decides near-ties by rounding and gives the
-noise a bounded range. This wiring lets the sampler decide every comparison itself:
+Float keys compared by ``argmax`` would decide near-ties by rounding and give the noise a
+bounded range. This wiring lets the sampler decide every comparison itself:
 
 - ``sampler.best(scores, start)`` returns the exact best candidate of ranks ``start ..``
   (an object with a ``rank`` attribute; a negative rank means none);
@@ -75,7 +74,7 @@ def exact_gumbel_max_subset(
 ):
     """Lazy exact arg max over all size-``k`` subsets of ``sampler``'s keys (a delayed int).
 
-    ``M`` as in :func:`~dpdist.engine.subsets.gumbel_max_subset`; ``sampler`` must be
+    ``M`` as in :func:`~dpdist.engine.subsets.enumeration_max`; ``sampler`` must be
     picklable (it travels to the workers)."""
     return enumeration_max(M, k, chunk_exact_gumbel_max, (sampler,), combine_exact_gumbel_max, (sampler,),
                            _winning_rank, chunk_size=chunk_size, split_every=split_every, batch=batch)

@@ -1,4 +1,4 @@
-"""Exhaustive k-subset scoring with a chunked Gumbel-max (engine of ExpMechPCA).
+"""Exhaustive k-subset scoring and its chunked enumeration (engine of ExpMechPCA).
 
 The exponential mechanism of Algorithm 4 (COLT 2026, Appendix F) scores every size-k subset
 ``S`` of ``[d]`` by ``lambda_1(M[S, S])`` for the clipped second moment ``M``. This module
@@ -18,13 +18,11 @@ holds the exact, epsilon-free parts:
   certified Newton iteration on a 2 x 2 Schur complement per subset, compiled by numba
   where the optional extra ``dpdist[fast]`` is installed (NumPy otherwise); batched
   ``eigvalsh`` for the few it does not certify);
-- **Gumbel-max per chunk** (:func:`chunk_gumbel_max`) with a caller-supplied ``perturb``
-  function that turns the scores of ranks ``start..`` into noisy keys (the engine never
-  chooses a noise scale; the caller keys its noise by rank, so the arg max does not depend
-  on the chunking), a max-combine (ties go to the smaller rank) and the dask wiring
-  (:func:`gumbel_max_subset`): chunks of the enumeration as tasks, a tree max-reduction,
-  and a last task that keeps only the winning rank, so the noisy maximum itself never
-  leaves the workers;
+- **the enumeration's graph** (:func:`enumeration_max`): chunks of the enumeration as tasks
+  running a caller-supplied chunk task (ExpMechPCA's exact Gumbel-max sampler of
+  :mod:`dpdist.engine.gumbel_max`; the engine never chooses a noise scale), a tree
+  reduction with a caller-supplied combine, and a last task that keeps only the winning
+  rank, so the noisy maximum itself never leaves the workers;
 - :func:`block_release`: gathers the chosen ``k x k`` block and hands it to a
   caller-supplied release function (which adds the noise) inside the graph.
 """
@@ -46,15 +44,11 @@ __all__ = [
     "DEFAULT_BATCH",
     "DEFAULT_CHUNK_SIZE",
     "DEGENERATE_TOL",
-    "Perturb",
     "as_single_block",
     "block_release",
     "block_top_eigenvalue",
-    "chunk_gumbel_max",
-    "combine_gumbel_max",
     "enumeration_chunks",
     "enumeration_max",
-    "gumbel_max_subset",
     "n_subsets",
     "subset_rank",
     "subsets_in_range",
@@ -87,11 +81,6 @@ PREFIX_SURE_ITER = 4
 #: Subsets iterated side by side in the compiled prefix kernel (:func:`_newton_runs_py`).
 NEWTON_LANES = 8
 _Q_LO, _Q_HI = 2.0**-960, 2.0**960
-
-#: ``perturb(scores, start)`` returns the noisy keys of the subsets of ranks
-#: ``start .. start + len(scores) - 1``.
-Perturb = Callable[[np.ndarray, int], np.ndarray]
-
 
 def n_subsets(n_features: int, k: int) -> int:
     """Number of size-``k`` subsets of ``range(n_features)``: ``C(d, k)``."""
@@ -616,42 +605,6 @@ def range_top_eigenvalue(M: np.ndarray, k: int, start: int, stop: int) -> np.nda
     return block_top_eigenvalue(M, subsets_in_range(M.shape[0], k, start, stop))
 
 
-def chunk_gumbel_max(
-    M: np.ndarray, k: int, start: int, stop: int, perturb: Perturb, *, batch: int = DEFAULT_BATCH
-) -> tuple[float, int]:
-    """Largest perturbed score over the subsets of ranks ``[start, stop)``.
-
-    Returns ``(key, rank)``: the largest ``perturb(scores, s)`` value and its rank (the
-    smallest rank among ties). An empty range returns ``(-inf, -1)``.
-    """
-    M = np.ascontiguousarray(M, dtype=np.float64)
-    best_key, best_rank = -math.inf, -1
-    for s in range(int(start), int(stop), int(batch)):
-        e = min(int(stop), s + int(batch))
-        scores = range_top_eigenvalue(M, k, s, e)
-        keys = np.asarray(perturb(scores, s), dtype=np.float64)
-        i = int(np.argmax(keys))
-        if keys[i] > best_key:
-            best_key, best_rank = float(keys[i]), s + i
-    return best_key, best_rank
-
-
-def combine_gumbel_max(parts: Sequence[tuple[float, int]]) -> tuple[float, int]:
-    """Max-combine of ``(key, rank)`` pairs; ties go to the smaller rank (chunking-invariant)."""
-    best_key, best_rank = -math.inf, -1
-    for key, rank in parts:
-        if rank < 0:
-            continue
-        if key > best_key or (key == best_key and rank < best_rank):
-            best_key, best_rank = key, rank
-    return best_key, best_rank
-
-
-def _winning_rank(part: tuple[float, int]) -> int:
-    """Keep the rank, drop the noisy key (the key is a data-dependent value, not released)."""
-    return int(part[1])
-
-
 def enumeration_chunks(total: int, chunk_size: int) -> list[tuple[int, int]]:
     """``[(c B, min((c + 1) B, total))]``: the rank ranges of the enumeration's chunks."""
     chunk_size = int(chunk_size)
@@ -672,49 +625,14 @@ def as_single_block(M) -> object:
     return M
 
 
-def gumbel_max_subset(
-    M,
-    k: int,
-    perturb: Perturb,
-    *,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
-    split_every: int = 8,
-    batch: int = DEFAULT_BATCH,
-):
-    """Lazy arg max of ``perturb(scores)`` over all size-``k`` subsets (a ``dask.delayed`` int).
-
-    Parameters
-    ----------
-    M : dask array or ndarray, shape (d, d)
-        Symmetric matrix whose ``k x k`` principal blocks are scored. A dask array becomes
-        one task by :func:`as_single_block` (deterministic keys: the same ``M`` passed to
-        :func:`block_release` is computed once).
-    k : int
-        Subset size.
-    perturb : callable
-        ``perturb(scores, start)``: noisy keys of ranks ``start ..``; must be picklable for
-        process-based schedulers.
-    chunk_size : int
-        Subsets per task.
-    split_every : int
-        Fan-in of the max-reduction tree.
-
-    Returns
-    -------
-    dask.delayed.Delayed
-        The lexicographic rank of the winning subset (the key itself is dropped inside the
-        graph).
-    """
-    return enumeration_max(M, k, chunk_gumbel_max, (perturb,), combine_gumbel_max, (), _winning_rank,
-                           chunk_size=chunk_size, split_every=split_every, batch=batch)
-
-
 def enumeration_max(M, k: int, chunk_task: Callable, chunk_args: tuple, combine_task: Callable,
                     combine_args: tuple, winner: Callable, *, chunk_size: int, split_every: int, batch: int):
     """The graph of a max over all size-``k`` subsets: ``chunk_task(M, k, start, stop,
     *chunk_args, batch=batch)`` per chunk of the enumeration, a reduction tree of
     ``combine_task(parts, *combine_args)`` with fan-in ``split_every``, then ``winner(best)``
-    (which keeps the rank and drops the data-dependent key inside the graph)."""
+    (which keeps the rank and drops the data-dependent key inside the graph). ``M`` (a dask
+    array or ndarray, shape (d, d)) becomes one task by :func:`as_single_block`; the tasks
+    must be picklable for process-based schedulers."""
     Md = as_single_block(M)
     chunk_fn = dask.delayed(chunk_task, pure=False)
     parts = [chunk_fn(Md, k, s, e, *chunk_args, batch=batch)

@@ -40,12 +40,10 @@ Every released value is drawn float-safe on a public lattice by the mechanism ob
 exact order-statistics sampler of :mod:`dpdist.privacy.topk_sampler`), from the keyed streams
 of this module (:class:`NoiseSeed`, :func:`chacha20_words`). No release uses the float
 samplers here (:func:`laplace_from_uniform`, :func:`gaussian_from_uniform`,
-:func:`bounded_laplace_from_uniform`, and :class:`NoiseField` built on them): floating-point
-inverse-CDF noise leaks through the low-order bits of its output (Mironov, CCS 2012). They remain as reference laws and
-twins: the inverse-CDF samplers that the support test of :mod:`dpdist.testing.support` must
-catch, the calibration audits' reference mechanisms in :mod:`dpdist.testing.mechanisms`, the
-truncated-Laplace reference of :mod:`dpdist.privacy.second_moment_noise`, and the noise model
-of the simulator (:mod:`dpdist.simulate.methods`, which releases nothing).
+:func:`bounded_laplace_from_uniform`): floating-point inverse-CDF noise leaks through the
+low-order bits of its output (Mironov, CCS 2012). They are the noise model of the simulator
+(:mod:`dpdist.simulate.methods`, which releases nothing) and the reference laws that
+``dpdist audit`` checks (the ``primitives/...`` cases of :mod:`dpdist.testing.mechanisms`).
 """
 
 from __future__ import annotations
@@ -64,7 +62,6 @@ from dpdist.exceptions import ValidationError
 
 __all__ = [
     "GENERATOR_NAME",
-    "NoiseField",
     "NoiseSeed",
     "check_random_state",
     "resolve_random_state",
@@ -321,74 +318,3 @@ def chacha20_words(seed: NoiseSeed | None, key: int, index: np.ndarray, position
     hi = blocks[w + 1, which].astype(np.uint64)
     out[:] = lo | (hi << np.uint64(32))
     return out.reshape(shape)
-
-
-@dataclass(frozen=True)
-class NoiseField:
-    """A float noise value for every entry (i, j) of a matrix, as a pure function of (i, j).
-
-    Not used to release (see the module docstring): released noise comes from the lattice
-    fields of :mod:`dpdist.privacy.lattice` with the same stream layout. Entry (i, j) is the draw at position j of stream i under the key of ``purpose``, so any
-    tile of the matrix, on any worker, sees the same noise. ``distribution`` is
-    ``"laplace"`` (scale = b) or ``"gaussian"`` (scale = standard deviation).
-    ``symmetric=True`` reads entry (i, j) with i > j from (j, i): a symmetric noise matrix
-    whose upper triangle (diagonal included) is i.i.d.
-
-    Instances are small, immutable and picklable: they travel to workers inside the graph.
-    """
-
-    seed: NoiseSeed
-    purpose: str
-    distribution: str
-    scale: float
-    symmetric: bool = False
-
-    def __post_init__(self) -> None:
-        if self.distribution not in ("laplace", "gaussian"):
-            raise ValueError(f"unknown distribution {self.distribution!r}")
-        if not (self.scale > 0 and math.isfinite(self.scale)):
-            raise ValueError(f"noise scale must be finite and > 0, got {self.scale!r}")
-        object.__setattr__(self, "_key", self.seed.key(self.purpose))
-
-    def _transform(self, u: np.ndarray) -> np.ndarray:
-        if self.distribution == "laplace":
-            return laplace_from_uniform(u, self.scale)
-        return gaussian_from_uniform(u, self.scale)
-
-    def __call__(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        """Noise for the block ``rows x cols`` (both contiguous ranges of indices)."""
-        rows = np.asarray(rows, dtype=np.int64)
-        cols = np.asarray(cols, dtype=np.int64)
-        r0, c0, nr, nc = int(rows[0]), int(cols[0]), len(rows), len(cols)
-        if not self.symmetric:
-            u = np.empty((nr, nc))
-            for a in range(nr):
-                u[a] = self.seed.uniforms(self._key, r0 + a, c0, nc)
-            return self._transform(u)
-        # symmetric: entry (i, j) comes from stream min(i, j), position max(i, j)
-        u = np.empty((nr, nc))
-        r1, c1 = r0 + nr, c0 + nc
-        for a in range(nr):  # entries on or above the diagonal: stream i, positions j >= i
-            i = r0 + a
-            start = max(c0, i)
-            if start < c1:
-                u[a, start - c0 :] = self.seed.uniforms(self._key, i, start, c1 - start)
-        for b in range(nc):  # entries below the diagonal: stream j, positions i > j
-            j = c0 + b
-            start = max(r0, j + 1)
-            if start < r1:
-                u[start - r0 :, b] = self.seed.uniforms(self._key, j, start, r1 - start)
-        return self._transform(u)
-
-    def at(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        """Noise at scattered entries ``(rows[..], cols[..])`` (broadcast together)."""
-        rows, cols = np.broadcast_arrays(np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64))
-        if self.symmetric:
-            rows, cols = np.minimum(rows, cols), np.maximum(rows, cols)
-        words = chacha20_words(self.seed, self._key, rows.ravel().astype(np.uint64), cols.ravel().astype(np.uint64))
-        u = ((words >> np.uint64(11)).astype(np.float64) + 0.5) * (2.0**-53)  # as NoiseSeed.uniforms
-        return self._transform(u.reshape(rows.shape))
-
-    def add_at(self, rows: np.ndarray, cols: np.ndarray, values: np.ndarray) -> np.ndarray:
-        """``values + noise`` at scattered entries: the release step of a selected set."""
-        return np.asarray(values, dtype=np.float64) + self.at(rows, cols)

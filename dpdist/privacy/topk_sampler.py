@@ -1,8 +1,8 @@
 """Exact sampling of ``top_{k^2}(u u^T + G)`` without drawing d^2 Gaussians (Algorithm 2, Line 21).
 
-Two samplers: :func:`lattice_top_k2`, float-safe, the one PrivPCA releases, and
-:func:`top_k2_of_noisy_projector`, a floating-point one that no release uses: the twin that the
-support test must catch (its values carry low bits that identify the input, Mironov 2012).
+:func:`lattice_top_k2` is float-safe: PrivPCA releases through it. (A floating-point sampler
+whose values are ``u_a u_b + sigma ndtri(U)`` in float64 would carry low bits that identify
+the input, the exposure Mironov (2012) describes.)
 
 Guarantee: :func:`lattice_top_k2` has *exactly* the law of the mechanism that rounds
 ``fl(u_a u_b)`` to the lattice, adds an independent rounded Gaussian to every one of the d^2
@@ -26,32 +26,10 @@ from scipy import special
 from dpdist.privacy.lattice import FALLBACK_SUFFIX, FALLBACK_WORDS, LatticeField, LatticeNoise, _mp
 from dpdist.privacy.noise import NoiseSeed, chacha20_words
 
-__all__ = ["TIE_WORDS", "lattice_top_k2", "noise_top_magnitudes", "sample_distinct_cells", "top_k2_of_noisy_projector"]
+__all__ = ["TIE_WORDS", "lattice_top_k2", "sample_distinct_cells"]
 
 #: Signal-block entries drawn per slice.
 SIGNAL_SLICE = 1 << 22
-
-# stream indices under the sampler's purpose
-_STREAM_SIGNAL = 0
-_STREAM_ORDER = 1
-_STREAM_CELLS = 2
-_STREAM_SIGNS = 3
-
-
-def noise_top_magnitudes(n_cells: int, count: int, sigma: float, uniforms: np.ndarray) -> np.ndarray:
-    """The ``count`` largest magnitudes (descending) among ``n_cells`` i.i.d. |N(0, sigma^2)|.
-
-    ``uniforms`` (``count`` values in (0, 1)) drive the exponential spacings ``E = -log(U)``.
-    """
-    n_cells = int(n_cells)
-    count = int(count)
-    if count == 0:
-        return np.empty(0)
-    e = -np.log(np.asarray(uniforms[:count], dtype=np.float64))
-    denom = n_cells - np.arange(count, dtype=np.float64)  # N, N-1, ..., N-count+1
-    y = np.cumsum(e / denom)
-    q = -np.expm1(-y)
-    return -float(sigma) * special.ndtri(q / 2.0)
 
 
 def sample_distinct_cells(
@@ -88,72 +66,6 @@ def sample_distinct_cells(
             if len(out) == count:
                 break
     return np.asarray(out, dtype=np.int64)
-
-
-def top_k2_of_noisy_projector(
-    support: np.ndarray,
-    u_support: np.ndarray,
-    n_features: int,
-    k: int,
-    sigma: float,
-    seed: NoiseSeed,
-    purpose: str,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Exact ``top_{k^2}(u u^T + G)`` as ``(rows, cols, values)`` (k^2 entries, any order).
-
-    Parameters
-    ----------
-    support : array of int
-        S = supp(u), distinct indices in [0, d).
-    u_support : array of float
-        The nonzero entries of u on ``support``.
-    n_features : int
-        d.
-    k : int
-        Keeps the k^2 largest entries by magnitude.
-    sigma : float
-        Standard deviation of the entries of G.
-    seed, purpose
-        The noise stream (see :class:`~dpdist.privacy.noise.NoiseSeed`).
-    """
-    support = np.asarray(support, dtype=np.int64)
-    u_support = np.asarray(u_support, dtype=np.float64)
-    d, kk = int(n_features), int(k) ** 2
-    s = support.size
-    key = seed.key(purpose)
-    kk = min(kk, d * d)
-    # signal block, in slices of the flattened s x s block, keeping a running top-kk
-    best_r = np.empty(0, np.int64)
-    best_c = np.empty(0, np.int64)
-    best_v = np.empty(0)
-    n_sig = s * s
-    for start in range(0, n_sig, SIGNAL_SLICE):
-        cnt = min(SIGNAL_SLICE, n_sig - start)
-        flat = np.arange(start, start + cnt)
-        a, b = np.divmod(flat, s)
-        g = sigma * special.ndtri(seed.uniforms(key, _STREAM_SIGNAL, start, cnt))
-        vals = u_support[a] * u_support[b] + g
-        best_r = np.concatenate([best_r, support[a]])
-        best_c = np.concatenate([best_c, support[b]])
-        best_v = np.concatenate([best_v, vals])
-        if best_v.size > kk:
-            keep = np.argpartition(-np.abs(best_v), kk - 1)[:kk]
-            best_r, best_c, best_v = best_r[keep], best_c[keep], best_v[keep]
-    # the K largest pure-noise magnitudes, at distinct uniform cells, with uniform signs
-    n_noise = d * d - n_sig
-    kn = min(kk, n_noise)
-    if kn > 0:
-        mags = noise_top_magnitudes(n_noise, kn, sigma, seed.uniforms(key, _STREAM_ORDER, 0, kn))
-        cells = sample_distinct_cells(seed, key, _STREAM_CELLS, kn, d, support)
-        signs = np.where(seed.uniforms(key, _STREAM_SIGNS, 0, kn) < 0.5, -1.0, 1.0)
-        r, c = np.divmod(cells, d)
-        best_r = np.concatenate([best_r, r])
-        best_c = np.concatenate([best_c, c])
-        best_v = np.concatenate([best_v, signs * mags])
-    if best_v.size > kk:
-        keep = np.argpartition(-np.abs(best_v), kk - 1)[:kk]
-        best_r, best_c, best_v = best_r[keep], best_c[keep], best_v[keep]
-    return best_r, best_c, best_v
 
 
 # --------------------------------------------------------------------------------------

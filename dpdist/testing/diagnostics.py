@@ -2,7 +2,7 @@
 
 Nothing here may reach a release: each function reads the data and reports on individual
 rows or exact statistics. They live in :mod:`dpdist.testing`, never in a public algorithm
-module (issue 8), so that ``dpdist.algorithms`` holds private computations only.
+module, so that ``dpdist.algorithms`` holds private computations only.
 """
 
 from __future__ import annotations

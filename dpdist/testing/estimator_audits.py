@@ -1,4 +1,4 @@
-"""End-to-end black-box audits of the public estimators (issue 9).
+"""End-to-end black-box audits of the public estimators.
 
 Each case calls an estimator's public ``fit()`` (the synchronous scheduler; ``random_state=None``:
 OS entropy, a fresh key per fit, exactly the path a release takes) once per trial, on a tiny
@@ -10,28 +10,21 @@ path is re-created here: a bug anywhere between the data and the release shows.
 Pairs (the replaced row; :data:`PAIRS`): ``benign`` (an ordinary row, the strongest benign
 change of the audited number), ``fill-9.97e36`` (a typical fill value in one entry), ``1e154``
 (a row whose squared norm overflows), ``nan`` (a row of NaN: a zero row under the default
-``on_nonfinite="zero"``). PrivNorm also has ``rows-1e10`` (issue 9's reproduction: every row
-``1e10 e_1``, the neighbour zeroes one of them).
+``on_nonfinite="zero"``). PrivNorm also has ``rows-1e10`` (every row ``1e10 e_1``, the neighbour
+zeroes one of them: the input on which an unclipped PrivNorm was found to leak).
 
 The claims are the whole estimator's (its composed total), far above what one released number
 can reach: the real estimators' lower bounds stay far below them. What the audits exist to catch
-are bugs that break the guarantee outright; two such bugs were reproduced, and their twins
-(:mod:`dpdist.testing.twins`) must be flagged:
+are bugs that break the guarantee outright. Each case factory takes a ``source``: a context
+manager factory inside which the fits run (default: none). The test side registers two
+variants carrying bugs once found in the package (a second-moment kernel that cancels rows
+next to a fill value; PrivNorm without its entry clip), which a sound audit must flag.
 
-* ``end-to-end/second-moment/fill-9.97e36 [twin: cancelling kernel]``: the pre-issue-9 kernel
-  cancels every other row next to the fill value (true rho far above the claim);
-* ``end-to-end/spectral-norm/rows-1e10 [twin: unbounded PrivNorm]``: without the entry clip,
-  the released norm moves by about 6e5 sensitivities.
-
-Short form (CI): ``default_trials`` per dataset (20; 60 for the twins: the cancelling kernel
-is flagged already). Long form (``DPDIST_LONG=1``, or ``dpdist audit --mechanism end-to-end
---include-slow --include-twins --long``): :data:`LONG_TRIALS` per dataset (twice that for the
-twins). Measured on the shared 2-core machine: the whole long table (39 cases, 24,600 fits)
+Short form (CI): ``default_trials`` per dataset (20). Long form (``DPDIST_LONG=1``, or
+``dpdist audit --mechanism end-to-end --include-slow --long``): :data:`LONG_TRIALS` per
+dataset (``parameters["long_trials"]``). Measured on the shared 2-core machine: the whole long table (39 cases, 24,600 fits)
 took 8.3 minutes at 300 trials for every case, about 47 fits per second (a tiny fit takes
-15-80 ms; :func:`trials_per_second`). The unbounded-PrivNorm twin needs perfectly separated
-outputs in about 170 trials per dataset to beat its claim epsilon = 3 at delta = 0.1; about 5%
-of its runs return bottom (the friend-weight test), which costs margin: 600 trials give a bound
-near 4.2.
+15-80 ms; :func:`trials_per_second`).
 """
 
 from __future__ import annotations
@@ -39,12 +32,11 @@ from __future__ import annotations
 import contextlib
 import math
 import warnings
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import numpy as np
 
-if TYPE_CHECKING:  # dpdist.testing.mechanisms imports this module to register the cases
-    from dpdist.testing.mechanisms import AuditCase
+from dpdist.testing.cases import AuditCase
 
 __all__ = [
     "E2E_CASES",
@@ -172,8 +164,8 @@ def _second_moment():
     import dpdist
 
     # rows (1, 1), inside the radius R = 2: one level (kappa_0 = 4/0.5/0.5 = 16 <= C = 3200).
-    # Rows strictly inside the radius keep t = 1, so the pre-issue-9 kernel took its plain-Gram
-    # branch, where a fill value cancels every other row of the batch.
+    # Rows strictly inside the radius keep t = 1: a kernel that adds the plain Gram and then
+    # subtracts the shrunk rows' excess would let a fill value cancel every other row of the batch.
     X = np.ones((200, 2))
 
     def fit(D):
@@ -238,41 +230,20 @@ ESTIMATORS: dict[str, Callable] = {
     "sparse-pca": _privpca,
 }
 
-#: The bug twins: (estimator, pair) -> (label, context manager carrying the bug).
-TWINS: dict[tuple[str, str], tuple[str, Callable]] = {}
-
-
-def _register_twins() -> None:
-    from dpdist.testing.twins import cancelling_second_moment_kernel, unbounded_privnorm
-
-    TWINS[("second-moment", "fill-9.97e36")] = ("cancelling kernel", cancelling_second_moment_kernel)
-    TWINS[("spectral-norm", "rows-1e10")] = ("unbounded PrivNorm", unbounded_privnorm)
-
-
-def estimator_case(estimator: str, pair: str, noise_multiplier: float = 1.0) -> AuditCase | None:
-    """The end-to-end audit of ``estimator`` on ``pair``; with ``noise_multiplier != 1`` its bug
-    twin (None when the pair has none)."""
+def estimator_case(estimator: str, pair: str, source: Callable | None = None) -> AuditCase:
+    """The end-to-end audit of ``estimator`` on ``pair``; ``source``: a context manager factory
+    inside which every trial's fits run (default none)."""
     from dpdist.privacy.zcdp import cks20_epsilon
-    from dpdist.testing.mechanisms import AuditCase
 
-    if not TWINS:
-        _register_twins()
     fit, stat, base, benign, (notion, claim, delta) = ESTIMATORS[estimator]()
     D, Dp = _pair(base, pair, benign)
     data = {0: D, 1: Dp}
-    name = f"end-to-end/{estimator}/{pair}"
-    bug = None
-    if noise_multiplier != 1.0:
-        if (estimator, pair) not in TWINS:
-            return None
-        bug = TWINS[(estimator, pair)]
-        name = f"{name} [twin: {bug[0]}]"
+    context = contextlib.nullcontext if source is None else source
 
     def mech(which: int, n: int, seed: int) -> np.ndarray:
         # seed is unused: every fit draws fresh OS entropy (random_state=None)
-        ctx = bug[1]() if bug is not None else contextlib.nullcontext()
         out = np.empty(n)
-        with ctx:
+        with context():
             for t in range(n):
                 out[t] = stat(_quiet_fit(lambda: fit(data[which])))
         return out
@@ -284,33 +255,31 @@ def estimator_case(estimator: str, pair: str, noise_multiplier: float = 1.0) -> 
         claims = dict(claimed_epsilon=claim, claimed_delta=delta, claimed_rho=None)
         what = f"({claim}, {delta})-DP"
     return AuditCase(
-        name=name,
+        name=f"end-to-end/{estimator}/{pair}",
         family="end-to-end",
         component=f"{estimator} public fit(), OS entropy, replaced row {pair}: {what} (the release's own claim)",
         notion=notion,
         claimed_mu=None,
         mechanism=mech,
         neighbours=(0, 1),
-        default_trials=20 if bug is None else 60,
-        noise_multiplier=noise_multiplier,
-        catches_twin=True,
+        default_trials=20,
         slow=True,
-        notes="" if bug is None else f"twin carrying the bug: {bug[0]} (dpdist.testing.twins)",
-        parameters={"estimator": estimator, "pair": pair, "long_trials": LONG_TRIALS if bug is None else 2 * LONG_TRIALS},
+        parameters={"estimator": estimator, "pair": pair, "long_trials": LONG_TRIALS},
+        source=source,
         **claims,
     )
 
 
-def _factory(estimator: str, pair: str) -> Callable[..., AuditCase | None]:
-    def make(noise_multiplier: float = 1.0) -> AuditCase | None:
-        return estimator_case(estimator, pair, noise_multiplier)
+def _factory(estimator: str, pair: str) -> Callable[..., AuditCase]:
+    def make(source: Callable | None = None) -> AuditCase:
+        return estimator_case(estimator, pair, source)
 
     make.__doc__ = f"End-to-end audit of {estimator} on the pair {pair!r}."
     return make
 
 
 #: Every end-to-end case by name (registered in :data:`dpdist.testing.mechanisms.CASES`).
-E2E_CASES: dict[str, Callable[..., AuditCase | None]] = {
+E2E_CASES: dict[str, Callable[..., AuditCase]] = {
     f"end-to-end/{est}/{pair}": _factory(est, pair) for est in ESTIMATORS for pair in PAIRS
 }
 E2E_CASES["end-to-end/spectral-norm/rows-1e10"] = _factory("spectral-norm", "rows-1e10")

@@ -1,4 +1,4 @@
-"""The support test (issue 10, item 5): outputs drawn under D that D' cannot produce, counted exactly.
+"""The support test: outputs drawn under D that D' cannot produce, counted exactly.
 
 Take two neighbouring values ``value`` and ``neighbour_value`` that differ by the sensitivity,
 draw ``n`` outputs of a noise primitive under ``value``, and decide *exactly* for each whether
@@ -15,31 +15,21 @@ and optionally ``tail(outputs, value) -> bool ndarray`` marking outputs in the d
 tail (impossible under the neighbour by design, paid for by the mechanism's delta).
 
 Samplers provided: :class:`LatticeSampler` (the float-safe primitives of
-:mod:`dpdist.privacy.lattice`), :class:`MechanismSampler` (a released quantity of a mechanism
-object of :mod:`dpdist.privacy.mechanisms`, drawn by the mechanism's own noise callable under
-its own purpose) and :class:`InverseCdfSampler` (the pre-issue-10 twins
-``laplace_from_uniform``, ``gaussian_from_uniform``, ``bounded_laplace_from_uniform`` applied
-as ``value + noise`` in float64; attainability by an exact binary search over the 2**53
-uniforms those samplers can consume).
+:mod:`dpdist.privacy.lattice`) and :class:`MechanismSampler` (a released quantity of a
+mechanism object of :mod:`dpdist.privacy.mechanisms`, drawn by the mechanism's own noise
+callable under its own purpose).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from dpdist.privacy.lattice import LatticeField, LatticeNoise
-from dpdist.privacy.noise import (
-    NoiseSeed,
-    bounded_laplace_from_uniform,
-    gaussian_from_uniform,
-    laplace_from_uniform,
-)
+from dpdist.privacy.noise import NoiseSeed
 
-__all__ = ["InverseCdfSampler", "LatticeSampler", "MechanismSampler", "SupportResult", "log_ratios_at_points",
-           "support_test"]
+__all__ = ["LatticeSampler", "MechanismSampler", "SupportResult", "log_ratios_at_points", "support_test"]
 
 _PURPOSE = "testing/support"
 
@@ -128,56 +118,6 @@ class MechanismSampler(LatticeSampler):
     def draw(self, value: float, n: int, random_state: int) -> np.ndarray:
         field = self.mechanism.field(self.role, NoiseSeed(random_state, seeded=True))
         return field(np.full(n, value), (0,))
-
-
-@dataclass(frozen=True)
-class InverseCdfSampler:
-    """Today's floating-point primitives, ``value + transform(u)`` (the twins that must fail).
-
-    ``kind`` is ``"laplace"``, ``"gaussian"`` or ``"bounded-laplace"``; ``u`` ranges over the
-    uniforms :meth:`~dpdist.privacy.noise.NoiseSeed.uniforms` produces,
-    ``(g + 1/2) 2**-53`` for ``g`` in ``[0, 2**53)``.
-    """
-
-    kind: str
-    scale: float
-    bound: float = math.inf
-
-    def _noise(self, u: np.ndarray) -> np.ndarray:
-        if self.kind == "laplace":
-            return laplace_from_uniform(u, self.scale)
-        if self.kind == "gaussian":
-            return gaussian_from_uniform(u, self.scale)
-        if self.kind == "bounded-laplace":
-            return bounded_laplace_from_uniform(u, self.scale, self.bound)
-        raise ValueError(f"unknown kind {self.kind!r}")
-
-    def draw(self, value: float, n: int, random_state: int) -> np.ndarray:
-        u = NoiseSeed(random_state, seeded=True).uniforms(_PURPOSE, 0, 0, n)
-        return value + self._noise(u)
-
-    def attainable(self, outputs, value: float) -> np.ndarray:
-        """Exact: ``fl(value + noise(u(g)))`` is nondecreasing in the grid index g, so a binary
-        search finds the smallest g reaching each output; the output is attainable iff some g
-        near it hits it exactly (g - 2 .. g + 2 are checked to absorb any non-monotone
-        rounding of the float transform)."""
-        o = np.asarray(outputs, dtype=np.float64).ravel()
-        lo = np.zeros(o.shape, dtype=np.int64)
-        hi = np.full(o.shape, 1 << 53, dtype=np.int64)
-        while True:
-            active = lo < hi
-            if not active.any():
-                break
-            mid = (lo + hi) // 2
-            val = value + self._noise((mid.astype(np.float64) + 0.5) * 2.0**-53)
-            right = active & (val < o)
-            lo = np.where(right, mid + 1, lo)
-            hi = np.where(active & ~right, mid, hi)
-        ok = np.zeros(o.shape, dtype=bool)
-        for off in (-2, -1, 0, 1, 2):
-            g = np.clip(lo + off, 0, (1 << 53) - 1)
-            ok |= (value + self._noise((g.astype(np.float64) + 0.5) * 2.0**-53)) == o
-        return ok.reshape(np.shape(outputs))
 
 
 def log_ratios_at_points(a: np.ndarray, b: np.ndarray, min_count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

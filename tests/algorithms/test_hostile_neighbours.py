@@ -17,7 +17,7 @@ The NOT PRIVATE baselines (ThresholdedCovariance, ThresholdedPCA, subsample-and-
 ``unsafe_no_privacy``) have no noise and no sensitivity: for them only the absence of NaN and
 inf is checked (a second moment that overflows is refused, not released).
 
-The twins of :mod:`dpdist.testing.twins` (the cancelling SecondMoment kernel, the unbounded
+The twins of :mod:`tests.audit_twins` (the cancelling SecondMoment kernel, the unbounded
 PrivNorm) carry the two reproduced bugs: the same comparison flags both.
 """
 
@@ -42,7 +42,7 @@ from dpdist.baselines import (
 )
 from dpdist.exceptions import NoPrivateResult, ValidationError
 from dpdist.testing.estimator_audits import spike_rows
-from dpdist.testing.twins import cancelling_second_moment_kernel, unbounded_privnorm
+from tests.audit_twins import cancelling_second_moment_kernel, unbounded_privnorm
 from tests.estimator_zoo import gauss, spike
 
 TOL = 1.0 + 1e-9

@@ -14,14 +14,13 @@ from dpdist.algorithms.second_moment import random_groups
 from dpdist.baselines import SubsampleAggregateSecondMoment
 from dpdist.data.second_moment_generators import anisotropic_gaussian, outlier_mixture
 from dpdist.privacy.budget import ApproxDP
-from dpdist.privacy.noise import resolve_random_state
+from dpdist.privacy.noise import bounded_laplace_from_uniform, resolve_random_state
 from dpdist.privacy.second_moment_calibration import (
     baseline_max_pass_probability,
     baseline_threshold,
     equal_privacy_baseline_budget,
     tlap_support,
 )
-from dpdist.privacy.second_moment_noise import truncated_laplace
 from tests.conftest import LONG
 
 SCALES = (1.0, 10.0, 100.0, 1000.0)
@@ -121,6 +120,13 @@ def test_distance_matches_generalised_eigenvalues(rng):
             assert D[i, j] == pytest.approx(expected, rel=1e-9)
     assert np.all(np.isinf(D[5])) and np.all(np.isinf(D[:, 5]))
     np.testing.assert_array_equal(D, D.T)
+
+
+def truncated_laplace(seed, purpose: str, index: int, sensitivity: float, epsilon: float, support: float) -> float:
+    """One TLap(Delta, eps, delta) draw by inverse CDF: Laplace(Delta/eps) conditioned on
+    |z| <= A (the reference of the truncated law; releases draw it on a lattice)."""
+    u = seed.uniforms(purpose, int(index), 0, 1)
+    return float(bounded_laplace_from_uniform(u, float(sensitivity) / float(epsilon), float(support))[0])
 
 
 def test_truncated_laplace_stays_in_its_support():

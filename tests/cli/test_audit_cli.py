@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
@@ -39,9 +38,8 @@ def test_audit_exit_status_is_one_when_a_claim_is_refuted(capsys, monkeypatch):
     import dpdist.testing.mechanisms as mechanisms
 
     real = mechanisms.CASES["primitives/laplace"]
-    # a "real" (noise_multiplier 1) case whose noise is secretly halved: refuted, exit 1
-    monkeypatch.setitem(mechanisms.CASES, "primitives/laplace",
-                        lambda noise_multiplier=1.0: dataclasses.replace(real(0.5), noise_multiplier=1.0))
+    # the package's own case whose noise is secretly halved: refuted, exit 1
+    monkeypatch.setitem(mechanisms.CASES, "primitives/laplace", lambda source=None: real(0.5 * real().source))
     assert main(["audit", "--mechanism", "primitives/laplace", "--trials", "4000"]) == 1
     assert "UNEXPECTED" in capsys.readouterr().out
 
@@ -68,3 +66,22 @@ def test_audit_does_not_repeat_vacuous_release_warnings():
                            "--trials", "40"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "analyze-gauss/estimator" in proc.stdout
     assert "VACUOUS" not in proc.stderr
+
+
+def test_include_twins_names_a_twins_module_that_cannot_be_imported(capsys):
+    """The twins are not part of the installed package: --include-twins imports the module
+    named by --twins-module and refuses clearly when it is not importable."""
+    assert main(["audit", "--mechanism", "primitives/laplace", "--trials", "40", "--include-twins",
+                 "--twins-module", "no_such_twins_module"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot import the twins module 'no_such_twins_module'" in err and "--twins-module" in err
+
+
+def test_the_default_twins_module_is_the_checkouts(capsys):
+    """From the root of a source checkout (pytest's working directory) the default module
+    registers one twin per case, as before the twins moved out of the package."""
+    assert main(["audit", "--mechanism", "primitives/laplace", "--trials", "4000", "--include-twins", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["mechanism"] for r in rows] == ["primitives/laplace", "primitives/laplace [twin x0.5]"]
+    assert [(r["twin"], r["variant"], r["expected"]) for r in rows] == [(False, "", "pass"),
+                                                                          (True, "twin x0.5", "flagged")]

@@ -1,4 +1,8 @@
-"""Subset enumeration by rank, k x k top-eigenvalue kernels and the chunked Gumbel-max."""
+"""Subset enumeration by rank, k x k top-eigenvalue kernels and the enumeration's max graph.
+
+The graph is driven here by a float-keyed arg max (:func:`chunk_key_max`, a test helper: the
+package's selection uses the exact sampler of :mod:`dpdist.engine.gumbel_max`), which makes
+the chunking invariance of the wiring checkable against a brute-force arg max."""
 
 from __future__ import annotations
 
@@ -13,12 +17,10 @@ from dpdist.engine.subsets import (
     DEGENERATE_TOL,
     block_release,
     block_top_eigenvalue,
-    chunk_gumbel_max,
     range_top_eigenvalue,
     top_eigenvalue_by_prefix,
-    combine_gumbel_max,
     enumeration_chunks,
-    gumbel_max_subset,
+    enumeration_max,
     n_subsets,
     subset_rank,
     subsets_in_range,
@@ -131,18 +133,45 @@ class RankKeyed:
         return self.weight * scores - np.log(-np.log(u))
 
 
+def chunk_key_max(M, k, start, stop, perturb, *, batch):
+    """Largest ``perturb(scores, s)`` over the subsets of ranks ``[start, stop)`` and its rank
+    (the smallest among ties), scored ``batch`` subsets at a time; ``(-inf, -1)`` when empty."""
+    M = np.ascontiguousarray(M, dtype=np.float64)
+    best_key, best_rank = -math.inf, -1
+    for s in range(int(start), int(stop), int(batch)):
+        e = min(int(stop), s + int(batch))
+        keys = np.asarray(perturb(range_top_eigenvalue(M, k, s, e), s), dtype=np.float64)
+        i = int(np.argmax(keys))
+        if keys[i] > best_key:
+            best_key, best_rank = float(keys[i]), s + i
+    return best_key, best_rank
+
+
+def combine_key_max(parts):
+    """Max-combine of ``(key, rank)`` pairs; ties go to the smaller rank."""
+    best_key, best_rank = -math.inf, -1
+    for key, rank in parts:
+        if rank >= 0 and (key > best_key or (key == best_key and rank < best_rank)):
+            best_key, best_rank = key, rank
+    return best_key, best_rank
+
+
+def _rank_of(part):
+    return int(part[1])
+
+
 def _matrix(d: int, seed: int = 0) -> np.ndarray:
     A = np.random.default_rng(seed).standard_normal((40, d))
     return A.T @ A / 40
 
 
-def test_chunk_gumbel_max_equals_brute_force_argmax():
+def test_batched_scores_give_the_brute_force_argmax():
     d, k = 12, 3
     M = _matrix(d)
     S = _all(d, k)
     perturb = RankKeyed(5, 4.0)
     keys = perturb(_brute_scores(M, S), 0)
-    key, rank = chunk_gumbel_max(M, k, 0, len(S), perturb, batch=37)
+    key, rank = chunk_key_max(M, k, 0, len(S), perturb, batch=37)
     assert rank == int(np.argmax(keys))
     assert key == pytest.approx(keys.max(), abs=1e-12)
 
@@ -152,18 +181,14 @@ def test_argmax_is_invariant_to_chunking_and_scheduler(scheduler):
     d, k = 16, 3
     M = _matrix(d, 1)
     perturb = RankKeyed(11, 2.0)
-    want = chunk_gumbel_max(M, k, 0, n_subsets(d, k), perturb)[1]
+    want = int(np.argmax(perturb(_brute_scores(M, _all(d, k)), 0)))
     import dask.array as da
 
     for chunk_size, batch, split_every in [(n_subsets(d, k), 1 << 16, 8), (97, 13, 2), (1, 1, 3), (500, 64, 4)]:
         Md = da.from_array(M, chunks=(5, 7))
-        rank = gumbel_max_subset(Md, k, perturb, chunk_size=chunk_size, batch=batch, split_every=split_every)
+        rank = enumeration_max(Md, k, chunk_key_max, (perturb,), combine_key_max, (), _rank_of,
+                               chunk_size=chunk_size, split_every=split_every, batch=batch)
         assert dask.compute(rank, scheduler=scheduler)[0] == want
-
-
-def test_combine_breaks_ties_by_smaller_rank_and_skips_empty_chunks():
-    assert combine_gumbel_max([(1.0, 9), (1.0, 3), (0.5, 1)]) == (1.0, 3)
-    assert combine_gumbel_max([(-math.inf, -1), (0.2, 4)]) == (0.2, 4)
 
 
 def test_block_release_gathers_the_block_of_the_rank():
@@ -260,12 +285,12 @@ def test_range_scores_equal_block_scores_across_prefix_runs():
                                    rtol=0, atol=1e-12 * np.abs(M).max())
 
 
-def test_chunk_gumbel_max_at_k4_equals_brute_force_argmax_for_any_batch():
+def test_batched_scores_at_k4_give_the_brute_force_argmax_for_any_batch():
     d, k = 11, 4
     M = _matrix(d, 2)
     S = _all(d, k)
     perturb = RankKeyed(7, 3.0)
     keys = perturb(_brute_scores(M, S), 0)
     for batch in (len(S), 37, 1):
-        key, rank = chunk_gumbel_max(M, k, 0, len(S), perturb, batch=batch)
+        key, rank = chunk_key_max(M, k, 0, len(S), perturb, batch=batch)
         assert rank == int(np.argmax(keys))

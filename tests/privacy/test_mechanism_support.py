@@ -27,7 +27,8 @@ from dpdist.privacy.mechanisms.subsample import agreement_sensitivity, subsample
 from dpdist.privacy.noise import NoiseSeed
 from dpdist.privacy.pca_calibration import privpca_calibration
 from dpdist.privacy.second_moment_calibration import level_schedule, tlap_support
-from dpdist.testing.support import InverseCdfSampler, LatticeSampler, support_test
+from dpdist.testing.support import LatticeSampler, support_test
+from tests.audit_twins import InverseCdfSampler
 from tests.conftest import LONG
 
 N = 1_000_000 if LONG else 100_000
@@ -167,7 +168,7 @@ def test_released_values_are_attainable_under_the_neighbour(name):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_the_old_inverse_cdf_path_at_the_same_scale_fails(name):
     """The twins (``value + inverse-CDF noise`` in float64, as the releases drew it before:
-    :class:`~dpdist.testing.support.InverseCdfSampler` at each mechanism's law and scale): a
+    :class:`~tests.audit_twins.InverseCdfSampler` at each mechanism's law and scale): a
     share of their outputs is impossible under the neighbour."""
     _, sens, mech = CASES[name]()
     law = mech.tlap if name == "subsample-aggregate/agreement" else next(iter(mech.laws().values()))

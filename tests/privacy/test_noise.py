@@ -11,7 +11,6 @@ from scipy import stats
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.noise import (
     GENERATOR_NAME,
-    NoiseField,
     NoiseSeed,
     bounded_laplace_from_uniform,
     gaussian_from_uniform,
@@ -55,19 +54,6 @@ def test_resolve_random_state():
             resolve_random_state(bad)
 
 
-def test_noise_field_tiles_agree_with_the_whole_matrix():
-    seed = NoiseSeed(3, True)
-    for symmetric in (False, True):
-        f = NoiseField(seed, "t", "laplace", 0.7, symmetric=symmetric)
-        full = f(np.arange(30), np.arange(30))
-        if symmetric:
-            np.testing.assert_array_equal(full, full.T)
-        for r0, r1, c0, c1 in [(0, 7, 0, 30), (5, 19, 11, 29), (29, 30, 0, 1), (12, 13, 12, 13)]:
-            np.testing.assert_array_equal(f(np.arange(r0, r1), np.arange(c0, c1)), full[r0:r1, c0:c1])
-        rows, cols = np.array([[1], [20]]), np.array([4, 25, 20])
-        np.testing.assert_array_equal(f.at(rows, cols), full[rows, cols])
-
-
 def test_laplace_sampler_has_the_claimed_scale():
     b = 0.37
     x = laplace_from_uniform(NoiseSeed(11, True).uniforms("p", 0, 0, 40_000), b)
@@ -94,10 +80,3 @@ def test_bounded_laplace_is_laplace_conditioned_on_the_bound():
         return (stats.laplace(scale=b).cdf(np.clip(t, -tau, tau)) - stats.laplace(scale=b).cdf(-tau)) / mass
 
     assert stats.kstest(x, cdf).pvalue > 1e-3
-
-
-def test_noise_field_refuses_bad_scale():
-    with pytest.raises(ValueError):
-        NoiseField(NoiseSeed(1, True), "t", "laplace", 0.0)
-    with pytest.raises(ValueError):
-        NoiseField(NoiseSeed(1, True), "t", "cauchy", 1.0)

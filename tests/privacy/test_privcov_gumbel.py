@@ -36,6 +36,7 @@ from dpdist.privacy.gumbel import GumbelTopK
 from dpdist.privacy.mechanisms.privcov import PrivCovGumbelMechanism
 from dpdist.privacy.noise import NoiseSeed
 from dpdist.privacy.zcdp import cks20_epsilon, cks20_rho
+from tests.audit_twins import scaled_twin
 
 
 # ------------------------------------------------------------------------------ calibration
@@ -150,7 +151,7 @@ def test_the_mechanism_event_accounts_to_at_most_the_budget(eps, delta, n, d, k)
 
 def test_the_twin_keeps_the_claim_with_half_the_noise():
     mech = PrivCovGumbelMechanism.from_calibration(privcov_gumbel_calibration(1.0, 1e-6, 10**4, 50, 4, 1.0))
-    twin = mech.twin(0.5)
+    twin = scaled_twin(mech, 0.5)
     assert twin.event() == mech.event()
     for role, scale in mech.noise_scales().items():
         assert twin.noise_scales()[role] == pytest.approx(scale / 2)

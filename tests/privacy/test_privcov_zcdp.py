@@ -16,6 +16,7 @@ from dpdist.privacy.calibration import (
 )
 from dpdist.privacy.mechanisms.privcov import PrivCovZCDPMechanism
 from dpdist.privacy.zcdp import bun_steinke_epsilon, cks20_delta, cks20_epsilon, cks20_rho
+from tests.audit_twins import scaled_twin
 
 
 @pytest.mark.parametrize("eps, delta", [(1.0, 1e-6), (0.1, 1e-9), (5.0, 1e-3), (0.5, 0.2)])
@@ -91,7 +92,7 @@ def test_the_mechanism_event_accounts_to_at_most_the_budget(eps, delta, n, d, k)
 
 def test_the_twin_keeps_the_claim_with_half_the_noise():
     mech = PrivCovZCDPMechanism.from_calibration(privcov_zcdp_calibration(1.0, 1e-6, 10**4, 50, 4, 1.0))
-    twin = mech.twin(0.5)
+    twin = scaled_twin(mech, 0.5)
     assert twin.event() == mech.event()
     for role, scale in mech.noise_scales().items():
         assert twin.noise_scales()[role] == pytest.approx(scale / 2)

@@ -1,11 +1,12 @@
-"""Privacy auditing (issue 5): the audit's statistics, and every mechanism against its claim.
+"""Privacy auditing: the audit's statistics, and every mechanism against its claim.
 
 Two tiers. The math of :mod:`dpdist.testing.audit` (Clopper-Pearson bounds, the epsilon / mu /
 rho lower bounds, the threshold split, Bonferroni) is checked against values computed by hand
 or by an independent route. The ``statistical`` tests run every audit case of
 :mod:`dpdist.testing.mechanisms` in its short form (each case's ``default_trials``, chosen so
 that the factor-2 twin is flagged with a margin) and require (a) the real mechanism's lower
-bound to stay below its claim and (b) the mis-calibrated twin's to exceed it. With
+bound to stay below its claim and (b) the mis-calibrated twin's (registered by
+:mod:`tests.audit_twins`) to exceed it. With
 ``DPDIST_LONG=1`` the trial counts are multiplied by 5 and the table is printed.
 
 Margins. A correct mechanism's bound exceeds its claim with probability at most 1 -
@@ -42,10 +43,11 @@ from dpdist.testing.mechanisms import (
     run_audits,
 )
 from dpdist.testing.estimator_audits import E2E_CASES, ESTIMATORS, LONG_TRIALS, estimator_case
+from tests.audit_twins import TWINS
 from tests.conftest import LONG
 
 FAST_CASES = [name for name in CASES if name not in SLOW_CASES]
-CATCHES_TWIN = {name: CASES[name]().catches_twin for name in FAST_CASES}
+CATCHES_TWIN = {name: TWINS[name]().expected == "flagged" for name in FAST_CASES}
 FACTOR = 5 if LONG else 1
 
 
@@ -204,7 +206,7 @@ def test_mechanism_passes_its_audit(name):
 @pytest.mark.statistical
 @pytest.mark.parametrize("name", [n for n in FAST_CASES if CATCHES_TWIN[n]])
 def test_miscalibrated_twin_is_flagged(name):
-    twin = CASES[name](noise_multiplier=0.5)
+    twin = TWINS[name]()
     res = twin.run(FACTOR * twin.default_trials, seed=0)
     assert not res.passed, (name, res.lower_bound, res.claimed)
     assert res.lower_bound > res.claimed
@@ -216,15 +218,15 @@ def test_twin_within_the_claims_slack_is_not_flagged(name):
     """Documents the cases whose claim has slack (a factor-2 twin is still private on the
     best pair we know): the twin's bound stays below the claim. Their families each have
     another case whose twin is flagged."""
-    twin = CASES[name](noise_multiplier=0.5)
+    twin = TWINS[name]()
     res = twin.run(FACTOR * twin.default_trials, seed=0)
     assert res.passed, (name, res.lower_bound, res.claimed)
-    flagged_families = {c.family for c in audit_cases(FAST_CASES) if c.catches_twin}
+    flagged_families = {CASES[n]().family for n in FAST_CASES if CATCHES_TWIN[n]}
     assert twin.family in flagged_families
 
 
 #: The slow cases, the module name their twin patches (PrivCov: the mechanism class, whose
-#: stand-in returns ``Mechanism.twin``; Analyze Gauss: its calibration), and the exact
+#: stand-in returns the scaled twin; Analyze Gauss: its calibration), and the exact
 #: statistic (un-noised) on D: Sigma_hat_01 = 11/40 for PrivCov, S_00 - S_11 = 1/40 for
 #: Analyze Gauss.
 SLOW = [
@@ -250,7 +252,7 @@ def test_full_estimator_audit_and_its_patched_twin(name, module, attr, exact):
 
     mod = importlib.import_module(module)
     original = getattr(mod, attr)
-    case, twin = CASES[name](), CASES[name](noise_multiplier=0.5)
+    case, twin = CASES[name](), TWINS[name]()
     res = case.run(case.default_trials if LONG else 150, seed=0)
     assert res.passed, (name, res.lower_bound, res.claimed)
     real_stat, twin_stat = case.mechanism(0, 3, 7), twin.mechanism(0, 3, 7)
@@ -259,7 +261,7 @@ def test_full_estimator_audit_and_its_patched_twin(name, module, attr, exact):
     # exact| <= gamma/2 and K' = round(x/2), K = round(x): |K' - K/2| <= 3/4, at most gamma in all
     noise = case.parameters.get("mechanism", {}).get("noise", {})
     atol = max([law["lattice"]["gamma"] for law in noise.values()], default=1e-12)
-    atol *= 2  # Analyze Gauss's statistic is the difference of two released entries (issue-10-mech2)
+    atol *= 2  # Analyze Gauss's statistic is the difference of two released entries
     np.testing.assert_allclose(twin_stat - exact, 0.5 * (real_stat - exact), rtol=1e-9, atol=atol)
     assert np.all(real_stat != exact)
     assert getattr(mod, attr) is original
@@ -279,7 +281,7 @@ def test_long_form_table(capsys):
 
 
 # ---------------------------------------------------------------------------------------
-# end-to-end audits of the public estimators (issue 9)
+# end-to-end audits of the public estimators
 # ---------------------------------------------------------------------------------------
 
 
@@ -324,7 +326,7 @@ def test_end_to_end_audit_short_form(estimator):
 
 @pytest.mark.statistical
 def test_end_to_end_audit_flags_the_cancelling_kernel_twin_even_in_short_form():
-    twin = E2E_CASES["end-to-end/second-moment/fill-9.97e36"](noise_multiplier=0.5)
+    twin = TWINS["end-to-end/second-moment/fill-9.97e36"]()
     res = twin.run(twin.default_trials)
     # the cancelled rows move the released entry by about 9 noise standard deviations: the
     # rho bound of 60 trials (about 1.5) is six times the claim 0.25
@@ -364,3 +366,86 @@ def test_audit_table_says_each_number_once():
     assert "as eps" in mixed[0] and "eps lower" in mixed[0]
     assert mixed[2].count("0.8") == 1 and mixed[2].split()[2:5] == ["1", "0.8", "1000"]
     assert mixed[3].split()[2:6] == ["0.5", "0.3", "3.2", "2.1"]
+
+
+# ---------------------------------------------------------------------------------------
+# the twins live on the test side and are registered through a hook
+# ---------------------------------------------------------------------------------------
+
+
+def test_the_package_ships_no_twin():
+    """Mis-calibrated and buggy variants exist only under tests/: the mechanism objects have
+    no twin method, the testing package has no twins module, and no package module imports
+    the tests."""
+    import importlib.util
+    import pathlib
+
+    import dpdist
+    from dpdist.privacy.mechanisms.base import Mechanism
+    from dpdist.testing import support
+
+    assert not hasattr(Mechanism, "twin") and not hasattr(support, "InverseCdfSampler")
+    assert importlib.util.find_spec("dpdist.testing.twins") is None
+    root = pathlib.Path(dpdist.__file__).parent
+    offenders = [str(p.relative_to(root)) for p in root.rglob("*.py")
+                 if "import tests" in p.read_text() or "from tests" in p.read_text()]
+    assert offenders == []
+
+
+def test_twins_must_be_registered_before_they_are_asked_for(monkeypatch):
+    from dpdist.testing import cases
+
+    monkeypatch.setattr(cases, "TWINS", {})
+    import dpdist.testing.mechanisms as mechanisms
+
+    monkeypatch.setattr(mechanisms, "TWINS", cases.TWINS)
+    with pytest.raises(LookupError, match="no audit twins are registered"):
+        audit_cases(["primitives/laplace"], include_twins=True)
+    assert [c.name for c in audit_cases(["primitives/laplace"])] == ["primitives/laplace"]
+
+
+def test_a_variant_keeps_the_case_and_swaps_the_source():
+    from dpdist.testing import variant
+
+    real = CASES["primitives/laplace"]()
+    twin = variant(CASES["primitives/laplace"], 0.5 * real.source, "halved", "flagged")
+    assert twin.name == "primitives/laplace [halved]" and twin.is_twin and not real.is_twin
+    assert (twin.claimed_epsilon, twin.neighbours, twin.component) == (real.claimed_epsilon, real.neighbours,
+                                                                       real.component)
+    assert twin.source == 0.5 and real.source == 1.0
+    # same uniforms, half the scale: every statistic is exactly half the real one's noise
+    np.testing.assert_array_equal(twin.mechanism(0.0, 50, 7), 0.5 * real.mechanism(0.0, 50, 7))
+    with pytest.raises(ValueError, match="'flagged' or 'slack'"):
+        variant(CASES["primitives/laplace"], 0.5, "halved", "pass")
+
+
+def test_every_case_has_its_registered_twin():
+    """One twin per non-end-to-end case and the two end-to-end bug twins, as the audit table
+    had before the twins moved out of the package."""
+    e2e_twins = [n for n in TWINS if n.startswith("end-to-end/")]
+    assert sorted(n for n in TWINS if n not in e2e_twins) == sorted(n for n in CASES if n not in E2E_CASES)
+    assert sorted(e2e_twins) == ["end-to-end/second-moment/fill-9.97e36", "end-to-end/spectral-norm/rows-1e10"]
+
+
+def test_the_testing_package_has_no_import_circle():
+    """The case modules, the end-to-end audits and the registry import downwards only: no
+    module of dpdist.testing imports one that (directly or not) imports it back."""
+    import ast
+    import pathlib
+
+    import dpdist.testing
+
+    root = pathlib.Path(dpdist.testing.__file__).parent
+    edges = {}
+    for path in root.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        edges[f"dpdist.testing.{path.stem}"] = {
+            node.module for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("dpdist.testing.")
+        }
+
+    def reaches(start, target, seen=()):
+        return any(n == target or (n not in seen and reaches(n, target, (*seen, n))) for n in edges.get(start, ()))
+
+    circles = sorted(m for m in edges if reaches(m, m))
+    assert circles == []

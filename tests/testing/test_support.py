@@ -1,4 +1,4 @@
-"""The support test: float-safe primitives pass it, today's inverse-CDF twins fail it."""
+"""The support test: float-safe primitives pass it, inverse-CDF twins fail it."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from dpdist.privacy.lattice import LatticeNoise
-from dpdist.testing.support import InverseCdfSampler, LatticeSampler, MechanismSampler, support_test
+from dpdist.testing.support import LatticeSampler, MechanismSampler, support_test
+from tests.audit_twins import InverseCdfSampler
 from tests.conftest import LONG
 
 N = 1_000_000 if LONG else 100_000
@@ -37,8 +38,8 @@ def test_float_safe_primitives_produce_nothing_the_neighbour_cannot(law, value):
 @pytest.mark.statistical
 @pytest.mark.parametrize("kind", ["laplace", "gaussian", "bounded-laplace"])
 def test_inverse_cdf_twins_fail_the_support_test(kind):
-    """Today's primitives: a large share of their outputs is impossible under the neighbour
-    (the issue measured 0.86 for Laplace). Checked exactly over the 2**53 uniforms they use."""
+    """Float inverse-CDF primitives: a large share of their outputs is impossible under the
+    neighbour (0.86 was measured for Laplace). Checked exactly over the 2**53 uniforms they use."""
     sampler = InverseCdfSampler(kind, SCALE, BOUND if kind == "bounded-laplace" else np.inf)
     fractions = [support_test(sampler, v, v + DELTA, N // 10, random_state=3).fraction for v in VALUES]
     assert max(fractions) > 0.5
@@ -58,10 +59,10 @@ def test_support_harness_decides_attainability_exactly():
     assert not lat.attainable(np.array([-0.0, np.nan, np.inf]), 0.5).any()
 
 
-# ---------------------------------------------------------------- released quantities (issue 10, item 5)
+# ---------------------------------------------------------------- released quantities
 def _released_quantities():
     """(name, mechanism, role, value, neighbour value = value + the role's sensitivity, the
-    pre-issue-10 inverse-CDF twin at the calibration's scale and bound). The values are
+    inverse-CDF twin at the calibration's scale and bound). The values are
     typical ones: an entry of a clipped second moment, FriendlyCore's |C| and Z near the
     threshold of m = 20 batches, a norm."""
     from dpdist.privacy.calibration import privcov_calibration, privcov_zcdp_calibration
@@ -113,9 +114,9 @@ def test_released_quantities_produce_nothing_the_neighbour_cannot(name):
 @pytest.mark.statistical
 @pytest.mark.parametrize("name", list(QUANTITIES))
 def test_the_old_inverse_cdf_noise_of_each_released_quantity_fails(name):
-    """The same releases with the pre-issue-10 noise (value + inverse CDF of a 53-bit uniform,
+    """The same releases with float inverse-CDF noise (value + inverse CDF of a 53-bit uniform,
     at the calibration's scale): outputs impossible under the neighbour, none of them in a
-    designed tail (the issue measured 0.86 for PrivCov's values, 2e-3 for the count test)."""
+    designed tail (0.86 was measured for PrivCov's values, 2e-3 for the count test)."""
     _, _, _, value, sens, twin = QUANTITIES[name]
     res = support_test(twin, value, value + sens, N, random_state=17)
     assert res.impossible > 0

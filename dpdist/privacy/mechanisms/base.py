@@ -1,4 +1,4 @@
-"""What every mechanism object shares: the lattice calibration, the description, the twin.
+"""What every mechanism object shares: the lattice calibration and the description.
 
 A *mechanism object* is a frozen, picklable value built by its calibration from validated
 public parameters. It holds its noise laws (on their public lattices), its noise scales and
@@ -37,9 +37,8 @@ not added to delta.
 
 from __future__ import annotations
 
-import functools
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from dpdist.exceptions import DpdistError
@@ -125,10 +124,6 @@ class Mechanism:
     :meth:`purposes` (role -> the purpose string that keys the role's noise streams) and
     their noise callables (methods taking the release's ``NoiseSeed``; :meth:`field` is the
     lattice field of a role).
-
-    ``noise_multiplier`` is 1 for every mechanism an algorithm builds. A test twin
-    (:meth:`twin`) multiplies every noise scale by another factor while keeping the event of
-    the calibration: the audits of :mod:`dpdist.testing` must flag it.
     """
 
     NAME: ClassVar[str] = "mechanism"
@@ -161,34 +156,3 @@ class Mechanism:
             "noise": {role: law.to_dict() for role, law in self.laws().items()},
             "purposes": dict(self.purposes()),
         }
-
-    def twin(self, noise_multiplier: float) -> "Mechanism":
-        """A copy whose every noise law has its scale multiplied by ``noise_multiplier``
-        (bounded laws: their bound too), the event unchanged: a mis-calibrated twin for the
-        audits. Never used by an algorithm."""
-        f = float(noise_multiplier)
-        changes = {}
-        for fld in fields(self):
-            value = getattr(self, fld.name)
-            if isinstance(value, LatticeNoise):
-                bound = value.bound if value.law != "bounded-laplace" else float(max(0, math.ceil(value.bound * f)))
-                changes[fld.name] = LatticeNoise(value.law, value.lattice, value.scale * f, bound)
-        if not changes:  # pragma: no cover - every mechanism holds a law
-            raise TypeError(f"{type(self).__name__} holds no lattice law to scale")
-        return self._as_twin(replace(self, **changes), f)
-
-    def _as_twin(self, copy: "Mechanism", factor: float) -> "Mechanism":
-        """Mark ``copy`` (this mechanism with scaled noise) as a twin keeping this event."""
-        # the claim stays the calibration's even where event() reads the (scaled) laws: an
-        # instance attribute shadows the method (a partial of a module function: picklable)
-        object.__setattr__(copy, "event", functools.partial(_fixed_event, self.event()))
-        object.__setattr__(copy, "noise_multiplier", float(factor))
-        return copy
-
-    #: 1 for every mechanism an algorithm builds; the factor of a :meth:`twin`.
-    noise_multiplier: ClassVar[float] = 1.0
-
-
-def _fixed_event(event: Event) -> Event:
-    """The event a :meth:`Mechanism.twin` keeps (its calibration's)."""
-    return event

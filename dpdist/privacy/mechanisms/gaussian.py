@@ -104,7 +104,7 @@ class SymmetricGaussianMechanism(Mechanism):
 
     def event(self) -> Event:
         """The calibration's event ``GaussianEvent(sigma / Delta)``: what ran on the lattice
-        (``s / Delta_Z``, at least as large) is at least as private. A :meth:`twin` keeps it."""
+        (``s / Delta_Z``, at least as large) is at least as private."""
         return GaussianEvent(self.sigma / self.sensitivity)
 
     def laws(self) -> dict[str, LatticeNoise]:

@@ -138,7 +138,7 @@ class ClippedMeanMechanism(Mechanism):
 
     def event(self) -> Event:
         """The calibration's event ``GaussianEvent(sigma / Delta)`` (what ran is at least as
-        private; a :meth:`twin` keeps it)."""
+        private)."""
         return GaussianEvent(self.sigma / self.sensitivity)
 
     def laws(self) -> dict[str, LatticeNoise]:

@@ -21,7 +21,7 @@ Proofs of all three: docs/privacy/privcov.md.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -389,15 +389,6 @@ class PrivCovGumbelMechanism(_GaussianRelease, Mechanism):
         return {**super().describe(), "selection": {"gumbel_weight": self.weight, "score_lattice_bits": SCORE_BITS,
                                                    "score_bound": self.score_bound,
                                                    "sampler": "exact Gumbel top-k per row"}}
-
-    def twin(self, noise_multiplier: float) -> "PrivCovGumbelMechanism":
-        """A copy whose Gumbel and Gaussian noise are both scaled by ``noise_multiplier``, the
-        event unchanged (an audit twin; never used by an algorithm)."""
-        f = float(noise_multiplier)
-        law = self.release_noise
-        copy = replace(self, weight=self.weight / f,
-                       release_noise=LatticeNoise(law.law, law.lattice, law.scale * f, law.bound))
-        return self._as_twin(copy, f)
 
     def selection_residual_note(self) -> str:
         """The selection's exhaustion residual, in words (stated, not added to delta)."""

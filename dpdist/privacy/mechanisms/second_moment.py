@@ -139,7 +139,7 @@ class GaussianHistogramMechanism(Mechanism):
 
     def event(self) -> Event:
         """The calibration's ``GaussianEvent(sigma / sqrt(2))`` (the lattice's ``s / Delta_Z`` is
-        at least as large; a :meth:`twin` keeps it)."""
+        at least as large)."""
         return GaussianEvent(self.sigma / HISTOGRAM_SENSITIVITY)
 
     def laws(self) -> dict[str, LatticeNoise]:
