@@ -55,13 +55,6 @@ ALLOWED: dict[str, set[str]] = {
                    "testing", "experiments", "ops"},
 }
 
-#: Import circles between modules that exist today and are being removed, each the set of its
-#: modules. Delete an entry once its circle is gone: the test then requires that it stays gone.
-KNOWN_CIRCLES: list[set[str]] = [
-    {"dpdist.ops.ledger", "dpdist.ops.postgres"},
-    {"dpdist.testing.mechanisms", "dpdist.testing.estimator_audits"},
-    {"dpdist.data.formats", "dpdist.data.validation"},
-]
 
 #: Imports outside :data:`ALLOWED` that exist today and are being removed, as (module, imported
 #: module). Delete an entry once its import is gone: the test then requires that it stays gone.
@@ -179,20 +172,12 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_circles_between_modules():
     found = circles(module_graph())
-    unknown = [c for c in found if set(c) not in KNOWN_CIRCLES]
-    assert not unknown, "import circles:\n" + "\n".join(" -> ".join(c) for c in unknown)
+    assert not found, "import circles:\n" + "\n".join(" -> ".join(c) for c in found)
 
 
 def test_the_circle_finder_reports_a_circle_of_any_length():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"d"}, "d": {"a", "e"}, "e": set(), "f": {"f"}}
     assert circles(graph) == [["a", "b", "c", "d", "a"]]
-
-
-def test_the_known_circles_still_exist():
-    """An entry of KNOWN_CIRCLES whose circle is gone is removed, so that it cannot come back unseen."""
-    found = [set(c) for c in circles(module_graph())]
-    gone = [sorted(c) for c in KNOWN_CIRCLES if c not in found]
-    assert not gone, f"no longer circles, delete them from KNOWN_CIRCLES: {gone}"
 
 
 def test_privacy_imports_no_dask_distributed_or_zarr():

@@ -51,7 +51,25 @@ import numpy as np
 
 from dpdist.exceptions import DataConversionWarning, InfrastructureError, ValidationError
 
-__all__ = ["FORMATS", "column_names", "input_format", "open_file"]
+__all__ = ["DEFAULT_ROW_CHUNK_BYTES", "FORMATS", "column_names", "input_format", "one_line", "open_file", "row_chunk"]
+
+#: Target bytes of one row chunk when dpdist has to choose the chunking (numpy input, or a
+#: Zarr array whose chunks are far too small or too large).
+DEFAULT_ROW_CHUNK_BYTES = 64 * 2**20
+
+
+def one_line(exc: BaseException, limit: int = 160) -> str:
+    """An exception as one line of at most ``limit`` characters of its message, for errors that
+    name the input that failed."""
+    lines = str(exc).strip().splitlines()
+    line = lines[0] if lines else ""
+    return f"{type(exc).__name__}: " + ((line[:limit] + "...") if len(line) > limit else line)
+
+
+def row_chunk(n_rows: int, n_cols: int, itemsize: int) -> int:
+    """Rows of a chunk of about :data:`DEFAULT_ROW_CHUNK_BYTES` (at least 1, at most n_rows)."""
+    return int(max(1, min(n_rows, DEFAULT_ROW_CHUNK_BYTES // max(1, n_cols * itemsize))))
+
 
 #: File suffixes (lower case) read by this module, and their format.
 FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".npy": "npy"}
@@ -180,15 +198,13 @@ class NpySource:
         try:
             return np.array(np.load(self.path, mmap_mode="r")[key])
         except Exception as exc:
-            from dpdist.data.validation import _one_line
 
-            raise InfrastructureError(f"reading the .npy file {self.path!r} failed ({_one_line(exc)})") from None
+            raise InfrastructureError(f"reading the .npy file {self.path!r} failed ({one_line(exc)})") from None
 
 
 def _open_npy(path: str) -> da.Array:
     from dask.base import tokenize
 
-    from dpdist.data.validation import _one_line, _row_chunk
 
     if "://" in path:
         raise ValidationError(f"{path!r}: a .npy file is memory-mapped, so it must be a local path")
@@ -198,14 +214,14 @@ def _open_npy(path: str) -> da.Array:
     try:
         mm = np.load(path, mmap_mode="r")  # reads the header; maps, reads no data
     except Exception as exc:
-        raise ValidationError(f"cannot open {path!r} as a .npy array ({_one_line(exc)})") from None
+        raise ValidationError(f"cannot open {path!r} as a .npy array ({one_line(exc)})") from None
     if not isinstance(mm, np.ndarray):
         raise ValidationError(f"{path!r} is not a .npy array")
     source = NpySource(path, mm.shape, mm.dtype)
     stat = os.stat(path)
     name = "npy-" + tokenize(path, stat.st_size, stat.st_mtime_ns, mm.shape, str(mm.dtype))
     if mm.ndim == 2:
-        chunks: Any = (_row_chunk(mm.shape[0], mm.shape[1], mm.dtype.itemsize), -1)
+        chunks: Any = (row_chunk(mm.shape[0], mm.shape[1], mm.dtype.itemsize), -1)
     else:
         chunks = "auto"
     return da.from_array(source, chunks=chunks, name=name, meta=np.empty((0,) * mm.ndim, dtype=mm.dtype),
@@ -313,10 +329,9 @@ class ParquetSource:
                 parts.append(self._read_piece(at)[max(start, lo) - lo: min(stop, hi) - lo])
                 at += 1
         except Exception as exc:
-            from dpdist.data.validation import _one_line
 
             raise InfrastructureError(
-                f"reading the Parquet data at {self.where!r} failed ({_one_line(exc)})") from None
+                f"reading the Parquet data at {self.where!r} failed ({one_line(exc)})") from None
         block = np.concatenate(parts) if parts else np.empty((0, self.shape[1]), self.dtype)
         return block[(slice(None), *key[1:])]
 
@@ -326,7 +341,6 @@ def _parquet_layout(url: str, columns: list[str] | None):
     footers; refuses unknown, non-numeric and mixed-type columns. Reads no data."""
     import pyarrow.parquet as pq
 
-    from dpdist.data.validation import _one_line
 
     fs, root = _fs(url)
     try:
@@ -338,10 +352,10 @@ def _parquet_layout(url: str, columns: list[str] | None):
     except ValidationError:
         raise
     except (OSError, TimeoutError) as exc:
-        raise InfrastructureError(f"cannot read the Parquet data at {url!r} ({_one_line(exc)}); nothing was "
+        raise InfrastructureError(f"cannot read the Parquet data at {url!r} ({one_line(exc)}); nothing was "
                                   "spent") from None
     except Exception as exc:  # pyarrow's ArrowInvalid etc.: not a Parquet file
-        raise ValidationError(f"cannot open the Parquet data at {url!r} ({_one_line(exc)})") from None
+        raise ValidationError(f"cannot open the Parquet data at {url!r} ({one_line(exc)})") from None
     first = metas[0].schema.to_arrow_schema()
     names = _select(_parquet_columns(first, _pandas_index_names(first)), columns, url)
     types: dict[str, list[tuple[Any, str]]] = {name: [] for name in names}  # (type, file) of each file
@@ -365,7 +379,6 @@ def _parquet_layout(url: str, columns: list[str] | None):
 def _open_parquet(url: str, columns: list[str] | None) -> da.Array:
     from dask.base import tokenize
 
-    from dpdist.data.validation import DEFAULT_ROW_CHUNK_BYTES
 
     fs, files, metas, names, types = _parquet_layout(url, columns)
     import pyarrow as pa
@@ -433,7 +446,6 @@ def _csv_frame(url: str, columns: list[str] | None):
     import pandas as pd
     from dask.dataframe.io.csv import make_reader
 
-    from dpdist.data.validation import DEFAULT_ROW_CHUNK_BYTES, _one_line
 
     if "://" not in url and not any(ch in url for ch in "*?[") and not os.path.isfile(url):
         raise ValidationError(f"no CSV file at {url!r}: " + ("it is a directory" if os.path.isdir(url)
@@ -451,16 +463,15 @@ def _csv_frame(url: str, columns: list[str] | None):
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
         raise ValidationError(f"cannot read the header of the CSV file {url!r} ({type(exc).__name__})") from None
     except (OSError, TimeoutError) as exc:
-        raise InfrastructureError(f"cannot read the CSV file {url!r} ({_one_line(exc)}); nothing was spent") from None
+        raise InfrastructureError(f"cannot read the CSV file {url!r} ({one_line(exc)}); nothing was spent") from None
 
 
 def _open_csv(url: str, columns: list[str] | None) -> da.Array:
-    from dpdist.data.validation import _one_line
 
     frame, _ = _csv_frame(url, columns)
     frame = frame.optimize()
     try:  # a pass over the file: a CSV declares no row count
         lengths = tuple(int(n) for n in frame.map_partitions(len).compute())
     except (OSError, TimeoutError) as exc:
-        raise InfrastructureError(f"cannot read the CSV file {url!r} ({_one_line(exc)}); nothing was spent") from None
+        raise InfrastructureError(f"cannot read the CSV file {url!r} ({one_line(exc)}); nothing was spent") from None
     return frame.to_dask_array(lengths=lengths)

@@ -65,7 +65,7 @@ import dask.array as da
 import numpy as np
 import scipy.sparse
 
-from dpdist.data.formats import FORMATS, input_format, open_file
+from dpdist.data.formats import DEFAULT_ROW_CHUNK_BYTES, FORMATS, input_format, one_line, open_file, row_chunk
 from dpdist.exceptions import DataConversionWarning, InfrastructureError, ValidationError
 
 __all__ = [
@@ -82,9 +82,6 @@ __all__ = [
     "write_chunk_manifest",
 ]
 
-#: Target bytes of one row chunk when dpdist has to choose the chunking (numpy input, or a
-#: Zarr array whose chunks are far too small or too large).
-DEFAULT_ROW_CHUNK_BYTES = 64 * 2**20
 #: Values of ``missing_chunks`` (see the module docstring); "auto" is the default.
 MISSING_CHUNKS = ("auto", "fill", "raise")
 #: The array attribute holding the chunk manifest of :func:`write_chunk_manifest`.
@@ -108,12 +105,6 @@ def _check_missing_chunks(missing_chunks: Any) -> str:
     if missing_chunks not in MISSING_CHUNKS:
         raise ValidationError(f"missing_chunks must be one of {MISSING_CHUNKS}, got {missing_chunks!r}")
     return missing_chunks
-
-
-def _one_line(exc: BaseException, limit: int = 160) -> str:
-    lines = str(exc).strip().splitlines()
-    line = lines[0] if lines else ""
-    return f"{type(exc).__name__}: " + ((line[:limit] + "...") if len(line) > limit else line)
 
 
 def _resolve_path(path: str) -> str:
@@ -165,17 +156,17 @@ def open_zarr_array(path: str | os.PathLike, *, missing_chunks: str = "auto"):
     try:
         node = zarr.open(path, mode="r")
     except (FileNotFoundError, KeyError) as exc:
-        raise ValidationError(f"no Zarr array or group at {path!r} ({_one_line(exc)}); {_READABLE}") from None
+        raise ValidationError(f"no Zarr array or group at {path!r} ({one_line(exc)}); {_READABLE}") from None
     except (ValueError, TypeError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValidationError(
-            f"cannot open the Zarr array at {path!r}: its metadata is not valid ({_one_line(exc)})"
+            f"cannot open the Zarr array at {path!r}: its metadata is not valid ({one_line(exc)})"
         ) from None
     except (OSError, TimeoutError, asyncio.TimeoutError) as exc:
         raise InfrastructureError(
-            f"cannot read the Zarr store at {path!r} ({_one_line(exc)}); no noise was drawn: nothing was spent"
+            f"cannot read the Zarr store at {path!r} ({one_line(exc)}); no noise was drawn: nothing was spent"
         ) from None
     except Exception as exc:  # zarr raises several other types for an invalid store
-        raise ValidationError(f"cannot open a Zarr array at {path!r} ({_one_line(exc)})") from None
+        raise ValidationError(f"cannot open a Zarr array at {path!r} ({one_line(exc)})") from None
     if not isinstance(node, zarr.Array):
         # a dpdist dataset group stores its samples under "X"
         if isinstance(node, zarr.Group) and "X" in node:
@@ -243,7 +234,7 @@ def _list_keys(arr, where: str) -> set[str]:
         present = _sync(_list())
     except Exception as exc:
         raise InfrastructureError(
-            f"cannot list the chunks of the Zarr array at {where!r} ({_one_line(exc)}); "
+            f"cannot list the chunks of the Zarr array at {where!r} ({one_line(exc)}); "
             "no noise was drawn: nothing was spent"
         ) from None
     return {k[len(prefix):] for k in present if k.startswith(prefix)}
@@ -429,7 +420,7 @@ class ZarrSource:
         except InfrastructureError:
             raise
         except Exception as exc:
-            raise InfrastructureError(f"reading the Zarr array at {self.where!r} failed ({_one_line(exc)})") from None
+            raise InfrastructureError(f"reading the Zarr array at {self.where!r} failed ({one_line(exc)})") from None
 
 
 def _zarr_to_dask(arr, where: str, reading: str) -> da.Array:
@@ -443,10 +434,6 @@ def _zarr_to_dask(arr, where: str, reading: str) -> da.Array:
         source, chunks=arr.chunks, name=name, meta=np.empty((0,) * arr.ndim, dtype=arr.dtype),
         asarray=True, fancy=False, inline_array=False,
     )
-
-
-def _row_chunk(n_rows: int, n_cols: int, itemsize: int) -> int:
-    return int(max(1, min(n_rows, DEFAULT_ROW_CHUNK_BYTES // max(1, n_cols * itemsize))))
 
 
 def as_float_dtype(arr, name: str = "X", *, stacklevel: int = 2):
@@ -535,7 +522,7 @@ def as_dask_array(
         np_arr = np.asarray(X)
         if np_arr.ndim == 2:
             arr = da.from_array(
-                np_arr, chunks=(_row_chunk(np_arr.shape[0], np_arr.shape[1], np_arr.dtype.itemsize), -1)
+                np_arr, chunks=(row_chunk(np_arr.shape[0], np_arr.shape[1], np_arr.dtype.itemsize), -1)
             )
         else:
             arr = da.from_array(np_arr)
@@ -560,7 +547,7 @@ def as_dask_array(
     arr = as_float_dtype(arr, name, stacklevel=4)
     # Rechunk rows only when the chunks are pathological (tiny or huge); columns stay as given.
     row_sizes = arr.chunks[0]
-    target = _row_chunk(n, d, arr.dtype.itemsize)
+    target = row_chunk(n, d, arr.dtype.itemsize)
     if len(row_sizes) > 1 and (max(row_sizes) > 4 * target or np.median(row_sizes) < target / 64):
         arr = arr.rechunk({0: target})
     return arr

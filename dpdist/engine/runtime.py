@@ -41,7 +41,7 @@ from typing import Any, Iterator, Sequence
 
 import dask
 
-from dpdist.engine import scheduler as schedulers
+import dpdist.engine.scheduler as schedulers
 from dpdist.engine.blas import single_threaded_blas
 from dpdist.engine.progress import show_progress, start_progress_bar
 from dpdist.engine.scheduler import first_line

@@ -425,27 +425,3 @@ def test_every_case_has_its_registered_twin():
     e2e_twins = [n for n in TWINS if n.startswith("end-to-end/")]
     assert sorted(n for n in TWINS if n not in e2e_twins) == sorted(n for n in CASES if n not in E2E_CASES)
     assert sorted(e2e_twins) == ["end-to-end/second-moment/fill-9.97e36", "end-to-end/spectral-norm/rows-1e10"]
-
-
-def test_the_testing_package_has_no_import_circle():
-    """The case modules, the end-to-end audits and the registry import downwards only: no
-    module of dpdist.testing imports one that (directly or not) imports it back."""
-    import ast
-    import pathlib
-
-    import dpdist.testing
-
-    root = pathlib.Path(dpdist.testing.__file__).parent
-    edges = {}
-    for path in root.glob("*.py"):
-        tree = ast.parse(path.read_text())
-        edges[f"dpdist.testing.{path.stem}"] = {
-            node.module for node in ast.walk(tree)
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("dpdist.testing.")
-        }
-
-    def reaches(start, target, seen=()):
-        return any(n == target or (n not in seen and reaches(n, target, (*seen, n))) for n in edges.get(start, ()))
-
-    circles = sorted(m for m in edges if reaches(m, m))
-    assert circles == []
