@@ -456,7 +456,7 @@ def test_no_private_result_commits_what_the_release_says_was_spent(ledger):
     assert fitted(est) == {}
 
 
-@pytest.mark.parametrize("noise_drawn,state", [(False, "released"), (True, "committed")])
+@pytest.mark.parametrize("noise_drawn,state", [(False, "refunded"), (True, "committed")])
 def test_infrastructure_failures_release_only_when_no_noise_was_drawn(ledger, monkeypatch, noise_drawn, state):
     ledger.set_budget("claims", ZCDP(1.0))
     est = dpdist.SecondMoment(0.5, m=1, radius=20.0, lambda_min=0.5, ledger=ledger, dataset="claims", **SYNC)

@@ -28,7 +28,7 @@
   :class:`dpdist.ops.ledger.ChargeProtocol`; this layer never imports :mod:`dpdist.ops`) makes
   ``fit`` reserve ``privacy_cost()`` on ``dataset`` before reading any data, mark the
   reservation running when the data are read, and resolve it: committed on success, committed
-  with what was spent on a ``NoPrivateResult``, released when an ``InfrastructureError`` says no
+  with what was spent on a ``NoPrivateResult``, refunded when an ``InfrastructureError`` says no
   noise was drawn, committed as spent when the data themselves were refused (a ``ValidationError``
   during the pass, e.g. ``on_nonfinite="raise"``: that refusal reveals one bit). A ``fit``
   without ``ledger=`` is recorded in no ledger: nothing counts it against the dataset's budget.

@@ -24,7 +24,7 @@ def register(sub) -> None:
         help="show, set or audit a dataset's privacy budget in the ledger",
         description="The privacy-budget ledger: every job reserves its cost on a dataset before "
         "reading it and commits it with its output. A job killed between the two leaves an open "
-        "reservation, which 'show' reports and 'recover' resolves (released if the job read no data, "
+        "reservation, which 'show' reports and 'recover' resolves (refunded if the job read no data, "
         "else counted as spent).",
     )
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -220,7 +220,7 @@ def run(args) -> int:
                 cost = ("total " if e.state == "budget-set" else "") + _fmt(e.cost)
                 when = (e.finished or e.created)[:19].replace("T", " ")
                 detail = e.output or ""
-                if e.state in ("refused", "released") or (e.outcome or "").startswith(("failed", "recovered", "no-")):
+                if e.state in ("refused", "refunded") or (e.outcome or "").startswith(("failed", "recovered", "no-")):
                     detail = (e.note or "")[:120]
                 print(f"{e.seq:>4}  {when:<19}  {e.state:<10} {cost:<28} {(e.job or '-')[:24]:<24} "
                       f"{(e.outcome or '-')[:24]:<24} {detail}")

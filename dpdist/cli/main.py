@@ -211,8 +211,8 @@ def _ledger_outcome(exc: BaseException) -> tuple[str, dict]:
         return "", {}
     from dpdist.cli.budget import _fmt
 
-    if entry.state == "released":
-        return (f"; ledger entry {entry.id} released: nothing was spent",
+    if entry.state == "refunded":
+        return (f"; ledger entry {entry.id} refunded: nothing was spent",
                 {"entry": entry.id, "spent": None, "noise_drawn": False})
     if entry.state == "committed":
         return (f"; ledger entry {entry.id} committed as spent ({_fmt(entry.cost)}): noise may have been drawn",

@@ -9,7 +9,7 @@ metadata, and it prints what the job would spend and what it would leave.
     with require_useful = true: refuse a plan that says rejected or vacuous   -> exit 2
     check the output location is free                                         -> exit 2
     reserve the cost in the ledger                                            -> exit 3
-    open the runtime: connect to / start the cluster                          -> exit 5, released
+    open the runtime: connect to / start the cluster                          -> exit 5, refunded
     mark running; fit (reads the data, draws the noise)                       -> 4 committed / 5
                                                   (a refusal during the pass: 2, committed as spent)
     stage the result on local disk, checksum it; prepare it at the target

@@ -222,7 +222,7 @@ def plot_budget(series: Sequence[dict], path: str, *, title: str = "privacy budg
 
     ``series`` items: ``dataset``, ``label``, ``total`` (text), and ``points``: a list of
     ``(time, fraction_spent, state)`` with ``state`` one of ``committed``, ``reserved``,
-    ``released``, ``refused`` (:func:`dpdist.report.budget.spending_series`).
+    ``refunded``, ``refused`` (:func:`dpdist.report.budget.spending_series`).
     """
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(11, 5.2), dpi=120, layout="constrained")

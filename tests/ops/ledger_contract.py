@@ -79,7 +79,7 @@ print(json.dumps(codes))
 
 
 class LedgerContract:
-    """Semantics of reserve/commit/release/history/remaining, the same on every backend."""
+    """Semantics of reserve/commit/refund/history/remaining, the same on every backend."""
 
     @pytest.fixture
     def ledger(self, ledger_url):
@@ -116,8 +116,41 @@ class LedgerContract:
         r = ledger.reserve(DS, ApproxDP(0.6, 1e-7))
         with pytest.raises(BudgetExceeded):
             ledger.reserve(DS, ApproxDP(0.6, 1e-7))
-        r.release("test")
-        ledger.reserve(DS, ApproxDP(0.6, 1e-7))  # released budget is available again
+        r.refund("test")
+        ledger.reserve(DS, ApproxDP(0.6, 1e-7))  # refunded budget is available again
+
+    # -- schema versions ----------------------------------------------------------------------
+    def _as_stored(self, ledger, sql: str, params=()) -> None:
+        with ledger._transaction(lock=True) as cur:
+            ledger._exec(cur, sql, params)
+
+    def test_a_version_1_ledger_is_renamed_on_open(self, ledger, ledger_url):
+        """Version 1 stored a reservation returned unspent as state "released" (the word a
+        spent charge uses for its published outcome); opening it renames the state and the
+        outcome in place, and the budget reads the same."""
+        ledger.set_budget(DS, ApproxDP(1.0, 1e-6))
+        ledger.reserve(DS, ApproxDP(0.25, 1e-7), job="spent").commit(output="o", checksum="c")
+        back = ledger.reserve(DS, ApproxDP(0.5, 1e-7), job="back").refund("scheduler unreachable")
+        before = ledger.remaining(DS).remaining()
+        self._as_stored(ledger, "UPDATE dpdist_entries SET state = 'released', outcome = 'released-unspent' "
+                                "WHERE id = ?", (back.id,))
+        self._as_stored(ledger, "UPDATE dpdist_meta SET value = '1' WHERE key = 'schema'")
+        with open_ledger(ledger_url) as reopened:
+            states = [(e.job, e.state, e.outcome) for e in reopened.history(DS)]
+            assert states == [(None, "budget-set", None), ("spent", "committed", "released"),
+                              ("back", "refunded", "refunded-unspent")]
+            assert reopened.remaining(DS).remaining() == before
+            with reopened._transaction(lock=False) as cur:
+                version = reopened._exec(cur, "SELECT value FROM dpdist_meta WHERE key = 'schema'").fetchone()[0]
+            assert version == "2"
+
+    def test_a_ledger_of_a_newer_schema_is_refused_unchanged(self, ledger, ledger_url):
+        ledger.set_budget(DS, ApproxDP(1.0, 1e-6))
+        self._as_stored(ledger, "UPDATE dpdist_meta SET value = '3' WHERE key = 'schema'")
+        with pytest.raises(ValidationError, match="schema version 3, newer"):
+            open_ledger(ledger_url)
+        with ledger._transaction(lock=False) as cur:
+            assert ledger._exec(cur, "SELECT value FROM dpdist_meta WHERE key = 'schema'").fetchone()[0] == "3"
 
     def test_commit_records_output_and_checksum(self, ledger):
         ledger.set_budget(DS, ApproxDP(1.0, 1e-6))
@@ -129,7 +162,7 @@ class LedgerContract:
         with pytest.raises(ValidationError, match="committed, not reserved"):
             ledger.commit(r.id)
         with pytest.raises(ValidationError, match="not open"):
-            ledger.release(r.id, reason="late")
+            ledger.refund(r.id, reason="late")
 
     def test_commit_cannot_spend_more_than_reserved(self, ledger):
         ledger.set_budget(DS, ApproxDP(1.0, 1e-6))
@@ -141,10 +174,10 @@ class LedgerContract:
     def test_history_is_ordered_and_survives_reopening(self, ledger, ledger_url):
         ledger.set_budget(DS, ApproxDP(1.0, 1e-6), name="claims", owner="alice")
         ledger.reserve(DS, ApproxDP(0.5, 1e-7), events=[{"kind": "laplace", "scale": 0.5}]).commit(output="a")
-        ledger.reserve(DS, ApproxDP(0.25, 1e-7)).release("scheduler unreachable")
+        ledger.reserve(DS, ApproxDP(0.25, 1e-7)).refund("scheduler unreachable")
         with open_ledger(ledger_url) as again:
             hist = again.history(DS)
-            assert [e.state for e in hist] == ["budget-set", "committed", "released"]
+            assert [e.state for e in hist] == ["budget-set", "committed", "refunded"]
             assert [e.seq for e in hist] == sorted(e.seq for e in hist)
             assert hist[1].events == [{"kind": "laplace", "scale": 0.5}]
             assert again.lookup("claims") == DS
@@ -153,8 +186,8 @@ class LedgerContract:
     # -- the context manager ------------------------------------------------------------------
     @pytest.mark.parametrize("exc, state, outcome", [
         (None, "committed", "released"),
-        (ValidationError("bad k"), "released", "released-unspent"),
-        (InfrastructureError("scheduler gone", noise_drawn=False), "released", "released-unspent"),
+        (ValidationError("bad k"), "refunded", "refunded-unspent"),
+        (InfrastructureError("scheduler gone", noise_drawn=False), "refunded", "refunded-unspent"),
         (InfrastructureError("worker lost", noise_drawn=True), "committed", "failed-counted-as-spent"),
         (NoPrivateResult("bottom", stage="norm"), "committed", "no-private-result"),
         (RuntimeError("a bug"), "committed", "failed-counted-as-spent"),
@@ -169,7 +202,7 @@ class LedgerContract:
             pass
         [entry] = [e for e in ledger.history(DS) if e.state != "budget-set"]
         assert (entry.state, entry.outcome) == (state, outcome)
-        expected_left = Decimal("1.0") if state == "released" else Decimal("0.5")
+        expected_left = Decimal("1.0") if state == "refunded" else Decimal("0.5")
         assert Decimal(ledger.remaining(DS).remaining()["epsilon"]) == expected_left
 
     def test_no_private_result_commits_what_its_release_spent(self, ledger):
@@ -315,7 +348,7 @@ class LedgerContract:
 
         rec = cli(capsys, "budget", "recover", tiny_dataset, "--ledger", ledger_url, "--json")
         done = {e["job"]: (e["state"], e["outcome"]) for e in json.loads(rec)}
-        assert done == {"tiny-job": ("released", "released-unspent"),  # never read data
+        assert done == {"tiny-job": ("refunded", "refunded-unspent"),  # never read data
                         "python-job": ("committed", "recovered-as-spent")}  # may have drawn noise
         assert ledger.open_reservations(tiny_dataset) == []
         assert Decimal(ledger.remaining(tiny_dataset).remaining()["epsilon"]) == Decimal("0.7")
@@ -340,7 +373,7 @@ class LedgerContract:
     def test_recover_counts_a_job_that_starts_running_after_the_read_as_spent(self, ledger, ledger_url, monkeypatch):
         """Recovery reads the open reservations, then resolves each. A job on another host that
         marks itself running in between has read data and may have drawn noise: it must end
-        committed as spent, never released."""
+        committed as spent, never refunded."""
         ledger.set_budget(DS, ApproxDP(1.0, 1e-6))
         r, job_ledger = self._stale_reservation(ledger, ledger_url)
         read = ledger.open_reservations
@@ -368,7 +401,7 @@ class LedgerContract:
         r, job_ledger = self._stale_reservation(ledger, ledger_url)
         try:
             [done] = ledger.recover(DS, older_than=0)
-            assert (done.id, done.state, done.outcome) == (r.id, "released", "released-unspent")
+            assert (done.id, done.state, done.outcome) == (r.id, "refunded", "refunded-unspent")
             assert Decimal(ledger.remaining(DS).remaining()["epsilon"]) == Decimal("1.0")
         finally:
             job_ledger.close()

@@ -106,13 +106,13 @@ def test_history_lists_entries_in_time_order(here, capsys):
         r = led.reserve(ds, ApproxDP(0.1, 1e-8), job="slow-job")
         led.set_budget(ds, ApproxDP(2.0, 1e-6))
         r.commit(output="o", checksum="c")
-        led.reserve(ds, ApproxDP(0.1, 1e-8), job="fast-job").release("failed early")
+        led.reserve(ds, ApproxDP(0.1, 1e-8), job="fast-job").refund("failed early")
     code, text, _ = cli(capsys, "budget", "history", ds, "--json", "--ledger", ledger)
     entries = json.loads(text)
     assert [(e["state"], e["job"]) for e in entries] == [
-        ("budget-set", None), ("budget-set", None), ("committed", "slow-job"), ("released", "fast-job")]
+        ("budget-set", None), ("budget-set", None), ("committed", "slow-job"), ("refunded", "fast-job")]
     code, text, _ = cli(capsys, "budget", "history", ds, "--ledger", ledger)
     rows = text.strip().splitlines()[1:]
-    assert [row.split()[3] for row in rows] == ["budget-set", "budget-set", "committed", "released"]
+    assert [row.split()[3] for row in rows] == ["budget-set", "budget-set", "committed", "refunded"]
     times = [" ".join(row.split()[1:3]) for row in rows]
     assert times == sorted(times)

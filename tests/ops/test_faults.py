@@ -347,7 +347,7 @@ def test_a_signal_in_the_noise_stage_counts_as_spent_and_says_so(cluster, setup,
                          ids=["before-any-noise", "in-the-noise-stage"])
 def test_a_job_that_loses_its_only_worker_fails_cleanly(cluster, setup, stage, spent):
     """Exit 5, nothing at the output location, and the ledger follows what the runtime
-    reports: released when no noise was drawn (killed in FriendlyCore's first pass), counted as
+    reports: refunded when no noise was drawn (killed in FriendlyCore's first pass), counted as
     spent when noise may have been drawn (killed in PrivCov's noise stage)."""
     make, ledger, out, dataset = setup
     cluster.workers_alive(1)
@@ -369,7 +369,7 @@ def test_a_job_that_loses_its_only_worker_fails_cleanly(cluster, setup, stage, s
         assert (entry.state, entry.outcome, entry.checksum) == ("committed", "failed-counted-as-spent", None)
     else:
         assert "no noise was drawn: nothing was spent" in message
-        assert (entry.state, entry.outcome) == ("released", "released-unspent")
+        assert (entry.state, entry.outcome) == ("refunded", "refunded-unspent")
 
 
 # -- a scheduler that disappears mid-job -------------------------------------------------------
@@ -398,4 +398,4 @@ def test_a_scheduler_that_dies_mid_job(tmp_path, setup, stage, spent):
         assert (entry.state, entry.outcome, entry.checksum) == ("committed", "failed-counted-as-spent", None)
     else:
         assert "nothing was spent" in result["error"]["message"]
-        assert (entry.state, entry.outcome) == ("released", "released-unspent")
+        assert (entry.state, entry.outcome) == ("refunded", "refunded-unspent")

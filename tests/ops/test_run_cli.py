@@ -157,9 +157,9 @@ def test_unreachable_scheduler_exits_5_and_releases_the_reservation(setup, capsy
     doc = json.loads(text)
     assert doc["status"] == "infrastructure-failure"
     [entry] = [e for e in led.history(ds) if e.state != "budget-set"]
-    assert (entry.state, entry.stage) == ("released", "reserved")
+    assert (entry.state, entry.stage) == ("refunded", "reserved")
     assert (doc["entry"], doc["spent"], doc["noise_drawn"]) == (entry.id, None, False)
-    assert err.strip().endswith(f"; ledger entry {entry.id} released: nothing was spent")
+    assert err.strip().endswith(f"; ledger entry {entry.id} refunded: nothing was spent")
     assert os.listdir(out) == []
 
 

@@ -1,5 +1,5 @@
 """``dpdist run`` stopped by SIGTERM (a service stop, an eviction, a preemption) before it read
-any data: the reservation is released on the way out, and stderr and ``--json`` say so.
+any data: the reservation is refunded on the way out, and stderr and ``--json`` say so.
 
 The test runs ``dpdist run JOB --json`` as a real subprocess whose scheduler is a socket that
 accepts connections and never answers, so the job waits there once its reservation is in the
@@ -80,9 +80,9 @@ def test_sigterm_before_the_running_stage_releases_the_reservation(tmp_path, tin
         silent.close()
     assert code == 143, err
     [entry] = _charges(ledger, tiny_dataset)
-    assert (entry.id, entry.state, entry.outcome) == (reserved.id, "released", "released-unspent")
+    assert (entry.id, entry.state, entry.outcome) == (reserved.id, "refunded", "refunded-unspent")
     assert err.strip().splitlines() == [
-        f"dpdist run: terminated (SIGTERM); no result was written; ledger entry {entry.id} released: nothing was spent"]
+        f"dpdist run: terminated (SIGTERM); no result was written; ledger entry {entry.id} refunded: nothing was spent"]
     assert (doc["status"], doc["exit_code"], doc["error"]["type"]) == ("terminated", 143, "Terminated")
     assert (doc["entry"], doc["spent"], doc["noise_drawn"]) == (entry.id, None, False)
     assert not (tmp_path / "never.zarr").exists()

@@ -21,13 +21,13 @@ Life of a job (what :meth:`Ledger.charge` and :func:`dpdist.ops.runner.run_job` 
   transaction the output's location and checksum. A result is published only after its
   commit (:func:`dpdist.ops.runner.run_job`), so no released output exists without a
   committed entry.
-- **release** returns a reservation whose job failed before any noise was drawn.
+- **refund** returns a reservation unspent: its job failed before any noise was drawn.
 - A ``NoPrivateResult`` commits what the mechanism spent (its outcome says so).
 
 A job killed between reserve and commit leaves a ``reserved`` entry. ``dpdist budget show``
 lists it (with whether its process is still alive), and the recovery command
 ``dpdist budget recover DATASET`` resolves it: a job that never reached the ``running``
-stage read no data and is released; a job that was running may have drawn noise, so its
+stage read no data and is refunded; a job that was running may have drawn noise, so its
 reservation is committed as spent (``recovered-as-spent``). Reservations of other hosts,
 whose processes cannot be checked, are recovered with ``--older-than SECONDS``.
 

@@ -23,10 +23,15 @@ from dpdist.privacy.zcdp import ZCDP
 
 __all__ = ["ChargeProtocol", "Entry", "Ledger", "Reservation", "SCHEMA"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
-#: Entry states.
-RESERVED, COMMITTED, RELEASED, REFUSED, BUDGET_SET = "reserved", "committed", "released", "refused", "budget-set"
+#: Entry states. ``committed``: the charge is spent (whatever the job's outcome); ``refunded``:
+#: the reservation was returned unspent (the job failed before it could read data or draw
+#: noise); ``refused``: the charge did not fit the budget and never ran. "released" is never a
+#: state: it is the outcome of a committed charge whose job published its result.
+RESERVED, COMMITTED, REFUNDED, REFUSED, BUDGET_SET = "reserved", "committed", "refunded", "refused", "budget-set"
+#: The outcome of a refunded reservation.
+UNSPENT = "refunded-unspent"
 #: Stages of a reservation (``running``: data may have been read and noise drawn).
 STAGE_RESERVED, STAGE_RUNNING = "reserved", "running"
 
@@ -79,7 +84,7 @@ def _process_alive(pid: int, start: str | None) -> bool:
 
 @dataclass(frozen=True)
 class Entry:
-    """One ledger record: a charge (reserved, committed, released), a refusal, or a budget set.
+    """One ledger record: a charge (reserved, committed, refunded), a refusal, or a budget set.
 
     ``cost`` is the privacy cost (for a budget set: the new total); ``events`` the typed
     privacy events when known (a JSON list; empty when the charge recorded none).
@@ -151,7 +156,7 @@ class ChargeProtocol(Protocol):
     explicitly only when the data refused the pass (``outcome="refused-during-pass"``: that
     refusal reveals a bit, so it counts as spent). Leaving the block normally commits; leaving
     it by an exception commits what a :class:`~dpdist.exceptions.NoPrivateResult` spent,
-    releases the reservation when nothing can have been spent (an ``InfrastructureError`` with
+    refunds the reservation when nothing can have been spent (an ``InfrastructureError`` with
     ``noise_drawn=False``), and else commits it as spent. Estimators call this duck-typed
     interface (:mod:`dpdist.algorithms._base`) and never import :mod:`dpdist.ops`.
     """
@@ -160,7 +165,8 @@ class ChargeProtocol(Protocol):
 
 
 class Reservation:
-    """A reserved charge; resolve it with :meth:`commit` or :meth:`release` (once)."""
+    """A reserved charge; resolve it with :meth:`commit` (spent) or :meth:`refund` (returned
+    unspent), once."""
 
     def __init__(self, ledger: "Ledger", entry: Entry):
         self.ledger = ledger
@@ -186,13 +192,13 @@ class Reservation:
                                         spent=spent, note=note)
         return self.entry
 
-    def release(self, reason: str) -> Entry:
-        self.entry = self.ledger.release(self.id, reason=reason)
+    def refund(self, reason: str) -> Entry:
+        self.entry = self.ledger.refund(self.id, reason=reason)
         return self.entry
 
 
 def nothing_spent(exc: BaseException) -> bool:
-    """Whether a failure certainly drew no noise (then a reservation may be released)."""
+    """Whether a failure certainly drew no noise (then a reservation may be refunded)."""
     if isinstance(exc, (ValidationError, BudgetExceeded)):
         return True
     if isinstance(exc, InfrastructureError):
@@ -240,6 +246,16 @@ class Ledger(abc.ABC):
             cur.execute(stmt)
         self._exec(cur, "INSERT INTO dpdist_meta (key, value) VALUES ('schema', ?) ON CONFLICT DO NOTHING",
                    (str(SCHEMA_VERSION),))
+        version = int(self._exec(cur, "SELECT value FROM dpdist_meta WHERE key = 'schema'").fetchone()[0])
+        if version > SCHEMA_VERSION:
+            raise ValidationError(f"this ledger has schema version {version}, newer than this dpdist's "
+                                  f"{SCHEMA_VERSION}: upgrade dpdist to use it")
+        if version == 1:
+            # Version 1 called a reservation returned unspent "released", the word a committed
+            # (spent) charge uses for its published outcome; the same transaction renames it.
+            self._exec(cur, "UPDATE dpdist_entries SET state = ? WHERE state = 'released'", (REFUNDED,))
+            self._exec(cur, "UPDATE dpdist_entries SET outcome = ? WHERE outcome = 'released-unspent'", (UNSPENT,))
+            self._exec(cur, "UPDATE dpdist_meta SET value = ? WHERE key = 'schema'", (str(SCHEMA_VERSION),))
 
     def _sql(self, sql: str) -> str:
         return sql if self.placeholder == "?" else sql.replace("?", self.placeholder)
@@ -408,12 +424,12 @@ class Ledger(abc.ABC):
                         outcome, note, _now(), entry_id, RESERVED))
             return self._entry_by_id(cur, entry_id)
 
-    def release(self, entry_id: str, *, reason: str) -> Entry:
-        """Return a reservation whose job failed before any noise was drawn."""
+    def refund(self, entry_id: str, *, reason: str) -> Entry:
+        """Return a reservation unspent: its job failed before any noise was drawn."""
         with self._transaction(lock=True) as cur:
             n = self._exec(cur, "UPDATE dpdist_entries SET state = ?, outcome = ?, note = ?, finished = ? "
                                 "WHERE id = ? AND state = ?",
-                           (RELEASED, "released-unspent", reason, _now(), entry_id, RESERVED)).rowcount
+                           (REFUNDED, UNSPENT, reason, _now(), entry_id, RESERVED)).rowcount
             if n != 1:
                 raise ValidationError(f"reservation {entry_id!r} is not open")
             return self._entry_by_id(cur, entry_id)
@@ -480,7 +496,7 @@ class Ledger(abc.ABC):
                         reservation.commit(outcome="no-private-result", spent=spent_by(exc, reservation.cost),
                                            note=str(exc)[:500])
                     elif nothing_spent(exc) or (unspent_until_running and not reservation.running_):
-                        reservation.release(note)
+                        reservation.refund(note)
                     else:
                         reservation.commit(outcome="failed-counted-as-spent", note=note)
             except BaseException as failure:  # the ledger failed, or the job was resolved elsewhere
@@ -540,13 +556,13 @@ class Ledger(abc.ABC):
     def _recover_one(self, entry_id: str, why: str) -> Entry | None:
         """Resolve one stale reservation, deciding by its stage *inside* the transaction that
         resolves it: a job on another host may mark itself running at any moment before, and
-        then it may have read data and drawn noise. The release only matches a reservation still
+        then it may have read data and drawn noise. The refund only matches a reservation still
         at the ``reserved`` stage; when it matches nothing, the reservation (if still open) is
         committed as spent. None when the job resolved it itself meanwhile."""
         with self._transaction(lock=True) as cur:
             n = self._exec(cur, "UPDATE dpdist_entries SET state = ?, outcome = ?, note = ?, finished = ? "
                                 "WHERE id = ? AND state = ? AND stage = ?",
-                           (RELEASED, "released-unspent", f"recovered ({why}); the job read no data", _now(),
+                           (REFUNDED, UNSPENT, f"recovered ({why}); the job read no data", _now(),
                             entry_id, RESERVED, STAGE_RESERVED)).rowcount
             if n != 1:
                 n = self._exec(cur, "UPDATE dpdist_entries SET state = ?, outcome = ?, note = ?, finished = ? "
