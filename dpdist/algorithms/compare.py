@@ -175,9 +175,9 @@ def _analyze_gauss_params(q: Question) -> dict:
 
 register(Candidate("privcov", "covariance", "dpdist.SparseCovariance",
                    lambda q: {"k": q.k, **_budget(q), "sigma": q.sigma}))
-register(Candidate("wang-xu", "covariance", "dpdist.baselines.WangXuCovariance",
+register(Candidate("wang-xu", "covariance", "dpdist.baselines.GaussianCovariance",
                    lambda q: {**_budget(q), "sigma": q.sigma},
-                   error=_operator_bound_of("dpdist.baselines.WangXuPCA")))
+                   error=_operator_bound_of("dpdist.baselines.GaussianPCA")))
 register(Candidate("thresholded", "covariance", "dpdist.baselines.ThresholdedCovariance",
                    lambda q: {"sigma": q.sigma}, error=_operator_bound_of("dpdist.baselines.ThresholdedPCA")))
 register(Candidate("privpca", "pca", "dpdist.SparsePCA", _privpca_params))
@@ -187,7 +187,7 @@ register(Candidate("privcov-power", "pca", "dpdist.SparseCovariancePCA",
                    lambda q: {"k": q.k, **_budget(q), "sigma": q.sigma}, plan_kwargs=_pca_kwargs))
 register(Candidate("analyze-gauss", "pca", "dpdist.baselines.AnalyzeGauss", _analyze_gauss_params,
                    plan_kwargs=lambda q: {"sigma": q.sigma, **_pca_kwargs(q)}))
-register(Candidate("wang-xu", "pca", "dpdist.baselines.WangXuPCA", lambda q: {**_budget(q), "sigma": q.sigma},
+register(Candidate("wang-xu", "pca", "dpdist.baselines.GaussianPCA", lambda q: {**_budget(q), "sigma": q.sigma},
                    plan_kwargs=lambda q: {"k": q.k, **_pca_kwargs(q)}))
 register(Candidate("thresholded", "pca", "dpdist.baselines.ThresholdedPCA", lambda q: {"sigma": q.sigma},
                    plan_kwargs=lambda q: {"k": q.k, **_pca_kwargs(q)}))
