@@ -216,7 +216,8 @@ def test_plan_is_a_frozen_dataclass_with_to_dict(name):
     doc = plan.to_dict()
     assert list(doc) == list(plan.keys()) and json.loads(json.dumps(doc)) == doc
     assert (doc["n_samples"], doc["n_features"]) == (n, d)
-    assert plan["noise_scale"] == plan.noise_scale and "error_bound" in plan
+    assert doc["noise_scale"] == plan.noise_scale and "error_bound" in doc
+    assert not hasattr(plan, "get") and not hasattr(plan, "__contains__")  # fields are read as attributes
     assert plan.privacy == est.privacy_cost()
     assert plan.vacuous is (plan.vacuous_reason is not None)
 

@@ -153,7 +153,7 @@ def _operator_bound_of(pca_class: str) -> Callable:
     def error(q: Question, est, plan) -> float | None:
         module, _, name = pca_class.rpartition(".")
         twin = getattr(importlib.import_module(module), name)(**est.get_params())
-        return twin.plan(plan.n_samples, plan.n_features, k=q.k).get("operator_error_bound")
+        return twin.plan(plan.n_samples, plan.n_features, k=q.k).operator_error_bound
 
     return error
 
@@ -340,7 +340,7 @@ def _row(c: Candidate, q: Question) -> MethodRow:
             theorem_n = None
     return MethodRow(c.name, type(est).__name__, est.privacy_cost() is not None, True,
                      predicted_error=err, vacuous=bool(reasons), vacuous_reason="; ".join(reasons) or None,
-                     theorem_n=theorem_n, meets_target=meets, measured=tuple(plan.get("empirical", ())),
+                     theorem_n=theorem_n, meets_target=meets, measured=tuple(plan.empirical),
                      plan=plan)
 
 

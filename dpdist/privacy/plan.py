@@ -55,9 +55,8 @@ def _jsonable(value: Any) -> Any:
 class Plan:
     """What a fit would do at a data size, from public parameters only (see the module docstring).
 
-    Read a field as an attribute (``plan.error_bound``); ``plan["error_bound"]`` reads the
-    same field (kept for code written when plans were dicts). ``to_dict()`` is the
-    JSON-compatible form.
+    Read a field as an attribute (``plan.error_bound``); ``to_dict()`` is the JSON-compatible
+    form.
     """
 
     n_samples: int
@@ -89,12 +88,6 @@ class Plan:
         if key not in self._names():
             raise KeyError(key)
         return getattr(self, key)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._names()
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return getattr(self, key) if key in self._names() else default
 
     @classmethod
     def _names(cls) -> tuple[str, ...]:
