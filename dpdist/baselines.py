@@ -10,8 +10,6 @@ from dpdist.algorithms.baselines import (
     SubsampleAggregateSecondMoment,
     ThresholdedCovariance,
     ThresholdedPCA,
-    WangXuCovariance,
-    WangXuPCA,
 )
 
 __all__ = [
@@ -21,6 +19,4 @@ __all__ = [
     "SubsampleAggregateSecondMoment",
     "ThresholdedCovariance",
     "ThresholdedPCA",
-    "WangXuCovariance",
-    "WangXuPCA",
 ]

@@ -153,7 +153,7 @@ def _operator_bound_of(pca_class: str) -> Callable:
     def error(q: Question, est, plan) -> float | None:
         module, _, name = pca_class.rpartition(".")
         twin = getattr(importlib.import_module(module), name)(**est.get_params())
-        return twin.plan(plan.n_samples, plan.n_features, k=q.k).get("operator_error_bound")
+        return twin.plan(plan.n_samples, plan.n_features, k=q.k).operator_error_bound
 
     return error
 
@@ -175,9 +175,9 @@ def _analyze_gauss_params(q: Question) -> dict:
 
 register(Candidate("privcov", "covariance", "dpdist.SparseCovariance",
                    lambda q: {"k": q.k, **_budget(q), "sigma": q.sigma}))
-register(Candidate("wang-xu", "covariance", "dpdist.baselines.WangXuCovariance",
+register(Candidate("wang-xu", "covariance", "dpdist.baselines.GaussianCovariance",
                    lambda q: {**_budget(q), "sigma": q.sigma},
-                   error=_operator_bound_of("dpdist.baselines.WangXuPCA")))
+                   error=_operator_bound_of("dpdist.baselines.GaussianPCA")))
 register(Candidate("thresholded", "covariance", "dpdist.baselines.ThresholdedCovariance",
                    lambda q: {"sigma": q.sigma}, error=_operator_bound_of("dpdist.baselines.ThresholdedPCA")))
 register(Candidate("privpca", "pca", "dpdist.SparsePCA", _privpca_params))
@@ -187,7 +187,7 @@ register(Candidate("privcov-power", "pca", "dpdist.SparseCovariancePCA",
                    lambda q: {"k": q.k, **_budget(q), "sigma": q.sigma}, plan_kwargs=_pca_kwargs))
 register(Candidate("analyze-gauss", "pca", "dpdist.baselines.AnalyzeGauss", _analyze_gauss_params,
                    plan_kwargs=lambda q: {"sigma": q.sigma, **_pca_kwargs(q)}))
-register(Candidate("wang-xu", "pca", "dpdist.baselines.WangXuPCA", lambda q: {**_budget(q), "sigma": q.sigma},
+register(Candidate("wang-xu", "pca", "dpdist.baselines.GaussianPCA", lambda q: {**_budget(q), "sigma": q.sigma},
                    plan_kwargs=lambda q: {"k": q.k, **_pca_kwargs(q)}))
 register(Candidate("thresholded", "pca", "dpdist.baselines.ThresholdedPCA", lambda q: {"sigma": q.sigma},
                    plan_kwargs=lambda q: {"k": q.k, **_pca_kwargs(q)}))
@@ -340,7 +340,7 @@ def _row(c: Candidate, q: Question) -> MethodRow:
             theorem_n = None
     return MethodRow(c.name, type(est).__name__, est.privacy_cost() is not None, True,
                      predicted_error=err, vacuous=bool(reasons), vacuous_reason="; ".join(reasons) or None,
-                     theorem_n=theorem_n, meets_target=meets, measured=tuple(plan.get("empirical", ())),
+                     theorem_n=theorem_n, meets_target=meets, measured=tuple(plan.empirical),
                      plan=plan)
 
 

@@ -123,7 +123,7 @@ def _second_moment(method: str, point) -> dict:
     n, d, rho, radius, lam = point
     if method == "recdpsme":
         p = _estimator("SecondMoment")(rho, m=2 * d, radius=radius, lambda_min=lam).plan(n, d)
-        return {"n_levels": p["n_levels"], "schedule.sigmas": _get(p, "schedule.sigmas"),
+        return {"n_levels": p.n_levels, "schedule.sigmas": _get(p, "schedule.sigmas"),
                 "schedule.thresholds": _get(p, "schedule.thresholds")}
     if method == "one_shot":
         from dpdist.privacy.second_moment_calibration import one_shot_sigma
@@ -133,7 +133,7 @@ def _second_moment(method: str, point) -> dict:
 
     eps, delta = equal_privacy_baseline_budget(rho, 1e-6)
     p = _estimator("SubsampleAggregateSecondMoment")(eps, delta, m=10 * d).plan(n, d)
-    return {"epsilon": eps, "delta": delta, **{f: p[f] for f in ("noise_scale", "threshold", "tlap_scale")}}
+    return {"epsilon": eps, "delta": delta, **{f: getattr(p, f) for f in ("noise_scale", "threshold", "tlap_scale")}}
 
 
 _SECOND_MOMENT = {

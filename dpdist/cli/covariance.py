@@ -22,11 +22,9 @@ from dpdist.privacy.budget import MAX_EPSILON
 
 METHODS = {
     "privcov": Method("dpdist.SparseCovariance", required=("k", "epsilon", "delta")),
-    "wang-xu": Method("dpdist.baselines.WangXuCovariance", required=("epsilon", "delta")),
+    "wang-xu": Method("dpdist.baselines.GaussianCovariance", required=("epsilon", "delta")),
     "thresholded": Method("dpdist.baselines.ThresholdedCovariance"),
 }
-#: Other names accepted by --method: the Wang-Xu baseline is also "gaussian" (`dpdist pca`'s old name).
-ALIASES = {"gaussian": "wang-xu"}
 
 
 def register(sub) -> None:
@@ -41,8 +39,8 @@ def register(sub) -> None:
         formatter_class=HelpFormatter,
     )
     add_input_arg(p)
-    p.add_argument("--method", choices=(*METHODS, *ALIASES, "auto"), default="privcov",
-                   help="estimator (gaussian is an alias of wang-xu); auto: the private method whose plan "
+    p.add_argument("--method", choices=(*METHODS, "auto"), default="privcov",
+                   help="estimator; auto: the private method whose plan "
                         "predicts the smallest error for the input's size (`dpdist plan --compare`), chosen "
                         "from public parameters only")
     p.add_argument("--k", type=int, help="row sparsity k (privcov)")
@@ -71,7 +69,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    args.method = ALIASES.get(args.method, args.method)
     if args.method == "auto":
         return _run_auto(args)
     check_cli_flags(args)

@@ -28,11 +28,9 @@ METHODS = {
     "expmech": Method("dpdist.ExpMechSparsePCA", required=("k", "epsilon", "delta")),
     "privcov-power": Method("dpdist.SparseCovariancePCA", required=("k", "epsilon", "delta")),
     "analyze-gauss": Method("dpdist.baselines.AnalyzeGauss", required=("epsilon", "delta", "radius")),
-    "wang-xu": Method("dpdist.baselines.WangXuPCA", required=("epsilon", "delta")),
+    "wang-xu": Method("dpdist.baselines.GaussianPCA", required=("epsilon", "delta")),
     "thresholded": Method("dpdist.baselines.ThresholdedPCA"),
 }
-#: Other names accepted by --method: "gaussian", this command's earlier name of the Wang-Xu baseline.
-ALIASES = {"gaussian": "wang-xu"}
 #: Methods whose estimator has min_samples(target_sin2, ...) for --target-sin2.
 TARGET_SIN2 = ("privpca", "expmech", "privcov-power")
 #: Methods whose min_samples needs the absolute eigengap.
@@ -46,14 +44,14 @@ def register(sub) -> None:
         description="Release an (epsilon, delta)-DP leading principal component of the rows of a "
         "Zarr array: PrivPCA (COLT 2026, Algorithm 2 with PrivNorm), ExpMechPCA (Algorithm 4), "
         "the truncated power method on PrivCov's released matrix (privcov-power), "
-        "Analyze Gauss, the Wang-Xu Gaussian covariance's top eigenvector (wang-xu; gaussian is an alias), "
+        "Analyze Gauss, the Wang-Xu Gaussian covariance's top eigenvector (wang-xu), "
         "or the NON-PRIVATE thresholded covariance's top eigenvector. A flag the chosen method "
         "does not use is refused.",
         formatter_class=HelpFormatter,
     )
     add_input_arg(p)
-    p.add_argument("--method", choices=(*METHODS, *ALIASES, "auto"), default="privpca",
-                   help="estimator (gaussian is an alias of wang-xu); auto: the private method whose plan "
+    p.add_argument("--method", choices=(*METHODS, "auto"), default="privpca",
+                   help="estimator; auto: the private method whose plan "
                         "predicts the smallest error for the input's size (`dpdist plan --compare`), chosen "
                         "from public parameters only")
     p.add_argument("--k", type=int, help="sparsity k (privpca, expmech; with --plan also wang-xu, thresholded)")
@@ -72,8 +70,7 @@ def register(sub) -> None:
     p.add_argument("--shuffle-batches", action="store_true",
                    help="batches from a public random permutation, not consecutive rows (privpca)")
     p.add_argument("--max-subsets", type=int, help="refusal limit on C(d, k) (expmech)")
-    p.add_argument("--radius", "--row-norm", dest="radius", type=float,
-                   help="public bound on the row L2 norms (analyze-gauss; --row-norm is an alias)")
+    p.add_argument("--radius", type=float, help="public bound on the row L2 norms (analyze-gauss)")
     p.add_argument("--threshold", type=float, help="hard threshold (wang-xu, thresholded)")
     p.add_argument("--beta", type=float, help="failure probability (default: the estimator's)")
     add_centering_args(p)
@@ -95,7 +92,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    args.method = ALIASES.get(args.method, args.method)
     if args.method == "auto":
         return _run_auto(args)
     check_cli_flags(args, plan_flags=("target_sin2",), fit_flags=("require_useful",))

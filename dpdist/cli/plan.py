@@ -146,7 +146,7 @@ def _print(plan: dict, ledger_desc: str) -> None:
             print(f"open       : {b['open_reservations']} reservation(s) of other jobs count against the budget")
     pe = plan.get("predicted_error")
     if pe:
-        print(f"predicted  : {pe['metric']} <= {float(pe['value']):.6g}  (plan()['{pe['plan_key']}'])")
+        print(f"predicted  : {pe['metric']} <= {float(pe['value']):.6g}  (plan().{pe['plan_key']})")
         if pe.get("vacuous"):
             print(f"dpdist plan: !! VACUOUS plan: {pe['vacuous_reason']}", file=sys.stderr)
     else:

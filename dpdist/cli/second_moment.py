@@ -43,8 +43,8 @@ def register(sub) -> None:
     p.add_argument("--rho", type=float, help=f"zCDP budget rho (> 0, at most {MAX_RHO:g}) (recursive)")
     p.add_argument("--m", type=int, help="subsamplability size m (>= 1)")
     p.add_argument("--alpha", type=float, help="subsamplability accuracy alpha in (0, 0.5] (default 0.5)")
-    p.add_argument("--radius", "--row-norm", dest="radius", type=float, default=None,
-                   help="public bound on the row L2 norms (default: private norm quantile; --row-norm is an alias)")
+    p.add_argument("--radius", type=float, default=None,
+                   help="public bound on the row L2 norms (default: private norm quantile)")
     p.add_argument("--lambda-min", type=float, default=None,
                    help="public lower bound on lambda_min (default: private bucket histogram)")
     p.add_argument("--init-fraction", type=float,

@@ -101,13 +101,13 @@ def theory_n_star(method: str, n_features: int, *, k: int, sigma: float, target:
             est = (dpdist.baselines.GaussianPCA(epsilon, delta, sigma=sigma, assume_centered=True)
                    if method == "wang_xu"
                    else dpdist.baselines.ThresholdedPCA(sigma=sigma))
-            return float(search_min_samples(lambda n: est.plan(n, d, k=k)["operator_error_bound"], target * s2,
+            return float(search_min_samples(lambda n: est.plan(n, d, k=k).operator_error_bound, target * s2,
                                             start=4, limit=1 << 62))
         if method in ("wang_xu_pca", "thresholded_pca"):
             est = (dpdist.baselines.GaussianPCA(epsilon, delta, sigma=sigma, assume_centered=True)
                    if method == "wang_xu_pca"
                    else dpdist.baselines.ThresholdedPCA(sigma=sigma))
-            return float(search_min_samples(lambda n: est.plan(n, d, k=k, eigengap=gap * s2)["sin2_bound"], target,
+            return float(search_min_samples(lambda n: est.plan(n, d, k=k, eigengap=gap * s2).sin2_bound, target,
                                             start=4, limit=1 << 62))
         if method == "privpca":
             return float(dpdist.SparsePCA(k, epsilon, delta, gap=gap, sigma=sigma, assume_centered=True)

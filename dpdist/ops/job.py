@@ -82,12 +82,14 @@ ESTIMATORS: dict[str, str] = {
     "SpectralNorm": "dpdist.algorithms.sparse_pca:SpectralNorm",
     "ExpMechSparsePCA": "dpdist.algorithms.expmech_pca:ExpMechSparsePCA",
     "GaussianCovariance": "dpdist.baselines:GaussianCovariance",
-    "WangXuCovariance": "dpdist.baselines:WangXuCovariance",
     "GaussianPCA": "dpdist.baselines:GaussianPCA",
-    "WangXuPCA": "dpdist.baselines:WangXuPCA",
     "AnalyzeGauss": "dpdist.baselines:AnalyzeGauss",
     "SubsampleAggregateSecondMoment": "dpdist.baselines:SubsampleAggregateSecondMoment",
 }
+
+#: Estimator names that earlier job files used, and the name that replaced each: such a job is
+#: refused with the new name rather than run under a name the package no longer has.
+RENAMED_ESTIMATORS = {"WangXuCovariance": "GaussianCovariance", "WangXuPCA": "GaussianPCA"}
 
 CLUSTER_KINDS = ("slurm", "local")
 #: Estimator parameters a job file may not set (the job's own sections set them).
@@ -255,6 +257,9 @@ def job_from_dict(doc: dict, source: str = "<dict>") -> Job:
 
     est = _table(doc, "estimator", where, required=True, allowed={"name", "params", "plan"})
     est_name = _string(est, "name", where, "estimator", required=True)
+    if est_name in RENAMED_ESTIMATORS:
+        raise _err(where, "estimator.name", f"{est_name!r} was renamed: write name = "
+                                            f"\"{RENAMED_ESTIMATORS[est_name]}\"")
     if est_name not in ESTIMATORS:
         raise _err(where, "estimator.name", f"must be one of {', '.join(ESTIMATORS)}, got {est_name!r} (a job "
                                             "spends a ledger's budget, so only private estimators run as jobs)")

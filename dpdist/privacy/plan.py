@@ -55,9 +55,8 @@ def _jsonable(value: Any) -> Any:
 class Plan:
     """What a fit would do at a data size, from public parameters only (see the module docstring).
 
-    Read a field as an attribute (``plan.error_bound``); ``plan["error_bound"]`` reads the
-    same field. ``to_dict()`` is the
-    JSON-compatible form.
+    Read a field as an attribute (``plan.error_bound``); ``to_dict()`` is the JSON-compatible
+    form.
     """
 
     n_samples: int
@@ -85,25 +84,11 @@ class Plan:
         object.__setattr__(self, "vacuous", bool(reasons))
         object.__setattr__(self, "vacuous_reason", "; ".join(reasons) if reasons else None)
 
-    def __getitem__(self, key: str) -> Any:
-        if key not in self._names():
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._names()
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return getattr(self, key) if key in self._names() else default
-
     @classmethod
     def _names(cls) -> tuple[str, ...]:
         names = [f.name for f in dataclasses.fields(cls)]
         middle = [n for n in names if n not in _HEAD and n not in _TAIL]
         return (*_HEAD, *middle, *_TAIL)
-
-    def keys(self) -> tuple[str, ...]:
-        return self._names()
 
     def to_dict(self) -> dict:
         """The plan as JSON-compatible values: common fields first, the estimator's own

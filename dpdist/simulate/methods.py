@@ -341,7 +341,7 @@ def simulate_thresholded(model: BlockModel, n: float, rng, *, sigma: float | Non
     from dpdist.baselines import ThresholdedPCA
 
     sigma = math.sqrt(model.sigma2) if sigma is None else float(sigma)
-    lam = ThresholdedPCA(sigma=sigma).plan(max(2, int(n)), model.n_features)["threshold"]
+    lam = ThresholdedPCA(sigma=sigma).plan(max(2, int(n)), model.n_features).threshold
     out = _threshold_estimate(model, n, lam, 0.0, rng, "thresholded (NOT PRIVATE)", error)
     out.info["p_clip"] = 0.0  # no clipping in this estimator
     return out
@@ -356,8 +356,8 @@ def simulate_wang_xu(model: BlockModel, n: float, epsilon: float, delta: float, 
     sigma = math.sqrt(model.sigma2) if sigma is None else float(sigma)
     plan = GaussianCovariance(epsilon, delta, sigma=sigma, beta=beta, assume_centered=True).plan(max(2, int(n)),
                                                                                                  model.n_features)
-    out = _threshold_estimate(model, n, plan["threshold"], plan["gaussian_sigma"], rng, "wang-xu", error)
-    out.info.update(p_clip=clip_probability(model, n, plan["clip"]), clip=plan["clip"], epsilon=epsilon, delta=delta)
+    out = _threshold_estimate(model, n, plan.threshold, plan.gaussian_sigma, rng, "wang-xu", error)
+    out.info.update(p_clip=clip_probability(model, n, plan.clip), clip=plan.clip, epsilon=epsilon, delta=delta)
     return out
 
 
@@ -429,7 +429,7 @@ def simulate_privcov(model: BlockModel, n: float, epsilon: float, delta: float, 
     d, k, s, B = model.n_features, model.k, model.block_size, model.n_blocks
     plan = SparseCovariance(k, epsilon, delta, sigma=sigma, beta=beta, assume_centered=True,
                             selection=selection).plan(max(2, int(n)), d)
-    b = float(plan["noise_scale"])
+    b = float(plan.noise_scale)
 
     def release_noise(shape):
         u = open_uniforms(rng, shape)
@@ -519,7 +519,7 @@ def simulate_privcov(model: BlockModel, n: float, epsilon: float, delta: float, 
         "label": SIMULATED, "method": "privcov" if error == "operator" else "privcov_power",
         "n_samples": float(n), "gumbel_scale" if gumbel else "laplace_scale": b, "selection": selection,
         "release_sigma": plan.release_sigma,
-        "clip": plan["clip"], "p_clip": clip_probability(model, n, plan["clip"]), "epsilon": epsilon, "delta": delta,
+        "clip": plan.clip, "p_clip": clip_probability(model, n, plan.clip), "epsilon": epsilon, "delta": delta,
         "row_clip": plan.row_clip, "p_row_clip_bound": row_clip_probability(model, n, plan.row_clip),
         "approximations": ["off-block second-moment entries Gaussian and independent; raw value of a selected "
                            + ("off-block entry drawn given its key on a grid, and offered to row j with its own key"

@@ -14,7 +14,7 @@ import pytest
 import dpdist
 from dpdist.algorithms import compare
 from dpdist.algorithms.compare import Candidate, compare_methods, register
-from dpdist.baselines import ThresholdedPCA, WangXuPCA
+from dpdist.baselines import GaussianPCA, ThresholdedPCA
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import ApproxDP
 from dpdist.privacy.plan import Plan
@@ -40,7 +40,7 @@ def test_wang_xu_is_best_for_covariance_at_small_d():
     n, d, k = 4_000_000, 16, 3
     c = compare_methods(n, d, k=k, sigma=1.0, **BUDGET)
     privcov = dpdist.SparseCovariance(k, sigma=1.0, **BUDGET).plan(n, d).error_bound
-    wang_xu = WangXuPCA(sigma=1.0, **BUDGET).plan(n, d, k=k).operator_error_bound
+    wang_xu = GaussianPCA(sigma=1.0, **BUDGET).plan(n, d, k=k).operator_error_bound
     assert wang_xu < privcov
     assert c.best == "wang-xu" and c.rows[0].name == "wang-xu" and c.rows[0].best and c.rows[0].rank == 1
     assert c.row("wang-xu").predicted_error == pytest.approx(wang_xu, rel=1e-12)
@@ -65,7 +65,7 @@ def test_expmech_is_best_for_pca_at_small_d_and_k():
     n, d, k, gap = 3_000_000, 100, 2, 0.5
     c = compare_methods(n, d, k=k, sigma=1.0, task="pca", gap=gap, target=0.1, **BUDGET)
     expmech = dpdist.ExpMechSparsePCA(k, sigma=1.0, **BUDGET).plan(n, d, eigengap=gap).error_bound
-    wang_xu = WangXuPCA(sigma=1.0, **BUDGET).plan(n, d, k=k, eigengap=gap).error_bound
+    wang_xu = GaussianPCA(sigma=1.0, **BUDGET).plan(n, d, k=k, eigengap=gap).error_bound
     assert c.best == "expmech"
     assert c.row("expmech").predicted_error == pytest.approx(expmech, rel=1e-12) and expmech < 0.1
     assert c.row("wang-xu").predicted_error == pytest.approx(wang_xu, rel=1e-12) and c.row("wang-xu").vacuous
@@ -88,7 +88,7 @@ def test_theorem_n_is_where_the_plan_first_meets_the_target():
 def test_measured_n_star_comes_from_the_plan():
     c = compare_methods(10**9, 1000, k=20, sigma=1.0, target=0.25, **BUDGET)
     # Wang-Xu's n* is measured at d = 1,000 (PrivCov's default analysis is not, on the whole grid, yet)
-    direct = dpdist.baselines.WangXuCovariance(sigma=1.0, **BUDGET).plan(10**9, 1000).empirical
+    direct = dpdist.baselines.GaussianCovariance(sigma=1.0, **BUDGET).plan(10**9, 1000).empirical
     assert direct and c.row("wang-xu").measured == direct
     assert c.row("privcov").measured == dpdist.SparseCovariance(20, sigma=1.0, **BUDGET).plan(10**9, 1000).empirical
 

@@ -190,7 +190,7 @@ def test_plan_reports_the_paper_regime_and_min_samples_is_consistent():
     assert p.sin2_error_bound == 1.0 and not p.support_recoverable
     n = est.min_samples(0.1, 1000)
     q = est.plan(n, 1000)
-    assert q["sin2_error_bound"] <= 0.1 and q["norm_within_gap_over_10"]
+    assert q.sin2_error_bound <= 0.1 and q.norm_within_gap_over_10
     assert est.plan(int(n * 0.99), 1000).sin2_error_bound > 0.1
     norm = dpdist.SpectralNorm(3, 1.0, 1e-6, gap=0.5, sigma=1.0, assume_centered=True)
     nn = norm.min_samples(0.05, 1000)

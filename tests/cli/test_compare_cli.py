@@ -10,7 +10,7 @@ import pytest
 
 import dpdist
 from dpdist import load_result
-from dpdist.baselines import GaussianCovariance, ThresholdedPCA, WangXuCovariance, WangXuPCA
+from dpdist.baselines import GaussianCovariance, GaussianPCA, ThresholdedPCA
 from dpdist.cli.main import main
 
 @pytest.fixture(autouse=True)
@@ -38,7 +38,7 @@ def test_compare_prints_every_method_marks_the_best_and_says_why(capsys):
     rows = {line[2:].split()[0]: line for line in out.splitlines() if line[:2] in ("* ", "  ") and "Covariance" in line}
     assert set(rows) == {"wang-xu", "privcov", "thresholded"}
     assert rows["wang-xu"].startswith("* ") and not rows["privcov"].startswith("*")
-    wang_xu = WangXuPCA(1.0, 1e-6, sigma=1.0).plan(4_000_000, 16, k=3).operator_error_bound
+    wang_xu = GaussianPCA(1.0, 1e-6, sigma=1.0).plan(4_000_000, 16, k=3).operator_error_bound
     privcov_plan = dpdist.SparseCovariance(3, 1.0, 1e-6, sigma=1.0).plan(4_000_000, 16)
     privcov = privcov_plan.error_bound
     assert "NOT PRIVATE" in rows["thresholded"] and ("VACUOUS" in rows["privcov"]) == privcov_plan.vacuous
@@ -54,7 +54,7 @@ def test_compare_shows_measured_n_star_and_the_theorem_n_for_a_target(capsys):
     assert code == 0
     measured = [line for line in out.splitlines() if line.startswith("measured")]
     # Wang-Xu's n* is measured at d = 1,000 (PrivCov's default analysis only at two points so far)
-    n_star = WangXuCovariance(1.0, 1e-6, sigma=1.0).plan(10**8, 1000).empirical[0]["n_star"]
+    n_star = GaussianCovariance(1.0, 1e-6, sigma=1.0).plan(10**8, 1000).empirical[0]["n_star"]
     assert any(line.split(":")[1].strip() == "wang-xu" and f"n* = {n_star:.3g}" in line for line in measured)
     theorem = dpdist.SparseCovariance(20, 1.0, 1e-6, sigma=1.0).min_samples(0.25, 1000)
     row = next(line for line in out.splitlines() if line.lstrip("* ").split()[:1] == ["privcov"])

@@ -1,5 +1,5 @@
 """The command line's side of the estimator contract (issue 8, items 4-5 and "vacuous releases"):
-one name per concept (``--radius``, ``--method wang-xu``, with their aliases), the plan objects
+one name per concept (``--radius``, ``--method wang-xu``, no aliases), the plan objects
 printed by ``--plan``, and the ``!!`` banner of a vacuous plan or release."""
 
 from __future__ import annotations
@@ -28,25 +28,29 @@ def ten_rows(tmp_path):
 
 def _call(module, argv):
     args = build_parser().parse_args(argv)
-    args.method = module.ALIASES.get(args.method, args.method) if hasattr(module, "ALIASES") else args.method
     return module.estimator_call(args, getattr(module, "METHODS", None) or module.METHOD)
 
 
-def test_one_name_for_the_gaussian_baseline_in_both_commands():
-    for module, command in ((covariance, "covariance"), (pca, "pca")):
-        assert "wang-xu" in module.METHODS and "gaussian" not in module.METHODS and module.ALIASES == {
-            "gaussian": "wang-xu"}
-        canonical = _call(module, [command, "x.zarr", "--method", "wang-xu", "--epsilon", "1", "--delta", "1e-6"])
-        alias = _call(module, [command, "x.zarr", "--method", "gaussian", "--epsilon", "1", "--delta", "1e-6"])
-        assert canonical.cls is alias.cls and canonical.cls.__name__.startswith("Gaussian")
+def test_one_name_for_the_gaussian_baseline_in_both_commands(capsys):
+    from dpdist.baselines import GaussianCovariance, GaussianPCA
+
+    for module, command, cls in ((covariance, "covariance", GaussianCovariance), (pca, "pca", GaussianPCA)):
+        assert "wang-xu" in module.METHODS and "gaussian" not in module.METHODS and not hasattr(module, "ALIASES")
+        call = _call(module, [command, "x.zarr", "--method", "wang-xu", "--epsilon", "1", "--delta", "1e-6"])
+        assert call.cls is cls
+        assert main([command, "x.zarr", "--method", "gaussian", "--epsilon", "1", "--delta", "1e-6"]) == 2
+        err = capsys.readouterr().err
+        assert "invalid choice: 'gaussian'" in err
+        assert all(f"'{name}'" in err for name in (*module.METHODS, "auto")), err  # the valid methods, listed
 
 
-def test_radius_is_the_flag_and_row_norm_its_alias():
+def test_radius_is_the_one_flag_for_the_row_norm_bound_and_names_the_parameter(capsys):
     for argv, module in ((["pca", "x.zarr", "--method", "analyze-gauss", "--epsilon", "1", "--delta", "1e-6"], pca),
                          (["second-moment", "x.zarr", "--rho", "1", "--m", "5"], second_moment)):
-        for flag in ("--radius", "--row-norm"):
-            est = _call(module, [*argv, flag, "3.5"]).build()
-            assert est.radius == 3.5
+        call = _call(module, [*argv, "--radius", "3.5"])
+        assert call.build().radius == 3.5 and call.kwargs["radius"] == 3.5
+        assert main([*argv, "--row-norm", "3.5"]) == 2
+        assert "unrecognized arguments: --row-norm" in capsys.readouterr().err
 
 
 def test_plan_prints_the_plan_and_a_banner_when_it_is_vacuous(capsys):

@@ -77,6 +77,16 @@ def test_invalid_fields_are_named(doc, field):
         job_from_dict(doc, "j.toml")
 
 
+@pytest.mark.parametrize("old, new", [("WangXuCovariance", "GaussianCovariance"), ("WangXuPCA", "GaussianPCA")])
+def test_a_removed_estimator_name_is_refused_naming_its_replacement(old, new):
+    params = {"epsilon": 0.5, "delta": 1e-7, "sigma": 1.0}
+    with pytest.raises(ValidationError, match=f"job file j.toml: estimator.name: '{old}' was renamed: "
+                                              f'write name = "{new}"'):
+        job_from_dict(_doc(estimator={"name": old, "params": params}), "j.toml")
+    job = job_from_dict(_doc(estimator={"name": new, "params": params}), "j.toml")
+    assert job.estimator == new and job.estimator_class.__name__ == new
+
+
 def test_environment_expansion(monkeypatch):
     monkeypatch.setenv("DPDIST_TEST_DATA", "/mnt/data")
     job = job_from_dict(_doc(dataset={"url": "${DPDIST_TEST_DATA}/x.zarr"},

@@ -34,10 +34,10 @@ def test_results_are_labelled_and_use_the_estimators_calibration(c1):
     r = simulate_privcov(c1, 1e6, 1.0, 1e-6, rng)
     assert r.info["label"] == SIMULATED and r.info["approximations"]
     plan = SparseCovariance(12, 1.0, 1e-6, sigma=sigma, assume_centered=True).plan(10**6, 48)  # mean-zero model
-    assert r.info["gumbel_scale"] == plan["noise_scale"] and r.info["clip"] == plan["clip"]
+    assert r.info["gumbel_scale"] == plan.noise_scale and r.info["clip"] == plan.clip
     w = simulate_wang_xu(c1, 1e6, 1.0, 1e-6, rng)
     wp = GaussianCovariance(1.0, 1e-6, sigma=sigma, assume_centered=True).plan(10**6, 48)
-    assert w.info["noise_sd"] == wp["gaussian_sigma"] and w.info["threshold"] == wp["threshold"]
+    assert w.info["noise_sd"] == wp.gaussian_sigma and w.info["threshold"] == wp.threshold
     assert w.info["label"] == SIMULATED and simulate_thresholded(c1, 1e4, rng).info["label"] == SIMULATED
 
 

@@ -1,13 +1,13 @@
 """Comparison methods of the papers, with the same API shape as the main estimators.
 
-The same names as :mod:`dpdist.baselines` (the public path). ``WangXuCovariance`` and
-``WangXuPCA`` are the Wang-Xu baseline's canonical names (``--method wang-xu``), the same
-classes as ``GaussianCovariance`` and ``GaussianPCA`` (fixed public API).
+The same names as :mod:`dpdist.baselines` (the public path). The Wang-Xu baseline
+(``--method wang-xu`` on the command line) is :class:`GaussianCovariance` and, for its top
+eigenvector, :class:`GaussianPCA`.
 """
 
 from dpdist.algorithms.baselines.analyze_gauss import AnalyzeGauss
-from dpdist.algorithms.baselines.gaussian import GaussianCovariance, WangXuCovariance
-from dpdist.algorithms.baselines.pca import GaussianPCA, ThresholdedPCA, WangXuPCA
+from dpdist.algorithms.baselines.gaussian import GaussianCovariance
+from dpdist.algorithms.baselines.pca import GaussianPCA, ThresholdedPCA
 from dpdist.algorithms.baselines.subsample_aggregate import SubsampleAggregateSecondMoment
 from dpdist.algorithms.baselines.thresholded import ThresholdedCovariance
 
@@ -18,6 +18,4 @@ __all__ = [
     "SubsampleAggregateSecondMoment",
     "ThresholdedCovariance",
     "ThresholdedPCA",
-    "WangXuCovariance",
-    "WangXuPCA",
 ]

@@ -32,7 +32,7 @@ from dpdist.privacy.mechanisms.gaussian import wang_xu_mechanism
 from dpdist.privacy.noise import resolve_random_state
 from dpdist.privacy.release import Release, warn_if_unsafe
 
-__all__ = ["GaussianCovariance", "GaussianCovariancePlan", "WangXuCovariance", "wang_xu_noise_threshold"]
+__all__ = ["GaussianCovariance", "GaussianCovariancePlan", "wang_xu_noise_threshold"]
 
 MECHANISM = "Wang-Xu Gaussian covariance (symmetric Gaussian noise on the clipped second moment, then thresholding)"
 #: The private mean and the Gaussian release are both Gaussian mechanisms: they compose
@@ -300,8 +300,3 @@ def _location(rel: Release):
     mu = rel.values.get("mean")
     d = rel.parameters["n_features"]
     return np.zeros(d) if mu is None else np.asarray(mu, dtype=np.float64)
-
-
-#: The Wang-Xu baseline's canonical name (``--method wang-xu`` on the command line): the same
-#: class as :class:`GaussianCovariance`, whose name is fixed public API.
-WangXuCovariance = GaussianCovariance

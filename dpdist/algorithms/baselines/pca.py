@@ -24,7 +24,7 @@ from dpdist.engine.runtime import DEFAULT_TIMEOUT
 from dpdist.privacy.expmech_calibration import davis_kahan_sin2
 from dpdist.privacy.release import Release, warn_if_unsafe
 
-__all__ = ["GaussianPCA", "GaussianPCAPlan", "ThresholdedPCA", "ThresholdedPCAPlan", "WangXuPCA"]
+__all__ = ["GaussianPCA", "GaussianPCAPlan", "ThresholdedPCA", "ThresholdedPCAPlan"]
 
 _SIN2 = ("sin^2(v_hat, v_1), w.p. >= 1 - 2 beta (Lemma 3(1) and Davis-Kahan)", 1.0, "1: sin^2 <= 1 always")
 
@@ -258,8 +258,3 @@ class ThresholdedPCA(Projection, Estimator):
             "threshold_": rel.parameters["threshold"],
             "release_": rel,
         }
-
-
-#: The Wang-Xu PCA baseline's canonical name (``--method wang-xu``): the same class as
-#: :class:`GaussianPCA`, whose name is fixed public API.
-WangXuPCA = GaussianPCA

@@ -367,19 +367,22 @@ def subsample_aggregate_second_moment(
     group, composed with Ashtiani-Liaw's Lemma 3.6 for the masked output), **provided**
     n >= 800 m max{sqrt(2d(d + 1/eta_b^2)/eps), 8d sqrt(ln(2/delta))/eps,
     8 ln(2/delta)/eps, 12 sqrt(d ln(2/delta))/(eps eta_b)}, which is checked. Sensitivity
-    comes from k = floor(n/m) only; no clipping is needed. Not zCDP: compose with zCDP steps in
-    (epsilon, delta) (rho-zCDP implies (rho + 2 sqrt(rho ln(1/delta)), delta)-DP). Caveats: the
-    internal conditions of Ashtiani-Liaw Lemma 3.6 could not be checked; only MS25's explicit
-    n-condition is enforced. The
+    comes from k = floor(n/m) only; no clipping is needed. Not zCDP, and an (epsilon, delta)
+    step cannot be turned into zCDP: a pipeline that mixes it with zCDP steps converts those to
+    (epsilon, delta) and states its guarantee there. Caveats: the internal conditions of
+    Ashtiani-Liaw Lemma 3.6 were not retrieved; only MS25's explicit n-condition is enforced. The
     condition is enormous (n >~ 5e7 m at d = 4), so experiments use ``unsafe_no_privacy``.
     Float-safe release: Q~ is a lattice value and every entry of the masked output is rounded
     exactly (:mod:`dpdist.privacy.mechanisms.subsample` states what the proof does not cover).
 
-    **Decisions.** The groups are a keyed pseudorandom partition (without replacement, as Algorithm 3 uses;
-    :mod:`dpdist.privacy.partition` states its distribution), labelled per row block on the workers.
-    C_N = 2 (the paper leaves it unspecified) and ln(4/xi), the masking event's, in eta_b = alpha / (48 C_N (sqrt(d) + sqrt(ln(4/xi)))).
-    TLap(Delta, eps, delta), which MS25 does not define, is Laplace(Delta/eps) conditioned on
-    |z| <= A = (Delta/eps) ln(1 + (e^eps - 1)/(2 delta)). Pairwise distances cost O(k^2 d^3)
+    **Decisions.** Groups: a keyed pseudorandom partition (without replacement, as Algorithm 3
+    draws them; :mod:`dpdist.privacy.partition` states its distribution), labelled per row block
+    on the workers. Constants: MS25 leaves C_N open; C_N = 2 is valid (a d x d Gaussian matrix
+    has norm at most 2 sqrt(d) + t with probability >= 1 - 2 e^(-t^2/2)), and eta_b = alpha /
+    (48 C_N (sqrt(d) + sqrt(ln(4/xi)))) uses ln(4/xi) as Lemma A.4 and Theorem A.6 do, not the
+    ln(4/beta) of Algorithm 3's line 19. TLap(Delta, eps, delta), which MS25 names without a
+    density, is Laplace(Delta/eps) conditioned on |z| <= A = (Delta/eps) ln(1 + (e^eps - 1)/(2
+    delta)) (Geng et al. 2020; A is MS25's threshold term). Pairwise distances cost O(k^2 d^3)
     in one task: feasible for k up to a few thousand groups.
 
     **Floats.** Line 3 counts a pair only when its distance is certified within the radius for
