@@ -1,4 +1,4 @@
-"""RecDPSME (dpdist.SecondMoment): privacy wiring, invariants, utility (SECOND_MOMENT.md section 7)."""
+"""RecDPSME (dpdist.SecondMoment): privacy wiring, invariants, utility."""
 
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ def test_fit_sets_attributes_and_the_release_accounts_exactly(ill, fitted):
     levels = [r for label, r in est.privacy_.breakdown if label.startswith("level")]
     assert len(levels) == est.n_levels_ and all(r == pytest.approx(1.0 / est.n_levels_, rel=1e-12) for r in levels)
     meta = rel.metadata()
-    # seeded: the release records the budget but is not private (issue 9)
+    # seeded: the release records the budget but is not private (the seed reproduces the noise)
     assert meta["private"] is False and meta["seeding"]["mode"] == "seeded" and meta["not_private_reasons"]
     assert meta["parameters"]["radius_source"] == "public" and meta["parameters"]["lambda_source"] == "public"
     assert rel.values["projections"].shape == (est.n_levels_ - 1, d, d)
@@ -410,7 +410,7 @@ def test_claim_3_7_on_an_outlier_mixture(rng):
 @pytest.mark.statistical
 def test_lemma_3_8_effective_part_keeps_most_of_sigma(rng):
     """Sigma_eff >= (1 - alpha) Sigma when beta <= alpha / (4 (1+alpha) log2(R^2 / ((1+alpha) m)))
-    (Lemma 3.8, GAP 1: log2), on data built so the premise holds: one high-leverage outlier."""
+    (Lemma 3.8, whose log base the proof's doubling buckets fix at 2), on data built so the premise holds: one high-leverage outlier."""
     n, alpha, m = 100_000, 0.5, 100
     X = rng.standard_normal((n, 2)) * [1.0, 10.0]
     X[0] = [math.sqrt(5e3), 0.0]  # leverage ~ 4800 > (1 + alpha) 4m; in a subsample w.p. ~ m'/n

@@ -1,4 +1,4 @@
-"""Generators of SECOND_MOMENT.md section 6: seeding, layout independence, moments."""
+"""Generators of the second-moment test distributions (MS25 Appendix D, outliers): seeding, layout independence, moments."""
 
 from __future__ import annotations
 
