@@ -12,11 +12,11 @@ accuracy versus n against the predicted curves (docs/privacy/second_moment.md, "
     are interleaved; the reference is the best pass and each level its best time over the fits
     (the least noisy estimates on a shared machine; the median pass is reported too). Target
     (out of core): every streamed level within 1.2x of one pass.
-(b) Accuracy. For n on a grid (prototype case of section 7: d = 4, scales 1..1000, m = 5,
+(b) Accuracy. For n on a grid (the prototype case: d = 4, scales 1..1000, m = 5,
     rho = 1), over seeds: the relative error max |eig(Sigma^{-1/2} out Sigma^{-1/2}) - 1| of
-    RecDPSME and of the one-shot Gaussian mechanism at the same rho, the section 4.4
+    RecDPSME and of the one-shot Gaussian mechanism at the same rho, the
     predicted gamma (explicit form of Theorem 3.3), and the subsample-and-aggregate
-    baseline at equal privacy (section 5 recipe; run NOT PRIVATE, its n-condition is ~5e7 m)
+    baseline at equal privacy (MS25 Algorithm 3; run NOT PRIVATE, its n-condition is ~5e7 m)
     with its failure rate; its privacy n-condition is drawn as a vertical line.
     Written as ``second_moment_accuracy.png``.
 
