@@ -10,8 +10,8 @@ the best time of each is kept, which is the least noisy estimate on a shared mac
 * LocalCluster: the same fit with ``scheduler="local-cluster"`` (one single-threaded worker
   process per core, started once before the timed fits; its start-up time is reported apart).
 
-Targets: PrivCov <= 1.25x (issue 8), SparsePCA <= 2.0x and each SecondMoment level <= 1.2x of
-one pass (issue 13) (the level's wall time, logged by the ``dpdist`` logger at DEBUG, over the
+Targets: PrivCov <= 1.25x, SparsePCA <= 2.0x and each SecondMoment level <= 1.2x of
+one pass (the level's wall time, logged by the ``dpdist`` logger at DEBUG, over the
 reference; releases carry no timings). SecondMoment keeps data this small in memory after its
 first level (dask config ``dpdist.rows-in-memory-bytes``), so it is also timed *streamed*: the
 default path with that config at 0, every level reading the store, as for data larger than the
@@ -69,7 +69,7 @@ def read_plus_gram(path: str) -> float:
 def timed(make, path: str) -> tuple[float, list[float]]:
     """Seconds of ``make().fit(path)`` (a rejection by a private test is timed all the same),
     and the per-level seconds SecondMoment logs (empty for the others): releases carry no
-    timings (issue 9), the ``dpdist`` logger does."""
+    timings (a timing is an unnoised function of the data), the ``dpdist`` logger does."""
     import dpdist
     from bench_second_moment import level_timings
 

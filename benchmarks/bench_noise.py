@@ -10,7 +10,7 @@
 - Releases of a d x d tile: a float inverse-CDF ``values + noise`` against the float-safe
   ``LatticeField`` release, and the Gram matrix that the tile's noise perturbs (20 d rows).
 - The exponential mechanism: keys/s of today's Gumbel keys and of the exact Gumbel-max.
-- Mechanism objects (issue 10, wave 2): PrivCov's release of d (k + 1) scattered entries by
+- Mechanism objects: PrivCov's release of d (k + 1) scattered entries by
   :class:`~dpdist.privacy.mechanisms.privcov.PrivCovMechanism` against the float
   ``FloatLaplaceField.add_at``; and PrivCov end to end (``private_sparse_covariance``, synchronous
   scheduler) against the clipped second moment (the Gram) of the same data, in a subprocess

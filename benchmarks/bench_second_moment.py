@@ -1,5 +1,5 @@
 """RecDPSME (dpdist.SecondMoment): per-level wall time against one read-plus-Gram pass, and
-accuracy versus n against the section 4.4/4.5 curves (SECOND_MOMENT.md).
+accuracy versus n against the predicted curves (docs/privacy/second_moment.md, "The predicted gamma").
 
 (a) Timing. A Zarr store of n x d rows (anisotropic Gaussian, condition number 1e6) is
     written once. In the same run we time one read-plus-Gram pass of it
@@ -11,12 +11,12 @@ accuracy versus n against the section 4.4/4.5 curves (SECOND_MOMENT.md).
     are read once, at level 0, and kept in memory for the later levels). Passes and both fits
     are interleaved; the reference is the best pass and each level its best time over the fits
     (the least noisy estimates on a shared machine; the median pass is reported too). Target
-    (issue 13): every streamed level within 1.2x of one pass.
-(b) Accuracy. For n on a grid (prototype case of section 7: d = 4, scales 1..1000, m = 5,
+    (out of core): every streamed level within 1.2x of one pass.
+(b) Accuracy. For n on a grid (the prototype case: d = 4, scales 1..1000, m = 5,
     rho = 1), over seeds: the relative error max |eig(Sigma^{-1/2} out Sigma^{-1/2}) - 1| of
-    RecDPSME and of the one-shot Gaussian mechanism at the same rho, the section 4.4
+    RecDPSME and of the one-shot Gaussian mechanism at the same rho, the
     predicted gamma (explicit form of Theorem 3.3), and the subsample-and-aggregate
-    baseline at equal privacy (section 5 recipe; run NOT PRIVATE, its n-condition is ~5e7 m)
+    baseline at equal privacy (MS25 Algorithm 3; run NOT PRIVATE, its n-condition is ~5e7 m)
     with its failure rate; its privacy n-condition is drawn as a vertical line.
     Written as ``second_moment_accuracy.png``.
 

@@ -10,7 +10,7 @@ Usage::
 
 Reported: the end-to-end SparsePCA time from the Zarr store on the default path
 (``scheduler=None``: dask's threaded scheduler), the time to read the same store into memory
-and form one NumPy Gram ``X^T X`` in the same run, their ratio (target <= 2.0, issue 13),
+and form one NumPy Gram ``X^T X`` in the same run, their ratio (target <= 2.0),
 the accuracy (sin^2 to the planted component) and the time of the exact top-k^2 step at
 d = 1,000,000 (target < 1 s). Baseline and fit are repeated alternately (``--repeat``) and the
 ratio of the best times is reported as well: on a shared machine single timings are noisy.

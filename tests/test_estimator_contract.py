@@ -1,4 +1,4 @@
-"""One contract, checked over every public estimator and baseline (issue 8, items 4 and 5).
+"""One contract, checked over every public estimator and baseline (docs/estimators.md).
 
 As scikit-learn's ``check_estimator`` and zarr's ``StoreTests``: each check below runs over
 every entry of :data:`ESTIMATORS`, so an estimator added to dpdist is added here and passes

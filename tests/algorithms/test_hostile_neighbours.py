@@ -1,4 +1,4 @@
-"""Same-seed neighbour tests on hostile data, for every public estimator and baseline (issue 9).
+"""Same-seed neighbour tests on hostile data, for every public estimator and baseline.
 
 Two neighbouring datasets (same n, one row replaced) are fitted with the same ``random_state``,
 so both releases carry the same noise. The parts released under both must then differ by at
@@ -363,7 +363,7 @@ def test_the_cancelling_second_moment_kernel_is_caught():
 
 
 def test_the_unbounded_privnorm_is_caught():
-    """Issue 9's reproduction: rows 1e10 e_1 and a neighbour that zeroes one row. The exact
+    """What the entry clip prevents: rows 1e10 e_1 and a neighbour that zeroes one row. The exact
     statistics are equal (the changed batch gets weight 0 in both), but without the entry clip
     the rounding of Sigma_bar (about 1e20) dwarfs the sensitivity."""
     X = np.zeros((100 * 30, 6))

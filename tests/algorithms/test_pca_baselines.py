@@ -94,7 +94,7 @@ def test_gaussian_pca_is_the_top_eigenvector_of_the_wang_xu_estimate():
     np.testing.assert_allclose(pca.components_[0], v)
     assert pca.privacy_ == cov.privacy_ and pca.noise_scale_ == cov.noise_scale_
     assert "post-processing" in pca.release_.mechanism
-    # seeded (random_state=4): not private, whatever the mechanism (issue 9)
+    # seeded (random_state=4): not private, whatever the mechanism
     assert not pca.release_.private and any("seed" in r for r in pca.release_.not_private_reasons)
 
 

@@ -1,4 +1,4 @@
-"""RecDPSME (dpdist.SecondMoment): privacy wiring, invariants, utility (SECOND_MOMENT.md section 7)."""
+"""RecDPSME (dpdist.SecondMoment): privacy wiring, invariants, utility."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ SCALES = (1.0, 10.0, 100.0, 1000.0)  # condition number 1e6 >= 1e5
 
 @pytest.fixture(scope="module")
 def ill():
-    """The prototype case of section 7 (n = 1e5 here): anisotropic Gaussian, cond(Sigma) ~ 1e6."""
+    """The ill-conditioned prototype case (n = 1e5 here): anisotropic Gaussian, cond(Sigma) ~ 1e6."""
     X = anisotropic_gaussian(N, SCALES, random_state=7).X.compute(scheduler="synchronous")
     S = X.T @ X / N
     w, v = np.linalg.eigh(S)
@@ -39,7 +39,7 @@ def ill():
         "X": X,
         "S": S,
         "S_ih": (v / np.sqrt(w)) @ v.T,
-        "R": float(np.linalg.norm(X, axis=1).max()),  # empirical max norm used as a public R (section 6.6)
+        "R": float(np.linalg.norm(X, axis=1).max()),  # empirical max norm used as a public R (the Gaussian is unbounded)
         "lam": float(w[0]),
     }
 
@@ -95,7 +95,7 @@ def test_fit_sets_attributes_and_the_release_accounts_exactly(ill, fitted):
     levels = [r for label, r in est.privacy_.breakdown if label.startswith("level")]
     assert len(levels) == est.n_levels_ and all(r == pytest.approx(1.0 / est.n_levels_, rel=1e-12) for r in levels)
     meta = rel.metadata()
-    # seeded: the release records the budget but is not private (issue 9)
+    # seeded: the release records the budget but is not private (the seed reproduces the noise)
     assert meta["private"] is False and meta["seeding"]["mode"] == "seeded" and meta["not_private_reasons"]
     assert meta["parameters"]["radius_source"] == "public" and meta["parameters"]["lambda_source"] == "public"
     assert rel.values["projections"].shape == (est.n_levels_ - 1, d, d)
@@ -153,7 +153,7 @@ def test_single_level_output_is_exactly_the_gaussian_mechanism(rng):
     assert mech.noise.lattice.contains(rel.values["level_matrices"][0]).all()
     np.testing.assert_allclose(rel.values["level_matrices"][0], released, rtol=0, atol=1.01 * gamma)
     np.testing.assert_allclose(rel.values["second_moment"], s0 * released, rtol=1e-12, atol=s0 * 1.01 * gamma)
-    # and its error is within sigma g(d, p) (section 7.3), p = 1e-6
+    # and its error is within sigma g(d, p), the GUE norm bound at p = 1e-6
     err = np.linalg.norm(rel.values["second_moment"] - Xc.T @ Xc / len(X), 2)
     assert err <= s0 * sigma0 * gue_norm_bound(3, 1e-6)
 
@@ -232,7 +232,7 @@ def test_psd_option_clips_negative_eigenvalues(rng):
 
 
 # ----------------------------------------------------------------------------------------
-# initialisation (section 3.2)
+# private initialisation of the radius and lambda_min
 # ----------------------------------------------------------------------------------------
 
 
@@ -322,7 +322,7 @@ def _p_tail(X, S, m, alpha):
 
 @pytest.mark.statistical
 def test_sandwich_holds_over_seeds_on_an_ill_conditioned_input(ill):
-    """(1-gamma) Sigma_eff <= output <= (1+gamma) Sigma (Theorem 3.3) with gamma = the section 4.4
+    """(1-gamma) Sigma_eff <= output <= (1+gamma) Sigma (Theorem 3.3) with gamma = plan()'s
     prediction (tight sensitivity, where it is < 1), and the empirical target gamma = 0.05."""
     m, alpha, xi = 5, 0.5, 0.1
     X, S = ill["X"], ill["S"]
@@ -394,7 +394,7 @@ def _beta_upper(beta, draws):
 @pytest.mark.statistical
 def test_claim_3_7_on_an_outlier_mixture(rng):
     """|P_tail(m')|/n <= (beta + beta^2)/m' for m' in {m, 2m, 4m}, beta the largest violation
-    rate over those sizes (section 2's empirical check)."""
+    rate over those sizes (the empirical beta of subsamplability)."""
     data = outlier_mixture(50_000, SCALES, eta=0.002, f=0.9, random_state=3, chunk_rows=50_000)
     X = data.X.compute(scheduler="synchronous")
     S = X.T @ X / len(X)
@@ -410,7 +410,7 @@ def test_claim_3_7_on_an_outlier_mixture(rng):
 @pytest.mark.statistical
 def test_lemma_3_8_effective_part_keeps_most_of_sigma(rng):
     """Sigma_eff >= (1 - alpha) Sigma when beta <= alpha / (4 (1+alpha) log2(R^2 / ((1+alpha) m)))
-    (Lemma 3.8, GAP 1: log2), on data built so the premise holds: one high-leverage outlier."""
+    (Lemma 3.8, whose log base the proof's doubling buckets fix at 2), on data built so the premise holds: one high-leverage outlier."""
     n, alpha, m = 100_000, 0.5, 100
     X = rng.standard_normal((n, 2)) * [1.0, 10.0]
     X[0] = [math.sqrt(5e3), 0.0]  # leverage ~ 4800 > (1 + alpha) 4m; in a subsample w.p. ~ m'/n
@@ -432,7 +432,7 @@ def test_lemma_3_8_effective_part_keeps_most_of_sigma(rng):
 
 
 # ----------------------------------------------------------------------------------------
-# outliers (section 7.4)
+# outliers
 # ----------------------------------------------------------------------------------------
 
 
@@ -440,7 +440,7 @@ def test_lemma_3_8_effective_part_keeps_most_of_sigma(rng):
 @pytest.mark.parametrize("eta", [0.002, 0.02])
 @pytest.mark.parametrize("f", [0.9, 50.0])
 def test_lower_bound_against_the_clean_distribution_with_outliers(eta, f):
-    """lambda_min(Sigma_D^{-1/2} out Sigma_D^{-1/2}) >= 1 - O(gamma) (section 6.5 / 7.4).
+    """lambda_min(Sigma_D^{-1/2} out Sigma_D^{-1/2}) >= 1 - O(gamma).
 
     Prototype: >= 0.976 at n = 4e5, m = 5; here n = 1e5 and we assert >= 0.9 (the sampling
     error of the clean part alone is ~ 2 sqrt(d/n) ~ 0.013, and the recursion's error at this

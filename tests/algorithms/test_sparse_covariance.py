@@ -92,7 +92,7 @@ def test_noise_scale_attribute_is_the_calibrated_scale():
     delta_row = 1e-5 / 20
     eps_row = 0.2 / math.sqrt(20 * math.log(2e5))
     b = 2 * (2 * 2.5**2 / 500) / eps_row * math.sqrt(3 * math.log(10 / delta_row))
-    # kappa: float error (issue 9); the lattice adds at most gamma per unit of sensitivity
+    # kappa: the Gram's float error; the lattice adds at most gamma per unit of sensitivity
     gamma = est.release_.mechanisms[0]["noise"]["release"]["lattice"]["gamma"]
     sens = kappa(500) * 2 * 2.5**2 / 500
     assert kappa(500) * b <= est.noise_scale_ <= kappa(500) * b * (1 + gamma / sens) * (1 + 1e-15)

@@ -166,7 +166,7 @@ def test_plan_sigma_priv_and_error_do_not_grow_with_d_unlike_wang_xu():
     est = dpdist.SparsePCA(3, 1.0, 1e-6, gap=0.5, sigma=1.0)
     plans = {d: est.plan(n, d) for d in (100, 10_000, 1_000_000)}
     # tau from eq. (11) grows like sqrt(log(d / beta)): nothing else depends on d but the
-    # proven float error terms (issue 9), below 1e-6 of the sensitivity here
+    # proven float error terms, below 1e-6 of the sensitivity here
     for d in (10_000, 1_000_000):
         ratio = math.sqrt(math.log(d / 0.05) / math.log(100 / 0.05))
         assert plans[d].sigma_priv == pytest.approx(plans[100].sigma_priv * ratio, rel=1e-6)

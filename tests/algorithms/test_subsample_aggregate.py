@@ -79,7 +79,7 @@ def test_clean_data_is_within_the_2_alpha_guarantee(clean):
 
 def test_too_few_groups_returns_bottom(clean):
     # eps = 1, delta = 1e-6: k = 40 groups, far below 137: the threshold is 0.8 + A with
-    # A ~ 0.68, and even Q = 1 passes with probability <= 3.2e-5 (section 5; see the erratum in
+    # A ~ 0.68, and even Q = 1 passes with probability <= 3.2e-5 (MS25 Algorithm 3; see the erratum in
     # baseline_max_pass_probability: near k = 136 bottom is NOT certain)
     X = clean[0][: 40 * 100]
     assert baseline_threshold(40, 1.0, 1e-6) > 1.4

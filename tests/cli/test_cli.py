@@ -28,7 +28,7 @@ def test_covariance_round_trip(dataset, tmp_path, capsys):
             "--random-state", "7", "--scheduler", "synchronous", "--output", str(out)]
     assert main(args) == 0
     text = capsys.readouterr().out
-    # seeded: the budget is recorded, the release is marked NOT PRIVATE (issue 9)
+    # seeded: the budget is recorded, the release is marked NOT PRIVATE (the seed reproduces the noise)
     assert "(1, 1e-05)-DP" in text and "SEEDED" in text and "NOT PRIVATE" in text
     res = dpdist.load_result(out)
     est = dpdist.SparseCovariance(3, 1.0, 1e-5, clip=3.0, random_state=7, scheduler="synchronous").fit(dataset)
@@ -46,7 +46,7 @@ def test_baselines_from_the_cli(dataset, tmp_path, method, flags):
     assert main(["covariance", dataset, "--method", method, *flags, "--sigma", "1.3", "--scheduler", "synchronous",
                  "--output", str(out)]) == 0
     res = dpdist.load_result(out)
-    assert res.metadata["private"] is False  # seeded (--random-state): never private (issue 9)
+    assert res.metadata["private"] is False  # seeded (--random-state): never private
     assert (res.metadata["privacy"] is None) is (method == "thresholded")
 
 
@@ -89,7 +89,7 @@ def test_nonfinite_data_writes_nothing(tmp_path, capsys):
                "--clip", "2", "--on-nonfinite", "raise", "--scheduler", "synchronous", "--output", str(out)])
     assert rc == 2 and "NaN or infinite" in capsys.readouterr().err
     assert sorted(os.listdir(tmp_path)) == ["nan.zarr"]
-    # the default (issue 9): the row is a zero row, the release is written
+    # the default (--on-nonfinite zero): the row is a zero row, the release is written
     rc = main(["covariance", str(tmp_path / "nan.zarr"), "--k", "1", "--epsilon", "1", "--delta", "1e-5",
                "--clip", "2", "--scheduler", "synchronous", "--output", str(out)])
     assert rc == 0 and out.exists()

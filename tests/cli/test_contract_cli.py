@@ -1,4 +1,4 @@
-"""The command line's side of the estimator contract (issue 8, items 4-5 and "vacuous releases"):
+"""The command line's side of the estimator contract (docs/estimators.md):
 one name per concept (``--radius``, ``--method wang-xu``, no aliases), the plan objects
 printed by ``--plan``, and the ``!!`` banner of a vacuous plan or release."""
 

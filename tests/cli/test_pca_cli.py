@@ -56,7 +56,7 @@ def test_baseline_round_trips(store, tmp_path, method, flags, private):
     assert rc == 0
     res = load_result(out)
     assert res.components.shape == (1, 12)
-    assert res.metadata["private"] is False  # seeded (--random-state): never private (issue 9)
+    assert res.metadata["private"] is False  # seeded (--random-state): never private
     assert (res.metadata["privacy"] is not None) is private
     if not private:
         assert res.metadata["privacy"] is None and "NOT PRIVATE" in " ".join(res.metadata["notes"])

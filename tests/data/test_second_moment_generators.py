@@ -1,4 +1,4 @@
-"""Generators of SECOND_MOMENT.md section 6: seeding, layout independence, moments."""
+"""Generators of the second-moment test distributions (MS25 Appendix D, outliers): seeding, layout independence, moments."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def test_pareto6_moments_match_the_spec():
     assert gen.pareto6_moment(1, B) == pytest.approx(1.24989, abs=1e-5)
     assert gen.pareto6_moment(2, B) == pytest.approx(1.66502, abs=1e-5)
     assert gen.pareto6_moment(4, B) == pytest.approx(4.50005, abs=1e-5)
-    # closed forms of section 6.2
+    # closed forms of the truncated Pareto P6 on [1, B]
     assert gen.pareto6_moment(1, B) == pytest.approx(1.25 * B * (B**4 - 1) / (B**5 - 1), rel=1e-14)
     assert gen.pareto6_moment(2, B) == pytest.approx(5 / 3 * B**2 * (B**3 - 1) / (B**5 - 1), rel=1e-14)
     assert gen.pareto6_moment(4, B) == pytest.approx(5 * B**4 * (B - 1) / (B**5 - 1), rel=1e-14)

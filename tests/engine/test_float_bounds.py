@@ -1,4 +1,4 @@
-"""The numerics the float-error bounds rest on (issue 9), checked on the kernels themselves.
+"""The numerics the float-error bounds rest on, checked on the kernels themselves.
 
 ``dpdist.privacy.calibration.gram_rounding_factor`` and
 ``dpdist.privacy.pca_calibration.friendly_float_bounds`` assume (a) every row's contribution is

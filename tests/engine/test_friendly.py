@@ -16,7 +16,7 @@ from dpdist.privacy.pca_calibration import batch_sizes
 def oracle(X, labels, m, tau, k):
     """Brute force: batch moments, good-set ingredients, friend counts, weights, T_5tau(Sigma_bar).
 
-    Rows holding NaN or inf are zero rows (the row rule of every estimator, issue 9)."""
+    Rows holding NaN or inf are zero rows (the row rule of every estimator)."""
     n, d = X.shape
     X = np.where(np.isfinite(X).all(axis=1, keepdims=True), X, 0.0)
     sizes = np.bincount(labels, minlength=m)

@@ -117,7 +117,7 @@ def test_only_the_noised_statistic_is_returned(rng):
 
 
 def test_coupled_neighbours_sensitivity_per_level(rng):
-    # X, X' differ in one row; the same public maps are applied to both (section 7.2)
+    # X, X' differ in one row; the same public maps are applied to both
     n, d = 500, 4
     s = level_schedule(n, d, 1.0, m=2, alpha=0.5, radius=200.0)
     x = rng.standard_normal((n, d)) * np.array([1, 10, 50, 100.0])

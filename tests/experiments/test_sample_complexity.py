@@ -47,7 +47,7 @@ def test_crossover_closed_form_and_calibrations():
 
     d = closed_form_crossover(3, 1e-6)
     assert d == pytest.approx(64 * 4 * math.log(d * 2 * d / 1e-6), rel=1e-9)
-    assert 6000 < d < 12000  # ALGORITHMS.md: "about 8,000 for k = 3, delta = 1e-6"
+    assert 6000 < d < 12000  # 64 (k+1) log(d / delta_row) is about 8,000 for k = 3, delta = 1e-6
     dn = noise_crossover_d(3, 1.0, 1e-6)
     below, above = int(dn * 0.8), int(dn * 1.25)
     ratio = lambda dd: (privcov_calibration(1.0, 1e-6, 10**6, dd, 3, 1.0).laplace_scale  # noqa: E731

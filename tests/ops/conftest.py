@@ -52,7 +52,7 @@ def postgres_url():
             user = pwd.getpwnam("postgres")
         except KeyError:
             pytest.skip("running as root and there is no 'postgres' user to run the server as")
-    tmp = tempfile.mkdtemp(prefix="issue-11-pg-")
+    tmp = tempfile.mkdtemp(prefix="dpdist-ledger-pg-")
     kw = {}
     if user is not None:
         os.chown(tmp, user.pw_uid, user.pw_gid)

@@ -1,5 +1,5 @@
-"""Budget and seeding records, unsafe-mode warnings, and non-finite rows (issue 9 items 5 and 7;
-issue 8 item 7, the Python half).
+"""Budget and seeding records, unsafe-mode warnings, and non-finite rows (the
+library's side; the command line's is in tests/cli).
 
 * Every ``NoPrivateResult`` carries the Release with the budget already spent.
 * A seeded release is not private (``private`` False, the reason in the metadata), and
@@ -184,7 +184,7 @@ def test_a_noise_seed_object_cannot_drive_two_fits():
 
 
 # ---------------------------------------------------------------------------------------
-# issue 8 item 7 (Python half): PrivacyWarning exactly once per fit
+# PrivacyWarning exactly once per fit
 # ---------------------------------------------------------------------------------------
 
 

@@ -40,7 +40,7 @@ def test_expmech_calibration_matches_hand_computation():
     assert cal.n_subsets == 19600
     assert cal.score_sensitivity == pytest.approx(0.024, rel=1e-15)  # 2 k tau^2 / n
     assert cal.block_sensitivity == pytest.approx(0.024, rel=1e-15)
-    # issue 9: the score sensitivity as computed is kappa(n) 0.024 plus twice the eigenvalue
+    # in floats: the score sensitivity as computed is kappa(n) 0.024 plus twice the eigenvalue
     # kernel's error 64 k u k tau^2 (1 + 1e-6); the block's is kappa(n) 0.024
     score_fl = kappa(1000) * 0.024 + 2 * 64 * 3 * 2.0**-53 * 3 * 4.0 * (1 + 1e-6)
     assert cal.score_sensitivity_fl == pytest.approx(score_fl, rel=1e-15)
@@ -69,7 +69,7 @@ def test_gumbel_weight_is_lemma_28_at_the_selection_epsilon():
     # exp(eps' q / (2 Delta_q)) at eps' = selection_epsilon (line 9 has eps' = eps/2)
     for eps, n, k, tau in [(0.1, 10, 1, 0.5), (1.0, 12345, 4, 3.0), (7.0, 99, 2, 1.0)]:
         cal = expmech_calibration(eps, 1e-6, n, 10, k, tau)
-        # the float terms (issue 9) lower the weight by kappa(n) - 1 (1.1e-8 at n = 12345) at most
+        # the float terms lower the weight by kappa(n) - 1 (1.1e-8 at n = 12345) at most
         es = cal.selection_epsilon
         assert cal.gumbel_weight == pytest.approx(es / (2 * cal.score_sensitivity_fl), rel=1e-14)
         assert cal.gumbel_weight <= es * n / (4 * k * tau**2)

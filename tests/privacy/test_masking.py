@@ -1,4 +1,4 @@
-"""The exact masked Gram release (dpdist.privacy.masking; issue 10, subsample-and-aggregate's output).
+"""The exact masked Gram release (dpdist.privacy.masking; subsample-and-aggregate's output).
 
 What is checked:
 - ``grid_round`` against an independent rational reference, its monotonicity and its grid;

@@ -1,4 +1,4 @@
-"""The support test (issue 10, item 5) on the released quantities of the second-moment, Gaussian
+"""The support test on the released quantities of the second-moment, Gaussian
 baseline, subsample-and-aggregate, ExpMech, PrivPCA-projector and private-mean mechanisms: draws go
 through each mechanism's own release callable (the object the algorithm calls inside the graph), with statistics of
 neighbouring inputs that differ by the mechanism's sensitivity, and every output drawn under D
@@ -182,7 +182,7 @@ def test_the_old_inverse_cdf_path_at_the_same_scale_fails(name):
 
 
 def test_every_support_keeps_positive_probability_under_the_exact_selection():
-    """ExpMech's selection (issue 10, item 4). The old float Gumbel keys (``-log(-log(u))`` of the
+    """ExpMech's selection. The old float Gumbel keys (``-log(-log(u))`` of the
     53-bit grid ``u = (g + 1/2) 2**-53``) are finite only within [-3.62, 36.04] (the top grid
     point rounds to 1: key +inf), so a support trailing the best weighted score by more than
     39.7 can never win: impossible under D yet possible under a neighbour whose scores moved.

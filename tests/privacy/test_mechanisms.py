@@ -1,4 +1,4 @@
-"""The mechanism objects of dpdist.privacy.mechanisms (issue 10, items 1-3, 6): what they claim,
+"""The mechanism objects of dpdist.privacy.mechanisms: what they claim,
 what they draw, and their twins. Expected values come from the calibrations and the lattice's
 definitions, never from the mechanism under test."""
 

@@ -1,4 +1,4 @@
-"""Releases carry only public parameters and noised values (issue 9, item 6).
+"""Releases carry only public parameters and noised values.
 
 An allow-list schema over every estimator's release metadata and every Zarr result written:
 
@@ -11,7 +11,7 @@ An allow-list schema over every estimator's release metadata and every Zarr resu
 * ``created`` is a date (no time of day);
 * every estimator's release records its utility verdict (``parameters["utility"]``: the plan's
   predicted error against the quantity's scale, and whether the release is vacuous), a public
-  function of the parameters and the shape (issue 8);
+  function of the parameters and the shape;
 * and, the check that needs no list: fitted with the same seed on two neighbouring datasets
   (one row replaced by a fill value), every *public* part of the metadata is identical. A
   timing, a count, or any other unnoised function of the data differs and fails this test,

@@ -1,4 +1,4 @@
-"""Calibration of RecDPSME and its baseline, checked against SECOND_MOMENT.md section 7.1."""
+"""Calibration of RecDPSME and its baseline, checked against hand computations."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def test_per_level_rho_is_rho_over_L_and_sums_to_rho(sensitivity, radius, alpha,
         r2 = (3 / 7) ** k * radius**2 / (1 - alpha)
         assert s.radii[k] ** 2 == pytest.approx(r2, rel=1e-13)
         assert s.sensitivities[k] == pytest.approx(a * r2 / 12345, rel=1e-13)
-        # sigma for kappa(n) Delta, the sensitivity of the level matrix as computed (issue 9)
+        # sigma for kappa(n) Delta, the sensitivity of the level matrix as computed
         assert s.float_factor == pytest.approx(kappa(12345), rel=1e-15)
         assert s.sigmas[k] == pytest.approx(
             kappa(12345) * a * r2 * math.sqrt(s.n_levels) / (12345 * math.sqrt(2 * rho)), rel=1e-13)

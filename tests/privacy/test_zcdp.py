@@ -1,4 +1,4 @@
-"""zCDP budget type: composition and conversions (SECOND_MOMENT.md section 1 test vectors)."""
+"""zCDP budget type: composition and conversions (OpenDP's test vectors)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def test_cks20_is_tighter_than_bun_steinke_and_inverts(rho, delta):
 
 
 def test_paper_typo_conversion_is_not_used():
-    # MS25 Thm 2.4 prints rho + sqrt(2 rho ln(1/delta)), smaller than Bun-Steinke (GAP 2)
+    # MS25 Thm 2.4 prints rho + sqrt(2 rho ln(1/delta)), smaller than Bun-Steinke: not a valid conversion
     rho, delta = 0.5, 1e-6
     typo = rho + math.sqrt(2 * rho * math.log(1 / delta))
     assert ZCDP(rho).to_approx_dp(delta) > typo
