@@ -77,6 +77,7 @@ __all__ = [
     "UnsupportedEventError",
     "ZCDPEvent",
     "advanced_composition",
+    "advanced_composition_epsilon",
     "basic_composition",
     "event_from_dict",
     "gaussian_epsilon",
@@ -681,3 +682,17 @@ def release_guarantee(events, *, delta: float | None = None, labels=None, budget
             raise UnsupportedEventError(f"{e!r} has no zCDP bound: the release cannot state rho")
         parts.append((str(labels[i]) if labels is not None else f"step {i}", r))
     return ZCDP(math.fsum(r for _, r in parts), breakdown=tuple(parts))
+
+
+def advanced_composition_epsilon(epsilon_step: float, n_steps: int, delta_slack: float) -> float:
+    """Total epsilon of ``n_steps`` adaptive (epsilon_step, .)-DP steps (DR14, Theorem 3.20).
+
+    ``eps' = sqrt(2 k ln(1/delta')) eps + k eps (e^eps - 1)``, with total delta
+    ``k * delta_step + delta'``. Exact formula, valid for every eps > 0.
+    """
+    k = int(n_steps)
+    if epsilon_step > 700.0:  # e^eps overflows float64: the bound is larger than any float
+        return math.inf
+    return math.sqrt(2 * k * math.log(1 / delta_slack)) * epsilon_step + k * epsilon_step * math.expm1(
+        epsilon_step
+    )

@@ -17,7 +17,7 @@ by sqrt(lambda_hat), so that I <= Sigma and every row has norm <= ``radius``.
   L2 sensitivity of the released upper triangle). Each level is then rho/L-zCDP (BS16
   Prop. 1.6) and the L levels compose to rho (BS16 Lemma 2.3).
 - *Floating point* (a deviation that only adds noise): every sigma is computed for
-  ``kappa(n) * Delta`` (:func:`~dpdist.privacy.calibration.gram_rounding_factor`), the
+  ``kappa(n) * Delta`` (:func:`~dpdist.privacy.float_rounding.gram_rounding_factor`), the
   sensitivity of the level's Gram matrix *as computed*: the engine scales each row so that its
   norm as computed is at most R_k (terms ``y y^T`` of Frobenius norm ``<= R_k^2``), multiplies
   only after scaling, and sums in the bounded-depth order that the factor assumes.
@@ -39,7 +39,7 @@ import numpy as np
 from dpdist._validation import check_choice, check_int, check_positive, check_probability, check_real
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
-from dpdist.privacy.calibration import float_sensitivity, gram_rounding_factor
+from dpdist.privacy.float_rounding import float_sensitivity, gram_rounding_factor
 from dpdist.privacy.plan import Plan
 from dpdist.privacy.zcdp import ZCDP, bun_steinke_epsilon, check_rho, cks20_epsilon
 
@@ -276,7 +276,7 @@ def level_schedule(
 def one_shot_sigma(n_samples: int, rho: float, radius: float, sensitivity: str = "paper") -> float:
     """GUE entry scale of the one-shot Gaussian mechanism on (1/n) sum x x^T, ||x|| <= R:
     sigma = kappa(n) a R^2 / (n sqrt(2 rho)) (BS16 Prop. 1.6, with the float factor of
-    :func:`~dpdist.privacy.calibration.gram_rounding_factor`); a one-level comparator."""
+    :func:`~dpdist.privacy.float_rounding.gram_rounding_factor`); a one-level comparator."""
     rho = check_rho(rho)
     n = int(n_samples)
     sens, _ = float_sensitivity(sensitivity_coefficient(sensitivity) * _check_positive(radius, "radius") ** 2 / n, n)
@@ -470,7 +470,7 @@ def min_samples(
     event E's condition holds. Closed form up to the float factor, because L depends on
     (R, lambda, alpha, m) only: n >= kappa(n) max(80 a m sqrt(L) g(d, xi/L) / sqrt(2 rho),
     a kappa_last sqrt(L) g(d, xi) / (gamma sqrt(2 rho))), solved by fixed-point iteration on
-    the slowly growing kappa(n) (:func:`~dpdist.privacy.calibration.gram_rounding_factor`)."""
+    the slowly growing kappa(n) (:func:`~dpdist.privacy.float_rounding.gram_rounding_factor`)."""
     gamma = _check_positive(gamma, "gamma")
     p = plan_second_moment(
         2, n_features, rho, m=m, alpha=alpha, radius=radius, lambda_min=lambda_min,

@@ -28,7 +28,8 @@ from dpdist.privacy.accounting import (
     release_guarantee,
     zcdp_rho,
 )
-from dpdist.privacy.calibration import analytic_gaussian_sigma, privcov_calibration
+from dpdist.privacy.gaussian_calibration import analytic_gaussian_sigma
+from dpdist.privacy.privcov_calibration import privcov_calibration
 from dpdist.privacy.second_moment_calibration import level_schedule
 from dpdist.privacy.zcdp import ZCDP, cks20_epsilon
 
@@ -162,7 +163,7 @@ def test_gaussian_epsilon_is_accurate_at_tiny_epsilon(eps, delta):
     import mpmath
 
     from dpdist.privacy.accounting import gaussian_epsilon
-    from dpdist.privacy.calibration import analytic_gaussian_sigma
+    from dpdist.privacy.gaussian_calibration import analytic_gaussian_sigma
 
     mpmath.mp.dps = 60
 

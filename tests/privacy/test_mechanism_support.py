@@ -15,7 +15,7 @@ import math
 import numpy as np
 import pytest
 
-from dpdist.privacy.calibration import wang_xu_calibration
+from dpdist.privacy.gaussian_calibration import wang_xu_calibration
 from dpdist.privacy.expmech_calibration import analyze_gauss_calibration, expmech_calibration
 from dpdist.privacy.gumbel import GumbelMax
 from dpdist.privacy.mechanisms.expmech import ExpMechMechanism

@@ -13,7 +13,7 @@ import pytest
 import dpdist
 from dpdist.privacy.accounting import ComposedEvent, GaussianEvent, release_guarantee
 from dpdist.privacy.budget import ApproxDP
-from dpdist.privacy.calibration import privcov_calibration
+from dpdist.privacy.privcov_calibration import privcov_calibration
 from dpdist.privacy.mechanisms import (
     FriendlyTestMechanism,
     PrivCovMechanism,

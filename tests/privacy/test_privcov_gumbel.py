@@ -27,7 +27,7 @@ from dpdist.privacy.accounting import (
 )
 from dpdist.privacy.budget import ApproxDP
 from dpdist.privacy.lazy_selection import privcov_score_bound
-from dpdist.privacy.calibration import (
+from dpdist.privacy.privcov_zcdp_calibration import (
     privcov_gumbel_calibration,
     privcov_gumbel_error_bound,
     privcov_zcdp_calibration,

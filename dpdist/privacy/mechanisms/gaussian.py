@@ -127,7 +127,7 @@ class SymmetricGaussianMechanism(Mechanism):
 
 
 def wang_xu_mechanism(calibration: dict, n_features: int) -> SymmetricGaussianMechanism:
-    """The Wang-Xu baseline's mechanism from :func:`~dpdist.privacy.calibration.wang_xu_calibration`."""
+    """The Wang-Xu baseline's mechanism from :func:`~dpdist.privacy.gaussian_calibration.wang_xu_calibration`."""
     sens = calibration["sensitivity"] * calibration["float_factor"]
     return SymmetricGaussianMechanism.calibrate(
         PURPOSE_WANG_XU, n_features, sens, calibration["gaussian_sigma"],
