@@ -24,7 +24,8 @@ from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine import second_moment as engine
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute, open_runtime
 from dpdist.exceptions import NoPrivateResult, ValidationError
-from dpdist.privacy.accounting import NoOpEvent, release_guarantee
+from dpdist.privacy.accounting import release_guarantee
+from dpdist.privacy.events import NoOpEvent
 from dpdist.privacy.float_rounding import float_sensitivity
 from dpdist.privacy.mechanisms.base import residual_note
 from dpdist.privacy.mechanisms.second_moment import (

@@ -9,6 +9,15 @@ import pytest
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.accounting import (
     Accountant,
+    UnsupportedEventError,
+    advanced_composition,
+    basic_composition,
+    gaussian_epsilon,
+    pure_epsilon,
+    release_guarantee,
+    zcdp_rho,
+)
+from dpdist.privacy.events import (
     ComposedEvent,
     DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
@@ -18,15 +27,8 @@ from dpdist.privacy.accounting import (
     NoOpEvent,
     NonPrivateEvent,
     SelfComposedEvent,
-    UnsupportedEventError,
     ZCDPEvent,
-    advanced_composition,
-    basic_composition,
     event_from_dict,
-    gaussian_epsilon,
-    pure_epsilon,
-    release_guarantee,
-    zcdp_rho,
 )
 from dpdist.privacy.gaussian_calibration import analytic_gaussian_sigma
 from dpdist.privacy.privcov_calibration import privcov_calibration

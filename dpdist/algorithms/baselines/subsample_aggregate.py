@@ -18,7 +18,7 @@ from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine import second_moment as engine
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute, open_runtime
 from dpdist.exceptions import NoPrivateResult, ValidationError
-from dpdist.privacy.accounting import NonPrivateEvent
+from dpdist.privacy.events import NonPrivateEvent
 from dpdist.privacy.budget import check_delta, check_epsilon
 from dpdist.privacy.masking import GRID_BITS, ExactGram
 from dpdist.privacy.mechanisms.subsample import (

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpdist.privacy.accounting import (
+from dpdist.privacy.events import (
     BoundedRangeEvent,
     ComposedEvent,
     EpsilonDeltaEvent,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpdist.exceptions import DpdistError
-from dpdist.privacy.accounting import EpsilonDeltaEvent, Event
+from dpdist.privacy.events import EpsilonDeltaEvent, Event
 from dpdist.privacy.lattice import LatticeField, LatticeNoise
 from dpdist.privacy.masking import GRID_BITS, masked_gram
 from dpdist.privacy.mechanisms.base import Mechanism, lattice_law
