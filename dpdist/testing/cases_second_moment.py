@@ -169,7 +169,7 @@ def subsample_aggregate_test_case(source: Any = None) -> AuditCase:
     line 5): Q + TLap(2/k, epsilon, delta), release-level with Q vs Q - 2/k. Claim: (epsilon,
     delta) for this step (the baseline's total guarantee is (2 epsilon, 4 e^epsilon delta))."""
     from dpdist.privacy.mechanisms.subsample import subsample_aggregate_mechanism
-    from dpdist.privacy.second_moment_calibration import baseline_masking_scale, tlap_support
+    from dpdist.privacy.subsample_calibration import baseline_masking_scale, tlap_support
 
     sens = 2.0 / SA_GROUPS
     support = tlap_support(sens, SA_EPS, SA_DELTA)

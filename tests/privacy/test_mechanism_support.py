@@ -26,7 +26,8 @@ from dpdist.privacy.mechanisms.second_moment import histogram_mechanism, level_m
 from dpdist.privacy.mechanisms.subsample import agreement_sensitivity, subsample_aggregate_mechanism
 from dpdist.privacy.noise import NoiseSeed
 from dpdist.privacy.pca_calibration import privpca_calibration
-from dpdist.privacy.second_moment_calibration import level_schedule, tlap_support
+from dpdist.privacy.second_moment_calibration import level_schedule
+from dpdist.privacy.subsample_calibration import tlap_support
 from dpdist.testing.support import LatticeSampler, support_test
 from tests.audit_twins import InverseCdfSampler
 from tests.conftest import LONG
