@@ -36,7 +36,7 @@ def test_privcov_calibration_matches_hand_computation():
 
 
 def test_privcov_laplace_scale_is_max_of_paper_and_pure_coupling_terms():
-    """b = max(b_paper with k+1, (3k+1) Delta / eps_row), both times kappa(n) (issue 9)."""
+    """b = max(b_paper with k+1, (3k+1) Delta / eps_row), both times the float factor kappa(n)."""
     # k = 20, d = 1000, eps = 1, delta = 1e-6, n = 1e6, R = 4: Delta = 3.2e-5,
     # eps_row = 0.25 / sqrt(2000 log(2e6)) = 0.25 / 170.3447 = 1.467612e-3,
     # b_paper = 2 Delta / eps_row * sqrt(21 log(2e12)) = 0.0436082 * 24.38867 = 1.06355,
@@ -66,7 +66,7 @@ def test_privcov_pure_coefficient_is_3k_plus_1_below_d(k, d, expected):
 @pytest.mark.parametrize("eps,delta,n,d,k,R", [(1.0, 1e-5, 5000, 20, 2, 3.0), (0.1, 1e-9, 10**7, 30000, 5, 7.5)])
 def test_privcov_scale_is_paper_formula_with_k_plus_one(eps, delta, n, d, k, R):
     c = privcov_calibration.privcov_calibration(eps, delta, n, d, k, R)
-    # small k: the paper's term (with kappa(n), issue 9) is the larger one
+    # small k: the paper's term (times kappa(n)) is the larger one
     assert c.laplace_scale == pytest.approx(kappa(n) * paper_b(eps, delta, n, d, k + 1, R), rel=1e-13)
     # the k+1 deviation enlarges the paper's b by exactly sqrt((k+1)/k): never smaller
     assert c.laplace_scale / (kappa(n) * paper_b(eps, delta, n, d, k, R)) == pytest.approx(
