@@ -8,7 +8,8 @@ import pytest
 from scipy import special
 
 from dpdist.exceptions import ValidationError
-from dpdist.privacy import accounting, gaussian_calibration, privcov_calibration
+from dpdist.privacy import accounting, gaussian_calibration
+from dpdist.privacy import privcov_calibration as cal
 from tests.privacy.balle_wang import assert_smallest_sigma
 from tests.privacy.float_factor import kappa
 
@@ -22,7 +23,7 @@ def paper_b(eps, delta, n, d, k, R):
 
 
 def test_privcov_calibration_matches_hand_computation():
-    c = privcov_calibration.privcov_calibration(0.5, 1e-6, 10**6, 1000, 3, 4.0)
+    c = cal.privcov_calibration(0.5, 1e-6, 10**6, 1000, 3, 4.0)
     # by hand: delta_row = 1e-6 / 2000; log(2e6) = 14.50866; sqrt(2000 * 14.50866) = 170.3447
     assert c.delta_row == pytest.approx(5e-10, rel=1e-12)
     assert c.epsilon_row == pytest.approx(0.125 / 170.3447, rel=1e-6)
@@ -41,7 +42,7 @@ def test_privcov_laplace_scale_is_max_of_paper_and_pure_coupling_terms():
     # eps_row = 0.25 / sqrt(2000 log(2e6)) = 0.25 / 170.3447 = 1.467612e-3,
     # b_paper = 2 Delta / eps_row * sqrt(21 log(2e12)) = 0.0436082 * 24.38867 = 1.06355,
     # b_pure = 61 Delta / eps_row = 1.33005: the coupling term is active
-    c = privcov_calibration.privcov_calibration(1.0, 1e-6, 10**6, 1000, 20, 4.0)
+    c = cal.privcov_calibration(1.0, 1e-6, 10**6, 1000, 20, 4.0)
     assert c.float_factor == pytest.approx(kappa(10**6), rel=1e-15)
     assert c.laplace_scale_paper == pytest.approx(1.06355 * kappa(10**6), rel=1e-5)
     assert c.laplace_scale_pure == pytest.approx(1.33005 * kappa(10**6), rel=1e-5)
@@ -49,23 +50,23 @@ def test_privcov_laplace_scale_is_max_of_paper_and_pure_coupling_terms():
     eps_row = 0.25 / math.sqrt(2000 * math.log(2e6))
     assert c.laplace_scale == pytest.approx(61 * 3.2e-5 * kappa(10**6) / eps_row, rel=1e-13)
     # k = 10 at the same point: 31 vs 2 sqrt(11 log(2e12)) = 35.30, the paper's term is active
-    c10 = privcov_calibration.privcov_calibration(1.0, 1e-6, 10**6, 1000, 10, 4.0)
+    c10 = cal.privcov_calibration(1.0, 1e-6, 10**6, 1000, 10, 4.0)
     assert c10.laplace_scale == c10.laplace_scale_paper > c10.laplace_scale_pure
     assert c10.laplace_scale_pure == pytest.approx(31 * 3.2e-5 * kappa(10**6) / eps_row, rel=1e-13)
     # k = d: every column is selected, the selection costs nothing: c = k' = d
-    cd = privcov_calibration.privcov_calibration(1.0, 0.1, 40, 4, 4, 1.0)
+    cd = cal.privcov_calibration(1.0, 0.1, 40, 4, 4, 1.0)
     eps_row_d = 0.25 / math.sqrt(8 * math.log(20))
     assert cd.laplace_scale_pure == pytest.approx(4 * (2 / 40) * kappa(40) / eps_row_d, rel=1e-13)
 
 
 @pytest.mark.parametrize("k,d,expected", [(1, 5, 4), (3, 16, 10), (20, 1000, 61), (4, 5, 13), (5, 5, 5)])
 def test_privcov_pure_coefficient_is_3k_plus_1_below_d(k, d, expected):
-    assert privcov_calibration.privcov_pure_coefficient(k, d) == expected
+    assert cal.privcov_pure_coefficient(k, d) == expected
 
 
 @pytest.mark.parametrize("eps,delta,n,d,k,R", [(1.0, 1e-5, 5000, 20, 2, 3.0), (0.1, 1e-9, 10**7, 30000, 5, 7.5)])
 def test_privcov_scale_is_paper_formula_with_k_plus_one(eps, delta, n, d, k, R):
-    c = privcov_calibration.privcov_calibration(eps, delta, n, d, k, R)
+    c = cal.privcov_calibration(eps, delta, n, d, k, R)
     # small k: the paper's term (times kappa(n)) is the larger one
     assert c.laplace_scale == pytest.approx(kappa(n) * paper_b(eps, delta, n, d, k + 1, R), rel=1e-13)
     # the k+1 deviation enlarges the paper's b by exactly sqrt((k+1)/k): never smaller
@@ -83,7 +84,7 @@ def test_advanced_composition_is_dr14_theorem_3_20():
 @pytest.mark.parametrize("d", [2, 50, 30000])
 def test_composed_epsilon_never_exceeds_requested(eps, d):
     try:
-        c = privcov_calibration.privcov_calibration(eps, 1e-6, 10**6, d, 1, 1.0)
+        c = cal.privcov_calibration(eps, 1e-6, 10**6, d, 1, 1.0)
     except ValidationError:
         return  # refused: fine, the requested epsilon cannot be met by this split
     total = min(
@@ -96,7 +97,7 @@ def test_composed_epsilon_never_exceeds_requested(eps, d):
 
 
 def test_epsilon_above_one_accepted_when_composition_bounds_it():
-    c = privcov_calibration.privcov_calibration(5.0, 1e-6, 10**6, 1000, 3, 4.0)
+    c = cal.privcov_calibration(5.0, 1e-6, 10**6, 1000, 3, 4.0)
     assert c.composed_epsilon <= 5.0
 
 
@@ -104,35 +105,35 @@ def test_epsilon_too_large_for_the_split_is_refused():
     # d = 500, eps = 1000: basic composition gives d eps_row ~ 1470 and advanced composition's
     # d eps_row (e^eps_row - 1) term is larger still: neither bounds the total by 1000
     with pytest.raises(ValidationError, match="too large"):
-        privcov_calibration.privcov_calibration(1000.0, 1e-6, 100, 500, 1, 1.0)
+        cal.privcov_calibration(1000.0, 1e-6, 100, 500, 1, 1.0)
 
 
 @pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), float("inf"), "x"])
 def test_bad_epsilon_refused(bad):
     with pytest.raises(ValidationError, match="epsilon"):
-        privcov_calibration.privcov_calibration(bad, 1e-6, 100, 5, 1, 1.0)
+        cal.privcov_calibration(bad, 1e-6, 100, 5, 1, 1.0)
 
 
 @pytest.mark.parametrize("bad", [0.0, 1.0, -0.1, 2.0])
 def test_bad_delta_refused(bad):
     with pytest.raises(ValidationError, match="delta"):
-        privcov_calibration.privcov_calibration(1.0, bad, 100, 5, 1, 1.0)
+        cal.privcov_calibration(1.0, bad, 100, 5, 1, 1.0)
 
 
 def test_k_above_d_refused():
     with pytest.raises(ValidationError, match="k"):
-        privcov_calibration.privcov_calibration(1.0, 1e-6, 100, 5, 6, 1.0)
+        cal.privcov_calibration(1.0, 1e-6, 100, 5, 6, 1.0)
 
 
 def test_subgaussian_clip_formula():
-    assert privcov_calibration.subgaussian_clip(2.0, 1000, 10, 0.1) == pytest.approx(2.0 * math.sqrt(2 * math.log(600000)), rel=1e-14)
+    assert cal.subgaussian_clip(2.0, 1000, 10, 0.1) == pytest.approx(2.0 * math.sqrt(2 * math.log(600000)), rel=1e-14)
 
 
 def test_error_bound_is_theorem_1():
-    c = privcov_calibration.privcov_calibration(1.0, 1e-6, 10**7, 100, 3, 5.0)
-    out = privcov_calibration.privcov_error_bound(c, sigma=1.5, beta=0.1)
+    c = cal.privcov_calibration(1.0, 1e-6, 10**7, 100, 3, 5.0)
+    out = cal.privcov_error_bound(c, sigma=1.5, beta=0.1)
     t = math.log(6 * 100 / 0.1)
-    lam_samp = privcov_calibration.SAMPLING_CONSTANT * 2.25 * (math.sqrt(t / 1e7) + t / 1e7)
+    lam_samp = cal.SAMPLING_CONSTANT * 2.25 * (math.sqrt(t / 1e7) + t / 1e7)
     lam_priv = c.laplace_scale * math.log(12 * 100**2 / 0.1)
     assert out["lambda_samp"] == pytest.approx(lam_samp, rel=1e-13)
     assert out["lambda_priv"] == pytest.approx(lam_priv, rel=1e-13)
@@ -141,11 +142,11 @@ def test_error_bound_is_theorem_1():
 
 def test_min_samples_is_the_least_n_meeting_the_target():
     kw = dict(sigma=1.0, beta=0.1)
-    n = privcov_calibration.privcov_min_samples(0.5, 1.0, 1e-6, 64, 3, **kw)
+    n = cal.privcov_min_samples(0.5, 1.0, 1e-6, 64, 3, **kw)
 
     def bound(m):
-        c = privcov_calibration.privcov_calibration(1.0, 1e-6, m, 64, 3, privcov_calibration.subgaussian_clip(1.0, m, 64, 0.1))
-        return privcov_calibration.privcov_error_bound(c, 1.0, 0.1)["error_bound"]
+        c = cal.privcov_calibration(1.0, 1e-6, m, 64, 3, cal.subgaussian_clip(1.0, m, 64, 0.1))
+        return cal.privcov_error_bound(c, 1.0, 0.1)["error_bound"]
 
     assert bound(n) <= 0.5
     assert bound(int(n * 0.99)) > 0.5  # least up to the search's 0.1% resolution
@@ -194,7 +195,7 @@ def test_advanced_composition_is_infinite_past_the_float_range():
     # falls back on basic composition instead of an OverflowError
     assert accounting.advanced_composition_epsilon(800.0, 3, 1e-6) == math.inf
     assert math.isfinite(accounting.advanced_composition_epsilon(700.0, 3, 1e-6))
-    c = privcov_calibration.privcov_calibration(1e5, 1e-6, 100, 6, 2, 1.0)
+    c = cal.privcov_calibration(1e5, 1e-6, 100, 6, 2, 1.0)
     assert c.composed_epsilon <= 1e5
 
 
