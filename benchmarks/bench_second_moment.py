@@ -119,11 +119,11 @@ def accuracy(ns: list[int], seeds: int, scheduler: str) -> dict:
     from dpdist.algorithms.second_moment import one_shot_second_moment
     from dpdist.baselines import SubsampleAggregateSecondMoment
     from dpdist.data.second_moment_generators import anisotropic_gaussian
-    from dpdist.privacy.second_moment_calibration import (
+    from dpdist.privacy.second_moment_calibration import plan_second_moment
+    from dpdist.privacy.subsample_calibration import (
         baseline_masking_scale,
         baseline_privacy_min_samples,
         equal_privacy_baseline_budget,
-        plan_second_moment,
     )
 
     d, m, rho, delta_star = 4, 5, 1.0, 1e-6

@@ -606,7 +606,7 @@ class ExpMechSparsePCA(Projection, Estimator):
         d = check_int(n_features, "n_features")
         if check_centering(self.assume_centered, self.mean, self.mean_fraction, self.mean_clip, n_features=d).private:
             # the plan's bound, with the private mean's share and error
-            from dpdist.privacy.calibration import search_min_samples
+            from dpdist.privacy.privcov_calibration import search_min_samples
 
             target = check_positive(target_sin2, "target_sin2")
             return search_min_samples(lambda n: self.plan(n, d, eigengap=eigengap).error_bound, target, start=4,

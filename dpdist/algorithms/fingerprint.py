@@ -129,7 +129,7 @@ def _second_moment(method: str, point) -> dict:
         from dpdist.privacy.second_moment_calibration import one_shot_sigma
 
         return {"sigma": one_shot_sigma(n, rho, radius)}
-    from dpdist.privacy.second_moment_calibration import equal_privacy_baseline_budget
+    from dpdist.privacy.subsample_calibration import equal_privacy_baseline_budget
 
     eps, delta = equal_privacy_baseline_budget(rho, 1e-6)
     p = _estimator("SubsampleAggregateSecondMoment")(eps, delta, m=10 * d).plan(n, d)

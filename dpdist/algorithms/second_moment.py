@@ -24,8 +24,9 @@ from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine import second_moment as engine
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute, open_runtime
 from dpdist.exceptions import NoPrivateResult, ValidationError
-from dpdist.privacy.accounting import NoOpEvent, release_guarantee
-from dpdist.privacy.calibration import float_sensitivity
+from dpdist.privacy.accounting import release_guarantee
+from dpdist.privacy.events import NoOpEvent
+from dpdist.privacy.float_rounding import float_sensitivity
 from dpdist.privacy.mechanisms.base import residual_note
 from dpdist.privacy.mechanisms.second_moment import (
     histogram_mechanism,
@@ -355,7 +356,7 @@ def second_moment(
     excess", which let one fill value cancel the rest of its batch), with overflow- and
     underflow-free norms and a radius margin, so each row's term is bounded by R_k^2 as
     computed; sums have bounded rounding depth, and each sigma_k is calibrated for
-    ``kappa(n) Delta_k`` (:func:`~dpdist.privacy.calibration.gram_rounding_factor`), the
+    ``kappa(n) Delta_k`` (:func:`~dpdist.privacy.float_rounding.gram_rounding_factor`), the
     sensitivity of the computed level matrix. The histograms' counts are exact per row.
 
     **Float-safe noise.** Every released level matrix and histogram lies on a public

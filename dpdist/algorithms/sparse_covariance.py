@@ -36,22 +36,24 @@ from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeou
 from dpdist.engine.topk import row_topk_release
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
-from dpdist.privacy.calibration import (
+from dpdist.privacy.gaussian_calibration import wang_xu_calibration
+from dpdist.privacy.privcov_calibration import (
     PrivCovCalibration,
-    PrivCovGumbelCalibration,
-    PrivCovZCDPCalibration,
     privcov_calibration,
     privcov_error_bound,
-    privcov_gumbel_calibration,
-    privcov_gumbel_error_bound,
     privcov_min_samples,
-    privcov_zcdp_calibration,
-    privcov_zcdp_error_bound,
     check_row_clip,
     gaussian_row_norm_bound,
     search_min_samples,
     subgaussian_clip,
-    wang_xu_calibration,
+)
+from dpdist.privacy.privcov_zcdp_calibration import (
+    PrivCovGumbelCalibration,
+    PrivCovZCDPCalibration,
+    privcov_gumbel_calibration,
+    privcov_gumbel_error_bound,
+    privcov_zcdp_calibration,
+    privcov_zcdp_error_bound,
 )
 from dpdist.privacy.accounting import release_guarantee
 from dpdist.privacy.mechanisms.base import residual_note
@@ -340,7 +342,7 @@ def private_sparse_covariance(
     less: ``release.accountant()``). The arguments (sensitivity ``2 R^2 / n`` of the clipped
     second moment, the float factor, the lattices, the selection's analysis) are written once
     in :mod:`dpdist.privacy.mechanisms.privcov` and docs/privacy/privcov.md; the constants are
-    :func:`~dpdist.privacy.calibration.privcov_gumbel_calibration`'s,
+    :func:`~dpdist.privacy.privcov_zcdp_calibration.privcov_gumbel_calibration`'s,
     ``privcov_zcdp_calibration``'s and ``privcov_calibration``'s (with the k+1 deviation).
 
     **Float-safe noise.** Selected values and the diagonal are released on a public
@@ -496,8 +498,8 @@ class SparseCovariancePlan(Plan):
     relative change near 1e-6); and whose ``error_bound`` is, for ``selection="paper"``,
     Theorem 1's ``||M - Sigma||_op <= 6 k (lambda_samp + lambda_priv)`` and, for
     ``selection="gumbel"`` and ``"laplace"``, ``6 k (lambda_samp + lambda_priv) +
-    lambda_release`` (:func:`~dpdist.privacy.calibration.privcov_gumbel_error_bound`,
-    :func:`~dpdist.privacy.calibration.privcov_zcdp_error_bound`; ``release_sigma`` the
+    lambda_release`` (:func:`~dpdist.privacy.privcov_zcdp_calibration.privcov_gumbel_error_bound`,
+    :func:`~dpdist.privacy.privcov_zcdp_calibration.privcov_zcdp_error_bound`; ``release_sigma`` the
     Gaussian release's sigma, ``selection_share`` the share of rho spent on the selection);
     probability >= 1 - beta, when no entry is clipped (1 - 2 beta with a private mean, whose
     error is added).

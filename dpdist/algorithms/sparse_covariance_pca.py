@@ -58,7 +58,7 @@ from dpdist.algorithms.sparse_covariance import (
     private_sparse_covariance,
 )
 from dpdist.exceptions import ValidationError
-from dpdist.privacy.calibration import search_min_samples
+from dpdist.privacy.privcov_calibration import search_min_samples
 from dpdist.privacy.release import Release
 
 __all__ = [

@@ -34,7 +34,7 @@ DEFAULT_TILE = 2048
 NONFINITE_POLICIES = ("raise", "zero")
 #: Most rows summed in one run (a BLAS product plus a running sum) before runs are combined
 #: pairwise (:class:`GramAccumulator`). The privacy layer's float-error bound
-#: (``dpdist.privacy.calibration.summation_depth``) assumes at most this many.
+#: (``dpdist.privacy.float_rounding.summation_depth``) assumes at most this many.
 GRAM_BATCH_ROWS = 4096
 
 

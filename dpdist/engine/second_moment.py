@@ -39,7 +39,7 @@ norms that neither overflow nor underflow (:func:`row_norms`: exact power-of-two
 huge and subnormal rows) and a radius margin (:func:`shrink_radius`) so that every row's norm
 *as computed* is within the level's radius; Gram sums use runs of at most
 ``GRAM_BATCH_ROWS`` rows combined pairwise. Together these give the bounded rounding that
-``dpdist.privacy.calibration.gram_rounding_factor`` adds to the sensitivity.
+``dpdist.privacy.float_rounding.gram_rounding_factor`` adds to the sensitivity.
 
 Noise enters only through :func:`noised`, which applies a caller-supplied function to the
 reduced statistic in the same graph, so only the noised value is returned to the client.

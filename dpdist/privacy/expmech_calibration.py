@@ -17,14 +17,9 @@ from dpdist._validation import check_int, check_positive, check_probability
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.accounting import gaussian_epsilon
 from dpdist.privacy.budget import check_delta, check_epsilon
-from dpdist.privacy.calibration import (
-    SAMPLING_CONSTANT,
-    UNIT_ROUNDOFF,
-    analytic_gaussian_sigma,
-    float_sensitivity,
-    gaussian_sigma,
-    search_min_samples,
-)
+from dpdist.privacy.float_rounding import UNIT_ROUNDOFF, float_sensitivity
+from dpdist.privacy.gaussian_calibration import analytic_gaussian_sigma, gaussian_sigma
+from dpdist.privacy.privcov_calibration import SAMPLING_CONSTANT, search_min_samples
 from dpdist.privacy.zcdp import cks20_rho
 
 __all__ = [
@@ -88,7 +83,7 @@ class ExpMechCalibration:
         ``2 k tau^2 / n``: global sensitivity of ``q(D, S) = lambda_1(Sigma_hat_S)`` in exact
         arithmetic.
     float_factor : float
-        kappa(n) (:func:`~dpdist.privacy.calibration.gram_rounding_factor`): the computed
+        kappa(n) (:func:`~dpdist.privacy.float_rounding.gram_rounding_factor`): the computed
         second moment's blocks move by at most ``float_factor * block_sensitivity``.
     score_sensitivity_fl : float
         Sensitivity of the score as computed: ``float_factor * score_sensitivity`` plus twice
@@ -247,7 +242,7 @@ def expmech_calibration(
     *Floating point* (a deviation that only adds noise): entries are clipped to tau, so each
     row's term ``|y_S| |y_S|^T`` has Frobenius norm ``<= k tau^2 = B`` on every block, and the
     computed block moves by at most ``kappa(n) * 2 k tau^2 / n``
-    (:func:`~dpdist.privacy.calibration.gram_rounding_factor`); Weyl carries that to the
+    (:func:`~dpdist.privacy.float_rounding.gram_rounding_factor`); Weyl carries that to the
     exact top eigenvalue of the computed block, and the kernel computing it errs by at most
     ``SCORE_EIGEN_ERROR k u k tau^2 (1 + 1e-6)`` on each side. The Gumbel weight and the block's
     Gaussian noise use these enlarged sensitivities.
@@ -330,7 +325,7 @@ def expmech_error_bound(
     :func:`expmech_clip`; sampling; selection; block noise):
 
     - ``eta_samp = C sigma^2 (sqrt(t/n) + t/n)``, ``t = k log d + log(4/beta)`` (Lemma 2,
-      ``C`` = :data:`~dpdist.privacy.calibration.SAMPLING_CONSTANT`);
+      ``C`` = :data:`~dpdist.privacy.privcov_calibration.SAMPLING_CONSTANT`);
     - ``eta_select = (2 Delta_q / (epsilon/2)) (log C(d, k) + log(4/beta))`` (Lemma 28);
     - ``eta_noise = sigma_priv (2 sqrt(k) + sqrt(2 log(4/beta)))`` (Gaussian k x k operator
       norm, Gordon's bound plus Lipschitz concentration; symmetrising does not increase it);
@@ -399,7 +394,7 @@ def analyze_gauss_calibration(epsilon: float, delta: float, n_samples: int, row_
     state sensitivity 1 for add/remove neighbours, unnormalised, L = 1; replace-one doubles
     it.) Symmetric Gaussian noise of scale :func:`gaussian_sigma` on that triangle is
     ``(epsilon, delta)``-DP. The noise is calibrated for ``kappa(n) * 2 L^2 / n``, which bounds
-    the computed matrix (:func:`~dpdist.privacy.calibration.gram_rounding_factor` with
+    the computed matrix (:func:`~dpdist.privacy.float_rounding.gram_rounding_factor` with
     ``B = L^2``; the engine scales rows so that their norm *as computed* is at most L).
     """
     epsilon = check_epsilon(epsilon)
@@ -431,7 +426,7 @@ def symmetric_gaussian_operator_bound(entry_sigma: float, n_features: int, beta:
 def sampling_operator_error(sigma: float, n_samples: int, s: int, n_features: int, beta: float) -> float:
     """Lemma 2: ``C sigma^2 (sqrt(t/n) + t/n)``, ``t = s log d + log(1/beta)``, the operator-norm
     sampling error of every s x s principal block at once (s = d: the whole matrix).
-    ``C`` = :data:`~dpdist.privacy.calibration.SAMPLING_CONSTANT`. Utility only."""
+    ``C`` = :data:`~dpdist.privacy.privcov_calibration.SAMPLING_CONSTANT`. Utility only."""
     beta = _check_prob(beta)
     n, d = int(n_samples), int(n_features)
     t = int(s) * math.log(max(d, 2)) + math.log(1.0 / beta)

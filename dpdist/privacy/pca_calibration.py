@@ -47,14 +47,9 @@ from dataclasses import asdict, dataclass
 from dpdist._validation import check_int, check_positive, check_probability
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import check_delta, check_epsilon
-from dpdist.privacy.calibration import (
-    GRAM_BATCH_ROWS,
-    UNIT_ROUNDOFF,
-    analytic_gaussian_sigma,
-    rounding_gamma,
-    search_min_samples,
-    subgaussian_clip,
-)
+from dpdist.privacy.float_rounding import GRAM_BATCH_ROWS, UNIT_ROUNDOFF, rounding_gamma
+from dpdist.privacy.gaussian_calibration import analytic_gaussian_sigma
+from dpdist.privacy.privcov_calibration import search_min_samples, subgaussian_clip
 
 __all__ = [
     "DEFAULT_BETA",

@@ -30,7 +30,8 @@ import numpy as np
 
 from dpdist._version import __version__
 from dpdist.exceptions import NotPrivateWarning, SeededReleaseWarning
-from dpdist.privacy.accounting import Accountant, Event
+from dpdist.privacy.accounting import Accountant
+from dpdist.privacy.events import Event
 
 __all__ = [
     "NOISE_SCALE_SCHEMA",

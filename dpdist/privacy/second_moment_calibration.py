@@ -17,7 +17,7 @@ by sqrt(lambda_hat), so that I <= Sigma and every row has norm <= ``radius``.
   L2 sensitivity of the released upper triangle). Each level is then rho/L-zCDP (BS16
   Prop. 1.6) and the L levels compose to rho (BS16 Lemma 2.3).
 - *Floating point* (a deviation that only adds noise): every sigma is computed for
-  ``kappa(n) * Delta`` (:func:`~dpdist.privacy.calibration.gram_rounding_factor`), the
+  ``kappa(n) * Delta`` (:func:`~dpdist.privacy.float_rounding.gram_rounding_factor`), the
   sensitivity of the level's Gram matrix *as computed*: the engine scales each row so that its
   norm as computed is at most R_k (terms ``y y^T`` of Frobenius norm ``<= R_k^2``), multiplies
   only after scaling, and sums in the bounded-depth order that the factor assumes.
@@ -25,8 +25,8 @@ by sqrt(lambda_hat), so that I <= Sigma and every row has norm <= ``radius``.
   derivation (docs/privacy/second_moment.md, "The predicted gamma"), with g(d, p) a bound on
   ||N|| / sigma for N ~ GUE(sigma^2).
 
-Subsample-and-aggregate baseline (Algorithm 3): masking scale, truncated-Laplace support,
-rejection threshold and the sample-size precondition of Lemma A.4 (MS25 Appendix A).
+The subsample-and-aggregate baseline (Algorithm 3) is calibrated in
+:mod:`dpdist.privacy.subsample_calibration`.
 """
 
 from __future__ import annotations
@@ -38,13 +38,11 @@ import numpy as np
 
 from dpdist._validation import check_choice, check_int, check_positive, check_probability, check_real
 from dpdist.exceptions import ValidationError
-from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
-from dpdist.privacy.calibration import float_sensitivity, gram_rounding_factor
+from dpdist.privacy.float_rounding import float_sensitivity, gram_rounding_factor
 from dpdist.privacy.plan import Plan
-from dpdist.privacy.zcdp import ZCDP, bun_steinke_epsilon, check_rho, cks20_epsilon
+from dpdist.privacy.zcdp import ZCDP, check_rho
 
 __all__ = [
-    "BASELINE_CN",
     "HISTOGRAM_SENSITIVITY",
     "ETA",
     "GROWTH",
@@ -52,16 +50,9 @@ __all__ = [
     "SHRINK",
     "LevelSchedule",
     "SecondMomentPlan",
-    "baseline_guarantee",
-    "baseline_masking_scale",
-    "baseline_max_pass_probability",
-    "baseline_privacy_min_samples",
-    "baseline_threshold",
-    "baseline_utility_min_samples",
     "check_alpha",
     "check_m",
     "check_xi",
-    "equal_privacy_baseline_budget",
     "gue_norm_bound",
     "histogram_sigma",
     "lemma_3_8_beta_bound",
@@ -75,7 +66,6 @@ __all__ = [
     "recursion_constants",
     "sensitivity_coefficient",
     "split_budget",
-    "tlap_support",
 ]
 
 #: eta of Algorithm 1: the factor that shrinks the large-eigenvalue subspace.
@@ -86,9 +76,6 @@ SHRINK = 3.0 / 7.0
 GROWTH = 8.0 / 7.0
 #: Sensitivity options: "paper" 4 R^2 / n, "tight" sqrt(2) R^2 / n.
 SENSITIVITIES = ("paper", "tight")
-#: Constant C_N of the baseline's masking scale (unspecified in the paper): ||N|| <= 2(sqrt(d) + sqrt(ln(4/xi)))
-#: with probability >= 1 - xi/2 for a d x d standard Gaussian matrix (Davidson-Szarek).
-BASELINE_CN = 2.0
 
 
 # ---------------------------------------------------------------------------------------
@@ -276,7 +263,7 @@ def level_schedule(
 def one_shot_sigma(n_samples: int, rho: float, radius: float, sensitivity: str = "paper") -> float:
     """GUE entry scale of the one-shot Gaussian mechanism on (1/n) sum x x^T, ||x|| <= R:
     sigma = kappa(n) a R^2 / (n sqrt(2 rho)) (BS16 Prop. 1.6, with the float factor of
-    :func:`~dpdist.privacy.calibration.gram_rounding_factor`); a one-level comparator."""
+    :func:`~dpdist.privacy.float_rounding.gram_rounding_factor`); a one-level comparator."""
     rho = check_rho(rho)
     n = int(n_samples)
     sens, _ = float_sensitivity(sensitivity_coefficient(sensitivity) * _check_positive(radius, "radius") ** 2 / n, n)
@@ -470,7 +457,7 @@ def min_samples(
     event E's condition holds. Closed form up to the float factor, because L depends on
     (R, lambda, alpha, m) only: n >= kappa(n) max(80 a m sqrt(L) g(d, xi/L) / sqrt(2 rho),
     a kappa_last sqrt(L) g(d, xi) / (gamma sqrt(2 rho))), solved by fixed-point iteration on
-    the slowly growing kappa(n) (:func:`~dpdist.privacy.calibration.gram_rounding_factor`)."""
+    the slowly growing kappa(n) (:func:`~dpdist.privacy.float_rounding.gram_rounding_factor`)."""
     gamma = _check_positive(gamma, "gamma")
     p = plan_second_moment(
         2, n_features, rho, m=m, alpha=alpha, radius=radius, lambda_min=lambda_min,
@@ -508,106 +495,3 @@ def lemma_3_8_beta_bound(radius: float, alpha: float, m: int) -> float:
 def matrix_bernstein_m(m1: float, m2: float, alpha: float, beta: float, n_features: int) -> float:
     """Claim 4.2: m(alpha, beta) = max{2 M2 / alpha^2, 2 (1 + M1^2) / (3 alpha)} ln(4 d / beta)."""
     return max(2.0 * m2 / alpha**2, 2.0 * (1.0 + m1**2) / (3.0 * alpha)) * math.log(4.0 * n_features / beta)
-
-
-# ---------------------------------------------------------------------------------------
-# subsample-and-aggregate baseline (Algorithm 3, MS25 Appendix A)
-# ---------------------------------------------------------------------------------------
-
-
-def tlap_support(sensitivity: float, epsilon: float, delta: float) -> float:
-    """Support bound A = (Delta/eps) ln(1 + (e^eps - 1) / (2 delta)) of TLap(Delta, eps, delta)
-    (Geng-Ding-Guo-Kumar 2020; MS25 writes only TLap(2/T, eps, delta), and this support
-    matches its threshold term)."""
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
-    ratio = math.expm1(epsilon) / (2.0 * delta) if epsilon <= 700.0 else math.inf
-    if math.isinf(ratio):  # beyond float64: the same logarithm, with ln(e^eps - 1) = eps + ln(1 - e^-eps)
-        return float(sensitivity) / epsilon * float(np.logaddexp(0.0, epsilon + math.log1p(-math.exp(-epsilon))
-                                                                 - math.log(2.0 * delta)))
-    return float(sensitivity) / epsilon * math.log1p(ratio)
-
-
-def baseline_threshold(n_groups: int, epsilon: float, delta: float) -> float:
-    """Algorithm 3 line 6: reject when Q_tilde < 0.8 + (2 / (k eps)) ln(1 + (e^eps-1)/(2 delta))."""
-    return 0.8 + tlap_support(2.0 / int(n_groups), epsilon, delta)
-
-
-def baseline_max_pass_probability(n_groups: int, epsilon: float, delta: float, agreement: float = 1.0) -> float:
-    """Pr[Q + Z >= threshold] for Z ~ TLap(2/k, eps, delta) when the exact agreement is Q.
-
-    With Delta = 2/k, A the support and t = 0.8 + A - Q: for 0 < t <= A,
-    Pr[Z >= t] = (e^{-t eps/Delta} - e^{-A eps/Delta}) / (2 (1 - e^{-A eps/Delta})).
-    Note: a threshold >= 1 does *not* make bottom certain: Q = 1 passes when
-    Z >= A - 0.2, which has probability ~ delta e^{0.1 k eps} / (e^eps - 1) (about 0.47 at
-    k = 136, eps = 1, delta = 1e-6); bottom is near-certain only for k well below
-    (10/eps) ln(1 + (e^eps - 1)/(2 delta)).
-    """
-    k = int(n_groups)
-    sens = 2.0 / k
-    A = tlap_support(sens, epsilon, delta)
-    t = 0.8 + A - float(agreement)
-    if t <= 0:
-        return 1.0 if -t >= A else 0.5 + 0.5 * (1 - math.exp(t * epsilon / sens)) / (1 - math.exp(-A * epsilon / sens))
-    if t > A:
-        return 0.0
-    r = epsilon / sens
-    return (math.exp(-t * r) - math.exp(-A * r)) / (2.0 * -math.expm1(-A * r))
-
-
-def baseline_masking_scale(alpha: float, n_features: int, xi: float) -> float:
-    """eta_b = alpha / (48 C_N (sqrt(d) + sqrt(ln(4/xi)))) (Algorithm 3 line 19; C_N
-    is unspecified in the paper, 2 here, and the tail term is ln(4/xi), the masking event's
-    probability, not the printed ln(4/beta))."""
-    alpha = check_alpha(alpha)
-    xi = check_xi(xi)
-    return alpha / (48.0 * BASELINE_CN * (math.sqrt(int(n_features)) + math.sqrt(math.log(4.0 / xi))))
-
-
-def baseline_privacy_min_samples(m: int, n_features: int, epsilon: float, delta: float, eta_b: float) -> float:
-    """MS25's n-condition for the baseline's (2 eps, 4 e^eps delta)-DP (Lemma A.4 / Thm A.6):
-    n >= 800 m max{sqrt(2d(d + 1/eta_b^2)/eps), 8d sqrt(ln(2/delta))/eps, 8 ln(2/delta)/eps,
-    12 sqrt(d ln(2/delta)) / (eps eta_b)}."""
-    m = check_m(m)
-    d = int(n_features)
-    eps = check_epsilon(epsilon)
-    delta = check_delta(delta)
-    l2 = math.log(2.0 / delta)
-    terms = (
-        math.sqrt(2.0 * d * (d + 1.0 / eta_b**2) / eps),
-        8.0 * d * math.sqrt(l2) / eps,
-        8.0 * l2 / eps,
-        12.0 * math.sqrt(d * l2) / (eps * eta_b),
-    )
-    return 800.0 * m * max(terms)
-
-
-def baseline_utility_min_samples(m: int, epsilon: float, delta: float) -> float:
-    """Lemma A.5's n >= (10 m / eps) ln(1 + (e^eps - 1)/(2 delta)) (utility, not privacy)."""
-    return 10.0 * check_m(m) * tlap_support(1.0, epsilon, delta)
-
-
-def baseline_guarantee(epsilon: float, delta: float) -> ApproxDP:
-    """Algorithm 3 run with (eps, delta) is (2 eps, 4 e^eps delta)-DP (Lemma A.4)."""
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
-    largest = -math.log(4.0 * delta)  # 4 e^eps delta < 1  <=>  eps < ln(1 / (4 delta))
-    if not epsilon < largest:
-        raise ValidationError(
-            f"epsilon={epsilon:g} is too large for delta={delta!r}: the baseline's guarantee 4 e^epsilon delta "
-            f"must be < 1, so epsilon must be < ln(1/(4 delta)) = {largest:.6g} (or choose a smaller delta)"
-        )
-    total_delta = 4.0 * math.exp(epsilon) * delta
-    return ApproxDP(2.0 * epsilon, total_delta)
-
-
-def equal_privacy_baseline_budget(rho: float, delta_star: float, *, method: str = "bun-steinke") -> tuple[float, float]:
-    """Equal-privacy comparison: convert rho-zCDP to (eps*, delta*), then run the baseline with
-    eps = eps*/2 and delta = delta*/(4 e^{eps*/2}) so its guarantee is (eps*, delta*)."""
-    if method == "bun-steinke":
-        eps_star = bun_steinke_epsilon(rho, delta_star)
-    elif method == "cks20":
-        eps_star = cks20_epsilon(rho, delta_star)
-    else:
-        raise ValidationError(f"method must be 'bun-steinke' or 'cks20', got {method!r}")
-    return eps_star / 2.0, float(delta_star) / (4.0 * math.exp(eps_star / 2.0))

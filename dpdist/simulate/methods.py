@@ -408,7 +408,7 @@ def simulate_privcov(model: BlockModel, n: float, epsilon: float, delta: float, 
                      selection: str = "gumbel") -> SimResult:
     """PrivCov (:class:`~dpdist.SparseCovariance` with ``sigma``, ``k = model.k`` and
     ``selection``): the noise scales and clip come from the estimator's ``plan()`` (hence from
-    :func:`dpdist.privacy.calibration.privcov_calibration`, ``privcov_zcdp_calibration`` or
+    :func:`dpdist.privacy.privcov_calibration.privcov_calibration`, ``privcov_zcdp_calibration`` or
     ``privcov_gumbel_calibration``); selection (keys ``|S_ij + Laplace(b)|``, or ``|S_ij| +
     beta G_ij`` with G standard Gumbel for ``"gumbel"``, float noise: this measures accuracy,
     not privacy) and release (Laplace b for ``"paper"``, Gaussian ``release_sigma``

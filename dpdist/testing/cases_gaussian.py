@@ -53,10 +53,10 @@ def laplace_case(source: Any = None) -> AuditCase:
 
 
 def gaussian_case(source: Any = None, *, epsilon: float = 2.0, delta: float = 1e-3) -> AuditCase:
-    """The Gaussian sampler with :func:`~dpdist.privacy.calibration.gaussian_sigma` at
+    """The Gaussian sampler with :func:`~dpdist.privacy.gaussian_calibration.gaussian_sigma` at
     (epsilon, delta) (default (2, 1e-3): the analytic Gaussian mechanism): exactly
     Delta/sigma-GDP. ``source``: the standard deviation drawn with (default sigma)."""
-    from dpdist.privacy.calibration import gaussian_sigma
+    from dpdist.privacy.gaussian_calibration import gaussian_sigma
     from dpdist.privacy.noise import gaussian_from_uniform
 
     eps, sens = float(epsilon), 1.0
@@ -88,7 +88,7 @@ def gaussian_case(source: Any = None, *, epsilon: float = 2.0, delta: float = 1e
 
 def gaussian_small_epsilon_case(source: Any = None) -> AuditCase:
     """:func:`gaussian_case` at (epsilon, delta) = (0.9, 0.05): the analytic Gaussian mechanism
-    of :func:`~dpdist.privacy.calibration.gaussian_sigma` below epsilon = 1 (where it is
+    of :func:`~dpdist.privacy.gaussian_calibration.gaussian_sigma` below epsilon = 1 (where it is
     smaller than the classic formula of DR14 Theorem A.1)."""
     return gaussian_case(source, epsilon=0.9, delta=0.05)
 
@@ -175,7 +175,7 @@ def wang_xu_release_case(source: Any = None) -> AuditCase:
     """Wang-Xu's Gaussian release, release-level: two second moments whose released upper
     triangles differ by exactly the claimed L2 sensitivity 2 R^2 d / n in one entry.
     Claim: Delta/sigma-GDP and (epsilon, delta)-DP (wang_xu_calibration, analytic rule)."""
-    from dpdist.privacy.calibration import wang_xu_calibration
+    from dpdist.privacy.gaussian_calibration import wang_xu_calibration
 
     cal = wang_xu_calibration(GAUSS_EPS, GAUSS_DELTA, GAUSS_N, GAUSS_D, GAUSS_CLIP)
     return _gaussian_release_case(
@@ -214,7 +214,7 @@ def wang_xu_data_case(source: Any = None) -> AuditCase:
     (other rows 0), moving 4 upper-triangle entries by 2R^2/n each (L2 distance R^2 d / n,
     the largest a row change can reach for d = 4: half the claimed sensitivity). Statistic:
     the sum of the 4 released entries. The claim has slack 2 over this pair."""
-    from dpdist.privacy.calibration import wang_xu_calibration
+    from dpdist.privacy.gaussian_calibration import wang_xu_calibration
 
     cal = wang_xu_calibration(GAUSS_EPS, GAUSS_DELTA, GAUSS_N, GAUSS_D, GAUSS_CLIP)
     sens, sigma = cal["sensitivity"], cal["gaussian_sigma"]

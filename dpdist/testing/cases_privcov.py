@@ -31,7 +31,7 @@ def _privcov_cal(k: int, component_epsilon: float):
     All of b's dependence on epsilon is through eps_row, linear in epsilon, so one call at
     epsilon = 1 gives the scale factor.
     """
-    from dpdist.privacy.calibration import privcov_calibration
+    from dpdist.privacy.privcov_calibration import privcov_calibration
 
     unit = privcov_calibration(1.0, PRIVCOV_DELTA, PRIVCOV_N, PRIVCOV_D, k, PRIVCOV_CLIP)
     eps = _scale_for(component_epsilon, unit.sensitivity / unit.laplace_scale)

@@ -78,7 +78,7 @@ def second_moment_one_shot_case(source: Any = None) -> AuditCase:
     replaced row is 3 e_0 in D and 3 e_1 in D' (clipped to R = 2); statistic: released (0,0)
     minus released (1,1). Claim: rho-zCDP."""
     from dpdist.engine.second_moment import chunk_clip_rows
-    from dpdist.privacy.calibration import float_sensitivity
+    from dpdist.privacy.float_rounding import float_sensitivity
     from dpdist.privacy.mechanisms.second_moment import moment_release, one_shot_mechanism
     from dpdist.privacy.second_moment_calibration import one_shot_sigma, sensitivity_coefficient
     from dpdist.privacy.zcdp import cks20_epsilon
@@ -169,7 +169,7 @@ def subsample_aggregate_test_case(source: Any = None) -> AuditCase:
     line 5): Q + TLap(2/k, epsilon, delta), release-level with Q vs Q - 2/k. Claim: (epsilon,
     delta) for this step (the baseline's total guarantee is (2 epsilon, 4 e^epsilon delta))."""
     from dpdist.privacy.mechanisms.subsample import subsample_aggregate_mechanism
-    from dpdist.privacy.second_moment_calibration import baseline_masking_scale, tlap_support
+    from dpdist.privacy.subsample_calibration import baseline_masking_scale, tlap_support
 
     sens = 2.0 / SA_GROUPS
     support = tlap_support(sens, SA_EPS, SA_DELTA)

@@ -9,7 +9,8 @@ import pytest
 
 import dpdist
 from dpdist.exceptions import ValidationError
-from dpdist.privacy.accounting import Accountant, GaussianEvent, release_guarantee, zcdp_rho
+from dpdist.privacy.accounting import Accountant, release_guarantee, zcdp_rho
+from dpdist.privacy.events import GaussianEvent
 
 SYNC = "synchronous"
 

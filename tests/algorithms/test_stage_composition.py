@@ -13,7 +13,7 @@ from scipy import optimize
 import dpdist
 from dpdist.algorithms._centering import Centering, compose_stages
 from dpdist.exceptions import DpdistError
-from dpdist.privacy.accounting import GaussianEvent
+from dpdist.privacy.events import GaussianEvent
 from dpdist.privacy.budget import ApproxDP
 from tests.privacy.balle_wang import bw_delta
 

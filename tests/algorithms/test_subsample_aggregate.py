@@ -15,7 +15,7 @@ from dpdist.baselines import SubsampleAggregateSecondMoment
 from dpdist.data.second_moment_generators import anisotropic_gaussian, outlier_mixture
 from dpdist.privacy.budget import ApproxDP
 from dpdist.privacy.noise import bounded_laplace_from_uniform, resolve_random_state
-from dpdist.privacy.second_moment_calibration import (
+from dpdist.privacy.subsample_calibration import (
     baseline_max_pass_probability,
     baseline_threshold,
     equal_privacy_baseline_budget,

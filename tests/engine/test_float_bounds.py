@@ -1,6 +1,6 @@
 """The numerics the float-error bounds rest on, checked on the kernels themselves.
 
-``dpdist.privacy.calibration.gram_rounding_factor`` and
+``dpdist.privacy.float_rounding.gram_rounding_factor`` and
 ``dpdist.privacy.pca_calibration.friendly_float_bounds`` assume (a) every row's contribution is
 bounded *as computed* (rows scaled to the radius before any product, norms that neither
 overflow nor underflow), (b) Gram sums in runs of at most GRAM_BATCH_ROWS rows combined
@@ -20,7 +20,7 @@ import pytest
 from dpdist.engine import gram, sparse_spectrum
 from dpdist.engine import second_moment as eng
 from dpdist.engine.friendly import graph as friendly_graph
-from dpdist.privacy import calibration, pca_calibration
+from dpdist.privacy import float_rounding, pca_calibration
 
 HOSTILE_ROWS = {
     "1e154": np.full(4, 1e154),
@@ -50,15 +50,15 @@ def exact_norm(v) -> float | None:
 
 
 def test_the_privacy_layer_mirrors_the_engine_constants():
-    assert gram.GRAM_BATCH_ROWS == calibration.GRAM_BATCH_ROWS
+    assert gram.GRAM_BATCH_ROWS == float_rounding.GRAM_BATCH_ROWS
     assert sparse_spectrum.DENSE_COMPONENT_LIMIT == pca_calibration.EIGEN_BLOCK_LIMIT
     assert eng.gram_batch_rows(2) <= gram.GRAM_BATCH_ROWS and eng.gram_batch_rows(500) <= gram.GRAM_BATCH_ROWS
     import inspect
 
     # tree fan-ins of the Gram reductions (at most GRAM_TREE_FAN_IN = 8)
     for fn in (gram.clipped_second_moment, eng.level_gram, eng.tree_sum):
-        assert inspect.signature(fn).parameters["split_every"].default <= calibration.GRAM_TREE_FAN_IN
-    assert inspect.signature(friendly_graph._tree).parameters["fan_in"].default <= calibration.GRAM_TREE_FAN_IN
+        assert inspect.signature(fn).parameters["split_every"].default <= float_rounding.GRAM_TREE_FAN_IN
+    assert inspect.signature(friendly_graph._tree).parameters["fan_in"].default <= float_rounding.GRAM_TREE_FAN_IN
     with pytest.raises(ValueError, match="split_every"):
         gram.clipped_second_moment(None, 1.0, split_every=9)
 
@@ -106,8 +106,8 @@ def test_level_gram_error_is_within_the_bound_the_privacy_layer_adds():
     t, g = eng.chunk_level_step(x, None, M=M, radius=50.0)
     y, _ = eng.map_and_clip(x, np.ascontiguousarray(M.T), 50.0)
     n = len(x)
-    D = calibration.summation_depth(n)
-    gamma = calibration.rounding_gamma(D)
+    D = float_rounding.summation_depth(n)
+    gamma = float_rounding.rounding_gamma(D)
     for a in range(3):
         for b in range(a, 3):
             terms = [Fraction(float(p)) * Fraction(float(q)) for p, q in zip(y[:, a], y[:, b])]

@@ -1,7 +1,7 @@
 """The float factor kappa(n) of a computed Gram matrix, typed from its definition (not from the code under test).
 
 kappa(n) = 1 + 2 n gamma_D, gamma_D = D u / (1 - D u), u = 2**-53, D = 4096 + 8 ceil(log2 n) + 4
-(dpdist.privacy.calibration.gram_rounding_factor's docstring).
+(dpdist.privacy.float_rounding.gram_rounding_factor's docstring).
 """
 
 from __future__ import annotations

@@ -9,6 +9,15 @@ import pytest
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.accounting import (
     Accountant,
+    UnsupportedEventError,
+    advanced_composition,
+    basic_composition,
+    gaussian_epsilon,
+    pure_epsilon,
+    release_guarantee,
+    zcdp_rho,
+)
+from dpdist.privacy.events import (
     ComposedEvent,
     DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
@@ -18,17 +27,11 @@ from dpdist.privacy.accounting import (
     NoOpEvent,
     NonPrivateEvent,
     SelfComposedEvent,
-    UnsupportedEventError,
     ZCDPEvent,
-    advanced_composition,
-    basic_composition,
     event_from_dict,
-    gaussian_epsilon,
-    pure_epsilon,
-    release_guarantee,
-    zcdp_rho,
 )
-from dpdist.privacy.calibration import analytic_gaussian_sigma, privcov_calibration
+from dpdist.privacy.gaussian_calibration import analytic_gaussian_sigma
+from dpdist.privacy.privcov_calibration import privcov_calibration
 from dpdist.privacy.second_moment_calibration import level_schedule
 from dpdist.privacy.zcdp import ZCDP, cks20_epsilon
 
@@ -162,7 +165,7 @@ def test_gaussian_epsilon_is_accurate_at_tiny_epsilon(eps, delta):
     import mpmath
 
     from dpdist.privacy.accounting import gaussian_epsilon
-    from dpdist.privacy.calibration import analytic_gaussian_sigma
+    from dpdist.privacy.gaussian_calibration import analytic_gaussian_sigma
 
     mpmath.mp.dps = 60
 

@@ -8,7 +8,8 @@ import pytest
 from scipy import special
 
 from dpdist.exceptions import ValidationError
-from dpdist.privacy import calibration as cal
+from dpdist.privacy import accounting, gaussian_calibration
+from dpdist.privacy import privcov_calibration as cal
 from tests.privacy.balle_wang import assert_smallest_sigma
 from tests.privacy.float_factor import kappa
 
@@ -76,7 +77,7 @@ def test_privcov_scale_is_paper_formula_with_k_plus_one(eps, delta, n, d, k, R):
 def test_advanced_composition_is_dr14_theorem_3_20():
     e, k, dp = 0.01, 500, 1e-6
     expected = math.sqrt(2 * k * math.log(1 / dp)) * e + k * e * (math.exp(e) - 1)
-    assert cal.advanced_composition_epsilon(e, k, dp) == pytest.approx(expected, rel=1e-14)
+    assert accounting.advanced_composition_epsilon(e, k, dp) == pytest.approx(expected, rel=1e-14)
 
 
 @pytest.mark.parametrize("eps", [0.05, 0.5, 1.0, 2.0, 5.0, 20.0])
@@ -87,7 +88,7 @@ def test_composed_epsilon_never_exceeds_requested(eps, d):
     except ValidationError:
         return  # refused: fine, the requested epsilon cannot be met by this split
     total = min(
-        cal.advanced_composition_epsilon(c.epsilon_row, d, 1e-6 / 2),
+        accounting.advanced_composition_epsilon(c.epsilon_row, d, 1e-6 / 2),
         d * c.epsilon_row,
     )
     assert total <= eps
@@ -152,15 +153,15 @@ def test_min_samples_is_the_least_n_meeting_the_target():
 
 
 def test_classic_gaussian_formula():
-    assert cal.classic_gaussian_sigma(2.0, 0.5, 1e-5) == pytest.approx(2.0 * math.sqrt(2 * math.log(1.25e5)) / 0.5)
+    assert gaussian_calibration.classic_gaussian_sigma(2.0, 0.5, 1e-5) == pytest.approx(2.0 * math.sqrt(2 * math.log(1.25e5)) / 0.5)
     with pytest.raises(ValidationError):
-        cal.classic_gaussian_sigma(1.0, 1.0, 1e-5)
+        gaussian_calibration.classic_gaussian_sigma(1.0, 1.0, 1e-5)
 
 
 @pytest.mark.parametrize("eps", [0.3, 1.0, 4.0])
 def test_analytic_gaussian_meets_delta_exactly(eps):
     D, delta = 1.7, 1e-6
-    s = cal.analytic_gaussian_sigma(D, eps, delta)
+    s = gaussian_calibration.analytic_gaussian_sigma(D, eps, delta)
 
     def dlt(s):  # Balle-Wang 2018 Theorem 8
         return special.ndtr(D / (2 * s) - eps * s / D) - math.exp(eps) * special.ndtr(-D / (2 * s) - eps * s / D)
@@ -168,11 +169,11 @@ def test_analytic_gaussian_meets_delta_exactly(eps):
     assert dlt(s) <= delta
     assert dlt(s * (1 - 1e-6)) > delta  # and it is (nearly) the smallest such sigma
     if eps < 1:
-        assert s <= cal.classic_gaussian_sigma(D, eps, delta)
+        assert s <= gaussian_calibration.classic_gaussian_sigma(D, eps, delta)
 
 
 def test_wang_xu_sensitivity_is_frobenius_bound():
-    out = cal.wang_xu_calibration(0.5, 1e-6, 1000, 50, 3.0)
+    out = gaussian_calibration.wang_xu_calibration(0.5, 1e-6, 1000, 50, 3.0)
     assert out["sensitivity"] == pytest.approx(2 * 9 * 50 / 1000)
     # the analytic Gaussian mechanism for kappa(n) times that sensitivity, also below epsilon = 1
     assert_smallest_sigma(out["gaussian_sigma"], out["sensitivity"] * kappa(1000), 0.5, 1e-6)
@@ -182,7 +183,7 @@ def test_wang_xu_sensitivity_is_frobenius_bound():
 @pytest.mark.parametrize("delta", [1e-10, 1e-6, 1e-2])
 def test_gaussian_sigma_is_the_smallest_sigma_at_every_epsilon(eps, delta):
     # one Gaussian mechanism: the exact (Balle-Wang) condition, never the classic formula
-    s, rule = cal.gaussian_sigma(2.5, eps, delta)
+    s, rule = gaussian_calibration.gaussian_sigma(2.5, eps, delta)
     assert_smallest_sigma(s, 2.5, eps, delta)
     assert rule.startswith("analytic")
     if eps < 1:
@@ -192,8 +193,8 @@ def test_gaussian_sigma_is_the_smallest_sigma_at_every_epsilon(eps, delta):
 def test_advanced_composition_is_infinite_past_the_float_range():
     # e^eps overflows float64 beyond eps ~ 709: the bound is larger than any float, and PrivCov
     # falls back on basic composition instead of an OverflowError
-    assert cal.advanced_composition_epsilon(800.0, 3, 1e-6) == math.inf
-    assert math.isfinite(cal.advanced_composition_epsilon(700.0, 3, 1e-6))
+    assert accounting.advanced_composition_epsilon(800.0, 3, 1e-6) == math.inf
+    assert math.isfinite(accounting.advanced_composition_epsilon(700.0, 3, 1e-6))
     c = cal.privcov_calibration(1e5, 1e-6, 100, 6, 2, 1.0)
     assert c.composed_epsilon <= 1e5
 
@@ -206,7 +207,7 @@ def test_analytic_gaussian_meets_delta_at_tiny_epsilon_in_exact_arithmetic(eps, 
 
     mpmath.mp.dps = 60
     for sens in (1.0, 0.033):
-        s = cal.analytic_gaussian_sigma(sens, eps, delta)
+        s = gaussian_calibration.analytic_gaussian_sigma(sens, eps, delta)
         mu, e = mpmath.mpf(sens) / mpmath.mpf(s), mpmath.mpf(eps)
         exact = mpmath.ncdf(-e / mu + mu / 2) - mpmath.e**e * mpmath.ncdf(-e / mu - mu / 2)
         assert exact <= delta

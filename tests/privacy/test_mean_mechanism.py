@@ -10,8 +10,9 @@ import pytest
 
 from dpdist.engine.mean import block_norm_clip_units, clipped_row_sum
 from dpdist.exceptions import ValidationError
-from dpdist.privacy.accounting import GaussianEvent, release_guarantee
-from dpdist.privacy.calibration import analytic_gaussian_sigma, classic_gaussian_sigma
+from dpdist.privacy.accounting import release_guarantee
+from dpdist.privacy.events import GaussianEvent
+from dpdist.privacy.gaussian_calibration import analytic_gaussian_sigma, classic_gaussian_sigma
 from dpdist.privacy.mechanisms.mean import PURPOSE_MEAN, ClippedMeanMechanism
 from dpdist.privacy.noise import NoiseSeed
 from tests.privacy.balle_wang import assert_smallest_sigma

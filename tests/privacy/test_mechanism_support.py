@@ -15,7 +15,7 @@ import math
 import numpy as np
 import pytest
 
-from dpdist.privacy.calibration import wang_xu_calibration
+from dpdist.privacy.gaussian_calibration import wang_xu_calibration
 from dpdist.privacy.expmech_calibration import analyze_gauss_calibration, expmech_calibration
 from dpdist.privacy.gumbel import GumbelMax
 from dpdist.privacy.mechanisms.expmech import ExpMechMechanism
@@ -26,7 +26,8 @@ from dpdist.privacy.mechanisms.second_moment import histogram_mechanism, level_m
 from dpdist.privacy.mechanisms.subsample import agreement_sensitivity, subsample_aggregate_mechanism
 from dpdist.privacy.noise import NoiseSeed
 from dpdist.privacy.pca_calibration import privpca_calibration
-from dpdist.privacy.second_moment_calibration import level_schedule, tlap_support
+from dpdist.privacy.second_moment_calibration import level_schedule
+from dpdist.privacy.subsample_calibration import tlap_support
 from dpdist.testing.support import LatticeSampler, support_test
 from tests.audit_twins import InverseCdfSampler
 from tests.conftest import LONG

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 import dpdist
-from dpdist.privacy.accounting import ComposedEvent, GaussianEvent, release_guarantee
+from dpdist.privacy.accounting import release_guarantee
+from dpdist.privacy.events import ComposedEvent, GaussianEvent
 from dpdist.privacy.budget import ApproxDP
-from dpdist.privacy.calibration import privcov_calibration
+from dpdist.privacy.privcov_calibration import privcov_calibration
 from dpdist.privacy.mechanisms import (
     FriendlyTestMechanism,
     PrivCovMechanism,

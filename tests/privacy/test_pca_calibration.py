@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dpdist.exceptions import ValidationError
-from dpdist.privacy.calibration import wang_xu_calibration
+from dpdist.privacy.gaussian_calibration import wang_xu_calibration
 from dpdist.privacy.pca_calibration import (
     MIN_BATCHES,
     TAU_CONSTANT,

@@ -14,20 +14,11 @@ import pytest
 from scipy import stats
 
 import dpdist
-from dpdist.privacy.accounting import (
-    Accountant,
-    BoundedRangeEvent,
-    ComposedEvent,
-    GaussianEvent,
-    SelfComposedEvent,
-    event_from_dict,
-    pure_epsilon,
-    release_guarantee,
-    zcdp_rho,
-)
+from dpdist.privacy.accounting import Accountant, pure_epsilon, release_guarantee, zcdp_rho
+from dpdist.privacy.events import BoundedRangeEvent, ComposedEvent, GaussianEvent, SelfComposedEvent, event_from_dict
 from dpdist.privacy.budget import ApproxDP
 from dpdist.privacy.lazy_selection import privcov_score_bound
-from dpdist.privacy.calibration import (
+from dpdist.privacy.privcov_zcdp_calibration import (
     privcov_gumbel_calibration,
     privcov_gumbel_error_bound,
     privcov_zcdp_calibration,

@@ -9,12 +9,6 @@ import pytest
 from dpdist.exceptions import ValidationError
 from tests.privacy.float_factor import kappa
 from dpdist.privacy.second_moment_calibration import (
-    baseline_guarantee,
-    baseline_masking_scale,
-    baseline_max_pass_probability,
-    baseline_privacy_min_samples,
-    baseline_threshold,
-    equal_privacy_baseline_budget,
     gue_norm_bound,
     histogram_sigma,
     lemma_3_8_beta_bound,
@@ -27,6 +21,14 @@ from dpdist.privacy.second_moment_calibration import (
     plan_second_moment,
     recursion_constants,
     split_budget,
+)
+from dpdist.privacy.subsample_calibration import (
+    baseline_guarantee,
+    baseline_masking_scale,
+    baseline_max_pass_probability,
+    baseline_privacy_min_samples,
+    baseline_threshold,
+    equal_privacy_baseline_budget,
     tlap_support,
 )
 from dpdist.privacy.zcdp import bun_steinke_epsilon
@@ -203,7 +205,7 @@ def test_baseline_guarantee_and_equal_privacy_recipe():
 
 
 def test_tlap_support_is_continuous_where_its_log_form_takes_over():
-    from dpdist.privacy.second_moment_calibration import tlap_support
+    from dpdist.privacy.subsample_calibration import tlap_support
 
     # the direct form overflows where (e^eps - 1) / (2 delta) passes the float maximum
     edge = math.log(2e-6 * 1.7976931348623157e308)

@@ -65,7 +65,8 @@ def _released_quantities():
     inverse-CDF twin at the calibration's scale and bound). The values are
     typical ones: an entry of a clipped second moment, FriendlyCore's |C| and Z near the
     threshold of m = 20 batches, a norm."""
-    from dpdist.privacy.calibration import privcov_calibration, privcov_zcdp_calibration
+    from dpdist.privacy.privcov_calibration import privcov_calibration
+    from dpdist.privacy.privcov_zcdp_calibration import privcov_zcdp_calibration
     from dpdist.privacy.mechanisms import FriendlyTestMechanism, PrivCovMechanism, PrivCovZCDPMechanism, PrivNormMechanism
     from dpdist.privacy.pca_calibration import friendly_test_calibration, privnorm_calibration
 

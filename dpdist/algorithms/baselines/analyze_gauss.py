@@ -166,7 +166,7 @@ class AnalyzeGauss(Projection, Estimator):
     its error grows with d: the dense baseline. Noise is added tile by tile on the workers.
     Floating point: rows are scaled to norm at most L as computed before the product, and the
     noise is calibrated for ``kappa(n)`` times the sensitivity
-    (:func:`~dpdist.privacy.calibration.gram_rounding_factor`). Non-finite rows become zero
+    (:func:`~dpdist.privacy.float_rounding.gram_rounding_factor`). Non-finite rows become zero
     rows (``on_nonfinite="zero"``, the default; "raise" reveals one bit). Float-safe noise:
     the released entries are lattice points with an exactly sampled rounded Gaussian
     (:mod:`dpdist.privacy.mechanisms.gaussian`, where the argument is written). Parameters are validated in :meth:`fit`; a failed fit

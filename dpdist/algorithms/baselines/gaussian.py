@@ -26,7 +26,8 @@ from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeou
 from dpdist.engine.threshold import threshold_triples
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
-from dpdist.privacy.calibration import subgaussian_clip, wang_xu_calibration
+from dpdist.privacy.gaussian_calibration import wang_xu_calibration
+from dpdist.privacy.privcov_calibration import subgaussian_clip
 from dpdist.privacy.mechanisms.base import residual_note
 from dpdist.privacy.mechanisms.gaussian import wang_xu_mechanism
 from dpdist.privacy.noise import resolve_random_state
@@ -121,11 +122,11 @@ class GaussianCovariance(Estimator):
     replacing one row moves ``(1/n) Y^T Y`` by at most ``2 R^2 d / n`` in Frobenius norm; the
     released upper triangle (diagonal included) has at most that L2 sensitivity.
     **Mechanism.** i.i.d. N(0, s^2) on the upper triangle, mirrored (symmetric noise), with s
-    from :func:`dpdist.privacy.calibration.gaussian_sigma` (DR14 Theorem A.1 for epsilon < 1,
+    from :func:`dpdist.privacy.gaussian_calibration.gaussian_sigma` (DR14 Theorem A.1 for epsilon < 1,
     the analytic Gaussian mechanism of Balle-Wang 2018 for epsilon >= 1). Thresholding is
     post-processing. Floating point: entries are clipped before the product and the noise is
     calibrated for ``kappa(n)`` times the sensitivity
-    (:func:`~dpdist.privacy.calibration.gram_rounding_factor`), which bounds the computed
+    (:func:`~dpdist.privacy.float_rounding.gram_rounding_factor`), which bounds the computed
     matrix. The noise grows linearly with d: this is the baseline PrivCov is
     compared against (better below d of roughly 64 (k+1) log(d / delta_row)).
     Noise is added tile by tile on the workers; only entries surviving the threshold leave.

@@ -18,7 +18,7 @@ from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine import second_moment as engine
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute, open_runtime
 from dpdist.exceptions import NoPrivateResult, ValidationError
-from dpdist.privacy.accounting import NonPrivateEvent
+from dpdist.privacy.events import NonPrivateEvent
 from dpdist.privacy.budget import check_delta, check_epsilon
 from dpdist.privacy.masking import GRID_BITS, ExactGram
 from dpdist.privacy.mechanisms.subsample import (
@@ -30,16 +30,14 @@ from dpdist.privacy.mechanisms.subsample import (
 from dpdist.privacy.noise import NoiseSeed, resolve_random_state
 from dpdist.privacy.plan import Plan
 from dpdist.privacy.release import Release, warn_if_unsafe
-from dpdist.privacy.second_moment_calibration import (
+from dpdist.privacy.second_moment_calibration import check_alpha, check_m, check_xi
+from dpdist.privacy.subsample_calibration import (
     BASELINE_CN,
     baseline_guarantee,
     baseline_masking_scale,
     baseline_privacy_min_samples,
     baseline_threshold,
     baseline_utility_min_samples,
-    check_alpha,
-    check_m,
-    check_xi,
     tlap_support,
 )
 
@@ -332,7 +330,7 @@ def subsample_aggregate_second_moment(
     epsilon, delta : float
         The per-step parameters of Algorithm 3. The *reported* guarantee is
         (2 epsilon, 4 e^epsilon delta) (Lemma A.4). For equal privacy with a rho-zCDP run use
-        :func:`~dpdist.privacy.second_moment_calibration.equal_privacy_baseline_budget`.
+        :func:`~dpdist.privacy.subsample_calibration.equal_privacy_baseline_budget`.
     m : int
         Group size (the subsamplability size); needs m >= d.
     alpha : float, default 0.5

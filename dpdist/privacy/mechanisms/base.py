@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from dpdist.exceptions import DpdistError
-from dpdist.privacy.accounting import Event
+from dpdist.privacy.events import Event
 from dpdist.privacy.lattice import EXHAUSTION_DELTA_PER_ENTRY, Lattice, LatticeField, LatticeNoise
 from dpdist.privacy.noise import NoiseSeed
 

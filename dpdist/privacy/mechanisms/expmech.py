@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpdist.exceptions import ValidationError
-from dpdist.privacy.accounting import ComposedEvent, EpsilonDeltaEvent, Event, GaussianEvent, ZCDPEvent
+from dpdist.privacy.events import ComposedEvent, EpsilonDeltaEvent, Event, GaussianEvent, ZCDPEvent
 from dpdist.privacy.expmech_calibration import ExpMechCalibration
 from dpdist.privacy.gumbel import SCORE_BITS, GumbelMax
 from dpdist.privacy.lattice import LatticeField, LatticeNoise

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpdist.privacy.accounting import ComposedEvent, EpsilonDeltaEvent, Event, GaussianEvent
+from dpdist.privacy.events import ComposedEvent, EpsilonDeltaEvent, Event, GaussianEvent
 from dpdist.privacy.lattice import LatticeNoise
 from dpdist.privacy.mechanisms.base import Mechanism, lattice_law
 from dpdist.privacy.noise import NoiseSeed

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpdist.privacy.accounting import Event, GaussianEvent
+from dpdist.privacy.events import Event, GaussianEvent
 from dpdist.privacy.lattice import LatticeField, LatticeNoise
 from dpdist.privacy.mechanisms.base import Mechanism, lattice_law
 from dpdist.privacy.noise import NoiseSeed
@@ -127,7 +127,7 @@ class SymmetricGaussianMechanism(Mechanism):
 
 
 def wang_xu_mechanism(calibration: dict, n_features: int) -> SymmetricGaussianMechanism:
-    """The Wang-Xu baseline's mechanism from :func:`~dpdist.privacy.calibration.wang_xu_calibration`."""
+    """The Wang-Xu baseline's mechanism from :func:`~dpdist.privacy.gaussian_calibration.wang_xu_calibration`."""
     sens = calibration["sensitivity"] * calibration["float_factor"]
     return SymmetricGaussianMechanism.calibrate(
         PURPOSE_WANG_XU, n_features, sens, calibration["gaussian_sigma"],

@@ -26,9 +26,9 @@ import numpy as np
 
 from dpdist._validation import check_int, check_positive
 from dpdist.exceptions import ValidationError
-from dpdist.privacy.accounting import Event, GaussianEvent
+from dpdist.privacy.events import Event, GaussianEvent
 from dpdist.privacy.budget import check_delta, check_epsilon
-from dpdist.privacy.calibration import gaussian_sigma
+from dpdist.privacy.gaussian_calibration import gaussian_sigma
 from dpdist.privacy.lattice import Lattice, LatticeField, LatticeNoise
 from dpdist.privacy.mechanisms.base import Mechanism
 from dpdist.privacy.noise import NoiseSeed

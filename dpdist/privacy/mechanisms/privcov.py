@@ -5,7 +5,7 @@ each row's top k by exact Gumbel keys (the peeling exponential mechanism) and re
 values by one Gaussian mechanism, accounted in zCDP; :class:`PrivCovZCDPMechanism`
 (``selection="laplace"``) keeps the Laplace selection with the same release.
 :class:`PrivCovMechanism` (``selection="paper"``) is Algorithm 1 as the paper writes it, with
-the calibration of :func:`dpdist.privacy.calibration.privcov_calibration`.
+the calibration of :func:`dpdist.privacy.privcov_calibration.privcov_calibration`.
 
 Guarantee of the paper's form: (epsilon, delta)-DP under replace-one neighbours; each row is
 pure ``c Delta_Z / s``-DP (``c = 2k + k'``, a coupling that holds exactly on the integers of
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpdist.privacy.accounting import (
+from dpdist.privacy.events import (
     BoundedRangeEvent,
     ComposedEvent,
     EpsilonDeltaEvent,
@@ -33,13 +33,11 @@ from dpdist.privacy.accounting import (
     GaussianEvent,
     SelfComposedEvent,
 )
-from dpdist.privacy.calibration import (
-    PrivCovCalibration,
+from dpdist.privacy.privcov_calibration import PrivCovCalibration, privcov_calibration, privcov_pure_coefficient
+from dpdist.privacy.privcov_zcdp_calibration import (
     PrivCovGumbelCalibration,
     PrivCovZCDPCalibration,
-    privcov_calibration,
     privcov_gumbel_calibration,
-    privcov_pure_coefficient,
     privcov_zcdp_calibration,
 )
 from dpdist.privacy.gumbel import EXHAUSTION_DELTA_PER_COMPARISON, SCORE_BITS, GumbelTopK
@@ -154,7 +152,7 @@ class PrivCovMechanism(Mechanism):
 
 def privcov_mechanism(epsilon: float, delta: float, n_samples: int, n_features: int, k: int,
                       clip: float) -> PrivCovMechanism:
-    """:class:`PrivCovMechanism` of :func:`~dpdist.privacy.calibration.privcov_calibration`."""
+    """:class:`PrivCovMechanism` of :func:`~dpdist.privacy.privcov_calibration.privcov_calibration`."""
     return PrivCovMechanism.from_calibration(privcov_calibration(epsilon, delta, n_samples, n_features, k, clip))
 
 
@@ -211,7 +209,7 @@ class PrivCovZCDPMechanism(_GaussianRelease, Mechanism):
       C`` has ``||(y y^T)_P||_F^2 = sum_i y_i^2 sum_{j in P_i} y_j^2 <= C^2 min(k' R^2, C^2)``, so
       the released vector moves by at most ``kappa(n) 2 C min(R sqrt(k'), C) / n`` in L2
       (float factor as in Lemma 1); the release's sensitivity is the smaller of that and
-      ``sqrt(d k') Delta_fl`` (:func:`~dpdist.privacy.calibration.privcov_release_sensitivity`)
+      ``sqrt(d k') Delta_fl`` (:func:`~dpdist.privacy.privcov_calibration.privcov_release_sensitivity`)
       and ``Delta_Z2`` is computed from it. Scaling only shrinks entries: the selection's entry
       sensitivity ``Delta_fl`` is unchanged. Proof: docs/privacy/privcov.md, Lemma 3a.
     * **Total**: the event ``d`` pure steps and one Gaussian step; the accountant's zCDP route
@@ -275,7 +273,7 @@ class PrivCovZCDPMechanism(_GaussianRelease, Mechanism):
 
 def privcov_zcdp_mechanism(epsilon: float, delta: float, n_samples: int, n_features: int, k: int, clip: float,
                            beta: float = 0.1, *, row_clip: float = math.inf) -> PrivCovZCDPMechanism:
-    """:class:`PrivCovZCDPMechanism` of :func:`~dpdist.privacy.calibration.privcov_zcdp_calibration`."""
+    """:class:`PrivCovZCDPMechanism` of :func:`~dpdist.privacy.privcov_zcdp_calibration.privcov_zcdp_calibration`."""
     return PrivCovZCDPMechanism.from_calibration(
         privcov_zcdp_calibration(epsilon, delta, n_samples, n_features, k, clip, beta, row_clip=row_clip))
 
@@ -404,6 +402,6 @@ class PrivCovGumbelMechanism(_GaussianRelease, Mechanism):
 
 def privcov_gumbel_mechanism(epsilon: float, delta: float, n_samples: int, n_features: int, k: int, clip: float,
                              beta: float = 0.1, *, row_clip: float = math.inf) -> PrivCovGumbelMechanism:
-    """:class:`PrivCovGumbelMechanism` of :func:`~dpdist.privacy.calibration.privcov_gumbel_calibration`."""
+    """:class:`PrivCovGumbelMechanism` of :func:`~dpdist.privacy.privcov_zcdp_calibration.privcov_gumbel_calibration`."""
     return PrivCovGumbelMechanism.from_calibration(
         privcov_gumbel_calibration(epsilon, delta, n_samples, n_features, k, clip, beta, row_clip=row_clip))

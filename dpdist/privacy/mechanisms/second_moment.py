@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpdist.privacy.accounting import Event, GaussianEvent
+from dpdist.privacy.events import Event, GaussianEvent
 from dpdist.privacy.lattice import LatticeField, LatticeNoise
 from dpdist.privacy.mechanisms.base import Mechanism, lattice_law
 from dpdist.privacy.mechanisms.gaussian import SymmetricGaussianMechanism

@@ -1,7 +1,7 @@
 """Subsample-and-aggregate (MS25 Appendix A, Algorithm 3): the agreement test and the masking.
 
 The mechanism of :func:`dpdist.algorithms.baselines.subsample_aggregate.subsample_aggregate_second_moment`;
-its calibration is :mod:`dpdist.privacy.second_moment_calibration`'s.
+its calibration is :mod:`dpdist.privacy.subsample_calibration`'s.
 
 Guarantee: (2 epsilon, 4 e^epsilon delta)-DP under replace-one neighbours (MS25 Lemma A.4),
 provided MS25's sample-size condition holds (otherwise the release is labelled NOT PRIVATE).
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpdist.exceptions import DpdistError
-from dpdist.privacy.accounting import EpsilonDeltaEvent, Event
+from dpdist.privacy.events import EpsilonDeltaEvent, Event
 from dpdist.privacy.lattice import LatticeField, LatticeNoise
 from dpdist.privacy.masking import GRID_BITS, masked_gram
 from dpdist.privacy.mechanisms.base import Mechanism, lattice_law
@@ -128,9 +128,9 @@ class SubsampleAggregateMechanism(Mechanism):
 def subsample_aggregate_mechanism(epsilon: float, delta: float, n_groups: int, support: float, *,
                                   eta_b: float) -> SubsampleAggregateMechanism:
     """The mechanism of Algorithm 3 with k groups, per-step (epsilon, delta), the calibration's
-    TLap support ``support`` (:func:`~dpdist.privacy.second_moment_calibration.tlap_support`
+    TLap support ``support`` (:func:`~dpdist.privacy.subsample_calibration.tlap_support`
     at sensitivity 2/k) and masking scale ``eta_b``
-    (:func:`~dpdist.privacy.second_moment_calibration.baseline_masking_scale`)."""
+    (:func:`~dpdist.privacy.subsample_calibration.baseline_masking_scale`)."""
     k = int(n_groups)
     eps, delta = float(epsilon), float(delta)
     sens = agreement_sensitivity(k)
