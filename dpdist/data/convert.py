@@ -37,7 +37,7 @@ OUTPUT_DTYPES = ("float32", "float64")
 def default_chunk_rows(n_rows: int, n_cols: int, itemsize: int) -> int:
     """Rows of a chunk: about ``DEFAULT_ROW_CHUNK_BYTES`` of whole rows, at most
     :data:`MAX_CHUNK_ROWS` and at most ``n_rows``."""
-    from dpdist.data.validation import DEFAULT_ROW_CHUNK_BYTES
+    from dpdist.data.formats import DEFAULT_ROW_CHUNK_BYTES
 
     return int(max(1, min(n_rows, MAX_CHUNK_ROWS, DEFAULT_ROW_CHUNK_BYTES // max(1, n_cols * itemsize))))
 

@@ -65,12 +65,11 @@ import dask.array as da
 import numpy as np
 import scipy.sparse
 
-from dpdist.data.formats import DEFAULT_ROW_CHUNK_BYTES, FORMATS, input_format, one_line, open_file, row_chunk
+from dpdist.data.formats import FORMATS, input_format, one_line, open_file, row_chunk
 from dpdist.exceptions import DataConversionWarning, InfrastructureError, ValidationError
 
 __all__ = [
     "CHUNK_MANIFEST_ATTR",
-    "DEFAULT_ROW_CHUNK_BYTES",
     "MISSING_CHUNKS",
     "as_dask_array",
     "as_float_dtype",

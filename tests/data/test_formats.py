@@ -20,7 +20,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 pd = pytest.importorskip("pandas", reason="pandas not installed (pip install 'dpdist[formats]')")
 
 import dpdist  # noqa: E402
-import dpdist.data.validation as validation  # noqa: E402
+import dpdist.data.formats as formats  # noqa: E402
 from dpdist.cli.main import main  # noqa: E402
 from dpdist.data import as_dask_array, convert  # noqa: E402
 from dpdist.exceptions import DataConversionWarning, ValidationError  # noqa: E402
@@ -33,7 +33,7 @@ CHUNK_BYTES = 3200
 
 @pytest.fixture
 def small_chunks(monkeypatch):
-    monkeypatch.setattr(validation, "DEFAULT_ROW_CHUNK_BYTES", CHUNK_BYTES)
+    monkeypatch.setattr(formats, "DEFAULT_ROW_CHUNK_BYTES", CHUNK_BYTES)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ pytest.importorskip("pyarrow", reason="pyarrow not installed (pip install 'dpdis
 pd = pytest.importorskip("pandas", reason="pandas not installed (pip install 'dpdist[formats]')")
 
 import dpdist  # noqa: E402
-import dpdist.data.validation as validation  # noqa: E402
+import dpdist.data.formats as formats  # noqa: E402
 from dpdist.cli.main import main  # noqa: E402
 from dpdist.data import as_dask_array  # noqa: E402
 from tests.ops.test_s3 import BUCKET, s3_env  # noqa: E402,F401  (moto's server, the AWS environment)
@@ -19,7 +19,7 @@ from tests.ops.test_s3 import BUCKET, s3_env  # noqa: E402,F401  (moto's server,
 def test_a_parquet_dataset_on_s3_fits_from_python_and_the_cli(s3_env, tmp_path, monkeypatch):  # noqa: F811
     import fsspec
 
-    monkeypatch.setattr(validation, "DEFAULT_ROW_CHUNK_BYTES", 2400)  # several chunks
+    monkeypatch.setattr(formats, "DEFAULT_ROW_CHUNK_BYTES", 2400)  # several chunks
     X = np.random.default_rng(8).standard_normal((900, 3))
     frame = pd.DataFrame(X, columns=["x", "y", "z"]).assign(label=[f"r{i}" for i in range(900)])
     url = f"s3://{BUCKET}/tables/data.parquet"
