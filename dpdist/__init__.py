@@ -12,7 +12,7 @@ from dpdist.algorithms.expmech_pca import ExpMechSparsePCA
 from dpdist.algorithms.second_moment import SecondMoment
 from dpdist.algorithms.sparse_covariance import SparseCovariance
 from dpdist.algorithms.sparse_covariance_pca import SparseCovariancePCA
-from dpdist.algorithms.sparse_pca import SparsePCA, SpectralNorm
+from dpdist.algorithms.sparse_pca.estimator import SparsePCA, SpectralNorm
 from dpdist.data.results import load_result
 from dpdist.exceptions import (
     BudgetExceeded,

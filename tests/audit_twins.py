@@ -152,8 +152,10 @@ def unbounded_privnorm() -> Iterator[None]:
     """Run PrivNorm/PrivPCA inside the block with no entry clip (infinite), Sigma_bar
     thresholded at exactly 5 tau, the exact-arithmetic sensitivities (no float terms) and
     Sigma_bar re-read from the rows in pass 2. Patches names of
-    :mod:`dpdist.algorithms.sparse_pca`; local schedulers only."""
-    import dpdist.algorithms.sparse_pca as module
+    :mod:`dpdist.algorithms.sparse_pca.release` and :mod:`dpdist.algorithms.friendly_steps`
+    (where the batch setup takes its float bounds); local schedulers only."""
+    import dpdist.algorithms.friendly_steps as steps
+    import dpdist.algorithms.sparse_pca.release as module
     from dpdist.privacy.pca_calibration import FriendlyFloatBounds
 
     def no_bounds(n_samples, n_batches, n_features, entry_clip, tau, k):
@@ -174,8 +176,8 @@ def unbounded_privnorm() -> Iterator[None]:
         groups, _ = real_pass1(*args, **kwargs)
         return groups, None  # pass 2 reads the rows again
 
-    with mock.patch.object(module, "friendly_float_bounds", no_bounds), \
-            mock.patch.object(module, "friendly_entry_clip", lambda *a, **k: math.inf), \
+    with mock.patch.object(steps, "friendly_float_bounds", no_bounds), \
+            mock.patch.object(steps, "friendly_entry_clip", lambda *a, **k: math.inf), \
             mock.patch.object(module, "privnorm_calibration", norm_cal), \
             mock.patch.object(module, "privpca_calibration", pca_cal), \
             mock.patch.object(module, "persist_pass1", pass1_keeping_nothing):
