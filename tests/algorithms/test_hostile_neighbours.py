@@ -31,7 +31,7 @@ import pytest
 
 import dpdist
 from dpdist.algorithms.baselines import subsample_aggregate as sa
-from dpdist.algorithms.second_moment import one_shot_second_moment
+from dpdist.algorithms.second_moment.release import one_shot_second_moment
 from dpdist.baselines import (
     AnalyzeGauss,
     GaussianCovariance,

@@ -10,7 +10,7 @@ import scipy.linalg
 
 from dpdist import NoPrivateResult, SecondMoment, ValidationError
 from dpdist.algorithms.baselines import subsample_aggregate as sa
-from dpdist.algorithms.second_moment import random_groups
+from dpdist.algorithms.second_moment.selection import random_groups
 from dpdist.baselines import SubsampleAggregateSecondMoment
 from dpdist.data.second_moment_generators import anisotropic_gaussian, outlier_mixture
 from dpdist.privacy.budget import ApproxDP

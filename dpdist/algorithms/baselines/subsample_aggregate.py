@@ -13,7 +13,7 @@ import numpy as np
 
 from dpdist._validation import check_bool, check_int
 from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, refuse_nonfinite
-from dpdist.algorithms.second_moment import group_partition
+from dpdist.algorithms.second_moment.selection import group_partition
 from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine import second_moment as engine
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute, open_runtime
