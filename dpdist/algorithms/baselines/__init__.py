@@ -8,7 +8,7 @@ classes as ``GaussianCovariance`` and ``GaussianPCA`` (fixed public API).
 from dpdist.algorithms.baselines.analyze_gauss import AnalyzeGauss
 from dpdist.algorithms.baselines.gaussian import GaussianCovariance, WangXuCovariance
 from dpdist.algorithms.baselines.pca import GaussianPCA, ThresholdedPCA, WangXuPCA
-from dpdist.algorithms.baselines.subsample_aggregate import SubsampleAggregateSecondMoment
+from dpdist.algorithms.baselines.subsample_aggregate.estimator import SubsampleAggregateSecondMoment
 from dpdist.algorithms.baselines.thresholded import ThresholdedCovariance
 
 __all__ = [
