@@ -116,7 +116,7 @@ def timing(n: int, d: int, repeats: int, scheduler: str, workdir: str) -> dict:
 
 def accuracy(ns: list[int], seeds: int, scheduler: str) -> dict:
     from dpdist import NoPrivateResult, SecondMoment
-    from dpdist.algorithms.second_moment import one_shot_second_moment
+    from dpdist.algorithms.second_moment.release import one_shot_second_moment
     from dpdist.baselines import SubsampleAggregateSecondMoment
     from dpdist.data.second_moment_generators import anisotropic_gaussian
     from dpdist.privacy.second_moment_calibration import plan_second_moment

@@ -8,11 +8,11 @@ data is read, and results are set as ``*_`` attributes, with the full privacy re
 from dpdist import baselines  # noqa: F401  (dpdist.baselines.X)
 from dpdist._version import __version__
 from dpdist.algorithms.compare import compare_methods
-from dpdist.algorithms.expmech_pca import ExpMechSparsePCA
-from dpdist.algorithms.second_moment import SecondMoment
-from dpdist.algorithms.sparse_covariance import SparseCovariance
+from dpdist.algorithms.expmech_pca.estimator import ExpMechSparsePCA
+from dpdist.algorithms.second_moment.estimator import SecondMoment
+from dpdist.algorithms.sparse_covariance.estimator import SparseCovariance
 from dpdist.algorithms.sparse_covariance_pca import SparseCovariancePCA
-from dpdist.algorithms.sparse_pca import SparsePCA, SpectralNorm
+from dpdist.algorithms.sparse_pca.estimator import SparsePCA, SpectralNorm
 from dpdist.data.results import load_result
 from dpdist.exceptions import (
     BudgetExceeded,

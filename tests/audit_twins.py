@@ -152,10 +152,10 @@ def unbounded_privnorm() -> Iterator[None]:
     """Run PrivNorm/PrivPCA inside the block with no entry clip (infinite), Sigma_bar
     thresholded at exactly 5 tau, the exact-arithmetic sensitivities (no float terms) and
     Sigma_bar re-read from the rows in pass 2. Patches names of
-    :mod:`dpdist.algorithms.friendly_steps` (the set-up) and :mod:`dpdist.algorithms.sparse_pca`
-    (the calibrations and the first pass); local schedulers only."""
+    :mod:`dpdist.algorithms.sparse_pca.release` and :mod:`dpdist.algorithms.friendly_steps`
+    (where the batch setup takes its float bounds); local schedulers only."""
     import dpdist.algorithms.friendly_steps as steps
-    import dpdist.algorithms.sparse_pca as module
+    import dpdist.algorithms.sparse_pca.release as module
     from dpdist.privacy.pca_calibration import FriendlyFloatBounds
 
     def no_bounds(n_samples, n_batches, n_features, entry_clip, tau, k):

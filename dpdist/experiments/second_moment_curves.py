@@ -121,7 +121,7 @@ def run_second_moment_curves(*, smoke: bool = False, rho: float = 1.0, delta_sta
     import warnings
 
     from dpdist import NoPrivateResult, SecondMoment
-    from dpdist.algorithms.second_moment import one_shot_second_moment
+    from dpdist.algorithms.second_moment.release import one_shot_second_moment
     from dpdist.baselines import SubsampleAggregateSecondMoment
     from dpdist.data.second_moment_generators import (
         anisotropic_gaussian,

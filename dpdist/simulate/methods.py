@@ -423,7 +423,7 @@ def simulate_privcov(model: BlockModel, n: float, epsilon: float, delta: float, 
     if error not in ("operator", "sin2"):
         raise ValidationError(f"error must be 'operator' or 'sin2', got {error!r}")
     from dpdist import SparseCovariance
-    from dpdist.algorithms.sparse_covariance import assemble_privcov
+    from dpdist.algorithms.sparse_covariance.release import assemble_privcov
 
     sigma = math.sqrt(model.sigma2) if sigma is None else float(sigma)
     d, k, s, B = model.n_features, model.k, model.block_size, model.n_blocks

@@ -234,12 +234,12 @@ def privcov_estimator_case(source: Any = None) -> AuditCase:
 
     ``source`` is the builder ``calibration -> mechanism`` the estimator calls (default
     ``PrivCovMechanism.from_calibration``): the name ``PrivCovMechanism`` inside
-    :mod:`dpdist.algorithms.sparse_covariance` is replaced, for the duration of the trials, by
+    :mod:`dpdist.algorithms.sparse_covariance.release` is replaced, for the duration of the trials, by
     a stand-in whose ``from_calibration`` is ``source``; the estimator itself is not edited.
     """
     from unittest import mock
 
-    import dpdist.algorithms.sparse_covariance as module
+    import dpdist.algorithms.sparse_covariance.release as module
     from dpdist.privacy.mechanisms.privcov import PrivCovMechanism
 
     k = PRIVCOV_D

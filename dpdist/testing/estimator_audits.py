@@ -175,7 +175,7 @@ def _second_moment():
 
 
 def _one_shot():
-    from dpdist.algorithms.second_moment import one_shot_second_moment
+    from dpdist.algorithms.second_moment.release import one_shot_second_moment
 
     X = np.ones((200, 2))
 

@@ -30,8 +30,8 @@ import numpy as np
 import pytest
 
 import dpdist
-from dpdist.algorithms.baselines import subsample_aggregate as sa
-from dpdist.algorithms.second_moment import one_shot_second_moment
+from dpdist.algorithms.baselines.subsample_aggregate import release as sa
+from dpdist.algorithms.second_moment.release import one_shot_second_moment
 from dpdist.baselines import (
     AnalyzeGauss,
     GaussianCovariance,

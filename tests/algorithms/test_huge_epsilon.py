@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import dpdist
-from dpdist.algorithms.second_moment import one_shot_second_moment
+from dpdist.algorithms.second_moment.release import one_shot_second_moment
 from dpdist.baselines import AnalyzeGauss, GaussianCovariance, GaussianPCA, SubsampleAggregateSecondMoment
 from dpdist.privacy.budget import MAX_EPSILON
 from dpdist.privacy.zcdp import MAX_RHO

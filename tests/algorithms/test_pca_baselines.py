@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from dpdist.algorithms.baselines.analyze_gauss import block_row_norm_clip
-from dpdist.algorithms.expmech_pca import leading_eigenvector
+from dpdist.algorithms.expmech_pca.release import leading_eigenvector
 from dpdist.baselines import AnalyzeGauss, GaussianCovariance, GaussianPCA, ThresholdedCovariance, ThresholdedPCA
 from dpdist.data.model2 import make_model2
 from dpdist.exceptions import ValidationError

@@ -10,12 +10,8 @@ import pytest
 
 import dpdist
 from dpdist import SecondMoment, ValidationError
-from dpdist.algorithms.second_moment import (
-    lambda_buckets,
-    one_shot_second_moment,
-    second_moment,
-    select_radius,
-)
+from dpdist.algorithms.second_moment.release import one_shot_second_moment, second_moment
+from dpdist.algorithms.second_moment.selection import lambda_buckets, select_radius
 from dpdist.data.second_moment_generators import anisotropic_gaussian, ellipsoid, lambda_circ_v, lambda_v, outlier_mixture
 from dpdist.privacy.noise import resolve_random_state
 from dpdist.privacy.second_moment_calibration import gue_norm_bound, plan_second_moment
@@ -283,7 +279,7 @@ def test_radius_rule_rarely_overshoots_an_empty_tail():
     # its threshold: probability <= xi / (4K) = 4.6e-4 for xi = 0.1 (K = 54). In 4,000 draws
     # the expected count is <= 1.9; 12 or more has probability < 1e-5 (Poisson tail). A
     # threshold sized for one bin overshoots in about a quarter of the draws (checked below).
-    from dpdist.algorithms.second_moment import radius_grid
+    from dpdist.algorithms.second_moment.selection import radius_grid
 
     edges = radius_grid((1e-8, 1e8))
     K = len(edges) - 1

@@ -9,8 +9,8 @@ import pytest
 import scipy.linalg
 
 from dpdist import NoPrivateResult, SecondMoment, ValidationError
-from dpdist.algorithms.baselines import subsample_aggregate as sa
-from dpdist.algorithms.second_moment import random_groups
+from dpdist.algorithms.baselines.subsample_aggregate import agreement, release
+from dpdist.algorithms.second_moment.selection import random_groups
 from dpdist.baselines import SubsampleAggregateSecondMoment
 from dpdist.data.second_moment_generators import anisotropic_gaussian, outlier_mixture
 from dpdist.privacy.budget import ApproxDP
@@ -59,7 +59,7 @@ def test_unsafe_result_is_labelled_not_private(clean):
 def test_reported_guarantee_when_the_precondition_holds(clean, monkeypatch):
     # force the precondition (the real one needs n >~ 5e7 m): the labelling and the
     # (2 eps, 4 e^eps delta) guarantee of Lemma A.4 must follow
-    monkeypatch.setattr(sa, "baseline_privacy_min_samples", lambda *a: 0.0)
+    monkeypatch.setattr(release, "baseline_privacy_min_samples", lambda *a: 0.0)
     eps, delta = equal_privacy_baseline_budget(1.0, 1e-6)
     est = SubsampleAggregateSecondMoment(eps, delta, m=200, scheduler="synchronous").fit(clean[0])  # OS entropy
     assert est.release_.private is True
@@ -95,9 +95,9 @@ def test_violating_outliers_make_the_baseline_fail_while_recdpsme_keeps_the_lowe
     X = data.X.compute(scheduler="synchronous")
     m = 100
     # exact agreement Q with the same partition the baseline uses (not private; test oracle)
-    gids, k = random_groups(resolve_random_state(0), len(X), m, purpose=sa.PURPOSE_PARTITION)
+    gids, k = random_groups(resolve_random_state(0), len(X), m, purpose=release.PURPOSE_PARTITION)
     grams = np.stack([X[gids == t].T @ X[gids == t] / m for t in range(k)])
-    Q = sa.group_agreement(grams, 0.5).mean()
+    Q = agreement.group_agreement(grams, 0.5).mean()
     assert Q < 0.8  # eta m = 2 outliers per group on average: groups disagree (prototype: Q = 0.69)
     assert baseline_max_pass_probability(k, 1.0, 1e-6, Q) < 1e-6
     with pytest.raises(NoPrivateResult):
@@ -111,7 +111,7 @@ def test_violating_outliers_make_the_baseline_fail_while_recdpsme_keeps_the_lowe
 def test_distance_matches_generalised_eigenvalues(rng):
     A = [np.cov(rng.standard_normal((4, 50))) for _ in range(5)]
     A.append(np.diag([1.0, 1.0, 1.0, 0.0]))  # singular
-    D = sa.psd_distance_matrix(np.stack(A))
+    D = agreement.psd_distance_matrix(np.stack(A))
     for i in range(5):
         assert D[i, i] == pytest.approx(0.0, abs=1e-10)
         for j in range(5):
@@ -195,7 +195,7 @@ def test_a_certified_agreement_implies_the_exact_distance():
             lam = np.array([(1 + 2 * alpha / (1 - alpha)) * (1 + delta), 1.0, 0.8])
             s2 = root @ q @ np.diag(lam) @ q.T @ root
             s2 = (s2 + s2.T) / 2
-            cert = sa.certified_agreement(np.stack([s, s2]), alpha)
+            cert = agreement.certified_agreement(np.stack([s, s2]), alpha)
             exact = _exact_dist(s, s2)
             if cert[0, 1]:
                 assert exact <= r, (trial, delta, exact)
@@ -210,7 +210,7 @@ def test_a_certified_agreement_implies_the_exact_distance():
 def test_singular_and_non_finite_groups_agree_with_nothing():
     good = np.eye(3)
     mats = np.stack([good, np.diag([1.0, 1.0, 0.0]), np.full((3, 3), np.inf), np.diag([1.0, 1.0, 1e300]), good])
-    cert = sa.certified_agreement(mats, 0.5)
+    cert = agreement.certified_agreement(mats, 0.5)
     assert cert[0, 4] and cert[0, 0]
     assert not cert[1].any() and not cert[2].any() and not cert[:, 1].any() and not cert[:, 2].any()
     assert not cert[0, 3]
@@ -222,19 +222,19 @@ def test_weights_and_the_weighted_average_are_exact():
     k = 50
     counts = np.arange(0, 51)
     want = [min(Fraction(1), 10 * max(Fraction(0), Fraction(int(c), k) - Fraction(3, 5))) for c in counts]
-    assert [Fraction(int(w), k) for w in sa.agreement_weights(counts, k)] == want
+    assert [Fraction(int(w), k) for w in agreement.agreement_weights(counts, k)] == want
     rng = np.random.default_rng(4)
     mats = rng.standard_normal((6, 2, 2)) * np.exp(rng.uniform(-30, 30, (6, 1, 1)))
     mats = (mats + mats.transpose(0, 2, 1)) / 2
     wts = np.array([0, 3, 1, 7, 0, 2])
-    g = sa.exact_weighted_average(mats, wts)
+    g = agreement.exact_weighted_average(mats, wts)
     scale = Fraction(2) ** g.exponent / g.denominator
     for i in range(2):
         for j in range(2):
             exact = sum(int(w) * Fraction(float(m[i, j])) for w, m in zip(wts, mats)) / int(wts.sum())
             assert g.numerators[i][j] * scale == exact
     with pytest.raises(ValueError, match="positive weight"):
-        sa.exact_weighted_average(mats, np.zeros(6, dtype=int))
+        agreement.exact_weighted_average(mats, np.zeros(6, dtype=int))
 
 
 def test_pairs_a_float_comparison_would_accept_are_refused():
@@ -248,14 +248,14 @@ def test_pairs_a_float_comparison_would_accept_are_refused():
         b = 3.0 * a
         while Fraction(b) <= 3 * Fraction(a):
             b = np.nextafter(b, np.inf)
-        cert = sa.certified_agreement(np.stack([np.diag([a, 1.0]), np.diag([b, 1.0])]), 0.5)
+        cert = agreement.certified_agreement(np.stack([np.diag([a, 1.0]), np.diag([b, 1.0])]), 0.5)
         assert not cert[0, 1], a
         assert cert[0, 0] and cert[1, 1]
 
 
 def test_certified_agreement_refuses_matrices_that_are_not_symmetric():
     with pytest.raises(ValueError, match="symmetric"):
-        sa.certified_agreement(np.array([[[1.0, 0.1], [0.0, 1.0]]]), 0.5)
+        agreement.certified_agreement(np.array([[[1.0, 0.1], [0.0, 1.0]]]), 0.5)
 
 
 @pytest.mark.statistical
@@ -275,9 +275,9 @@ def test_the_fit_masks_with_the_stated_scale():
         est = SubsampleAggregateSecondMoment(1.0, 1e-2, m=m, unsafe_no_privacy=True, random_state=s,
                                              scheduler="synchronous").fit(X)
         eta = est.release_.parameters["eta_b"]
-        gids, k = random_groups(resolve_random_state(s), n, m, purpose=sa.PURPOSE_PARTITION)
-        mats = sa._symmetric(np.stack([X[gids == t].T @ X[gids == t] / m for t in range(k)]))
-        w = sa.agreement_weights(sa.certified_agreement(mats, alpha).sum(axis=1), k)
+        gids, k = random_groups(resolve_random_state(s), n, m, purpose=release.PURPOSE_PARTITION)
+        mats = agreement._symmetric(np.stack([X[gids == t].T @ X[gids == t] / m for t in range(k)]))
+        w = agreement.agreement_weights(agreement.certified_agreement(mats, alpha).sum(axis=1), k)
         low = np.linalg.cholesky(np.einsum("t,tij->ij", w, mats) / w.sum())
         z = scipy.linalg.solve_triangular(low, scipy.linalg.solve_triangular(low, est.second_moment_, lower=True).T,
                                           lower=True)

@@ -13,7 +13,7 @@ from dpdist.experiments.peers import peers_available, run_peer_comparison
 
 @pytest.mark.statistical
 def test_second_moment_curves_short_form(tmp_path):
-    from dpdist.algorithms.second_moment import radius_grid
+    from dpdist.algorithms.second_moment.selection import radius_grid
     from dpdist.cli.main import main
 
     argv = ["experiment", "second-moment-curves", "--smoke", "--out", str(tmp_path)]

@@ -23,7 +23,7 @@ import pytest
 import scipy.sparse as sp
 
 import dpdist
-from dpdist.algorithms.baselines import subsample_aggregate as sa
+from dpdist.algorithms.baselines.subsample_aggregate import release as sa
 from dpdist.baselines import SubsampleAggregateSecondMoment
 from dpdist.exceptions import NoPrivateResult, PrivacyWarning, ValidationError
 from dpdist.privacy.noise import NoiseSeed, resolve_random_state

@@ -230,7 +230,7 @@ def test_twin_within_the_claims_slack_is_not_flagged(name):
 #: statistic (un-noised) on D: Sigma_hat_01 = 11/40 for PrivCov, S_00 - S_11 = 1/40 for
 #: Analyze Gauss.
 SLOW = [
-    ("privcov/estimator", "dpdist.algorithms.sparse_covariance", "PrivCovMechanism", 11 / 40),
+    ("privcov/estimator", "dpdist.algorithms.sparse_covariance.release", "PrivCovMechanism", 11 / 40),
     ("analyze-gauss/estimator", "dpdist.algorithms.baselines.analyze_gauss", "analyze_gauss_calibration", 1 / 40),
 ]
 

@@ -22,7 +22,7 @@ from dpdist.algorithms._centering import (
     stage_guarantee,
 )
 from dpdist.algorithms.baselines._common import triples_to_csr
-from dpdist.algorithms.expmech_pca import leading_eigenvector
+from dpdist.algorithms.expmech_pca.release import leading_eigenvector
 from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine.gram import DEFAULT_TILE, clipped_second_moment, nonfinite_guard
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute

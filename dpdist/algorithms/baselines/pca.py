@@ -18,7 +18,7 @@ from dpdist.algorithms.baselines.thresholded import (
     ThresholdedCovariancePlan,
     thresholded_plan,
 )
-from dpdist.algorithms.expmech_pca import leading_eigenvector
+from dpdist.algorithms.expmech_pca.release import leading_eigenvector
 from dpdist.engine.gram import DEFAULT_TILE
 from dpdist.engine.runtime import DEFAULT_TIMEOUT
 from dpdist.privacy.expmech_calibration import davis_kahan_sin2

@@ -1,18 +1,15 @@
-"""ExpMechPCA (COLT 2026, Algorithm 4, Appendix F): exhaustive exponential-mechanism sparse PCA.
-
-:func:`expmech_pca` does the math and returns a :class:`~dpdist.privacy.release.Release`;
-:class:`ExpMechSparsePCA` is the scikit-learn-style wrapper.
+"""ExpMechPCA as a function: validate, calibrate, compute the clipped second moment, select a
+support by the exponential mechanism and release the noised block on it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from dpdist._validation import check_int, check_positive, check_probability
-from dpdist.algorithms._base import Estimator, Projection, check_nonfinite, nonfinite_note, reports_empirical
+from dpdist.algorithms._base import check_nonfinite, nonfinite_note
 from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine.gram import clipped_second_moment, nonfinite_guard
 from dpdist.engine.gumbel_max import exact_gumbel_max_subset
@@ -22,7 +19,6 @@ from dpdist.exceptions import ValidationError
 from dpdist.algorithms._centering import (
     DEFAULT_MEAN_FRACTION,
     centre_data,
-    centring_error,
     check_centering,
     mean_mechanism,
     mean_notes,
@@ -30,21 +26,12 @@ from dpdist.algorithms._centering import (
 )
 from dpdist.privacy.accounting import gaussian_epsilon
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
-from dpdist.privacy.expmech_calibration import (
-    ExpMechCalibration,
-    expmech_calibration,
-    expmech_clip,
-    expmech_error_bound,
-    expmech_min_samples,
-)
+from dpdist.privacy.expmech_calibration import ExpMechCalibration, expmech_calibration, expmech_clip
 from dpdist.privacy.mechanisms.base import residual_note
-from dpdist.privacy.mechanisms.expmech import BLOCK_PURPOSE, SELECT_PURPOSE, ExpMechMechanism
+from dpdist.privacy.mechanisms.expmech import ExpMechMechanism
 from dpdist.privacy.noise import resolve_random_state
-from dpdist.privacy.plan import Plan
 from dpdist.privacy.release import Release, warn_if_unsafe
 
-__all__ = ["BLOCK_PURPOSE", "DEFAULT_MAX_SUBSETS", "ExpMechPlan", "ExpMechSparsePCA", "SELECT_PURPOSE", "expmech_pca",
-           "leading_eigenvector"]
 
 #: Default refusal limit on C(d, k): about a minute per core at k = 3 (15 M subsets/s/core
 #: measured on the project's 2-core machine; benchmarks/bench_expmech.py).
@@ -346,279 +333,3 @@ def expmech_pca(
         events=tuple(events),
         mechanisms=tuple(mechanisms),
     ))
-
-
-@dataclass(frozen=True, kw_only=True)
-class ExpMechPlan(Plan):
-    """:meth:`ExpMechSparsePCA.plan`: a :class:`~dpdist.privacy.plan.Plan` whose
-    ``noise_scale`` is the block's Gaussian sigma (sigma_priv) and whose ``error_bound`` is
-    Theorem 7's: with ``eigengap``, the ``sin^2`` bound (scale 1, as ``sin^2 <= 1``); without,
-    the Rayleigh deficit ``lambda_1 - v_hat^T Sigma v_hat`` (scale ``sigma**2``, which bounds
-    lambda_1 for sigma-sub-Gaussian rows). With ``clip`` only, both use ``sigma = clip``
-    (entries clipped to [-clip, clip] are clip-sub-Gaussian). An infeasible enumeration
-    (``C(d, k) > max_subsets``) is an unmet condition. With a private mean the calibration
-    gives the block ``1 - mean_fraction`` of the Gaussian part (``privacy`` is the whole budget) and ``error`` adds
-    ``eta_center`` (k times :func:`~dpdist.algorithms._centering.centring_error`, at beta) to
-    the deficit like the sampling term; the bound then holds with probability >= 1 - 2 beta.
-    """
-
-    mechanism: str
-    k: int
-    n_subsets: int
-    max_subsets: int
-    feasible: bool
-    dense_second_moment_bytes: int
-    clip: float
-    noise_scales: dict
-    calibration: ExpMechCalibration
-    error: dict
-    centering: str = "assume-centered"
-    mean_noise_scale: float | None = None
-
-
-class ExpMechSparsePCA(Projection, Estimator):
-    """Private leading k-sparse principal component by the exponential mechanism (Algorithm 4).
-
-    Parameters
-    ----------
-    k : int
-        Support size.
-    epsilon, delta : float
-        Privacy budget (replace-one neighbours).
-    sigma : float, optional
-        Public sub-Gaussian scale (sets the clip level, and is needed by :meth:`plan`).
-    clip : float, optional
-        Public entry truncation level tau.
-    max_subsets : int
-        Refusal limit on ``C(d, k)`` (default :data:`DEFAULT_MAX_SUBSETS`).
-    beta : float
-        Failure probability for the clip level and :meth:`plan`.
-    random_state : None or int
-        ``None`` for OS entropy; an int seeds the noise (tests and reproduction only).
-    scheduler : optional
-        Where the graph runs (:func:`dpdist.engine.runtime.compute`).
-    on_nonfinite : {"zero", "raise"}, default "zero"
-        See :func:`expmech_pca`.
-    chunk_size : int
-        Subsets per task.
-    timeout : float or None, default 86400 (one day)
-        Seconds for the fit; None for no limit (:mod:`dpdist.engine.runtime`).
-    ledger, dataset
-        A privacy-budget ledger charged by ``fit``, and the dataset's identifier (see
-        :class:`~dpdist.SparseCovariance`). Without ``ledger``, ``fit`` is recorded in no ledger.
-
-    Attributes
-    ----------
-    components_ : ndarray of shape (1, n_features)
-        Unit vector supported on ``support_``.
-    support_ : ndarray of shape (k,)
-    noise_scale_ : float
-        Gaussian scale of the block release (sigma_priv).
-    selection_scale_ : float
-        Gumbel scale of the selection, in score units (``8 k tau^2 / (epsilon n)``).
-    clip_ : float
-    privacy_ : ApproxDP
-    release_ : Release
-
-    Notes
-    -----
-    Guarantee: ``(epsilon, delta)``-DP under replace-one neighbours, Lemma 29 of the COLT
-    2026 paper; see :func:`expmech_pca` for sensitivities, the budget split and caveats.
-    The cost is ``C(d, k)`` score evaluations (exact enumeration; refused above
-    ``max_subsets``). Parameters are validated in :meth:`fit`; a failed fit changes nothing
-    (:mod:`dpdist.algorithms._base`).
-
-    Examples
-    --------
-    >>> from dpdist.data.model2 import make_model2
-    >>> m = make_model2(20_000, 20, 2, gap=0.5, lambda1=2.0, random_state=0)
-    >>> est = ExpMechSparsePCA(2, 1.0, 1e-6, sigma=m.sigma, random_state=0, scheduler="synchronous")
-    >>> est.fit(m.X).components_.shape
-    (1, 20)
-    """
-
-    def __init__(
-        self,
-        k: int,
-        epsilon: float,
-        delta: float,
-        *,
-        sigma: float | None = None,
-        clip: float | None = None,
-        max_subsets: int = DEFAULT_MAX_SUBSETS,
-        beta: float = DEFAULT_BETA,
-        random_state: Any = None,
-        scheduler: Any = None,
-        on_nonfinite: str = "zero",
-        chunk_size: int = DEFAULT_CHUNK_SIZE,
-        timeout: float | None = DEFAULT_TIMEOUT,
-        ledger: Any = None,
-        dataset: str | None = None,
-        assume_centered: bool = False,
-        mean: Any = None,
-        mean_fraction: float = DEFAULT_MEAN_FRACTION,
-        mean_clip: float | None = None,
-    ) -> None:
-        self.k = k
-        self.epsilon = epsilon
-        self.delta = delta
-        self.sigma = sigma
-        self.clip = clip
-        self.max_subsets = max_subsets
-        self.beta = beta
-        self.random_state = random_state
-        self.scheduler = scheduler
-        self.on_nonfinite = on_nonfinite
-        self.chunk_size = chunk_size
-        self.timeout = timeout
-        self.ledger = ledger
-        self.dataset = dataset
-        self.assume_centered = assume_centered
-        self.mean = mean
-        self.mean_fraction = mean_fraction
-        self.mean_clip = mean_clip
-
-    #: ExpMechPCA accepts one row and one column.
-    _min_shape = (1, 1)
-
-    def _fit_release(self, X: Any) -> Release:
-        return expmech_pca(
-            X,
-            self.k,
-            self.epsilon,
-            self.delta,
-            sigma=self.sigma,
-            clip=self.clip,
-            max_subsets=self.max_subsets,
-            beta=self.beta,
-            random_state=self.random_state,
-            scheduler=self.scheduler,
-            on_nonfinite=self.on_nonfinite,
-            chunk_size=self.chunk_size,
-            timeout=self.timeout,
-            assume_centered=self.assume_centered,
-            mean=self.mean,
-            mean_fraction=self.mean_fraction,
-            mean_clip=self.mean_clip,
-        )
-
-    def _fitted_attributes(self, rel: Release) -> dict:
-        mu = rel.values.get("mean")
-        return {
-            "release_": rel,
-            "components_": rel.values["components"],
-            "location_": np.zeros(rel.parameters["n_features"]) if mu is None else np.asarray(mu, dtype=np.float64),
-            "support_": rel.values["support"],
-            "noise_scale_": rel.noise_scales["block_gaussian_sigma"],
-            "selection_scale_": rel.noise_scales["selection_gumbel_scale"],
-            "clip_": rel.parameters["clip"],
-            "privacy_": rel.privacy,
-        }
-
-    def _calibration(self, n_samples: int, n_features: int) -> ExpMechCalibration:
-        _check_params(self.k, self.epsilon, self.delta, self.sigma, self.clip, self.max_subsets, self.beta)
-        n = check_int(n_samples, "n_samples", low=1)
-        d = check_int(n_features, "n_features", low=1)
-        tau, _ = _resolve_clip(self.sigma, self.clip, n, d, self.beta)
-        return self._centering(n, d, tau)[2]
-
-    def _centering(self, n: int, d: int, tau: float) -> tuple:
-        """(centering, mean mechanism or None, the calibration of the selection and block)."""
-        centering = check_centering(self.assume_centered, self.mean, self.mean_fraction, self.mean_clip,
-                                    n_features=d)
-        cal, mech, _, _ = _calibrate(centering, self.epsilon, self.delta, n, d, self.k, tau, self.beta)
-        return centering, mech, cal
-
-    def _check_fit(self, n_samples: int, n_features: int) -> None:
-        super()._check_fit(n_samples, n_features)
-        _check_range(self._calibration(n_samples, n_features), self.max_subsets)
-
-    @reports_empirical("expmech")
-    def plan(self, n_samples: int, n_features: int, *, eigengap: float | None = None) -> "ExpMechPlan":
-        """Noise scales and the predicted error at this size, without reading data.
-
-        Parameters
-        ----------
-        n_samples, n_features : int
-        eigengap : float, optional
-            Absolute eigengap ``lambda_1 - lambda_2`` of the population covariance (a model
-            assumption); with it the plan's error is the ``sin^2`` bound of Theorem 7's proof.
-
-        Returns
-        -------
-        ExpMechPlan
-            ``n_subsets``, ``feasible`` (``n_subsets <= max_subsets``), ``clip``,
-            ``noise_scales``, the calibration, and ``error``: the pieces of
-            :func:`~dpdist.privacy.expmech_calibration.expmech_error_bound`, holding with
-            probability >= 1 - beta (with ``clip`` only, computed at ``sigma = clip``).
-        """
-        cal = self._calibration(n_samples, n_features)
-        sigma = float(self.sigma) if self.sigma is not None else cal.clip
-        error = expmech_error_bound(cal, sigma, float(self.beta), eigengap)
-        centering, mean_mech, _ = self._centering(cal.n_samples, cal.n_features, cal.clip)
-        # centring at the released mean moves every k x k block by at most k lambda_center in
-        # operator norm: the sampling term's role in the deficit (twice)
-        error["eta_center"] = cal.k * centring_error(centering, mean_mech, sigma, cal.n_samples, cal.n_features,
-                                                     float(self.beta))
-        error["rayleigh_deficit_bound"] += 2.0 * error["eta_center"]
-        if eigengap is not None:
-            error["sin2_bound"] = min(1.0, error["rayleigh_deficit_bound"] / error["eigengap"])
-        prob = "1 - 2 beta (Theorem 7, plus centring at the private mean)" if mean_mech else "1 - beta (Theorem 7)"
-        feasible = cal.n_subsets <= self.max_subsets and cal.n_subsets < 1 << 62
-        if eigengap is not None:
-            bound, metric, scale, rule = (error["sin2_bound"], f"sin^2(v_hat, v_1), w.p. >= {prob}",
-                                          1.0, "1: sin^2 <= 1 always")
-        else:
-            bound, metric, scale = (error["rayleigh_deficit_bound"],
-                                    f"lambda_1 - v_hat^T Sigma v_hat, w.p. >= {prob}", sigma * sigma)
-            rule = "sigma**2 (lambda_1 <= sigma^2)" if self.sigma is not None else \
-                "clip**2: no sigma given, clipped entries are clip-sub-Gaussian"
-        return ExpMechPlan(
-            n_samples=cal.n_samples,
-            n_features=cal.n_features,
-            privacy=ApproxDP(self.epsilon, self.delta),
-            noise_scale=cal.gaussian_sigma,
-            error_bound=bound,
-            error_metric=metric,
-            error_scale=scale,
-            error_scale_rule=rule,
-            unmet_conditions=() if feasible else (
-                f"C(d, k) = {cal.n_subsets:.3g} supports exceed max_subsets = {self.max_subsets}: the fit is refused",),
-            mechanism=MECHANISM,
-            k=cal.k,
-            n_subsets=int(cal.n_subsets),
-            max_subsets=int(self.max_subsets),
-            feasible=feasible,
-            dense_second_moment_bytes=8 * cal.n_features**2,  # held densely by the enumeration's tasks
-            clip=cal.clip,
-            noise_scales={"selection_gumbel_scale": cal.gumbel_scale, "block_gaussian_sigma": cal.gaussian_sigma},
-            calibration=cal,
-            error=error,
-            centering=centering.mode,
-            mean_noise_scale=None if mean_mech is None else mean_mech.noise_scales()["gaussian"],
-        )
-
-    def min_samples(self, target_sin2: float, n_features: int, *, eigengap: float) -> int:
-        """Least n for which :meth:`plan` predicts ``sin^2 <= target_sin2`` (needs ``sigma``)."""
-        _check_params(self.k, self.epsilon, self.delta, self.sigma, self.clip, self.max_subsets, self.beta)
-        if self.sigma is None:
-            raise ValidationError("min_samples needs sigma (the sub-Gaussian scale of the model)")
-        d = check_int(n_features, "n_features")
-        if check_centering(self.assume_centered, self.mean, self.mean_fraction, self.mean_clip, n_features=d).private:
-            # the plan's bound, with the private mean's share and error
-            from dpdist.privacy.privcov_calibration import search_min_samples
-
-            target = check_positive(target_sin2, "target_sin2")
-            return search_min_samples(lambda n: self.plan(n, d, eigengap=eigengap).error_bound, target, start=4,
-                                      limit=1 << 62)
-        return expmech_min_samples(
-            target_sin2,
-            self.epsilon,
-            self.delta,
-            check_int(n_features, "n_features"),
-            self.k,
-            sigma=float(self.sigma),
-            eigengap=eigengap,
-            beta=float(self.beta),
-            clip=None if self.clip is None else float(self.clip),
-        )

@@ -1,15 +1,9 @@
-"""Private second-moment estimation of subsamplable inputs: RecDPSME (MS25) under zCDP.
-
-Mahpud & Sheffet, "A Private Approximation of the 2nd-Moment Matrix of Any Subsamplable
-Input", NeurIPS 2025 (arXiv 2505.14251), Algorithms 1-2, with a zCDP initialisation
-(docs/privacy/second_moment.md). :func:`second_moment` does the work and returns a
-:class:`~dpdist.privacy.release.Release`; :class:`SecondMoment` validates, calls it, and copies
-the release to ``*_`` attributes.
+"""RecDPSME and the one-shot Gaussian mechanism as functions: validate, initialise the radius and
+lambda_min privately, run the levels of the recursion, release.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import time
@@ -19,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from dpdist._validation import check_bool, check_positive, check_probability, check_real
-from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, refuse_nonfinite
+from dpdist.algorithms._base import check_nonfinite, nonfinite_note, refuse_nonfinite
 from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine import second_moment as engine
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute, open_runtime
@@ -35,41 +29,33 @@ from dpdist.privacy.mechanisms.second_moment import (
     one_shot_mechanism,
 )
 from dpdist.privacy.noise import NoiseSeed, resolve_random_state
-from dpdist.privacy.partition import GroupPartition
 from dpdist.privacy.release import Release, warn_if_unsafe
 from dpdist.privacy.second_moment_calibration import (
     GROWTH,
     LevelSchedule,
-    SecondMomentPlan,
     _check_positive,
     _check_sensitivity,
     check_alpha,
     check_m,
     check_xi,
     level_schedule,
-    min_samples,
     one_shot_sigma,
-    plan_second_moment,
     sensitivity_coefficient,
     split_budget,
 )
 from dpdist.privacy.zcdp import ZCDP, check_rho
+from dpdist.algorithms.second_moment.selection import (
+    group_partition,
+    lambda_buckets,
+    radius_grid,
+    select_lambda,
+    select_radius,
+)
 
-__all__ = [
-    "MECHANISM",
-    "SecondMoment",
-    "group_partition",
-    "lambda_buckets",
-    "one_shot_second_moment",
-    "radius_grid",
-    "random_groups",
-    "second_moment",
-    "select_lambda",
-    "select_radius",
-]
 
 MECHANISM = "RecDPSME (Mahpud-Sheffet NeurIPS 2025, Algorithms 1-2) with zCDP initialisation"
-PURPOSE_PARTITION = "second-moment/partition"
+
+
 #: Wall-clock timings go here (DEBUG), never into a release: they depend on the data.
 logger = logging.getLogger("dpdist")
 
@@ -91,102 +77,6 @@ _NOTES = (
     "an exactly sampled rounded Gaussian (dpdist.privacy.mechanisms.second_moment); the unwinding of the "
     "levels is post-processing",
 )
-
-
-# ---------------------------------------------------------------------------------------
-# zCDP initialisation: grids, partitions and selection rules (post-processing)
-# ---------------------------------------------------------------------------------------
-
-
-def radius_grid(radius_range: tuple[float, float]) -> np.ndarray:
-    """Public geometric edges b_j = lo 2^j, j = 0..K, with K = ceil(log2(hi/lo))."""
-    lo, hi = radius_range
-    K = max(1, math.ceil(math.log2(hi / lo)))
-    return lo * 2.0 ** np.arange(K + 1)
-
-
-def select_radius(noisy_counts: np.ndarray, edges: np.ndarray, sigma: float, xi: float) -> tuple[float, bool]:
-    """R_hat = b_J for the least J whose noisy count above b_J is <= tau_J.
-
-    ``noisy_counts`` has K + 2 bins: [0, b_0), [b_0, b_1), ..., [b_K, inf); the count above
-    b_J is the sum of the K + 1 - J bins J+1 .. K+1, each noised independently with standard
-    deviation ``sigma``, so its noise has standard deviation sigma sqrt(K + 1 - J). The
-    threshold is sized for that sum: tau_J = sigma sqrt(K + 1 - J) sqrt(2 ln(2K/xi)). At the
-    first edge b_J0 with no row at or above it the noisy sum is a centred Gaussian of that
-    standard deviation (rounded to a lattice 2^-28 times finer), which exceeds tau_J0 with
-    probability at most about xi / (4K) (Pr[Z > z] <= exp(-z^2/2) / 2), so R_hat <= b_J0 <=
-    2 max ||x_i|| (when the largest norm is inside the
-    grid) except with that probability. (A threshold sized for one bin, sigma sqrt(2
-    ln(2K/xi)), let R_hat overshoot the largest norm by a factor of 2 or more in about a
-    quarter of the runs at 200,000 rows and rho = 0.5, some by 1e7.)
-
-    Post-processing of the noisy histogram. Returns (R_hat, capped): ``capped`` is True when
-    no J qualified and R_hat = b_K (the top edge).
-    """
-    edges = np.asarray(edges, dtype=np.float64)
-    K = len(edges) - 1
-    z = math.sqrt(2.0 * math.log(2.0 * max(K, 1) / xi))
-    above = np.cumsum(np.asarray(noisy_counts, dtype=np.float64)[::-1])[::-1]  # above[i] = sum bins i..
-    for J in range(K + 1):
-        if above[J + 1] <= sigma * math.sqrt(K + 1 - J) * z:
-            return float(edges[J]), False
-    return float(edges[K]), True
-
-
-def lambda_buckets(radius: float, alpha: float, floor_ratio: float) -> np.ndarray:
-    """Ascending edges of the buckets [(1-a)^{j+1}, (1-a)^j) that cover [floor_ratio R^2, R^2].
-
-    Value v lies in bucket j = ceil(ln v / ln(1-a)) - 1. With edges e_0 < ... < e_B the bins
-    are the underflow (-inf, e_0) (it holds 0), the B buckets, and an overflow [e_B, inf).
-    """
-    q = 1.0 - alpha
-    top = radius**2
-    j_top = math.ceil(math.log(top) / math.log(q)) - 1
-    j_bot = math.ceil(math.log(floor_ratio * top) / math.log(q)) - 1
-    return q ** np.arange(j_bot + 1, j_top - 1, -1, dtype=np.float64)
-
-
-def select_lambda(noisy_counts: np.ndarray, edges: np.ndarray, alpha: float) -> tuple[float, float]:
-    """Argmax bucket's lower edge l, and lambda_hat = l / (1 + alpha).
-
-    The released bucket may exceed lambda_min by up to its width, hence the division.
-
-    Raises :class:`NoPrivateResult` when the argmax is the underflow bin.
-    """
-    noisy_counts = np.asarray(noisy_counts, dtype=np.float64)
-    i = int(np.argmax(noisy_counts))
-    if i == 0:
-        raise NoPrivateResult(
-            "private lambda_min estimate failed: the noisy histogram's largest bin is the "
-            "underflow (groups of m rows look singular); pass lambda_min, a larger m, or more rho",
-            stage="init-lambda",
-        )
-    low = float(edges[i - 1])
-    return low, low / (1.0 + alpha)
-
-
-def group_partition(
-    seed: NoiseSeed, n_samples: int, group_size: int, purpose: str = PURPOSE_PARTITION
-) -> GroupPartition:
-    """A data-independent split into k = floor(n/m) disjoint groups of m rows (Algorithms 3-4).
-
-    Row i goes to group pi(i) // m, with pi a permutation of [0, n) keyed by the seed (a
-    Feistel network, see :mod:`dpdist.privacy.partition`); rows with pi(i) >= k m are unused
-    (-1). The returned object computes the labels of any row range, so each row block gets
-    its own on the worker that reads it: nothing of size n is built on the client. This
-    samples without replacement, unlike Definition 1.1, and the permutation is
-    pseudorandom, not exactly uniform (its distribution is stated in that module).
-    """
-    return GroupPartition(seed, int(n_samples), int(group_size), purpose)
-
-
-def random_groups(
-    seed: NoiseSeed, n_samples: int, group_size: int, purpose: str = PURPOSE_PARTITION
-) -> tuple[np.ndarray, int]:
-    """The labels of :func:`group_partition` for all n rows at once (8 n bytes: for tests and
-    small inputs; the estimators evaluate the partition per row block), and k."""
-    partition = group_partition(seed, n_samples, group_size, purpose)
-    return partition(0, int(n_samples)), partition.n_groups
 
 
 # ---------------------------------------------------------------------------------------
@@ -617,169 +507,3 @@ def one_shot_second_moment(
         events=tuple(events),
         mechanisms=(mech.describe(),),
     ))
-
-
-# ---------------------------------------------------------------------------------------
-# the estimator
-# ---------------------------------------------------------------------------------------
-
-
-class SecondMoment(Estimator):
-    """Private second-moment matrix of a subsamplable input (RecDPSME, MS25), rho-zCDP.
-
-    It estimates the second moment ``E[x x^T]`` (``(1/n) sum x x^T`` of the rows), not a
-    covariance: the data are never centred, whatever their mean, and it takes no
-    ``assume_centered``. For a covariance, centre the data first or use a covariance estimator
-    (``SparseCovariance``, the ``baselines``), which centre by default.
-
-    Parameters
-    ----------
-    rho : float
-        Total zCDP budget.
-    m, alpha, radius, lambda_min, init_fraction, sensitivity, xi, random_state, scheduler
-        See :func:`second_moment`.
-    radius_range, lambda_floor, psd, on_nonfinite, timeout
-        See :func:`second_moment`.
-    ledger, dataset
-        A privacy-budget ledger charged ``ZCDP(rho)`` by ``fit``, and the dataset's identifier
-        (see :class:`~dpdist.SparseCovariance`). A rejection at the private lambda_min step
-        commits the rho of the steps run. Without ``ledger``, ``fit`` is recorded in no ledger.
-
-    Attributes
-    ----------
-    second_moment_ : ndarray (d, d)
-        The private estimate of (1/n) sum x x^T.
-    n_levels_ : int
-        L, the number of noise draws (= data passes of the recursion).
-    noise_scales_ : ndarray (L,)
-        sigma_k of each level's GUE noise (normalised units, see the release).
-    radius_, lambda_min_ : float
-        The radius and least-eigenvalue bound used (public, or privately released).
-    privacy_ : ZCDP
-        The guarantee; ``privacy_.rho`` and ``privacy_.to_approx_dp(delta)``.
-    release_ : Release
-
-    Notes
-    -----
-    **Guarantee.** rho-zCDP under replace-one neighbours (see :func:`second_moment` for the
-    sensitivity, lemma and caveats). Parameters are validated in :meth:`fit` before any data
-    is read; the attributes are set only after the release succeeded, and a failed fit
-    changes nothing (:mod:`dpdist.algorithms._base`). The release records whether it is
-    vacuous (``parameters["utility"]``: predicted gamma >= 1, or event E's sample size unmet),
-    planned at the radius and lambda_min it used (public, or privately released).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> X = np.random.default_rng(0).normal(size=(20000, 3)) * [1.0, 3.0, 10.0]
-    >>> est = SecondMoment(1.0, m=20, radius=60.0, lambda_min=0.5, random_state=0,
-    ...                    scheduler="synchronous").fit(X)
-    >>> est.second_moment_.shape
-    (3, 3)
-    """
-
-    def __init__(
-        self,
-        rho: float,
-        *,
-        m: int,
-        alpha: float = 0.5,
-        radius: float | None = None,
-        lambda_min: float | None = None,
-        init_fraction: float = 0.1,
-        sensitivity: str = "paper",
-        xi: float = 0.1,
-        random_state: int | None = None,
-        scheduler: Any = None,
-        radius_range: tuple[float, float] = (1e-8, 1e8),
-        lambda_floor: float = 1e-12,
-        psd: bool = False,
-        on_nonfinite: str = "zero",
-        timeout: float | None = DEFAULT_TIMEOUT,
-        ledger: Any = None,
-        dataset: str | None = None,
-    ) -> None:
-        self.rho = rho
-        self.m = m
-        self.alpha = alpha
-        self.radius = radius
-        self.lambda_min = lambda_min
-        self.init_fraction = init_fraction
-        self.sensitivity = sensitivity
-        self.xi = xi
-        self.random_state = random_state
-        self.scheduler = scheduler
-        self.radius_range = radius_range
-        self.lambda_floor = lambda_floor
-        self.psd = psd
-        self.on_nonfinite = on_nonfinite
-        self.timeout = timeout
-        self.ledger = ledger
-        self.dataset = dataset
-
-    def _kwargs(self) -> dict:
-        return {k: v for k, v in self.get_params().items() if k not in ("ledger", "dataset")}
-
-    def _fit_release(self, X) -> Release:
-        return second_moment(X, **self._kwargs())
-
-    def _fitted_attributes(self, release: Release) -> dict:
-        return {
-            "release_": release,
-            "second_moment_": release.values["second_moment"],
-            "n_levels_": int(release.parameters["n_levels"]),
-            "noise_scales_": np.asarray(release.noise_scales["level_sigmas"]),
-            "radius_": float(release.parameters["radius"]),
-            "lambda_min_": float(release.parameters["lambda_min"]),
-            "privacy_": release.privacy,
-        }
-
-    def _config(self) -> _Config:
-        kw = self._kwargs()
-        kw.pop("random_state")
-        return _validate(**kw)
-
-    def _check_fit(self, n_samples: int, n_features: int) -> None:
-        _check_shape(self._config(), n_samples, n_features)
-        self._check_runtime()
-
-    def _utility_plan(self, release: Release):
-        p = release.parameters
-        return self.plan(p["n_samples"], p["n_features"], radius=p["radius"], lambda_min=p["lambda_min"])
-
-    def _planning_values(self, radius, lambda_min) -> tuple[float, float, float]:
-        radius = self.radius if radius is None else radius
-        lambda_min = self.lambda_min if lambda_min is None else lambda_min
-        if radius is None or lambda_min is None:
-            raise ValidationError(
-                "plan needs radius and lambda_min: set them on the estimator or pass guesses "
-                "(radius=..., lambda_min=...) to plan/min_samples"
-            )
-        split = split_budget(check_rho(self.rho), self.init_fraction, private_radius=self.radius is None,
-                             private_lambda=self.lambda_min is None)
-        return _check_positive(radius, "radius"), _check_positive(lambda_min, "lambda_min"), split["main"]
-
-    def plan(
-        self, n_samples: int, n_features: int, *, radius: float | None = None, lambda_min: float | None = None,
-        g_method: str = "heuristic",
-    ) -> SecondMomentPlan:
-        """L, per-level noise scales and predicted gamma (docs/privacy/second_moment.md) without reading data.
-
-        When the estimator's ``radius``/``lambda_min`` are None (private initialisation),
-        pass guesses of them here; the recursion's share of rho is used for the noise, and
-        the plan's ``privacy`` is the whole ``ZCDP(rho)`` a fit spends.
-        """
-        self._config()  # every parameter, with the rule the fit uses
-        r, lam, rho_main = self._planning_values(radius, lambda_min)
-        plan = plan_second_moment(n_samples, n_features, rho_main, m=check_m(self.m), alpha=self.alpha, radius=r,
-                                  lambda_min=lam, sensitivity=self.sensitivity, xi=self.xi, g_method=g_method)
-        return dataclasses.replace(plan, privacy=ZCDP(check_rho(self.rho)))
-
-    def min_samples(
-        self, gamma: float, n_features: int, *, radius: float | None = None, lambda_min: float | None = None,
-        g_method: str = "heuristic",
-    ) -> int:
-        """Least n whose :meth:`plan` predicts gamma <= ``gamma`` with event E's condition met."""
-        r, lam, rho_main = self._planning_values(radius, lambda_min)
-        return min_samples(gamma, n_features, rho_main, m=check_m(self.m), alpha=self.alpha, radius=r,
-                           lambda_min=lam, sensitivity=self.sensitivity, xi=self.xi, g_method=g_method)

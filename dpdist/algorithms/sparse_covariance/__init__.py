@@ -1,0 +1,30 @@
+"""Algorithm 1 of the COLT 2026 paper (PrivCov): private sparse covariance by per-row noisy
+top-k selection; by default (``selection="gumbel"``) each row's top k by Gumbel keys (the
+peeling exponential mechanism) with a Gaussian release of the selected values and zCDP
+accounting (docs/privacy/privcov.md), with the same release after a Laplace selection
+(``selection="laplace"``), or as the paper writes it (``selection="paper"``).
+
+``private_sparse_covariance`` is the function that does the work and returns a
+:class:`~dpdist.privacy.release.Release`; :class:`SparseCovariance` is the estimator that
+validates parameters, calls it and exposes the release as ``*_`` attributes.
+"""
+
+from dpdist.algorithms.sparse_covariance.estimator import SparseCovariance
+from dpdist.algorithms.sparse_covariance.plan import SparseCovariancePlan
+from dpdist.algorithms.sparse_covariance.release import (
+    MECHANISM,
+    MECHANISM_ZCDP,
+    SELECTIONS,
+    assemble_privcov,
+    private_sparse_covariance,
+)
+
+__all__ = [
+    "MECHANISM",
+    "MECHANISM_ZCDP",
+    "SELECTIONS",
+    "SparseCovariance",
+    "SparseCovariancePlan",
+    "assemble_privcov",
+    "private_sparse_covariance",
+]
