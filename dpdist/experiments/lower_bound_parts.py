@@ -130,7 +130,7 @@ def _refusal_vector(d: int) -> np.ndarray:
 
 
 def _theorem2(cfg: dict, epsilon: float, delta: float, log) -> dict:
-    from dpdist.data.hard_instances import construction1
+    from dpdist.data.hard_instances.theorem2 import construction1
     from dpdist.experiments.methods import METHODS, simulated_error
     from dpdist.simulate import SIMULATED, from_construction1
 
@@ -159,7 +159,7 @@ def _theorem2(cfg: dict, epsilon: float, delta: float, log) -> dict:
 
 
 def _theorem4(cfg: dict, epsilon: float, delta: float, log) -> dict:
-    from dpdist.data.hard_instances import theorem4_codebook
+    from dpdist.data.hard_instances.theorem4 import theorem4_codebook
 
     g, k = cfg["g"], cfg["k"]
     code = theorem4_codebook(g, cfg["codewords"], random_state=0)
@@ -206,7 +206,7 @@ def _theorem4(cfg: dict, epsilon: float, delta: float, log) -> dict:
 
 
 def _theorem5(cfg: dict, epsilon: float, delta: float, log) -> dict:
-    from dpdist.data.hard_instances import edge_spike
+    from dpdist.data.hard_instances.theorem5 import edge_spike
 
     d, k = cfg["d"], cfg["k"]
     base = edge_spike(d, k, random_state=0)

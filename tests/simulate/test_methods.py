@@ -10,7 +10,7 @@ import pytest
 
 from dpdist import SparseCovariance
 from dpdist.baselines import GaussianCovariance
-from dpdist.data.hard_instances import construction1
+from dpdist.data.hard_instances.theorem2 import construction1
 from dpdist.simulate import (
     SIMULATED,
     clip_probability,
