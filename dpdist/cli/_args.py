@@ -9,7 +9,6 @@ from typing import Any
 
 from dpdist.cli._flags import Method
 
-
 __all__ = [
     "HelpFormatter", "add_centering_args", "add_columns_arg", "add_input_arg", "add_json_arg", "add_nonfinite_arg",
     "add_output_args", "add_plan_args", "add_progress_args", "add_runtime_args", "mark_required",

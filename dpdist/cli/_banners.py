@@ -9,7 +9,6 @@ import sys
 import warnings
 from typing import Iterable, Iterator
 
-
 __all__ = ["banner", "privacy_banners", "privacy_warnings"]
 
 

@@ -13,12 +13,10 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-
 __all__ = [
     "CLI_DESTS", "EstimatorCall", "Method", "RUN_ONLY_DESTS", "check_cli_flags", "context_of", "estimator_call",
     "given_flags", "need", "option", "refuse",
 ]
-
 
 #: Destinations of flags the command line honours itself (never passed to an estimator).
 CLI_DESTS = frozenset({
@@ -26,7 +24,6 @@ CLI_DESTS = frozenset({
     "overwrite", "json", "progress", "target_sin2", "report_delta", "missing_chunks", "columns", "ledger",
     "no_ledger",
 })
-
 
 #: Estimator parameters that only matter when data are read: refused with ``--plan``.
 RUN_ONLY_DESTS = frozenset({"random_state", "scheduler", "timeout", "missing_chunks"})

@@ -8,7 +8,6 @@ from typing import Iterable
 
 from dpdist.cli._banners import banner
 
-
 __all__ = ["print_json", "print_mapping", "print_plan"]
 
 

@@ -15,7 +15,6 @@ from dpdist.cli._banners import banner, privacy_banners, privacy_warnings
 from dpdist.cli._flags import EstimatorCall, context_of, need, refuse
 from dpdist.cli._printing import print_json
 
-
 __all__ = ["fit_and_write", "input_shape", "plain_progress", "rejection_path", "run_context", "show_progress"]
 
 

@@ -46,7 +46,6 @@ from dpdist.engine.second_moment_kernels import (
     chunk_norm_counts,
 )
 
-
 __all__ = [
     "group_grams", "level_gram", "level_step", "noised", "norm_counts", "on_worker", "persist_and_release",
     "row_blocks", "rows_in_memory", "rows_in_memory_bytes", "scales_in_memory_bytes", "spill_stem", "tree_sum",
@@ -250,7 +249,6 @@ def level_step(
 #: on a local scheduler; larger ones are spilled to the fit's scratch directory (dask config
 #: ``dpdist.scales-in-memory-bytes``). A constant, so memory stays flat in n.
 SCALES_IN_MEMORY_BYTES = 64 << 20
-
 
 #: Data of at most this many bytes (as stored, with the scales) are read once and kept in
 #: memory between levels (dask config ``dpdist.rows-in-memory-bytes``; 0 streams every

@@ -27,16 +27,13 @@ import numpy as np
 
 from dpdist.engine.gram import GRAM_BATCH_ROWS, GramAccumulator, chunk_gram_sum
 
-
 __all__ = [
     "chunk_apply_steps", "chunk_clip_rows", "chunk_gram", "chunk_group_grams", "chunk_level_gram", "chunk_level_step",
     "chunk_norm_counts", "chunk_row_scales", "chunk_sanitize", "combine_bucket_counts",
     "combine_group_min_eigenvalues", "compose_steps", "gram_batch_rows", "map_and_clip", "row_norms", "shrink_radius",
 ]
 
-
 Step = tuple  # (scalar or (d, d) ndarray, radius)
-
 
 _BLAS_SINGLE_THREAD = 262144
 
@@ -58,7 +55,6 @@ def chunk_sanitize(x: np.ndarray) -> np.ndarray:
 # Rows whose squared norm, computed directly, lies in this range need no rescaling: no
 # overflow, and underflow in a squared component costs at most 2**-1074 against >= 2**-960.
 _SQ_LO, _SQ_HI = 2.0**-960, 2.0**960
-
 
 _U = 2.0**-53
 

@@ -17,27 +17,21 @@ import numpy as np
 from dpdist.engine.subset_ranks import n_subsets, subset_rank, subsets_in_range, unrank_subset
 from dpdist.engine.subset_scores import block_top_eigenvalue, top_eigenvalue_3x3
 
-
 __all__ = ["range_top_eigenvalue", "top_eigenvalue_by_prefix"]
-
 
 #: The prefix kernel accepts a score when its certificate ``|g(x)| <= PREFIX_TOL * scale``
 #: holds (error <= that plus a few roundings; see :func:`top_eigenvalue_by_prefix`).
 PREFIX_TOL = 2.0**-45
 
-
 #: Newton iterations of the prefix kernel before the remaining subsets go to ``eigvalsh``.
 PREFIX_MAX_ITER = 40
-
 
 #: Iterations run on every subset before the certificate is checked (fewer than 1 in 4
 #: subsets of a random Wishart block are certified before that).
 PREFIX_SURE_ITER = 4
 
-
 #: Subsets iterated side by side in the compiled prefix kernel (:func:`_newton_runs_py`).
 NEWTON_LANES = 8
-
 
 _Q_LO, _Q_HI = 2.0**-960, 2.0**960
 

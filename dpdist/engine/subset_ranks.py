@@ -13,7 +13,6 @@ from typing import Sequence
 
 import numpy as np
 
-
 __all__ = ["n_subsets", "subset_rank", "subsets_in_range", "unrank_subset"]
 
 

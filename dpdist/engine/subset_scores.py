@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-
 __all__ = ["DEGENERATE_TOL", "block_top_eigenvalue", "top_eigenvalue_2x2", "top_eigenvalue_3x3"]
-
 
 #: The 3 x 3 closed form is replaced by ``eigvalsh`` where ``1 + r < DEGENERATE_TOL`` (the
 #: top two eigenvalues nearly coincide and ``arccos`` amplifies rounding); with this

@@ -27,17 +27,14 @@ import numpy as np
 from dpdist.engine.subset_ranks import n_subsets, unrank_subset
 from dpdist.exceptions import ValidationError
 
-
 __all__ = [
     "DEFAULT_BATCH", "DEFAULT_CHUNK_SIZE", "as_single_block", "block_release", "enumeration_chunks",
     "enumeration_max",
 ]
 
-
 #: Subsets scored together inside one task (bounds the kernel's working memory: about
 #: 100 bytes a subset at k = 3).
 DEFAULT_BATCH = 1 << 16
-
 
 #: Subsets per task of the enumeration (about a second of work at k = 3).
 DEFAULT_CHUNK_SIZE = 1 << 22

@@ -29,7 +29,6 @@ from dpdist.experiments.methods import _sin2
 #: where the instance becomes solvable without privacy; not a dpdist estimator).
 NON_PRIVATE = ("thresholded", "thresholded_pca", "empirical_pca")
 
-
 #: Stand-in output of a run that released nothing (a refusal before or after reading the data):
 #: a fixed public vector, the same for every input, so the bounds apply to the composite.
 REFUSAL = "e_1"

@@ -40,9 +40,7 @@ from dpdist.exceptions import UtilityWarning, ValidationError
 from dpdist.experiments.lower_bound_parts import RUNNERS, _revision
 from dpdist.experiments.lower_bound_plots import plot_lower_bounds
 
-
 __all__ = ["CONFIG", "check", "run_lower_bounds"]
-
 
 #: Sizes of the full run (about 20 minutes on one core) and of ``--smoke``.
 CONFIG = {
@@ -71,7 +69,6 @@ CONFIG = {
         "privnorm": {"d": 20, "k": 3, "n": [1e6, 1e10], "reps": 2},
     },
 }
-
 
 PARTS = ("theorem2", "theorem4", "theorem5", "theorem6", "expmech", "privnorm")
 

@@ -28,7 +28,6 @@ from dpdist.simulate.errors import _op_error
 from dpdist.simulate.result import SIMULATED, SimResult, clip_probability, row_clip_probability
 from dpdist.simulate.statistics import normal_gumbel_conditional_abs, normal_gumbel_isf, normal_laplace_abs_isf
 
-
 __all__ = ["simulate_privcov"]
 
 

@@ -25,7 +25,6 @@ from dpdist.exceptions import ValidationError
 from dpdist.privacy.noise import gaussian_from_uniform
 from dpdist.simulate.result import SIMULATED, SimResult
 
-
 __all__ = ["simulate_privnorm", "simulate_privpca"]
 
 

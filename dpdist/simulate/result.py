@@ -13,9 +13,7 @@ from scipy import special
 
 from dpdist.data.block_models import BlockModel
 
-
 __all__ = ["SIMULATED", "SimResult", "clip_probability", "row_clip_probability"]
-
 
 #: Label carried by every simulated result, its metadata and its plots.
 SIMULATED = "SIMULATED"

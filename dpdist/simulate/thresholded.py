@@ -16,7 +16,6 @@ from dpdist.simulate.draws import _exceedances, _sample_hat
 from dpdist.simulate.errors import _op_error, _sin2
 from dpdist.simulate.result import SIMULATED, SimResult, clip_probability
 
-
 __all__ = ["simulate_thresholded", "simulate_wang_xu"]
 
 

@@ -11,7 +11,6 @@ import scipy.sparse as sp
 
 from dpdist.exceptions import ValidationError
 
-
 __all__ = ["biregular_second_eigenvalue", "ramanujan_bound", "random_biregular_graph"]
 
 

@@ -15,7 +15,6 @@ from dpdist.data.hard_instances._common import _check_int, _check_seed
 from dpdist.data.synthetic import Model1, make_model1
 from dpdist.exceptions import ValidationError
 
-
 __all__ = ["Construction1", "construction1"]
 
 

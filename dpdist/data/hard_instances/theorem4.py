@@ -17,7 +17,6 @@ from dpdist.data.hard_instances.graphs import _bipartite_adjacency, _graph_with_
 from dpdist.data.synthetic import Model1
 from dpdist.exceptions import ValidationError
 
-
 __all__ = ["Codebook", "GraphInstance", "corollary2", "theorem4_codebook"]
 
 

@@ -17,7 +17,6 @@ from dpdist.data.hard_instances.theorem4 import GraphInstance
 from dpdist.data.synthetic import Model1
 from dpdist.exceptions import ValidationError
 
-
 __all__ = ["EdgeSpike", "edge_spike"]
 
 
