@@ -6,12 +6,12 @@ and ``lower_bounds.png``. Each part:
 
 - **Theorem 2** (covariance, Construction 1, SIMULATED): the 2/3-quantile of
   ``||M - Sigma||_op / sigma^2`` (Problem 1 with beta = 1/3) at each n, beside
-  :func:`theorem2_alpha`, the alpha at which the theorem's sample complexity equals n.
+  ``theorem2_alpha``, the alpha at which the theorem's sample complexity equals n.
 - **Theorem 4** (PCA, Lemma 13's codebook of Corollary 2 instances, real fits): the rate at
   which the proof's decoder recovers the codeword from the released vector, beside
-  :func:`theorem4_success_bound`, the most any (epsilon, delta)-DP algorithm can reach.
+  ``theorem4_success_bound``, the most any (epsilon, delta)-DP algorithm can reach.
 - **Theorem 5** (PCA, the edge-spike family, real fits): the mean ``sin^2`` over uniform
-  members of the family, beside :func:`theorem5_risk_bound`, Proposition 4's lower bound on it.
+  members of the family, beside ``theorem5_risk_bound``, Proposition 4's lower bound on it.
 - **Theorem 6** (dense PCA, Construction 2, SIMULATED): the n (log-interpolated on the grid)
   at which the 2/3-quantile of ``sin^2`` first reaches the target, beside ``d / epsilon``.
 - **ExpMech** (Model 2, real fits): n*(k) at fixed d with its fitted exponent of k, beside
@@ -20,7 +20,7 @@ and ``lower_bounds.png``. Each part:
   relative error vs n, beside its plan's forecast and Lemma 21's error bound.
 
 Constants. Theorems 4 and 5 come with explicit bounds (Theorem 4's through the packing
-argument of its proof, written out with group privacy in :func:`theorem4_success_bound`);
+argument of its proof, written out with group privacy in ``theorem4_success_bound``);
 those are checked as stated: no private estimator may measure beyond them (a decoding rate
 above Theorem 4's, a mean ``sin^2`` below Theorem 5's, beyond its confidence interval), which
 would indicate a privacy bug. Theorems 2 and 6 are Omega(...)
@@ -28,6 +28,10 @@ statements whose constants the paper leaves unspecified (Theorem 2's universal a
 Omega, Theorem 6's Delta_0, C_1 and the Omega): their predictions use constant 1 and drop
 Theorem 2's ``sqrt(d) exp(alpha_0 k) / epsilon`` branch, so their ratios compare shapes, not a
 certified floor.
+
+The formulas are in :mod:`~dpdist.experiments.lower_bound_formulas`, the parts that run the
+estimators in :mod:`~dpdist.experiments.lower_bound_parts`, the figure and the README tables in
+:mod:`~dpdist.experiments.lower_bound_plots`.
 """
 
 from __future__ import annotations
