@@ -34,7 +34,8 @@ import numpy as np
 
 def eigvalsh_rate(k: int, d: int, n_max: int = 300_000) -> dict:
     """Scoring rate of batched ``eigvalsh`` on explicit blocks (the k >= 4 kernel before)."""
-    from dpdist.engine.subsets import block_top_eigenvalue, n_subsets, subsets_in_range
+    from dpdist.engine.subset_ranks import n_subsets, subsets_in_range
+    from dpdist.engine.subset_scores import block_top_eigenvalue
 
     rng = np.random.default_rng(0)
     A = np.clip(rng.standard_normal((200, d)), -3, 3)
@@ -51,7 +52,9 @@ def eigvalsh_rate(k: int, d: int, n_max: int = 300_000) -> dict:
 
 
 def kernel_rate(k: int, d: int, *, noise: bool, repeat: int = 1) -> dict:
-    from dpdist.engine.subsets import DEFAULT_BATCH, n_subsets, range_top_eigenvalue
+    from dpdist.engine.subset_prefix import range_top_eigenvalue
+    from dpdist.engine.subset_ranks import n_subsets
+    from dpdist.engine.subsets import DEFAULT_BATCH
     from dpdist.privacy.mechanisms.expmech import SELECT_PURPOSE
     from dpdist.privacy.noise import NoiseSeed
 
@@ -92,14 +95,14 @@ def kernel_rate(k: int, d: int, *, noise: bool, repeat: int = 1) -> dict:
 @contextlib.contextmanager
 def numpy_prefix_kernel():
     """The k >= 4 prefix kernel in its NumPy form (as without the optional numba)."""
-    from dpdist.engine import subsets
+    from dpdist.engine import subset_prefix
 
-    real = subsets.compiled_newton_runs
-    subsets.compiled_newton_runs = lambda: None
+    real = subset_prefix.compiled_newton_runs
+    subset_prefix.compiled_newton_runs = lambda: None
     try:
         yield
     finally:
-        subsets.compiled_newton_runs = real
+        subset_prefix.compiled_newton_runs = real
 
 
 def end_to_end(n: int, d: int, k: int) -> dict:

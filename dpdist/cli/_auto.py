@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import sys
 
-from dpdist.cli._common import CLI_DESTS, EstimatorCall, given_flags, input_shape, need, refuse
+from dpdist.cli._flags import CLI_DESTS, EstimatorCall, given_flags, need, refuse
+from dpdist.cli._run import input_shape
 
 #: Flags that state the question (passed to compare_methods), per task.
 QUESTION = {"covariance": ("k", "epsilon", "delta", "sigma"), "pca": ("k", "epsilon", "delta", "sigma", "gap",

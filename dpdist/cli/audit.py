@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dpdist.cli._common import HelpFormatter
+from dpdist.cli._args import HelpFormatter
 
 #: The module of a source checkout that registers the audits' twins.
 DEFAULT_TWINS_MODULE = "tests.audit_twins"
@@ -69,7 +69,7 @@ def run(args) -> int:
     import json
     import warnings
 
-    from dpdist.cli._common import print_json
+    from dpdist.cli._printing import print_json
     from dpdist.exceptions import UtilityWarning, ValidationError
     from dpdist.testing.mechanisms import audit_table, format_audit_table, run_audits
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from dpdist.cli._common import print_json
+from dpdist.cli._printing import print_json
 
 LEDGER_HELP = ("the ledger: a path, sqlite:///PATH or postgresql://USER@HOST/DB (password in PGPASSWORD). "
                "Default: $DPDIST_LEDGER, else $XDG_DATA_HOME/dpdist/ledger.sqlite "

@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-from dpdist.cli._common import (
-    INPUT_HELP,
-    HelpFormatter,
-    add_columns_arg,
-    add_json_arg,
-    add_progress_args,
-    print_json,
-    run_context,
-)
+from dpdist.cli._args import HelpFormatter, INPUT_HELP, add_columns_arg, add_json_arg, add_progress_args
+from dpdist.cli._printing import print_json
+from dpdist.cli._run import run_context
 
 
 def register(sub) -> None:
@@ -41,7 +35,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from dpdist.cli._common import refuse
+    from dpdist.cli._flags import refuse
     from dpdist.data.convert import convert
     from dpdist.data.formats import input_format
     from dpdist.data.results import check_output_path

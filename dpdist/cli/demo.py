@@ -19,16 +19,10 @@ import os
 import shutil
 import tempfile
 
-from dpdist.cli._common import (
-    HelpFormatter,
-    add_json_arg,
-    add_progress_args,
-    banner,
-    print_json,
-    privacy_banners,
-    privacy_warnings,
-    run_context,
-)
+from dpdist.cli._args import HelpFormatter, add_json_arg, add_progress_args
+from dpdist.cli._banners import banner, privacy_banners, privacy_warnings
+from dpdist.cli._printing import print_json
+from dpdist.cli._run import run_context
 from dpdist.cli._progress import stage
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dpdist.cli._common import HelpFormatter
+from dpdist.cli._args import HelpFormatter
 
 
 def register(sub) -> None:
@@ -108,7 +108,7 @@ def _common(p) -> None:
 def _json(args, result: dict) -> bool:
     """With --json, print ``result`` as the command's one JSON document (and nothing else)."""
     if getattr(args, "json", False):
-        from dpdist.cli._common import print_json
+        from dpdist.cli._printing import print_json
         from dpdist.privacy.release import to_jsonable
 
         print_json(to_jsonable(result))

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-from dpdist.cli._common import (
-    HelpFormatter,
-    add_json_arg,
-    add_progress_args,
-    given_flags,
-    print_json,
-    refuse,
-    run_context,
-)
+from dpdist.cli._args import HelpFormatter, add_json_arg, add_progress_args
+from dpdist.cli._flags import given_flags, refuse
+from dpdist.cli._printing import print_json
+from dpdist.cli._run import run_context
 from dpdist.cli._progress import stage
 
 #: Flags only one model uses (the others serve both).

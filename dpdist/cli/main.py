@@ -106,7 +106,7 @@ def _one_line(text: str, limit: int = 600) -> str:
 
 class _QuietInterrupt:
     """The Ctrl-C and SIGTERM handler of a command: stop the worker processes the command
-    started (a LocalCluster's workers ignore SIGINT, see ``cli._common.run_context``, and would
+    started (a LocalCluster's workers ignore SIGINT, see ``cli._run.run_context``, and would
     log every task the cluster's shutdown cancels; processes that were there before are left
     alone), silence logging and warnings, then interrupt the main thread (``KeyboardInterrupt``,
     or :class:`~dpdist.exceptions.Terminated` for SIGTERM)."""
@@ -308,7 +308,7 @@ class _Reporter:
             traceback.print_exc(file=sys.stderr)
         print(f"{self.label}: {prefix}{message}", file=sys.stderr)
         if self.want_json:
-            from dpdist.cli._common import print_json
+            from dpdist.cli._printing import print_json
 
             print_json({"status": STATUS.get(code, "error"), "exit_code": code,
                         "error": {"type": kind, "message": message, "exit_code": code}, **self.extra, **(extra or {})})

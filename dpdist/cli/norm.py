@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-from dpdist.cli._common import (
+from dpdist.cli._args import (
     HelpFormatter,
-    Method,
     add_centering_args,
     add_input_arg,
     add_output_args,
     add_plan_args,
     add_runtime_args,
-    check_cli_flags,
-    estimator_call,
-    fit_and_write,
-    input_shape,
     mark_required,
-    print_plan,
 )
+from dpdist.cli._flags import Method, check_cli_flags, estimator_call
+from dpdist.cli._printing import print_plan
+from dpdist.cli._run import fit_and_write, input_shape
 from dpdist.privacy.budget import MAX_EPSILON
 
 METHOD = Method("dpdist.SpectralNorm", required=("k", "epsilon", "delta", "gap", "sigma"))

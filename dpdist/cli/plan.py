@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import sys
 
-from dpdist.cli._common import HelpFormatter
+from dpdist.cli._args import HelpFormatter
 from dpdist.cli.budget import _fmt, add_ledger_args
 
 
@@ -106,7 +106,8 @@ def comparison_lines(comp, *, width: int = 11) -> list[str]:
 
 def _compare(args) -> int:
     from dpdist.algorithms.compare import compare_methods
-    from dpdist.cli._common import need, print_json, refuse
+    from dpdist.cli._flags import need, refuse
+    from dpdist.cli._printing import print_json
 
     refuse([d for d in ("job", "ledger") if getattr(args, d) is not None], "`dpdist plan --compare`",
            "it compares methods for public parameters, without a job file or ledger")
@@ -154,7 +155,7 @@ def _print(plan: dict, ledger_desc: str) -> None:
 
 
 def run(args) -> int:
-    from dpdist.cli._common import refuse
+    from dpdist.cli._flags import refuse
 
     if args.compare:
         return _compare(args)
@@ -173,7 +174,7 @@ def run(args) -> int:
     fits = (plan.get("budget") or {}).get("fits", False)
     code = 0 if fits else 3
     if args.json:
-        from dpdist.cli._common import print_json
+        from dpdist.cli._printing import print_json
 
         print_json({**plan, "exit_code": code, "ledger": describe_ledger(ledger), "ledger_source": source})
     else:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 
-from dpdist.cli._common import HelpFormatter, print_json
+from dpdist.cli._args import HelpFormatter
+from dpdist.cli._printing import print_json
 
 
 def register(sub) -> None:

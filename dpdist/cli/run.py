@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dpdist.cli._common import HelpFormatter, banner, print_json, privacy_banners, privacy_warnings
+from dpdist.cli._args import HelpFormatter
+from dpdist.cli._banners import banner, privacy_banners, privacy_warnings
+from dpdist.cli._printing import print_json
 
 
 def register(sub) -> None:

@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-from dpdist.cli._common import (
+from dpdist.cli._args import (
     HelpFormatter,
-    Method,
     add_input_arg,
     add_output_args,
     add_plan_args,
     add_runtime_args,
-    check_cli_flags,
-    context_of,
-    estimator_call,
-    fit_and_write,
-    input_shape,
     mark_required,
-    need,
-    print_plan,
-    refuse,
 )
+from dpdist.cli._flags import Method, check_cli_flags, context_of, estimator_call, need, refuse
+from dpdist.cli._printing import print_plan
+from dpdist.cli._run import fit_and_write, input_shape
 from dpdist.privacy.zcdp import MAX_RHO
 
 METHODS = {

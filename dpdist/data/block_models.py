@@ -111,7 +111,7 @@ def block_triples(blocks: np.ndarray, n_bulk: int, bulk_diag: np.ndarray):
 
 
 def from_construction1(instance) -> BlockModel:
-    """A :class:`~dpdist.data.hard_instances.Construction1` draw (its blocks, no bulk)."""
+    """A :class:`~dpdist.data.hard_instances.theorem2.Construction1` draw (its blocks, no bulk)."""
     blocks = np.asarray(instance.blocks, dtype=np.float64)
     vals = np.linalg.eigvalsh(blocks)
     top = np.sort(vals.ravel())[::-1]

@@ -20,12 +20,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from dpdist.engine.subsets import (
-    DEFAULT_BATCH,
-    DEFAULT_CHUNK_SIZE,
-    enumeration_max,
-    range_top_eigenvalue,
-)
+from dpdist.engine.subset_prefix import range_top_eigenvalue
+from dpdist.engine.subsets import DEFAULT_BATCH, DEFAULT_CHUNK_SIZE, enumeration_max
 
 __all__ = ["chunk_exact_gumbel_max", "combine_exact_gumbel_max", "exact_gumbel_max_subset"]
 

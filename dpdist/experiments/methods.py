@@ -125,7 +125,7 @@ def covariance_instance(n_features: int, k: int = 20, *, random_state: int = 0,
                         require_condition: bool = True) -> Instance:
     """Construction 1 (block InvWishart on cliques); rows of repetition ``rep`` use the same
     Sigma and their own sample streams."""
-    from dpdist.data.hard_instances import construction1
+    from dpdist.data.hard_instances.theorem2 import construction1
     from dpdist.simulate import from_construction1
 
     c = construction1(n_features, k, random_state=random_state, require_condition=require_condition)

@@ -139,7 +139,7 @@ class ExpMechCalibration:
 
 
 #: Accuracy assumed of the engine's top-eigenvalue kernels on a k x k block A
-#: (``dpdist.engine.subsets.block_top_eigenvalue``): ``|computed - lambda_1(A)| <=
+#: (``dpdist.engine.subset_scores.block_top_eigenvalue``): ``|computed - lambda_1(A)| <=
 #: SCORE_EIGEN_ERROR * k * u * ||A||_F``. LAPACK's ``eigvalsh`` is backward stable
 #: (error ``p(k) u ||A||_2`` with p a modest polynomial); the closed forms used for k = 2 and
 #: k = 3 (with the ``eigvalsh`` fallback near a double eigenvalue) are accurate to about

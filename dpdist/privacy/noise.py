@@ -42,7 +42,7 @@ of this module (:class:`NoiseSeed`, :func:`chacha20_words`). No release uses the
 samplers here (:func:`laplace_from_uniform`, :func:`gaussian_from_uniform`,
 :func:`bounded_laplace_from_uniform`): floating-point inverse-CDF noise leaks through the
 low-order bits of its output (Mironov, CCS 2012). They are the noise model of the simulator
-(:mod:`dpdist.simulate.methods`, which releases nothing) and the reference laws that
+(:mod:`dpdist.simulate`, which releases nothing) and the reference laws that
 ``dpdist audit`` checks (the ``primitives/...`` cases of :mod:`dpdist.testing.mechanisms`).
 """
 

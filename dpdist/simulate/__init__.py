@@ -2,8 +2,13 @@
 
 For Gaussian rows the second moment of a block of coordinates is Wishart-distributed, so a
 run at n = 1e15 or d = 1e5 costs what the mechanism costs, not what reading n x d numbers
-costs. :mod:`dpdist.simulate.methods` applies each estimator's own calibration (its
-``plan()`` or :mod:`dpdist.privacy`) and noise laws to the drawn statistic.
+costs. One module per simulated family (:mod:`~dpdist.simulate.thresholded`,
+:mod:`~dpdist.simulate.privcov`, :mod:`~dpdist.simulate.privpca`) applies each estimator's own
+calibration (its ``plan()`` or :mod:`dpdist.privacy`, never re-typed) and noise laws
+(:func:`~dpdist.privacy.noise.laplace_from_uniform`,
+:func:`~dpdist.privacy.noise.gaussian_from_uniform`; for PrivPCA the estimator's own release
+functions) to the statistic drawn by :mod:`~dpdist.simulate.draws`; :mod:`~dpdist.simulate.errors`
+measures the result and :mod:`~dpdist.simulate.result` holds it.
 
 Regimes
 -------
@@ -28,16 +33,10 @@ i.i.d. bulk, in canonical coordinates): Construction 1 and the Model-2 sparse sp
 """
 
 from dpdist.data.block_models import BlockModel, from_construction1, from_model2, model2_block_model
-from dpdist.simulate.methods import (
-    SIMULATED,
-    SimResult,
-    clip_probability,
-    simulate_privcov,
-    simulate_privnorm,
-    simulate_privpca,
-    simulate_thresholded,
-    simulate_wang_xu,
-)
+from dpdist.simulate.privcov import simulate_privcov
+from dpdist.simulate.privpca import simulate_privnorm, simulate_privpca
+from dpdist.simulate.result import SIMULATED, SimResult, clip_probability
+from dpdist.simulate.thresholded import simulate_thresholded, simulate_wang_xu
 
 __all__ = [
     "SIMULATED",

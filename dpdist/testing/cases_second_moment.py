@@ -77,7 +77,7 @@ def second_moment_one_shot_case(source: Any = None) -> AuditCase:
     rows clipped to the public radius R by the engine's :func:`chunk_clip_rows`. Pair: the
     replaced row is 3 e_0 in D and 3 e_1 in D' (clipped to R = 2); statistic: released (0,0)
     minus released (1,1). Claim: rho-zCDP."""
-    from dpdist.engine.second_moment import chunk_clip_rows
+    from dpdist.engine.second_moment_kernels import chunk_clip_rows
     from dpdist.privacy.float_rounding import float_sensitivity
     from dpdist.privacy.mechanisms.second_moment import moment_release, one_shot_mechanism
     from dpdist.privacy.second_moment_calibration import one_shot_sigma, sensitivity_coefficient

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from dpdist.engine import second_moment as engine
+from dpdist.engine import second_moment_kernels as engine
 from dpdist.privacy.release import Release
 from dpdist.privacy.second_moment_calibration import GROWTH
 

@@ -15,7 +15,7 @@ from dpdist import ExpMechSparsePCA
 from dpdist.algorithms.expmech_pca.release import expmech_pca
 from dpdist.data.model2 import make_model2
 from dpdist.engine.gumbel_max import chunk_exact_gumbel_max
-from dpdist.engine.subsets import n_subsets, subsets_in_range
+from dpdist.engine.subset_ranks import n_subsets, subsets_in_range
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.expmech_calibration import expmech_calibration
 from dpdist.privacy.mechanisms.expmech import ExpMechMechanism

@@ -17,7 +17,7 @@ import itertools
 import pytest
 
 from dpdist.cli import covariance, norm, pca, second_moment
-from dpdist.cli._common import CLI_DESTS, RUN_ONLY_DESTS, option
+from dpdist.cli._flags import CLI_DESTS, RUN_ONLY_DESTS, option
 from dpdist.cli.main import build_parser, main
 from dpdist.exceptions import ValidationError
 

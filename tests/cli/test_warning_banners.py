@@ -14,7 +14,7 @@ import pytest
 
 import dpdist
 from dpdist.algorithms.baselines import ThresholdedCovariance
-from dpdist.cli._common import privacy_banners, privacy_warnings
+from dpdist.cli._banners import privacy_banners, privacy_warnings
 from dpdist.exceptions import (
     NotPrivateWarning,
     PrivacyWarning,

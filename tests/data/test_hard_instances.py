@@ -10,16 +10,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from dpdist.data.hard_instances import (
-    biregular_second_eigenvalue,
-    construction1,
-    corollary2,
-    edge_spike,
-    make_construction2,
-    random_biregular_graph,
-    ramanujan_bound,
-    theorem4_codebook,
-)
+from dpdist.data.hard_instances.graphs import biregular_second_eigenvalue, random_biregular_graph, ramanujan_bound
+from dpdist.data.hard_instances.theorem2 import construction1
+from dpdist.data.hard_instances.theorem4 import corollary2, theorem4_codebook
+from dpdist.data.hard_instances.theorem5 import edge_spike
+from dpdist.data.model2 import make_construction2
 from dpdist.exceptions import ValidationError
 
 

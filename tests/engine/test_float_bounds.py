@@ -19,6 +19,7 @@ import pytest
 
 from dpdist.engine import gram, sparse_spectrum
 from dpdist.engine import second_moment as eng
+from dpdist.engine import second_moment_kernels as kern
 from dpdist.engine.friendly import graph as friendly_graph
 from dpdist.privacy import float_rounding, pca_calibration
 
@@ -52,7 +53,7 @@ def exact_norm(v) -> float | None:
 def test_the_privacy_layer_mirrors_the_engine_constants():
     assert gram.GRAM_BATCH_ROWS == float_rounding.GRAM_BATCH_ROWS
     assert sparse_spectrum.DENSE_COMPONENT_LIMIT == pca_calibration.EIGEN_BLOCK_LIMIT
-    assert eng.gram_batch_rows(2) <= gram.GRAM_BATCH_ROWS and eng.gram_batch_rows(500) <= gram.GRAM_BATCH_ROWS
+    assert kern.gram_batch_rows(2) <= gram.GRAM_BATCH_ROWS and kern.gram_batch_rows(500) <= gram.GRAM_BATCH_ROWS
     import inspect
 
     # tree fan-ins of the Gram reductions (at most GRAM_TREE_FAN_IN = 8)
@@ -67,7 +68,7 @@ def test_the_privacy_layer_mirrors_the_engine_constants():
 @pytest.mark.parametrize("radius", [2.0, 1e-150, 1e150])
 def test_clipped_rows_have_norm_at_most_the_radius_exactly(name, radius):
     x = np.vstack([HOSTILE_ROWS[name], np.ones(4), np.zeros(4), [np.nan, 1, 1, 1], [1, np.inf, 1, 1]])
-    y, t = eng.map_and_clip(x, None, radius)
+    y, t = kern.map_and_clip(x, None, radius)
     assert np.isfinite(y).all() and np.isfinite(t).all()
     for row in y:
         assert exact_norm_squared(row) <= Fraction(radius) ** 2  # exact norm of the float row
@@ -86,7 +87,7 @@ def test_clipped_rows_have_norm_at_most_the_radius_exactly(name, radius):
 @pytest.mark.parametrize("name", list(HOSTILE_ROWS))
 def test_row_norms_are_accurate_without_overflow_or_underflow(name):
     v = HOSTILE_ROWS[name]
-    got = eng.row_norms(v[None])[0]
+    got = kern.row_norms(v[None])[0]
     exact = exact_norm(v)
     if exact is None:  # the norm itself exceeds the float range (max-float rows)
         assert got == np.inf
@@ -103,8 +104,8 @@ def test_level_gram_error_is_within_the_bound_the_privacy_layer_adds():
     x[4100] = 1e154
     x[8000] = 5e-324
     M = np.array([[0.9, 0.1, 0.0], [0.0, 1.1, 0.2], [0.0, 0.0, 0.7]])
-    t, g = eng.chunk_level_step(x, None, M=M, radius=50.0)
-    y, _ = eng.map_and_clip(x, np.ascontiguousarray(M.T), 50.0)
+    t, g = kern.chunk_level_step(x, None, M=M, radius=50.0)
+    y, _ = kern.map_and_clip(x, np.ascontiguousarray(M.T), 50.0)
     n = len(x)
     D = float_rounding.summation_depth(n)
     gamma = float_rounding.rounding_gamma(D)

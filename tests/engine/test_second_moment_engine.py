@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from dpdist.engine import second_moment as eng
+from dpdist.engine import second_moment_kernels as kern
 from dpdist.engine.runtime import compute
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.second_moment_calibration import GROWTH, level_schedule
@@ -30,7 +31,7 @@ def _steps(rng, d, radii, s0=1.0):
 
 def test_clip_bounds_norms_and_keeps_inner_rows(rng):
     x = rng.standard_normal((500, 5)) * rng.uniform(0.1, 10, size=(500, 1))
-    y = eng.chunk_clip_rows(x, 3.0)
+    y = kern.chunk_clip_rows(x, 3.0)
     norms_x, norms_y = np.linalg.norm(x, axis=1), np.linalg.norm(y, axis=1)
     assert np.all(norms_y <= 3.0 * (1 + 1e-12))
     inside = norms_x <= 3.0
@@ -38,7 +39,7 @@ def test_clip_bounds_norms_and_keeps_inner_rows(rng):
     np.testing.assert_allclose(norms_y[~inside], 3.0, rtol=1e-12)
     # direction preserved
     np.testing.assert_allclose(y[~inside] / norms_y[~inside, None], x[~inside] / norms_x[~inside, None], rtol=1e-12)
-    np.testing.assert_array_equal(eng.chunk_clip_rows(np.zeros((2, 3)), 1.0), np.zeros((2, 3)))
+    np.testing.assert_array_equal(kern.chunk_clip_rows(np.zeros((2, 3)), 1.0), np.zeros((2, 3)))
 
 
 def test_every_level_bounds_norms_by_its_radius(rng):
@@ -46,14 +47,14 @@ def test_every_level_bounds_norms_by_its_radius(rng):
     x = rng.standard_normal((2000, 4)) * np.array([1, 10, 100, 1000.0])
     steps = _steps(rng, 4, s.radii)
     for k in range(1, len(steps) + 1):
-        y = eng.chunk_apply_steps(x, steps[:k])
+        y = kern.chunk_apply_steps(x, steps[:k])
         assert np.linalg.norm(y, axis=1).max() <= s.radii[k - 1] * (1 + 1e-12)
 
 
 def test_apply_steps_matches_a_numpy_oracle(rng):
     x = rng.standard_normal((300, 4))
     A = rng.standard_normal((4, 4))
-    y = eng.chunk_apply_steps(x, ((2.0, 5.0), (A, 1.5)))
+    y = kern.chunk_apply_steps(x, ((2.0, 5.0), (A, 1.5)))
     z = 2.0 * x
     z = z * np.minimum(1, 5.0 / np.linalg.norm(z, axis=1))[:, None]
     z = z @ A.T
@@ -63,7 +64,7 @@ def test_apply_steps_matches_a_numpy_oracle(rng):
 
 def test_nonfinite_rows_become_zero_rows():
     x = np.array([[1.0, 2.0], [np.nan, 1.0], [np.inf, 0.0], [3.0, 4.0]])
-    y = eng.chunk_apply_steps(x, ((1.0, 10.0),))
+    y = kern.chunk_apply_steps(x, ((1.0, 10.0),))
     np.testing.assert_array_equal(y, [[1, 2], [0, 0], [0, 0], [3, 4]])
 
 
@@ -71,7 +72,7 @@ def test_nonfinite_rows_become_zero_rows():
 def test_level_gram_matches_numpy_for_any_chunking(rng, chunks):
     x = rng.standard_normal((1000, 4)) * [1, 3, 9, 27]
     steps = _steps(rng, 4, (40.0, 20.0, 10.0))
-    expected = eng.chunk_gram(eng.chunk_apply_steps(x, steps))
+    expected = kern.chunk_gram(kern.chunk_apply_steps(x, steps))
     if chunks == (1, 1):
         chunks = (333, 1)
     (got,) = compute(eng.level_gram(da.from_array(x, chunks=chunks), steps), scheduler="threads")
@@ -86,7 +87,7 @@ def test_norm_counts_and_bucket_counts_match_numpy(rng):
     expected = np.histogram(norms, bins=np.r_[0.0, edges, np.inf])[0]
     np.testing.assert_array_equal(got, expected)
     v = rng.uniform(-1, 10, size=200)
-    np.testing.assert_array_equal(eng.combine_bucket_counts(v, edges), np.histogram(v, bins=np.r_[-np.inf, edges, np.inf])[0])
+    np.testing.assert_array_equal(kern.combine_bucket_counts(v, edges), np.histogram(v, bins=np.r_[-np.inf, edges, np.inf])[0])
 
 
 def test_group_grams_and_group_eigenvalues_match_numpy(rng):
@@ -98,7 +99,7 @@ def test_group_grams_and_group_eigenvalues_match_numpy(rng):
     (got,) = compute(eng.group_grams(da.from_array(x, chunks=(77, 3)), gid, k), scheduler="threads")
     for t in (0, 5, k - 1):
         np.testing.assert_allclose(got[t], x[gid == t].T @ x[gid == t], rtol=1e-12)
-    lam = eng.combine_group_min_eigenvalues(got, m)
+    lam = kern.combine_group_min_eigenvalues(got, m)
     assert lam[5] == pytest.approx(np.linalg.eigvalsh(x[gid == 5].T @ x[gid == 5] / m)[0], rel=1e-12)
 
 
@@ -126,8 +127,8 @@ def test_coupled_neighbours_sensitivity_per_level(rng):
     steps = _steps(rng, d, s.radii)
     iu = np.triu_indices(d)
     for k in range(1, len(steps) + 1):
-        a = eng.chunk_apply_steps(x, steps[:k])
-        b = eng.chunk_apply_steps(x2, steps[:k])
+        a = kern.chunk_apply_steps(x, steps[:k])
+        b = kern.chunk_apply_steps(x2, steps[:k])
         diff = (a.T @ a - b.T @ b)[iu] / n
         r2 = s.radii[k - 1] ** 2
         assert np.linalg.norm(diff) <= math.sqrt(2) * r2 / n * (1 + 1e-9)
@@ -142,7 +143,7 @@ def test_unwinding_is_exact_without_clipping(rng):
     np.testing.assert_allclose(pinv @ pi, np.eye(d), atol=1e-13)
     V_part = np.eye(d) - pi  # = (1 - eta) V V^T
     np.testing.assert_allclose(pinv, np.eye(d) + 2 * V_part, atol=1e-13)  # I + (1/eta - 1) V V^T
-    y = eng.chunk_apply_steps(x, ((math.sqrt(GROWTH) * pi, 1e9),))  # radius too large to clip
+    y = kern.chunk_apply_steps(x, ((math.sqrt(GROWTH) * pi, 1e9),))  # radius too large to clip
     sigma_x = x.T @ x / len(x)
     sigma_y = y.T @ y / len(y)
     np.testing.assert_allclose((7 / 8) * pinv @ sigma_y @ pinv, sigma_x, rtol=1e-12, atol=1e-14)
@@ -157,23 +158,23 @@ def test_fused_and_persisted_forms_equal_the_step_by_step_definition(rng):
     # fused (all maps in one product) and persisted-scale (one map per level) forms
     prev, M = None, np.eye(4)
     for k in range(1, len(steps) + 1):
-        oracle = eng.chunk_apply_steps(x, steps[:k])
+        oracle = kern.chunk_apply_steps(x, steps[:k])
         a, r = steps[k - 1]
         M = a * M if np.ndim(a) == 0 else a @ M
-        t, g = eng.chunk_level_step(x, prev, M=M, radius=r)
+        t, g = kern.chunk_level_step(x, prev, M=M, radius=r)
         prev = t
         np.testing.assert_allclose(g, oracle.T @ oracle, rtol=1e-11, atol=1e-9)
         np.testing.assert_allclose(t[:, None] * (np.nan_to_num(x, posinf=0.0) @ M.T) * (t[:, None] > 0), oracle,
                                    rtol=1e-11, atol=1e-9)
         assert t[7] == 0 and t[8] == 0
-        np.testing.assert_allclose(eng.chunk_level_gram(x, steps[:k])[0], oracle.T @ oracle, rtol=1e-11, atol=1e-9)
+        np.testing.assert_allclose(kern.chunk_level_gram(x, steps[:k])[0], oracle.T @ oracle, rtol=1e-11, atol=1e-9)
 
 
 @pytest.mark.parametrize("scheduler", ["synchronous", "threads"])
 def test_level_step_keeps_scales_per_block_and_is_chunking_invariant(rng, scheduler):
     x = rng.standard_normal((2000, 3)) * [1, 5, 25]
     steps = ((0.5, 10.0), (math.sqrt(GROWTH) * _random_projection(rng, 3, 1), 6.0))
-    oracle = eng.chunk_apply_steps(x, steps)
+    oracle = kern.chunk_apply_steps(x, steps)
     for chunks in ((2000, 3), (333, 2)):
         X = da.from_array(x, chunks=chunks)
         grams = []
@@ -294,25 +295,25 @@ def test_level_kernel_in_blocks_equals_batch_by_batch_bitwise(rng, monkeypatch):
     x[39_999] = 0.0
     M = math.sqrt(GROWTH) * _random_projection(rng, d, 3) * 0.01
     prev = rng.uniform(0.2, 1.0, n)
-    assert n > 2 * eng.gram_batch_rows(d) * (eng._LEVEL_BLOCK_VALUES // (eng.gram_batch_rows(d) * d))
-    blocks = eng.chunk_level_step(x, prev, M=M, radius=3.0)
-    monkeypatch.setattr(eng, "_LEVEL_BLOCK_VALUES", 1)  # one BLAS batch a block
-    batches = eng.chunk_level_step(x, prev, M=M, radius=3.0)
+    assert n > 2 * kern.gram_batch_rows(d) * (kern._LEVEL_BLOCK_VALUES // (kern.gram_batch_rows(d) * d))
+    blocks = kern.chunk_level_step(x, prev, M=M, radius=3.0)
+    monkeypatch.setattr(kern, "_LEVEL_BLOCK_VALUES", 1)  # one BLAS batch a block
+    batches = kern.chunk_level_step(x, prev, M=M, radius=3.0)
     np.testing.assert_array_equal(blocks[0], batches[0])
     np.testing.assert_array_equal(blocks[1], batches[1])
     assert blocks[0][17_000] == 0 and 0 < blocks[0][3] < 1e-190
-    oracle = eng.map_and_clip(x, np.ascontiguousarray(M.T), 3.0, prev)[0]
+    oracle = kern.map_and_clip(x, np.ascontiguousarray(M.T), 3.0, prev)[0]
     np.testing.assert_allclose(blocks[1], oracle.T @ oracle, rtol=1e-11, atol=1e-12)
     with np.errstate(over="ignore"):
         x32 = x.astype(np.float32)  # 1e200 becomes inf; converted block by block as if first
-    np.testing.assert_array_equal(eng.chunk_level_step(x32, prev, M=M, radius=3.0)[1],
-                                  eng.chunk_level_step(x32.astype(np.float64), prev, M=M, radius=3.0)[1])
+    np.testing.assert_array_equal(kern.chunk_level_step(x32, prev, M=M, radius=3.0)[1],
+                                  kern.chunk_level_step(x32.astype(np.float64), prev, M=M, radius=3.0)[1])
 
 
 def test_chunk_row_scales_gives_the_rows_of_the_step_by_step_definition():
     """y_k = t_i M_k x_i equals applying the steps one by one (chunk_apply_steps), clipped rows
     and non-finite rows (t = 0) included; with no step, t is 1 on finite rows."""
-    from dpdist.engine.second_moment import chunk_apply_steps, chunk_row_scales
+    from dpdist.engine.second_moment_kernels import chunk_apply_steps, chunk_row_scales
 
     rng = np.random.default_rng(5)
     x = rng.standard_normal((200, 4)) * rng.uniform(0.1, 5.0, size=(200, 1))
@@ -337,8 +338,8 @@ def _level_step_op_by_op(x, prev, M, radius):
 
     d = x.shape[1]
     MT = np.ascontiguousarray(M.T)
-    r = eng.shrink_radius(radius, d)
-    batch = eng.gram_batch_rows(d)
+    r = kern.shrink_radius(radius, d)
+    batch = kern.gram_batch_rows(d)
     acc, ts = GramAccumulator(), []
     for lo in range(0, x.shape[0], batch):
         xb = np.asarray(x[lo : lo + batch], dtype=np.float64)
@@ -351,7 +352,7 @@ def _level_step_op_by_op(x, prev, M, radius):
         with np.errstate(all="ignore"):
             y = (zT * t).T
         if slow.size:
-            y[slow], t[slow] = eng._map_and_clip_scaled(xb[slow], MT, r, None if prev is None else prev[lo + slow])
+            y[slow], t[slow] = kern._map_and_clip_scaled(xb[slow], MT, r, None if prev is None else prev[lo + slow])
         acc.add(y)
         ts.append(t)
     g = acc.total((d, d))
@@ -372,7 +373,7 @@ def test_in_place_level_kernel_equals_the_op_by_op_kernel_bitwise(rng, n):
         x32 = x.astype(np.float32)  # 1e200 becomes inf
     for prev in (None, rng.uniform(0.2, 1.0, n)):
         for xx in (x, x32):
-            got = eng.chunk_level_step(xx, prev, M=M, radius=3.0)
+            got = kern.chunk_level_step(xx, prev, M=M, radius=3.0)
             want = _level_step_op_by_op(xx, prev, M, 3.0)
             np.testing.assert_array_equal(got[0], want[0])
             np.testing.assert_array_equal(got[1], want[1])

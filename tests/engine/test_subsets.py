@@ -13,20 +13,10 @@ import dask
 import numpy as np
 import pytest
 
-from dpdist.engine.subsets import (
-    DEGENERATE_TOL,
-    block_release,
-    block_top_eigenvalue,
-    range_top_eigenvalue,
-    top_eigenvalue_by_prefix,
-    enumeration_chunks,
-    enumeration_max,
-    n_subsets,
-    subset_rank,
-    subsets_in_range,
-    top_eigenvalue_3x3,
-    unrank_subset,
-)
+from dpdist.engine.subset_prefix import range_top_eigenvalue, top_eigenvalue_by_prefix
+from dpdist.engine.subset_ranks import n_subsets, subset_rank, subsets_in_range, unrank_subset
+from dpdist.engine.subset_scores import DEGENERATE_TOL, block_top_eigenvalue, top_eigenvalue_3x3
+from dpdist.engine.subsets import block_release, enumeration_chunks, enumeration_max
 
 
 def _all(d: int, k: int) -> np.ndarray:
@@ -253,7 +243,7 @@ def test_compiled_prefix_kernel_is_installed_and_matches_its_python_source():
     # the [test] extra installs numba: CI runs the compiled kernel (a missing numba would
     # silently fall back to NumPy); the uncompiled source gives the same scores and the same
     # uncertified subsets (NaN, sent to eigvalsh)
-    from dpdist.engine import subsets as sub
+    from dpdist.engine import subset_prefix as sub
 
     compiled = sub.compiled_newton_runs()
     assert compiled is not None

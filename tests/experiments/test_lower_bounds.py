@@ -12,13 +12,12 @@ import pytest
 
 from dpdist.cli.main import main
 from dpdist.exceptions import ValidationError
-from dpdist.experiments.lower_bounds import (
-    check,
-    run_lower_bounds,
+from dpdist.experiments.lower_bound_formulas import (
     theorem2_alpha,
     theorem4_success_bound,
     theorem5_risk_bound,
 )
+from dpdist.experiments.lower_bounds import check, run_lower_bounds
 
 RESULTS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "lower_bounds.json"
 
@@ -166,7 +165,7 @@ def test_committed_run_no_private_estimator_beyond_a_certified_bound():
 
 
 def test_committed_run_is_what_the_readme_quotes():
-    from dpdist.experiments.lower_bounds import readme_tables
+    from dpdist.experiments.lower_bound_plots import readme_tables
 
     res = _committed()
     readme = (RESULTS.parent / "README.md").read_text()

@@ -10,7 +10,7 @@ import pytest
 
 from dpdist import SparseCovariance
 from dpdist.baselines import GaussianCovariance
-from dpdist.data.hard_instances import construction1
+from dpdist.data.hard_instances.theorem2 import construction1
 from dpdist.simulate import (
     SIMULATED,
     clip_probability,
@@ -100,14 +100,14 @@ def test_simulated_privcov_reports_the_row_clip_and_a_valid_bound_on_its_probabi
     """The simulation reads the row clip from plan() and reports an upper bound on P(some row is
     scaled), checked against the exact law of ||x||^2 (a weighted chi-square, by simulation of
     many rows here: the bound must not be below the empirical frequency per row)."""
-    from dpdist.simulate import methods
+    from dpdist.simulate.result import row_clip_probability
 
     sigma = math.sqrt(c1.sigma2)
     r = simulate_privcov(c1, 1e6, 1.0, 1e-6, np.random.default_rng(1))
     plan = SparseCovariance(12, 1.0, 1e-6, sigma=sigma, assume_centered=True).plan(10**6, 48)
     assert r.info["row_clip"] == plan.row_clip < math.inf
     assert 0 <= r.info["p_row_clip_bound"] <= 0.1 / 6 * (1 + 1e-9)  # the default C's share of beta
-    assert methods.row_clip_probability(c1, 1e6, math.inf) == 0.0
+    assert row_clip_probability(c1, 1e6, math.inf) == 0.0
     # a C near the typical norm: the per-row bound covers the empirical exceedance frequency
     cov = np.zeros((48, 48))
     s = c1.block_size
@@ -116,7 +116,7 @@ def test_simulated_privcov_reports_the_row_clip_and_a_valid_bound_on_its_probabi
     X = np.random.default_rng(2).multivariate_normal(np.zeros(48), cov, size=200_000)
     C = float(np.quantile(np.linalg.norm(X, axis=1), 0.99))
     freq = float(np.mean(np.linalg.norm(X, axis=1) > C))
-    assert methods.row_clip_probability(c1, 1, C) >= freq
+    assert row_clip_probability(c1, 1, C) >= freq
 
 
 @pytest.mark.parametrize("error", ["operator", "sin2"])
@@ -125,7 +125,7 @@ def test_sparse_pieces_give_the_dense_answer(monkeypatch, error):
     found by Lanczos; forcing every piece down that path gives the dense path's operator norm
     and sin^2 to 1e-8, on a matrix whose off-block entries link several blocks and bulk
     coordinates into pieces."""
-    import dpdist.simulate.methods as sm
+    import dpdist.simulate.errors as sm
 
     m = model2_block_model(60, 3, gap=0.5, lambda1=2.0, random_state=0)
     B, s, nb = m.n_blocks, m.block_size, m.n_blocks * m.block_size

@@ -26,7 +26,7 @@ from dpdist.algorithms.expmech_pca.release import leading_eigenvector
 from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine.gram import DEFAULT_TILE, clipped_second_moment, nonfinite_guard
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
-from dpdist.engine.second_moment import chunk_clip_rows
+from dpdist.engine.second_moment_kernels import chunk_clip_rows
 from dpdist.engine.threshold import threshold_triples
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
@@ -52,7 +52,7 @@ COMPOSITION = "gdp"
 
 def block_row_norm_clip(x: np.ndarray, row_norm: float) -> np.ndarray:
     """Scale each row (whole rows: all columns) to L2 norm at most ``row_norm`` *as computed*
-    (:func:`dpdist.engine.second_moment.chunk_clip_rows`: robust norms, no overflow at
+    (:func:`dpdist.engine.second_moment_kernels.chunk_clip_rows`: robust norms, no overflow at
     1e154, no underflow for subnormal rows; zero rows stay 0; non-finite rows become 0)."""
     return chunk_clip_rows(x, float(row_norm))
 

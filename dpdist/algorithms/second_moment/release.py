@@ -16,6 +16,7 @@ from dpdist._validation import check_bool, check_positive, check_probability, ch
 from dpdist.algorithms._base import check_nonfinite, nonfinite_note, refuse_nonfinite
 from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine import second_moment as engine
+from dpdist.engine.second_moment_kernels import combine_bucket_counts, combine_group_min_eigenvalues
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute, open_runtime
 from dpdist.exceptions import NoPrivateResult, ValidationError
 from dpdist.privacy.accounting import release_guarantee
@@ -326,7 +327,7 @@ def second_moment(
             sigma_l = mech_l.sigma
             grams = engine.group_grams(X, partition, k, steps=((1.0, r_hat),))
             counts = engine.on_worker(
-                engine.combine_bucket_counts, engine.on_worker(engine.combine_group_min_eigenvalues, grams, cfg.m), edges_l
+                combine_bucket_counts, engine.on_worker(combine_group_min_eigenvalues, grams, cfg.m), edges_l
             )
             t0 = time.perf_counter()
             noisy_l = _compute_one(engine.noised(counts, mech_l.release(seed)), sched)
@@ -421,7 +422,7 @@ def _recursion(X, schedule: LevelSchedule, levels, lam_hat: float, seed: NoiseSe
     noisy level matrices).
 
     Level k's rows are y = t_k M_k x with M_k = a_k ... a_0 (public) and t_k the per-row clip
-    scale (see :func:`dpdist.engine.second_moment.chunk_row_scales`); t_k is persisted where
+    scale (see :func:`dpdist.engine.second_moment_kernels.chunk_row_scales`); t_k is persisted where
     the data live between levels, so each level is one pass of one d x d map per row.
     """
     d, L = schedule.n_features, schedule.n_levels
