@@ -1,21 +1,16 @@
 """Module size: a module a reader can take in at once answers one question.
 
-Every module of the packages listed in :data:`SPLIT` is under :data:`LIMIT` lines (docstring,
-imports and blank lines included). A package joins the list once its modules are split; the
-list ends as every package of ``dpdist``.
+Every module of ``dpdist`` is under :data:`LIMIT` lines (docstring, imports and blank lines
+included).
 """
 
 from __future__ import annotations
 
 import pathlib
 
-import pytest
-
 PKG = pathlib.Path(__file__).resolve().parents[1] / "dpdist"
 
 LIMIT = 600
-#: Packages of ``dpdist`` whose every module is under :data:`LIMIT` lines.
-SPLIT = ["algorithms"]
 
 
 def long_modules(package: pathlib.Path, limit: int) -> dict[str, int]:
@@ -24,9 +19,8 @@ def long_modules(package: pathlib.Path, limit: int) -> dict[str, int]:
     return {path: n for path, n in sizes.items() if n >= limit}
 
 
-@pytest.mark.parametrize("package", SPLIT)
-def test_no_module_of_a_split_package_reaches_the_limit(package):
-    found = long_modules(PKG / package, LIMIT)
+def test_no_module_of_the_package_reaches_the_limit():
+    found = long_modules(PKG, LIMIT)
     assert not found, f"modules of {LIMIT} lines or more: {found}"
 
 
