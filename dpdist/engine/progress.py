@@ -21,7 +21,6 @@ def show_progress(progress: bool | None) -> bool:
     return sys.stderr.isatty()
 
 
-
 def start_progress_bar(client: Any, futures: list) -> concurrent.futures.Future:
     """A text progress bar on standard error for ``futures`` of ``client`` (not the default
     client: ``distributed.progress`` would look that one up), drawn from the client's loop."""

@@ -85,7 +85,6 @@ def check_scheduler(scheduler: Any) -> Any:
     )
 
 
-
 def check_timeout(timeout: Any) -> float | None:
     """``None`` or ``math.inf`` (no limit) or a number of seconds > 0 (returned as a float, or
     None for no limit); bools, strings and NaN are refused."""
@@ -107,7 +106,6 @@ def _no_workers_timeout() -> float:
     return value
 
 
-
 def _is_storage_error(exc: BaseException) -> bool:
     """An error raised in the storage libraries (zarr, codecs, fsspec): its traceback, remote
     frames included, passes through them. Connection errors of the client do not."""
@@ -118,7 +116,6 @@ def _is_storage_error(exc: BaseException) -> bool:
             return True
         tb = tb.tb_next
     return False
-
 
 
 class Runtime:
@@ -388,7 +385,6 @@ class Runtime:
             raise translated from None
 
 
-
 @contextlib.contextmanager
 def open_runtime(scheduler: Any = None, *, timeout: Any = DEFAULT_TIMEOUT) -> Iterator[Runtime]:
     """The :class:`Runtime` of one fit on ``scheduler`` (values as in :mod:`dpdist.engine.scheduler`).
@@ -439,7 +435,6 @@ def open_runtime(scheduler: Any = None, *, timeout: Any = DEFAULT_TIMEOUT) -> It
         yield rt
 
 
-
 @contextlib.contextmanager
 def client_for(scheduler: Any, *, timeout: Any = DEFAULT_TIMEOUT) -> Iterator[Any]:
     """Yield a ``distributed.Client`` for ``scheduler``, or None for a local dask scheduler
@@ -460,7 +455,6 @@ def unoptimized_delayed(x: Any) -> Any:
             raise ValueError("unoptimized_delayed expects a single-chunk array")
         return parts.ravel()[0]
     return x
-
 
 
 def compute(

@@ -93,7 +93,6 @@ def distributed_types() -> tuple:
     return Client, Cluster
 
 
-
 def check_scheduler_address(address: str) -> str:
     """``address`` unchanged when ``distributed`` can connect to it: ``SCHEME://LOCATION`` with
     a scheme ``distributed`` has a backend for (``tcp``, ``tls``, ``inproc``, ``ucx``, ``ws``,
@@ -131,7 +130,6 @@ def check_scheduler_address(address: str) -> str:
     return address
 
 
-
 def check_spawn(what: str) -> None:
     if what == LOCAL_CLUSTER:
         method = dask.config.get("distributed.worker.multiprocessing-method", "spawn")
@@ -142,7 +140,6 @@ def check_spawn(what: str) -> None:
     problem = spawn_problem()
     if problem is not None:
         raise ValidationError(f"scheduler={what!r} starts worker processes with multiprocessing 'spawn'; {problem}")
-
 
 
 def local_name(name: Any) -> Any:
@@ -174,8 +171,6 @@ def first_line(exc: BaseException, limit: int = 200) -> str:
     text = str(exc).strip().splitlines()
     line = text[0] if text else ""
     return (line[:limit] + "...") if len(line) > limit else line
-
-
 
 
 def connect(address: str, timeout: float | None) -> Any:
@@ -279,8 +274,6 @@ def resolve_default() -> Any:
             )
         return client
     return local_name(configured)
-
-
 
 
 def client_address(client: Any) -> str:

@@ -74,7 +74,6 @@ K_PLUS_ONE_NOTE = (
 )
 
 
-
 def assemble_privcov(cols: np.ndarray, values: np.ndarray, diag: np.ndarray) -> sp.csr_array:
     """Lines 9-17 of Algorithm 1: the symmetric AND rule, as post-processing.
 

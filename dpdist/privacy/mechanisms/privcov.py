@@ -270,7 +270,6 @@ class PrivCovZCDPMechanism(_GaussianRelease, Mechanism):
                                   score_bound=self.score_bound)
 
 
-
 def privcov_zcdp_mechanism(epsilon: float, delta: float, n_samples: int, n_features: int, k: int, clip: float,
                            beta: float = 0.1, *, row_clip: float = math.inf) -> PrivCovZCDPMechanism:
     """:class:`PrivCovZCDPMechanism` of :func:`~dpdist.privacy.privcov_zcdp_calibration.privcov_zcdp_calibration`."""
@@ -397,7 +396,6 @@ class PrivCovGumbelMechanism(_GaussianRelease, Mechanism):
     def selection(self, seed: NoiseSeed) -> GumbelTopK:
         """The exact Gumbel top-k sampler the engine's tiles and merges call."""
         return GumbelTopK(seed, PURPOSE_GUMBEL_SELECT, self.weight)
-
 
 
 def privcov_gumbel_mechanism(epsilon: float, delta: float, n_samples: int, n_features: int, k: int, clip: float,
