@@ -83,6 +83,11 @@ class _Line:
             key = (self._what(), self.passes, int(10 * frac))
             if key == self.written:
                 return
+            if self.written is not None and key[:2] == self.written[:2] and key[2] < self.written[2]:
+                # a log line never goes back: on a cluster the share of finished tasks can fall
+                # within a pass (finished tasks are forgotten) or across a pass boundary the
+                # poll missed
+                return
             self.written = key
             self._write(f"{self.label}: {self._what()}: {10 * key[2]}% | {elapsed:.1f}s\n")
             return
@@ -198,6 +203,8 @@ def _poll_cluster(client, line: _Line, stop: threading.Event, interval: float) -
             done, todo = client.run_on_scheduler(counts)
         except Exception:  # the display never fails a command
             return
+        if busy and not todo:
+            line.draw(1, 1)  # the pass ended since the last poll: show it complete
         if todo and not busy:
             line.passes += 1
         busy = bool(todo)

@@ -151,3 +151,21 @@ def test_demo_at_a_terminal(tmp_path):
     assert rc == 0, out
     assert "Traceback" not in out and "No clients found" not in out
     assert "dpdist demo: [" in out and "for the whole demo (basic composition)" in out
+
+
+def test_a_plain_progress_line_never_goes_back_within_a_pass():
+    """On a cluster the share of finished tasks can fall within a pass (finished tasks are
+    forgotten) or across a pass boundary the poll missed: the log keeps rising, then ends at
+    100%."""
+    import io
+
+    from dpdist.cli._progress import _Line
+
+    out = io.StringIO()
+    line = _Line(out, "dpdist covariance", plain=True)
+    line.begin_stage("PrivCov", 0.0)
+    line.passes = 1
+    for done in (0, 7, 2, 0, 8, 10):
+        line.draw(done, 10)
+    pcts = [int(x.split(": ")[2].split("%")[0]) for x in out.getvalue().splitlines()]
+    assert pcts == [0, 70, 80, 100]
