@@ -329,11 +329,11 @@ def test_plan_validates_with_the_same_rule_and_accepts_numpy_scalars(name):
     (lambda: dpdist.privacy.expmech_calibration.expmech_calibration(1.0, 1e-6, 100, 10, 2.0, 1.0), "k"),
     (lambda: dpdist.privacy.expmech_calibration.analyze_gauss_calibration(1.0, 1e-6, 100, "3"), "row_norm"),
     (lambda: dpdist.privacy.pca_calibration.check_gap("0.5"), "gap"),
-    (lambda: dpdist.privacy.pca_calibration.split_budget(1.0, 1e-6, "0.5"), "norm_fraction"),
+    (lambda: dpdist.privacy.pca_calibration.split_norm_and_pca_budget(1.0, 1e-6, "0.5"), "norm_fraction"),
     (lambda: dpdist.privacy.pca_calibration.check_n_batches(30.0), "n_batches"),
     (lambda: dpdist.privacy.second_moment_calibration.check_alpha(True), "alpha"),
     (lambda: dpdist.privacy.second_moment_calibration.check_m(2.0), "m"),
-    (lambda: dpdist.privacy.second_moment_calibration.split_budget(1.0, "0.1", private_radius=True,
+    (lambda: dpdist.privacy.second_moment_calibration.split_second_moment_rho(1.0, "0.1", private_radius=True,
                                                                    private_lambda=True), "init_fraction"),
 ])
 def test_the_privacy_layer_follows_the_same_rule(call, name):
