@@ -130,3 +130,27 @@ def test_bad_parameters():
         ThresholdedPCA().fit(X)
     with pytest.raises(ValidationError, match="k"):
         GaussianPCA(1.0, 1e-6, sigma=1.0).plan(100, 10, k=11)
+
+
+def test_private_baseline_plans_are_not_kinds_of_the_not_private_plan():
+    """The Wang-Xu plans share the thresholding fields with the NOT PRIVATE thresholded plan
+    but do not inherit from it: an isinstance check for the non-private plan never matches a
+    private one. The shared fields keep their place in ``to_dict()`` for both."""
+    from dpdist.algorithms.baselines.gaussian import GaussianCovariancePlan
+    from dpdist.algorithms.baselines.pca import GaussianPCAPlan, ThresholdedPCAPlan
+    from dpdist.algorithms.baselines.thresholded import ThresholdedCovariancePlan
+
+    private = [GaussianCovariance(1.0, 1e-6, sigma=1.0).plan(1000, 20),
+               GaussianPCA(1.0, 1e-6, sigma=1.0).plan(1000, 20)]
+    not_private = [ThresholdedCovariance(sigma=1.0).plan(1000, 20), ThresholdedPCA(sigma=1.0).plan(1000, 20)]
+    assert [type(p) for p in private] == [GaussianCovariancePlan, GaussianPCAPlan]
+    assert [type(p) for p in not_private] == [ThresholdedCovariancePlan, ThresholdedPCAPlan]
+    for p in private:
+        assert p.privacy is not None and not isinstance(p, ThresholdedCovariancePlan)
+    for p in not_private:
+        assert p.privacy is None and isinstance(p, ThresholdedCovariancePlan)
+    shared = ["threshold", "sampling_threshold", "sigma", "beta"]
+    for p in private + not_private:
+        keys = list(p.to_dict())
+        assert keys[4:8] == shared, type(p).__name__
+        assert p.threshold > 0 and p.sampling_threshold > 0 and p.sigma == 1.0 and p.beta == 0.1
