@@ -1,7 +1,7 @@
 """Every flag a command accepts is either honoured or refused.
 
 Estimator flags are matched to the chosen estimator by name: a flag whose destination
-(``--row-norm`` -> ``row_norm``) is a parameter of the estimator's ``__init__`` (or, with
+(``--mean-clip`` -> ``mean_clip``) is a parameter of the estimator's ``__init__`` (or, with
 ``--plan``, of its ``plan()``) is passed to it; any other given flag is refused with a usage
 error (exit 2) naming it. Flags the command line honours itself are listed in
 :data:`CLI_DESTS`; each command checks its own.
@@ -30,7 +30,7 @@ RUN_ONLY_DESTS = frozenset({"random_state", "scheduler", "timeout", "missing_chu
 
 
 def option(dest: str) -> str:
-    """The flag spelling of an argparse destination (``row_norm`` -> ``--row-norm``)."""
+    """The flag spelling of an argparse destination (``mean_clip`` -> ``--mean-clip``)."""
     return "INPUT" if dest == "input" else f"--{dest.replace('_', '-')}"
 
 

@@ -82,7 +82,7 @@ __all__ = [
     "privpca_error_bound",
     "privpca_sensitivity",
     "search_min_samples",
-    "split_budget",
+    "split_norm_and_pca_budget",
 ]
 
 #: Constant C of eq. (11), ``tau = C sigma^2 sqrt(log(d / beta) / b)``. The paper asks for "a
@@ -482,7 +482,9 @@ def privpca_calibration(
     return GaussianReleaseCalibration(float(epsilon), float(delta), sens, sigma, rule)
 
 
-def split_budget(epsilon: float, delta: float, norm_fraction: float) -> tuple[tuple[float, float], tuple[float, float]]:
+def split_norm_and_pca_budget(
+    epsilon: float, delta: float, norm_fraction: float
+) -> tuple[tuple[float, float], tuple[float, float]]:
     """Split (epsilon, delta) between PrivNorm and PrivPCA (Theorem 3, basic composition).
 
     Returns ``((eps_norm, delta_norm), (eps_pca, delta_pca))`` with ``eps_norm = f eps``,

@@ -65,7 +65,7 @@ __all__ = [
     "plan_second_moment",
     "recursion_constants",
     "sensitivity_coefficient",
-    "split_budget",
+    "split_second_moment_rho",
 ]
 
 #: eta of Algorithm 1: the factor that shrinks the large-eigenvalue subspace.
@@ -281,7 +281,7 @@ def histogram_sigma(rho_step: float) -> float:
     return HISTOGRAM_SENSITIVITY / math.sqrt(2.0 * check_rho(rho_step, "rho_step"))
 
 
-def split_budget(rho: float, init_fraction: float, *, private_radius: bool, private_lambda: bool) -> dict:
+def split_second_moment_rho(rho: float, init_fraction: float, *, private_radius: bool, private_lambda: bool) -> dict:
     """Budget split (the paper gives none): each private initialisation step gets rho *
     init_fraction / 2, the recursion the rest. Public radius / lambda_min cost 0 (and leave
     their share to the recursion). Default init_fraction = 0.1 gives 5% / 5% / 90%."""

@@ -42,9 +42,9 @@ def simulate_privpca(model: BlockModel, n: float, epsilon: float, delta: float, 
     ``gap`` and ``sigma`` default to the model's (as a user who knows the model would pass).
     Returns sin^2 of the released component, 1.0 when a test returned bottom.
     """
-    from dpdist.privacy.pca_calibration import split_budget
+    from dpdist.privacy.pca_calibration import split_norm_and_pca_budget
 
-    (en, dn), (ep, dp) = split_budget(epsilon, delta, norm_fraction)
+    (en, dn), (ep, dp) = split_norm_and_pca_budget(epsilon, delta, norm_fraction)
     return _simulate_friendly(model, n, rng, (en, dn), (ep, dp), gap=gap, sigma=sigma, n_batches=n_batches,
                               tau=tau, beta=beta, epsilon=epsilon, delta=delta)
 

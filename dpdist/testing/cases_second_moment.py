@@ -124,12 +124,12 @@ def second_moment_histogram_case(source: Any = None) -> AuditCase:
     """The private initialisation's Gaussian histogram (radius and lambda_min steps):
     ``N(0, 1/rho_step)`` on every bin, L2 sensitivity sqrt(2) (a replaced row moves one count
     from one bin to another). Pair: counts (5, 3, 0) vs (4, 4, 0); statistic: noisy bin 0
-    minus noisy bin 1. Claim rho_step = the radius share of split_budget."""
+    minus noisy bin 1. Claim rho_step = the radius share of split_second_moment_rho."""
     from dpdist.privacy.mechanisms.second_moment import histogram_mechanism
-    from dpdist.privacy.second_moment_calibration import histogram_sigma, split_budget
+    from dpdist.privacy.second_moment_calibration import histogram_sigma, split_second_moment_rho
     from dpdist.privacy.zcdp import cks20_epsilon
 
-    share = split_budget(10.0, 0.1, private_radius=True, private_lambda=True)["radius"]  # 0.5
+    share = split_second_moment_rho(10.0, 0.1, private_radius=True, private_lambda=True)["radius"]  # 0.5
     hist = _own(source, histogram_mechanism("radius", share))  # what second_moment() uses for rho_R
     counts = {0: np.array([5.0, 3.0, 0.0]), 1: np.array([4.0, 4.0, 0.0])}
 
@@ -145,7 +145,7 @@ def second_moment_histogram_case(source: Any = None) -> AuditCase:
         name="second-moment/init-histogram",
         family="second-moment",
         component="Gaussian histogram of the private radius / lambda_min step: sigma = 1/sqrt(rho_step), "
-        "sensitivity sqrt(2): rho_step-zCDP (split_budget, histogram_mechanism: lattice Gaussian)",
+        "sensitivity sqrt(2): rho_step-zCDP (split_second_moment_rho, histogram_mechanism: lattice Gaussian)",
         notion="zcdp",
         claimed_epsilon=cks20_epsilon(share, SM_DELTA),
         claimed_delta=SM_DELTA,

@@ -220,12 +220,12 @@ _AG_TODAY = ["-0x1.063daa4a1cfdcp-2", "0x1.dd4e7586bffe2p-2", "0x1.80c64e978a256
 
 
 def test_analyze_gauss_assume_centered_is_todays_release_bit_for_bit():
-    """Main's seeded AnalyzeGauss(1, 1e-6, row_norm=3, random_state=3): its component."""
+    """Main's seeded AnalyzeGauss(1, 1e-6, radius=3, random_state=3): its component."""
     from dpdist.baselines import AnalyzeGauss
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        est = AnalyzeGauss(1.0, 1e-6, row_norm=3.0, random_state=3, scheduler=SYNC,
+        est = AnalyzeGauss(1.0, 1e-6, radius=3.0, random_state=3, scheduler=SYNC,
                            assume_centered=True).fit(_centred(500, 4))
     assert [v.hex() for v in est.components_[0]] == _AG_TODAY
 

@@ -24,7 +24,7 @@ from dpdist.privacy.pca_calibration import (
     privpca_error_bound,
     privpca_sensitivity,
     search_min_samples,
-    split_budget,
+    split_norm_and_pca_budget,
 )
 from tests.privacy.balle_wang import assert_smallest_sigma
 
@@ -93,12 +93,12 @@ def test_tau_is_eq11_with_the_documented_constant():
 
 
 def test_budget_split_adds_up():
-    (en, dn), (ep, dp) = split_budget(1.0, 1e-6, 0.25)
+    (en, dn), (ep, dp) = split_norm_and_pca_budget(1.0, 1e-6, 0.25)
     assert (en, dn) == (0.25, 0.25e-6)
     assert ep == 0.75 and dp == pytest.approx(0.75e-6)
     assert en + ep == 1.0
     with pytest.raises(ValidationError, match="norm_fraction"):
-        split_budget(1.0, 1e-6, 1.0)
+        split_norm_and_pca_budget(1.0, 1e-6, 1.0)
 
 
 def test_default_batches_clear_the_weight_test():

@@ -20,7 +20,7 @@ from dpdist.privacy.second_moment_calibration import (
     one_shot_sigma,
     plan_second_moment,
     recursion_constants,
-    split_budget,
+    split_second_moment_rho,
 )
 from dpdist.privacy.subsample_calibration import (
     baseline_guarantee,
@@ -89,15 +89,15 @@ def test_per_level_rho_is_rho_over_L_and_sums_to_rho(sensitivity, radius, alpha,
 
 
 def test_budget_split_ledger():
-    full = split_budget(1.0, 0.1, private_radius=True, private_lambda=True)
+    full = split_second_moment_rho(1.0, 0.1, private_radius=True, private_lambda=True)
     assert full == pytest.approx({"radius": 0.05, "lambda_min": 0.05, "main": 0.9})
     assert math.fsum(full.values()) == pytest.approx(1.0, abs=1e-12)
-    public = split_budget(2.0, 0.1, private_radius=False, private_lambda=False)
+    public = split_second_moment_rho(2.0, 0.1, private_radius=False, private_lambda=False)
     assert public == {"radius": 0.0, "lambda_min": 0.0, "main": 2.0}
-    one = split_budget(1.0, 0.2, private_radius=False, private_lambda=True)
+    one = split_second_moment_rho(1.0, 0.2, private_radius=False, private_lambda=True)
     assert one == pytest.approx({"radius": 0.0, "lambda_min": 0.1, "main": 0.9})
     with pytest.raises(ValidationError, match="init_fraction"):
-        split_budget(1.0, 1.0, private_radius=True, private_lambda=True)
+        split_second_moment_rho(1.0, 1.0, private_radius=True, private_lambda=True)
 
 
 def test_histogram_sigma_gives_rho_step_for_sensitivity_sqrt2():

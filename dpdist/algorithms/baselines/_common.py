@@ -2,10 +2,29 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import scipy.sparse as sp
 
 from dpdist.exceptions import ValidationError
+from dpdist.privacy.plan import Plan
+
+
+@dataclass(frozen=True, kw_only=True)
+class ThresholdPlanBase(Plan):
+    """The fields every hard-thresholded covariance plan has, private or not (the private and
+    the non-private plan each inherit them; neither is a kind of the other).
+
+    ``threshold`` is the hard threshold t the fit applies, ``sampling_threshold`` Fact 1's
+    entrywise sampling error at ``sigma`` and ``beta`` (None without ``sigma``), ``sigma`` the
+    sub-Gaussian scale given (or None), ``beta`` the failure probability of the bound.
+    """
+
+    threshold: float | None
+    sampling_threshold: float | None
+    sigma: float | None
+    beta: float
 
 
 def triples_to_csr(results: list, d: int) -> sp.csr_array:

@@ -42,7 +42,7 @@ from dpdist.privacy.noise import resolve_random_state
 from dpdist.privacy.plan import Plan
 from dpdist.privacy.release import Release, warn_if_unsafe
 
-__all__ = ["AnalyzeGauss", "AnalyzeGaussPlan", "block_row_norm_clip", "resolve_radius", "row_norm_clip"]
+__all__ = ["AnalyzeGauss", "AnalyzeGaussPlan", "block_row_norm_clip", "check_radius", "row_norm_clip"]
 
 MECHANISM = "Analyze Gauss (Dwork-Talwar-Thakurta-Zhang 2014): Gaussian noise on the second moment of norm-clipped rows"
 #: The private mean and the Gaussian release are both Gaussian mechanisms: they compose
@@ -64,26 +64,12 @@ def row_norm_clip(X: da.Array, row_norm: float) -> da.Array:
     return X.map_blocks(block_row_norm_clip, float(row_norm), dtype=np.float64)
 
 
-def resolve_radius(radius, row_norm, *, required: bool = True) -> float | None:
-    """The public bound on the row norms, given as ``radius`` (the canonical name, as in
-    :class:`~dpdist.SecondMoment`) or ``row_norm`` (its alias, fixed API of AnalyzeGauss).
-
-    Either name, or both with the same value; different values under the two names are
-    refused (one concept, one value).
-    """
-    if radius is not None and row_norm is not None:
-        r = check_positive(radius, "radius")
-        if check_positive(row_norm, "row_norm") != r:
-            raise ValidationError(
-                f"radius and row_norm are two names of one bound (the public bound on the row norms); "
-                f"got different values radius={radius!r}, row_norm={row_norm!r}: give one"
-            )
-        return r
-    if radius is None and row_norm is None:
-        if required:
-            raise ValidationError("give radius, the public bound on the row norms (row_norm is an alias of it)")
-        return None
-    return check_positive(radius, "radius") if radius is not None else check_positive(row_norm, "row_norm")
+def check_radius(radius) -> float:
+    """The public bound on the row norms (``radius``, the name :class:`~dpdist.SecondMoment`
+    and the ``--radius`` flag use): required and positive."""
+    if radius is None:
+        raise ValidationError("give radius, the public bound on the row norms")
+    return check_positive(radius, "radius")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -121,10 +107,7 @@ class AnalyzeGauss(Projection, Estimator):
     epsilon, delta : float
     radius : float
         Public L2 bound L: each row is scaled to norm at most L before the second moment (the
-        same name as :class:`~dpdist.SecondMoment`'s bound on the row norms).
-    row_norm : float
-        Alias of ``radius``: give one of the two (or both
-        with the same value).
+        same name as :class:`~dpdist.SecondMoment`'s bound on the row norms). Required.
     random_state : None or int
     beta : float
         Failure probability used by :meth:`plan`.
@@ -176,15 +159,14 @@ class AnalyzeGauss(Projection, Estimator):
     stages compose exactly in Gaussian DP (:mod:`dpdist.algorithms._centering`).
     """
 
-    def __init__(self, epsilon: float, delta: float, *, radius: float | None = None, row_norm: float | None = None,
-                 random_state: Any = None, beta: float = 0.1, scheduler: Any = None, tile_size: int = DEFAULT_TILE,
+    def __init__(self, epsilon: float, delta: float, *, radius: float | None = None, random_state: Any = None,
+                 beta: float = 0.1, scheduler: Any = None, tile_size: int = DEFAULT_TILE,
                  on_nonfinite: str = "zero", timeout: float | None = DEFAULT_TIMEOUT, ledger: Any = None,
                  dataset: str | None = None, assume_centered: bool = False, mean: Any = None,
                  mean_fraction: float = DEFAULT_MEAN_FRACTION, mean_clip: float | None = None) -> None:
         self.epsilon = epsilon
         self.delta = delta
         self.radius = radius
-        self.row_norm = row_norm
         self.random_state = random_state
         self.beta = beta
         self.scheduler = scheduler
@@ -202,7 +184,7 @@ class AnalyzeGauss(Projection, Estimator):
         """(centering, mean mechanism or None, the mean's share, the Gaussian release's share)."""
         eps = check_epsilon(self.epsilon)
         delta = check_delta(self.delta)
-        radius = resolve_radius(self.radius, self.row_norm)
+        radius = check_radius(self.radius)
         centering = check_centering(self.assume_centered, self.mean, self.mean_fraction, self.mean_clip,
                                     n_features=d)
         mean_share, share = centering.split(eps, delta, COMPOSITION)
@@ -213,7 +195,7 @@ class AnalyzeGauss(Projection, Estimator):
 
     def _calibration(self, n: int) -> dict:
         _, _, _, share = self._centering(n, None)
-        return analyze_gauss_calibration(share.epsilon, share.delta, n, resolve_radius(self.radius, self.row_norm))
+        return analyze_gauss_calibration(share.epsilon, share.delta, n, check_radius(self.radius))
 
     def plan(self, n_samples: int, n_features: int, *, sigma: float | None = None,
              eigengap: float | None = None) -> AnalyzeGaussPlan:
@@ -273,7 +255,7 @@ class AnalyzeGauss(Projection, Estimator):
         check_epsilon(self.epsilon)
         check_delta(self.delta)
         check_probability(self.beta, "beta")
-        resolve_radius(self.radius, self.row_norm)
+        check_radius(self.radius)
         check_centering(self.assume_centered, self.mean, self.mean_fraction, self.mean_clip)
         seed = resolve_random_state(self.random_state)
         X = as_dask_array(X)

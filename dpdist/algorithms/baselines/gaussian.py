@@ -18,8 +18,8 @@ from dpdist.algorithms._centering import (
     mean_notes,
     stage_guarantee,
 )
-from dpdist.algorithms.baselines._common import triples_to_csr
-from dpdist.algorithms.baselines.thresholded import ThresholdedCovariancePlan, bickel_levina_threshold
+from dpdist.algorithms.baselines._common import ThresholdPlanBase, triples_to_csr
+from dpdist.algorithms.baselines.thresholded import bickel_levina_threshold
 from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine.gram import DEFAULT_TILE, clipped_second_moment, nonfinite_guard
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
@@ -48,7 +48,7 @@ def wang_xu_noise_threshold(noise_sigma: float, n_features: int, beta: float = 0
 
 
 @dataclass(frozen=True, kw_only=True)
-class GaussianCovariancePlan(ThresholdedCovariancePlan):
+class GaussianCovariancePlan(ThresholdPlanBase):
     """:meth:`GaussianCovariance.plan`: a :class:`~dpdist.privacy.plan.Plan` whose
     ``noise_scale`` is the Gaussian standard deviation per released entry.
 

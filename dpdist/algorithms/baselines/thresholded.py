@@ -11,14 +11,13 @@ import numpy as np
 from dpdist._validation import check_int, check_positive, check_probability
 from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, reports_empirical
 from dpdist.algorithms._centering import DEFAULT_MEAN_FRACTION, check_centering
-from dpdist.algorithms.baselines._common import triples_to_csr
+from dpdist.algorithms.baselines._common import ThresholdPlanBase, triples_to_csr
 from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine.gram import DEFAULT_TILE, clipped_second_moment, nonfinite_guard
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
 from dpdist.engine.threshold import threshold_triples
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.privcov_calibration import SAMPLING_CONSTANT
-from dpdist.privacy.plan import Plan
 from dpdist.privacy.release import Release, warn_if_unsafe
 
 NOT_PRIVATE_REASON = "NOT PRIVATE: non-private reference estimator (no noise)"
@@ -34,7 +33,7 @@ def bickel_levina_threshold(sigma: float, n_samples: int, n_features: int, beta:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ThresholdedCovariancePlan(Plan):
+class ThresholdedCovariancePlan(ThresholdPlanBase):
     """:meth:`ThresholdedCovariance.plan` (NOT PRIVATE: ``privacy`` is None, ``noise_scale`` 0).
 
     With ``sigma``, ``error_bound`` is the largest entry error ``||M - Sigma||_max <= t +
@@ -42,12 +41,8 @@ class ThresholdedCovariancePlan(Plan):
     error, :func:`bickel_levina_threshold`, and hard thresholding at ``t`` moves an entry by at
     most ``t`` more). **Scale** (vacuity): ``sigma**2`` (every entry of a sigma-sub-Gaussian
     covariance is at most sigma^2). Without ``sigma`` there is no model, hence no prediction.
+    Its fields are those of :class:`~dpdist.algorithms.baselines._common.ThresholdPlanBase`.
     """
-
-    threshold: float | None
-    sampling_threshold: float | None
-    sigma: float | None
-    beta: float
 
 
 class ThresholdedCovariance(Estimator):

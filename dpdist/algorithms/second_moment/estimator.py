@@ -20,7 +20,7 @@ from dpdist.privacy.second_moment_calibration import (
     check_m,
     min_samples,
     plan_second_moment,
-    split_budget,
+    split_second_moment_rho,
 )
 from dpdist.privacy.zcdp import ZCDP, check_rho
 from dpdist.algorithms.second_moment.release import _Config, _check_shape, _validate, second_moment
@@ -162,8 +162,8 @@ class SecondMoment(Estimator):
                 "plan needs radius and lambda_min: set them on the estimator or pass guesses "
                 "(radius=..., lambda_min=...) to plan/min_samples"
             )
-        split = split_budget(check_rho(self.rho), self.init_fraction, private_radius=self.radius is None,
-                             private_lambda=self.lambda_min is None)
+        split = split_second_moment_rho(check_rho(self.rho), self.init_fraction,
+                                        private_radius=self.radius is None, private_lambda=self.lambda_min is None)
         return _check_positive(radius, "radius"), _check_positive(lambda_min, "lambda_min"), split["main"]
 
     def plan(

@@ -42,7 +42,7 @@ from dpdist.privacy.second_moment_calibration import (
     level_schedule,
     one_shot_sigma,
     sensitivity_coefficient,
-    split_budget,
+    split_second_moment_rho,
 )
 from dpdist.privacy.zcdp import ZCDP, check_rho
 from dpdist.algorithms.second_moment.selection import (
@@ -113,7 +113,7 @@ def _validate(
     alpha = check_alpha(alpha)
     radius = None if radius is None else _check_positive(radius, "radius")
     lambda_min = None if lambda_min is None else _check_positive(lambda_min, "lambda_min")
-    split_budget(rho, init_fraction, private_radius=True, private_lambda=True)  # validates init_fraction
+    split_second_moment_rho(rho, init_fraction, private_radius=True, private_lambda=True)  # validates init_fraction
     sensitivity = _check_sensitivity(sensitivity)
     xi = check_xi(xi)
     if not isinstance(radius_range, (tuple, list)) or len(radius_range) != 2:
@@ -280,8 +280,8 @@ def second_moment(
     X = as_dask_array(X)
     n, d = (int(s) for s in X.shape)
     _check_shape(cfg, n, d)
-    split = split_budget(cfg.rho, cfg.init_fraction, private_radius=cfg.radius is None,
-                         private_lambda=cfg.lambda_min is None)
+    split = split_second_moment_rho(cfg.rho, cfg.init_fraction, private_radius=cfg.radius is None,
+                                    private_lambda=cfg.lambda_min is None)
     noise_scales: dict[str, Any] = {}
     params: dict[str, Any] = {
         "n_samples": n, "n_features": d, "rho": cfg.rho, "m": cfg.m, "alpha": cfg.alpha, "xi": cfg.xi,

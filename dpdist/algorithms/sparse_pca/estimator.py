@@ -26,7 +26,7 @@ from dpdist.privacy.pca_calibration import (
     privnorm_error_bound,
     privpca_calibration,
     privpca_error_bound,
-    split_budget,
+    split_norm_and_pca_budget,
 )
 from dpdist.privacy.release import Release
 from dpdist.algorithms.sparse_pca.plan import (
@@ -397,7 +397,7 @@ class SparsePCA(Projection, Estimator):
         if self.lambda_hat is not None:
             _check_lambda_hat(self.lambda_hat)
             return None, (share.epsilon, share.delta)
-        return split_budget(share.epsilon, share.delta, self.norm_fraction)
+        return split_norm_and_pca_budget(share.epsilon, share.delta, self.norm_fraction)
 
     @reports_empirical("privpca")
     def plan(self, n_samples: int, n_features: int, *, lambda_1: float | None = None) -> SparsePCAPlan:

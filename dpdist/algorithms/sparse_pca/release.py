@@ -48,7 +48,7 @@ from dpdist.privacy.pca_calibration import (
     friendly_test_calibration,
     privnorm_calibration,
     privpca_calibration,
-    split_budget,
+    split_norm_and_pca_budget,
 )
 from dpdist.privacy.release import Release, warn_if_unsafe
 
@@ -504,7 +504,7 @@ def sparse_pca(
             budget_split={"norm_fraction": 0.0, "lambda_hat": "user-supplied", "pca": [share.epsilon, share.delta]},
             centring=centring,
         )
-    (en, dn), (ep, dp) = split_budget(share.epsilon, share.delta, norm_fraction)
+    (en, dn), (ep, dp) = split_norm_and_pca_budget(share.epsilon, share.delta, norm_fraction)
     return _run(
         X, k=k, epsilon=epsilon, delta=delta, gap=gap, sigma=sigma,
         stages=[("norm", en, dn), ("pca", ep, dp)], lambda_hat=None, n_batches=n_batches, tau=tau,
