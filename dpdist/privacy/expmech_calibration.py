@@ -19,7 +19,7 @@ from dpdist.privacy.accounting import gaussian_epsilon
 from dpdist.privacy.budget import check_delta, check_epsilon
 from dpdist.privacy.float_rounding import UNIT_ROUNDOFF, float_sensitivity
 from dpdist.privacy.gaussian_calibration import analytic_gaussian_sigma, gaussian_sigma
-from dpdist.privacy.privcov_calibration import SAMPLING_CONSTANT, search_min_samples
+from dpdist.privacy.privcov_calibration import SAMPLING_CONSTANT
 from dpdist.privacy.zcdp import cks20_rho
 
 __all__ = [
@@ -31,8 +31,6 @@ __all__ = [
     "symmetric_gaussian_operator_bound",
     "expmech_calibration",
     "expmech_clip",
-    "expmech_error_bound",
-    "expmech_min_samples",
 ]
 
 
@@ -148,9 +146,10 @@ SCORE_EIGEN_ERROR = 64.0
 
 
 def _split_weights(log_range: float, k: int, beta: float) -> tuple[float, float]:
-    """``(A, B)``: the parts of :func:`expmech_error_bound`'s Rayleigh deficit that depend on
-    the split, per unit of sensitivity: ``eta_select + 2 eta_noise = Delta (A / eps_sel + B m)``
-    (m the release's noise multiplier)."""
+    """``(A, B)``: the parts of
+    :func:`~dpdist.algorithms.expmech_pca.plan.expmech_error_bound`'s Rayleigh deficit that
+    depend on the split, per unit of sensitivity: ``eta_select + 2 eta_noise = Delta (A /
+    eps_sel + B m)`` (m the release's noise multiplier)."""
     a = 2.0 * (log_range + math.log(4.0 / beta))
     b = 2.0 * (2.0 * math.sqrt(k) + math.sqrt(2.0 * math.log(4.0 / beta)))
     return a, b
@@ -165,9 +164,10 @@ def expmech_split(epsilon: float, delta: float, log_range: float, k: int, beta: 
     Returns ``(composition, selection_epsilon, noise_multiplier, rho, mean_multiplier)``: the
     block's Gaussian noise is ``noise_multiplier`` times its sensitivity, the mean's
     ``mean_multiplier`` times its own (None without a mean). Two valid compositions are compared,
-    each at the split that minimises the part of :func:`expmech_error_bound`'s deficit that
-    depends on it, ``A / eps_sel + B m`` (:func:`_split_weights`; ``log_range = log C(d, k)``),
-    and the smaller is used:
+    each at the split that minimises the part of
+    :func:`~dpdist.algorithms.expmech_pca.plan.expmech_error_bound`'s deficit that depends on
+    it, ``A / eps_sel + B m`` (:func:`_split_weights`; ``log_range = log C(d, k)``), and the
+    smaller is used:
 
     - ``"basic"`` (DR14 Thm 3.16): the selection is ``eps_sel``-DP (the exponential mechanism,
       McSherry-Talwar 2007) and the release the analytic Gaussian mechanism at ``(epsilon -
@@ -314,74 +314,6 @@ def expmech_calibration(
         gaussian_sigma=sigma,
         gaussian_rule=rule,
     )
-
-
-def expmech_error_bound(
-    cal: ExpMechCalibration, sigma: float, beta: float, eigengap: float | None = None
-) -> dict:
-    """The error bound the proof of Theorem 7 gives for a calibration, with its pieces.
-
-    On four events of probability >= 1 - beta/4 each (no entry clipped, given tau >=
-    :func:`expmech_clip`; sampling; selection; block noise):
-
-    - ``eta_samp = C sigma^2 (sqrt(t/n) + t/n)``, ``t = k log d + log(4/beta)`` (Lemma 2,
-      ``C`` = :data:`~dpdist.privacy.privcov_calibration.SAMPLING_CONSTANT`);
-    - ``eta_select = (2 Delta_q / (epsilon/2)) (log C(d, k) + log(4/beta))`` (Lemma 28);
-    - ``eta_noise = sigma_priv (2 sqrt(k) + sqrt(2 log(4/beta)))`` (Gaussian k x k operator
-      norm, Gordon's bound plus Lipschitz concentration; symmetrising does not increase it);
-
-    the Rayleigh deficit ``lambda_1 - v_hat^T Sigma v_hat`` is at most
-    ``2 eta_samp + eta_select + 2 eta_noise`` and ``sin^2(v_hat, v_1) <= deficit /
-    eigengap`` (Lemma 18), where ``eigengap = lambda_1 - lambda_2`` is absolute.
-    ``clipping_ok`` says whether ``clip`` is at least Theorem 7's tau for this sigma.
-    """
-    beta = _check_prob(beta)
-    n, d, k = cal.n_samples, cal.n_features, cal.k
-    t = k * math.log(max(d, 2)) + math.log(4.0 / beta)
-    eta_samp = SAMPLING_CONSTANT * float(sigma) ** 2 * (math.sqrt(t / n) + t / n)
-    log_range = math.lgamma(d + 1) - math.lgamma(k + 1) - math.lgamma(d - k + 1)
-    eta_select = (2.0 * cal.score_sensitivity / cal.selection_epsilon) * (log_range + math.log(4.0 / beta))
-    eta_noise = cal.gaussian_sigma * (2.0 * math.sqrt(k) + math.sqrt(2.0 * math.log(4.0 / beta)))
-    deficit = 2.0 * eta_samp + eta_select + 2.0 * eta_noise
-    out = {
-        "beta": beta,
-        "eta_samp": eta_samp,
-        "eta_select": eta_select,
-        "eta_noise": eta_noise,
-        "rayleigh_deficit_bound": deficit,
-        "clipping_ok": cal.clip >= expmech_clip(sigma, n, d, beta) * (1 - 1e-12),
-    }
-    if eigengap is not None:
-        gap = check_positive(eigengap, "eigengap")
-        out["eigengap"] = gap
-        out["sin2_bound"] = min(1.0, deficit / gap)
-    return out
-
-
-def expmech_min_samples(
-    target_sin2: float,
-    epsilon: float,
-    delta: float,
-    n_features: int,
-    k: int,
-    *,
-    sigma: float,
-    eigengap: float,
-    beta: float,
-    clip: float | None = None,
-) -> int:
-    """Least n whose :func:`expmech_error_bound` ``sin2_bound`` is <= ``target_sin2``.
-
-    ``clip`` follows :func:`expmech_clip` at each n unless given.
-    """
-    target = check_probability(target_sin2, "target_sin2")
-
-    def bound(n: int) -> float:
-        tau = clip if clip is not None else expmech_clip(sigma, n, n_features, beta)
-        cal = expmech_calibration(epsilon, delta, n, n_features, k, tau, beta=beta)
-        return expmech_error_bound(cal, sigma, beta, eigengap)["sin2_bound"]
-
-    return search_min_samples(bound, target, start=2, limit=1 << 62)
 
 
 def analyze_gauss_calibration(epsilon: float, delta: float, n_samples: int, row_norm: float) -> dict:

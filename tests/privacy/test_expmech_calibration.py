@@ -15,9 +15,8 @@ from dpdist.privacy.expmech_calibration import (
     analyze_gauss_calibration,
     expmech_calibration,
     expmech_clip,
-    expmech_error_bound,
-    expmech_min_samples,
 )
+from dpdist.algorithms.expmech_pca.plan import expmech_error_bound, expmech_min_samples
 from dpdist.privacy.mechanisms.expmech import ExpMechMechanism
 from tests.privacy.balle_wang import assert_smallest_sigma, bw_delta
 from tests.privacy.float_factor import kappa

@@ -26,9 +26,9 @@ class SparseCovariancePlan(Plan):
     relative change near 1e-6); and whose ``error_bound`` is, for ``selection="paper"``,
     Theorem 1's ``||M - Sigma||_op <= 6 k (lambda_samp + lambda_priv)`` and, for
     ``selection="gumbel"`` and ``"laplace"``, ``6 k (lambda_samp + lambda_priv) +
-    lambda_release`` (:func:`~dpdist.privacy.privcov_zcdp_calibration.privcov_gumbel_error_bound`,
-    :func:`~dpdist.privacy.privcov_zcdp_calibration.privcov_zcdp_error_bound`; ``release_sigma`` the
-    Gaussian release's sigma, ``selection_share`` the share of rho spent on the selection);
+    lambda_release`` (:func:`~dpdist.algorithms.sparse_covariance.bounds.privcov_gumbel_error_bound`,
+    :func:`~dpdist.algorithms.sparse_covariance.bounds.privcov_zcdp_error_bound`;
+    ``release_sigma`` the Gaussian release's sigma, ``selection_share`` the share of rho spent on the selection);
     probability >= 1 - beta, when no entry is clipped (1 - 2 beta with a private mean, whose
     error is added).
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dpdist.privacy.plan import Plan
+from dpdist.privacy.second_moment_calibration import check_m
 from dpdist.privacy.subsample_calibration import tlap_support
 
 
@@ -31,3 +32,8 @@ class SubsampleAggregatePlan(Plan):
     utility_min_samples: float
     privacy_precondition_holds: bool
     unsafe_no_privacy: bool
+
+
+def baseline_utility_min_samples(m: int, epsilon: float, delta: float) -> float:
+    """Lemma A.5's n >= (10 m / eps) ln(1 + (e^eps - 1)/(2 delta)) (utility, not privacy)."""
+    return 10.0 * check_m(m) * tlap_support(1.0, epsilon, delta)
