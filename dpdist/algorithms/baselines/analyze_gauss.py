@@ -39,7 +39,7 @@ from dpdist.privacy.expmech_calibration import (
 from dpdist.privacy.mechanisms.base import residual_note
 from dpdist.privacy.mechanisms.gaussian import analyze_gauss_mechanism
 from dpdist.privacy.noise import resolve_random_state
-from dpdist.privacy.plan import Plan
+from dpdist.algorithms.plan import Plan
 from dpdist.privacy.release import Release, warn_if_unsafe
 
 __all__ = ["AnalyzeGauss", "AnalyzeGaussPlan", "block_row_norm_clip", "resolve_radius", "row_norm_clip"]

@@ -18,7 +18,7 @@ from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeou
 from dpdist.engine.threshold import threshold_triples
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.privcov_calibration import SAMPLING_CONSTANT
-from dpdist.privacy.plan import Plan
+from dpdist.algorithms.plan import Plan
 from dpdist.privacy.release import Release, warn_if_unsafe
 
 NOT_PRIVATE_REASON = "NOT PRIVATE: non-private reference estimator (no noise)"

@@ -11,12 +11,12 @@ from dpdist._validation import check_positive, check_probability
 from dpdist.algorithms._utility import search_min_samples
 from dpdist.privacy.expmech_calibration import ExpMechCalibration, _check_prob, expmech_calibration, expmech_clip
 from dpdist.privacy.privcov_calibration import SAMPLING_CONSTANT
-from dpdist.privacy.plan import Plan
+from dpdist.algorithms.plan import Plan
 
 
 @dataclass(frozen=True, kw_only=True)
 class ExpMechPlan(Plan):
-    """:meth:`ExpMechSparsePCA.plan`: a :class:`~dpdist.privacy.plan.Plan` whose
+    """:meth:`ExpMechSparsePCA.plan`: a :class:`~dpdist.algorithms.plan.Plan` whose
     ``noise_scale`` is the block's Gaussian sigma (sigma_priv) and whose ``error_bound`` is
     Theorem 7's: with ``eigengap``, the ``sin^2`` bound (scale 1, as ``sin^2 <= 1``); without,
     the Rayleigh deficit ``lambda_1 - v_hat^T Sigma v_hat`` (scale ``sigma**2``, which bounds

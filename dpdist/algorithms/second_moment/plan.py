@@ -15,7 +15,7 @@ import numpy as np
 
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.float_rounding import gram_rounding_factor
-from dpdist.privacy.plan import Plan
+from dpdist.algorithms.plan import Plan
 from dpdist.privacy.second_moment_calibration import (
     LevelSchedule,
     _check_positive,
@@ -65,7 +65,7 @@ GAMMA_SCALE_RULE = "1: at gamma >= 1 the lower band (1 - gamma) Sigma_eff is voi
 class SecondMomentPlan(Plan):
     """What :func:`plan_second_moment` predicts for one run, without reading data.
 
-    A :class:`~dpdist.privacy.plan.Plan`: ``noise_scale`` is sigma of the last level
+    A :class:`~dpdist.algorithms.plan.Plan`: ``noise_scale`` is sigma of the last level
     (normalised units), ``error_bound`` the predicted gamma (a relative error, so its scale is
     1), and event E's sample-size condition is listed in ``unmet_conditions`` when n is below it.
 

@@ -12,13 +12,13 @@ from dpdist.privacy.budget import ApproxDP
 from dpdist.privacy.gaussian_calibration import wang_xu_calibration
 from dpdist.privacy.privcov_calibration import PrivCovCalibration
 from dpdist.privacy.privcov_zcdp_calibration import PrivCovGumbelCalibration, PrivCovZCDPCalibration
-from dpdist.privacy.plan import Plan
+from dpdist.algorithms.plan import Plan
 from dpdist.algorithms.sparse_covariance.release import _error_bound, _mechanism_class, _selection_of
 
 
 @dataclass(frozen=True, kw_only=True)
 class SparseCovariancePlan(Plan):
-    """:meth:`SparseCovariance.plan`: a :class:`~dpdist.privacy.plan.Plan` whose
+    """:meth:`SparseCovariance.plan`: a :class:`~dpdist.algorithms.plan.Plan` whose
     ``noise_scale`` is the selection's noise scale that the release uses and reports in its
     ``noise_scales`` (the Gumbel scale beta_g for ``selection="gumbel"``, the Laplace scale b
     otherwise, with ``selection="paper"`` also the release's): the calibrated scale

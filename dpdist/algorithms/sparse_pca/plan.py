@@ -21,7 +21,7 @@ from dpdist.algorithms._friendly_forecast import (
 from dpdist.exceptions import ValidationError
 from dpdist.algorithms._utility import search_min_samples
 from dpdist.privacy.pca_calibration import DEFAULT_BETA, FriendlyTestCalibration, GaussianReleaseCalibration
-from dpdist.privacy.plan import Plan
+from dpdist.algorithms.plan import Plan
 
 
 def _plan_tests(setup: FriendlySetup, cal: FriendlyTestCalibration, q=None, forecast: BatchForecast | None = None) -> dict:
@@ -108,7 +108,7 @@ def _plan_centring(est, setup: FriendlySetup, mean_share, lambda_1: float) -> tu
 
 @dataclass(frozen=True, kw_only=True)
 class SpectralNormPlan(Plan):
-    """:meth:`SpectralNorm.plan`: a :class:`~dpdist.privacy.plan.Plan` whose ``noise_scale``
+    """:meth:`SpectralNorm.plan`: a :class:`~dpdist.algorithms.plan.Plan` whose ``noise_scale``
     is the Gaussian sigma on the norm as the release uses and reports it (after the lattice's
     rounding charge; ``sensitivity`` and the error bound use the calibrated sigma, a relative
     difference near 1e-9) and whose ``error_bound`` is Lemma 21's
@@ -152,7 +152,7 @@ class SpectralNormPlan(Plan):
 
 @dataclass(frozen=True, kw_only=True)
 class SparsePCAPlan(Plan):
-    """:meth:`SparsePCA.plan`: a :class:`~dpdist.privacy.plan.Plan` whose ``noise_scale`` is
+    """:meth:`SparsePCA.plan`: a :class:`~dpdist.algorithms.plan.Plan` whose ``noise_scale`` is
     the projector's Gaussian noise as the release uses and reports it (after the lattice's
     rounding charge; ``sigma_priv`` is the calibrated value; with a private ``lambda_hat`` both
     are for the assumed one) and whose ``error_bound`` is the ``sin^2``
