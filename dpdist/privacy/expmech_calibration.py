@@ -19,16 +19,12 @@ from dpdist.privacy.accounting import gaussian_epsilon
 from dpdist.privacy.budget import check_delta, check_epsilon
 from dpdist.privacy.float_rounding import UNIT_ROUNDOFF, float_sensitivity
 from dpdist.privacy.gaussian_calibration import analytic_gaussian_sigma, gaussian_sigma
-from dpdist.privacy.privcov_calibration import SAMPLING_CONSTANT
 from dpdist.privacy.zcdp import cks20_rho
 
 __all__ = [
     "ExpMechCalibration",
     "expmech_split",
     "analyze_gauss_calibration",
-    "davis_kahan_sin2",
-    "sampling_operator_error",
-    "symmetric_gaussian_operator_bound",
     "expmech_calibration",
     "expmech_clip",
 ]
@@ -338,35 +334,3 @@ def analyze_gauss_calibration(epsilon: float, delta: float, n_samples: int, row_
     sigma, rule = gaussian_sigma(sens_fl, epsilon, delta)
     return {"sensitivity": sens, "float_factor": kappa, "gaussian_sigma": sigma, "rule": rule, "row_norm": L}
 
-
-def symmetric_gaussian_operator_bound(entry_sigma: float, n_features: int, beta: float) -> float:
-    """``||E||_op`` bound for a symmetric d x d matrix with i.i.d. N(0, s^2) upper triangle.
-
-    With probability >= 1 - beta, ``||E||_op <= s (3 sqrt(d) + 14.2 sqrt(log d) + 2 sqrt(log(1/beta)))``:
-    the mean bound of Bandeira and van Handel (2016, Theorem 1.1, with their epsilon = 1/2:
-    ``1.5 (2 s sqrt(d) + 6 s sqrt(log d) / sqrt(log 1.5))``) plus Gaussian concentration
-    (``||E||_op`` is ``sqrt(2) s``-Lipschitz in the upper-triangle standard normals).
-    Utility only (``plan()``); never enters a noise scale.
-    """
-    beta = _check_prob(beta)
-    d = int(n_features)
-    s = float(entry_sigma)
-    mean = 1.5 * (2.0 * math.sqrt(d) + 6.0 * math.sqrt(math.log(max(d, 2))) / math.sqrt(math.log(1.5)))
-    return s * (mean + 2.0 * math.sqrt(math.log(1.0 / beta)))
-
-
-def sampling_operator_error(sigma: float, n_samples: int, s: int, n_features: int, beta: float) -> float:
-    """Lemma 2: ``C sigma^2 (sqrt(t/n) + t/n)``, ``t = s log d + log(1/beta)``, the operator-norm
-    sampling error of every s x s principal block at once (s = d: the whole matrix).
-    ``C`` = :data:`~dpdist.privacy.privcov_calibration.SAMPLING_CONSTANT`. Utility only."""
-    beta = _check_prob(beta)
-    n, d = int(n_samples), int(n_features)
-    t = int(s) * math.log(max(d, 2)) + math.log(1.0 / beta)
-    return SAMPLING_CONSTANT * float(sigma) ** 2 * (math.sqrt(t / n) + t / n)
-
-
-def davis_kahan_sin2(operator_error: float, eigengap: float) -> float:
-    """``min(1, (2 ||E||_op / eigengap)^2)``: the Davis-Kahan bound (Yu, Wang and Samworth
-    2015, Corollary 1) on ``sin^2`` between the top eigenvectors of ``A`` and ``A + E``."""
-    gap = check_positive(eigengap, "eigengap")
-    return min(1.0, (2.0 * float(operator_error) / gap) ** 2)

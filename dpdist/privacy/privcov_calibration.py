@@ -20,7 +20,6 @@ from dpdist.privacy.budget import check_delta, check_epsilon
 from dpdist.privacy.float_rounding import float_sensitivity
 
 __all__ = [
-    "SAMPLING_CONSTANT",
     "PrivCovCalibration",
     "check_row_clip",
     "gaussian_row_norm_bound",
@@ -30,13 +29,6 @@ __all__ = [
     "privcov_selection_sensitivity",
     "subgaussian_clip",
 ]
-
-
-#: Constant C of Fact 1 (Wainwright 2019, Lemma 6.26) used by the *utility* bounds of
-#: ``plan()``. The paper leaves it unspecified; 4 is our documented choice (Bernstein's
-#: inequality for products of two N(0, sigma^2) coordinates gives a constant below 4 with the
-#: paper's log(6d/beta) union term for d >= 2). It never enters a noise scale.
-SAMPLING_CONSTANT = 4.0
 
 
 def subgaussian_clip(sigma: float, n_samples: int, n_features: int, beta: float) -> float:

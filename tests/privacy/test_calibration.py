@@ -134,7 +134,7 @@ def test_error_bound_is_theorem_1():
     c = cal.privcov_calibration(1.0, 1e-6, 10**7, 100, 3, 5.0)
     out = bounds.privcov_error_bound(c, sigma=1.5, beta=0.1)
     t = math.log(6 * 100 / 0.1)
-    lam_samp = cal.SAMPLING_CONSTANT * 2.25 * (math.sqrt(t / 1e7) + t / 1e7)
+    lam_samp = bounds.SAMPLING_CONSTANT * 2.25 * (math.sqrt(t / 1e7) + t / 1e7)
     lam_priv = c.laplace_scale * math.log(12 * 100**2 / 0.1)
     assert out["lambda_samp"] == pytest.approx(lam_samp, rel=1e-13)
     assert out["lambda_priv"] == pytest.approx(lam_priv, rel=1e-13)

@@ -10,7 +10,7 @@ from scipy import optimize
 
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.accounting import release_guarantee
-from dpdist.privacy.privcov_calibration import SAMPLING_CONSTANT
+from dpdist.algorithms._utility import SAMPLING_CONSTANT
 from dpdist.privacy.expmech_calibration import (
     analyze_gauss_calibration,
     expmech_calibration,

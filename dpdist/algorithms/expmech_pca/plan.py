@@ -8,9 +8,8 @@ import math
 from dataclasses import dataclass
 
 from dpdist._validation import check_positive, check_probability
-from dpdist.algorithms._utility import search_min_samples
+from dpdist.algorithms._utility import SAMPLING_CONSTANT, search_min_samples
 from dpdist.privacy.expmech_calibration import ExpMechCalibration, _check_prob, expmech_calibration, expmech_clip
-from dpdist.privacy.privcov_calibration import SAMPLING_CONSTANT
 from dpdist.algorithms.plan import Plan
 
 
@@ -51,7 +50,7 @@ def expmech_error_bound(
     :func:`expmech_clip`; sampling; selection; block noise):
 
     - ``eta_samp = C sigma^2 (sqrt(t/n) + t/n)``, ``t = k log d + log(4/beta)`` (Lemma 2,
-      ``C`` = :data:`~dpdist.privacy.privcov_calibration.SAMPLING_CONSTANT`);
+      ``C`` = :data:`~dpdist.algorithms._utility.SAMPLING_CONSTANT`);
     - ``eta_select = (2 Delta_q / (epsilon/2)) (log C(d, k) + log(4/beta))`` (Lemma 28);
     - ``eta_noise = sigma_priv (2 sqrt(k) + sqrt(2 log(4/beta)))`` (Gaussian k x k operator
       norm, Gordon's bound plus Lipschitz concentration; symmetrising does not increase it);

@@ -11,9 +11,8 @@ from __future__ import annotations
 import math
 
 from dpdist._validation import check_positive
-from dpdist.algorithms._utility import search_min_samples
+from dpdist.algorithms._utility import SAMPLING_CONSTANT, search_min_samples
 from dpdist.privacy.privcov_calibration import (
-    SAMPLING_CONSTANT,
     PrivCovCalibration,
     privcov_calibration,
     subgaussian_clip,
