@@ -119,7 +119,7 @@ def accuracy(ns: list[int], seeds: int, scheduler: str) -> dict:
     from dpdist.algorithms.second_moment.release import one_shot_second_moment
     from dpdist.baselines import SubsampleAggregateSecondMoment
     from dpdist.data.second_moment_generators import anisotropic_gaussian
-    from dpdist.privacy.second_moment_calibration import plan_second_moment
+    from dpdist.algorithms.second_moment.plan import plan_second_moment
     from dpdist.privacy.subsample_calibration import (
         baseline_masking_scale,
         baseline_privacy_min_samples,

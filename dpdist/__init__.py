@@ -23,7 +23,7 @@ from dpdist.exceptions import (
     UtilityWarning,
     ValidationError,
 )
-from dpdist.privacy.plan import Plan
+from dpdist.algorithms.plan import Plan
 
 __all__ = [
     "BudgetExceeded",

@@ -131,4 +131,4 @@ class VacuousReleaseWarning(UtilityWarning):
     covariance of scale sigma^2 = 1). The papers' bounds are conservative, so a vacuous release
     may still be accurate; it is just not guaranteed to be. Emitted once per fit; the release
     records the same verdict in ``parameters["utility"]``, and ``plan()`` shows it before any
-    data is read (:mod:`dpdist.privacy.plan`). Privacy is unaffected."""
+    data is read (:mod:`dpdist.algorithms.plan`). Privacy is unaffected."""

@@ -13,7 +13,7 @@
   was: unfitted if it was, and after a failed *re*fit still holding the previous successful
   fit's attributes, which describe that earlier fit (its ``release_`` records its
   parameters). A ``NoPrivateResult`` carries the rejected release (``exc.release``).
-- ``plan(n_samples, n_features, ...)`` returns a frozen :class:`~dpdist.privacy.plan.Plan`
+- ``plan(n_samples, n_features, ...)`` returns a frozen :class:`~dpdist.algorithms.plan.Plan`
   (with ``to_dict()``), from public parameters only; ``privacy_cost()`` the guarantee a fit
   would state (None for a NOT PRIVATE estimator).
 - ``require_useful=True`` (where an estimator has it) makes ``fit`` refuse with a
@@ -22,7 +22,7 @@
   predicted to fail). The plan depends only on public parameters and the shape, so the
   refusal leaks nothing about the data.
 - A vacuous release (the plan's predicted error is at least the scale of the quantity, see
-  :mod:`dpdist.privacy.plan`) emits one :class:`~dpdist.exceptions.UtilityWarning` and is
+  :mod:`dpdist.algorithms.plan`) emits one :class:`~dpdist.exceptions.UtilityWarning` and is
   recorded in the release's ``parameters["utility"]`` (every release records the verdict).
 - ``ledger=`` (any object with the ``charge(dataset, cost, *, job=None)`` context manager of
   :class:`dpdist.ops.ledger.ChargeProtocol`; this layer never imports :mod:`dpdist.ops`) makes

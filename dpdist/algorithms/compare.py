@@ -332,7 +332,7 @@ def _row(c: Candidate, q: Question) -> MethodRow:
                 return math.inf
             return math.inf if p.unmet_conditions else _err(e)
 
-        from dpdist.privacy.privcov_calibration import search_min_samples
+        from dpdist.algorithms._utility import search_min_samples
 
         try:
             theorem_n = float(search_min_samples(error_at, goal, start=4, limit=10**30))

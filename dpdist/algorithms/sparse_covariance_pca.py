@@ -52,11 +52,11 @@ import scipy.sparse as sp
 
 from dpdist._validation import check_int, check_positive
 from dpdist.algorithms._base import Projection, reports_empirical
+from dpdist.algorithms._utility import search_min_samples
 from dpdist.algorithms.sparse_covariance.estimator import SparseCovariance
 from dpdist.algorithms.sparse_covariance.plan import SparseCovariancePlan
 from dpdist.algorithms.sparse_covariance.release import private_sparse_covariance
 from dpdist.exceptions import ValidationError
-from dpdist.privacy.privcov_calibration import search_min_samples
 from dpdist.privacy.release import Release
 
 __all__ = [

@@ -27,7 +27,7 @@ def print_mapping(mapping: dict, as_json: bool, *, skip: Iterable[str] = ("calib
 
 
 def print_plan(args, plan, extra: dict | None = None, *, width: int = 22) -> int:
-    """Print what ``--plan`` computed: the :class:`~dpdist.privacy.plan.Plan`'s fields (and
+    """Print what ``--plan`` computed: the :class:`~dpdist.algorithms.plan.Plan`'s fields (and
     ``extra`` ones) as aligned lines, or one JSON document with ``--json``. A vacuous plan (the
     predicted error is at least the scale of the quantity) also gets a ``!!`` banner on stderr.
     Returns the exit code (0)."""

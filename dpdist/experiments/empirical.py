@@ -87,7 +87,7 @@ def theory_n_star(method: str, n_features: int, *, k: int, sigma: float, target:
     None when the estimator plans no such bound."""
     import dpdist
     from dpdist.experiments.methods import PRIVCOV_SELECTIONS
-    from dpdist.privacy.privcov_calibration import search_min_samples
+    from dpdist.algorithms._utility import search_min_samples
 
     d = int(n_features)
     s2 = sigma * sigma

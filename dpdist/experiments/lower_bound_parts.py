@@ -316,7 +316,7 @@ def _first_crossing(ns, qs, target):
 def _expmech(cfg: dict, epsilon: float, delta: float, log) -> dict:
     from dpdist.experiments.methods import pca_instance, real_error
     from dpdist.experiments.sample_complexity import fit_exponent, n_star
-    from dpdist.privacy.expmech_calibration import expmech_min_samples
+    from dpdist.algorithms.expmech_pca.plan import expmech_min_samples
 
     d = cfg["d"]
     rows = []

@@ -112,7 +112,7 @@ def _shape(job: Job) -> tuple[int, int]:
 
 
 def _plan(job: Job, est: Any, n: int, d: int) -> dict:
-    """The estimator's :class:`~dpdist.privacy.plan.Plan` (validates its parameters and the
+    """The estimator's :class:`~dpdist.algorithms.plan.Plan` (validates its parameters and the
     shape; reads no data), as JSON-compatible values."""
     try:
         plan = est.plan(n, d, **dict(job.plan_args))

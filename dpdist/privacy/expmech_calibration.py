@@ -19,20 +19,14 @@ from dpdist.privacy.accounting import gaussian_epsilon
 from dpdist.privacy.budget import check_delta, check_epsilon
 from dpdist.privacy.float_rounding import UNIT_ROUNDOFF, float_sensitivity
 from dpdist.privacy.gaussian_calibration import analytic_gaussian_sigma, gaussian_sigma
-from dpdist.privacy.privcov_calibration import SAMPLING_CONSTANT, search_min_samples
 from dpdist.privacy.zcdp import cks20_rho
 
 __all__ = [
     "ExpMechCalibration",
     "expmech_split",
     "analyze_gauss_calibration",
-    "davis_kahan_sin2",
-    "sampling_operator_error",
-    "symmetric_gaussian_operator_bound",
     "expmech_calibration",
     "expmech_clip",
-    "expmech_error_bound",
-    "expmech_min_samples",
 ]
 
 
@@ -148,9 +142,10 @@ SCORE_EIGEN_ERROR = 64.0
 
 
 def _split_weights(log_range: float, k: int, beta: float) -> tuple[float, float]:
-    """``(A, B)``: the parts of :func:`expmech_error_bound`'s Rayleigh deficit that depend on
-    the split, per unit of sensitivity: ``eta_select + 2 eta_noise = Delta (A / eps_sel + B m)``
-    (m the release's noise multiplier)."""
+    """``(A, B)``: the parts of
+    :func:`~dpdist.algorithms.expmech_pca.plan.expmech_error_bound`'s Rayleigh deficit that
+    depend on the split, per unit of sensitivity: ``eta_select + 2 eta_noise = Delta (A /
+    eps_sel + B m)`` (m the release's noise multiplier)."""
     a = 2.0 * (log_range + math.log(4.0 / beta))
     b = 2.0 * (2.0 * math.sqrt(k) + math.sqrt(2.0 * math.log(4.0 / beta)))
     return a, b
@@ -165,9 +160,10 @@ def expmech_split(epsilon: float, delta: float, log_range: float, k: int, beta: 
     Returns ``(composition, selection_epsilon, noise_multiplier, rho, mean_multiplier)``: the
     block's Gaussian noise is ``noise_multiplier`` times its sensitivity, the mean's
     ``mean_multiplier`` times its own (None without a mean). Two valid compositions are compared,
-    each at the split that minimises the part of :func:`expmech_error_bound`'s deficit that
-    depends on it, ``A / eps_sel + B m`` (:func:`_split_weights`; ``log_range = log C(d, k)``),
-    and the smaller is used:
+    each at the split that minimises the part of
+    :func:`~dpdist.algorithms.expmech_pca.plan.expmech_error_bound`'s deficit that depends on
+    it, ``A / eps_sel + B m`` (:func:`_split_weights`; ``log_range = log C(d, k)``), and the
+    smaller is used:
 
     - ``"basic"`` (DR14 Thm 3.16): the selection is ``eps_sel``-DP (the exponential mechanism,
       McSherry-Talwar 2007) and the release the analytic Gaussian mechanism at ``(epsilon -
@@ -316,74 +312,6 @@ def expmech_calibration(
     )
 
 
-def expmech_error_bound(
-    cal: ExpMechCalibration, sigma: float, beta: float, eigengap: float | None = None
-) -> dict:
-    """The error bound the proof of Theorem 7 gives for a calibration, with its pieces.
-
-    On four events of probability >= 1 - beta/4 each (no entry clipped, given tau >=
-    :func:`expmech_clip`; sampling; selection; block noise):
-
-    - ``eta_samp = C sigma^2 (sqrt(t/n) + t/n)``, ``t = k log d + log(4/beta)`` (Lemma 2,
-      ``C`` = :data:`~dpdist.privacy.privcov_calibration.SAMPLING_CONSTANT`);
-    - ``eta_select = (2 Delta_q / (epsilon/2)) (log C(d, k) + log(4/beta))`` (Lemma 28);
-    - ``eta_noise = sigma_priv (2 sqrt(k) + sqrt(2 log(4/beta)))`` (Gaussian k x k operator
-      norm, Gordon's bound plus Lipschitz concentration; symmetrising does not increase it);
-
-    the Rayleigh deficit ``lambda_1 - v_hat^T Sigma v_hat`` is at most
-    ``2 eta_samp + eta_select + 2 eta_noise`` and ``sin^2(v_hat, v_1) <= deficit /
-    eigengap`` (Lemma 18), where ``eigengap = lambda_1 - lambda_2`` is absolute.
-    ``clipping_ok`` says whether ``clip`` is at least Theorem 7's tau for this sigma.
-    """
-    beta = _check_prob(beta)
-    n, d, k = cal.n_samples, cal.n_features, cal.k
-    t = k * math.log(max(d, 2)) + math.log(4.0 / beta)
-    eta_samp = SAMPLING_CONSTANT * float(sigma) ** 2 * (math.sqrt(t / n) + t / n)
-    log_range = math.lgamma(d + 1) - math.lgamma(k + 1) - math.lgamma(d - k + 1)
-    eta_select = (2.0 * cal.score_sensitivity / cal.selection_epsilon) * (log_range + math.log(4.0 / beta))
-    eta_noise = cal.gaussian_sigma * (2.0 * math.sqrt(k) + math.sqrt(2.0 * math.log(4.0 / beta)))
-    deficit = 2.0 * eta_samp + eta_select + 2.0 * eta_noise
-    out = {
-        "beta": beta,
-        "eta_samp": eta_samp,
-        "eta_select": eta_select,
-        "eta_noise": eta_noise,
-        "rayleigh_deficit_bound": deficit,
-        "clipping_ok": cal.clip >= expmech_clip(sigma, n, d, beta) * (1 - 1e-12),
-    }
-    if eigengap is not None:
-        gap = check_positive(eigengap, "eigengap")
-        out["eigengap"] = gap
-        out["sin2_bound"] = min(1.0, deficit / gap)
-    return out
-
-
-def expmech_min_samples(
-    target_sin2: float,
-    epsilon: float,
-    delta: float,
-    n_features: int,
-    k: int,
-    *,
-    sigma: float,
-    eigengap: float,
-    beta: float,
-    clip: float | None = None,
-) -> int:
-    """Least n whose :func:`expmech_error_bound` ``sin2_bound`` is <= ``target_sin2``.
-
-    ``clip`` follows :func:`expmech_clip` at each n unless given.
-    """
-    target = check_probability(target_sin2, "target_sin2")
-
-    def bound(n: int) -> float:
-        tau = clip if clip is not None else expmech_clip(sigma, n, n_features, beta)
-        cal = expmech_calibration(epsilon, delta, n, n_features, k, tau, beta=beta)
-        return expmech_error_bound(cal, sigma, beta, eigengap)["sin2_bound"]
-
-    return search_min_samples(bound, target, start=2, limit=1 << 62)
-
-
 def analyze_gauss_calibration(epsilon: float, delta: float, n_samples: int, row_norm: float) -> dict:
     """Analyze Gauss (Dwork, Talwar, Thakurta, Zhang 2014, Algorithm 1), replace-one neighbours.
 
@@ -406,35 +334,3 @@ def analyze_gauss_calibration(epsilon: float, delta: float, n_samples: int, row_
     sigma, rule = gaussian_sigma(sens_fl, epsilon, delta)
     return {"sensitivity": sens, "float_factor": kappa, "gaussian_sigma": sigma, "rule": rule, "row_norm": L}
 
-
-def symmetric_gaussian_operator_bound(entry_sigma: float, n_features: int, beta: float) -> float:
-    """``||E||_op`` bound for a symmetric d x d matrix with i.i.d. N(0, s^2) upper triangle.
-
-    With probability >= 1 - beta, ``||E||_op <= s (3 sqrt(d) + 14.2 sqrt(log d) + 2 sqrt(log(1/beta)))``:
-    the mean bound of Bandeira and van Handel (2016, Theorem 1.1, with their epsilon = 1/2:
-    ``1.5 (2 s sqrt(d) + 6 s sqrt(log d) / sqrt(log 1.5))``) plus Gaussian concentration
-    (``||E||_op`` is ``sqrt(2) s``-Lipschitz in the upper-triangle standard normals).
-    Utility only (``plan()``); never enters a noise scale.
-    """
-    beta = _check_prob(beta)
-    d = int(n_features)
-    s = float(entry_sigma)
-    mean = 1.5 * (2.0 * math.sqrt(d) + 6.0 * math.sqrt(math.log(max(d, 2))) / math.sqrt(math.log(1.5)))
-    return s * (mean + 2.0 * math.sqrt(math.log(1.0 / beta)))
-
-
-def sampling_operator_error(sigma: float, n_samples: int, s: int, n_features: int, beta: float) -> float:
-    """Lemma 2: ``C sigma^2 (sqrt(t/n) + t/n)``, ``t = s log d + log(1/beta)``, the operator-norm
-    sampling error of every s x s principal block at once (s = d: the whole matrix).
-    ``C`` = :data:`~dpdist.privacy.privcov_calibration.SAMPLING_CONSTANT`. Utility only."""
-    beta = _check_prob(beta)
-    n, d = int(n_samples), int(n_features)
-    t = int(s) * math.log(max(d, 2)) + math.log(1.0 / beta)
-    return SAMPLING_CONSTANT * float(sigma) ** 2 * (math.sqrt(t / n) + t / n)
-
-
-def davis_kahan_sin2(operator_error: float, eigengap: float) -> float:
-    """``min(1, (2 ||E||_op / eigengap)^2)``: the Davis-Kahan bound (Yu, Wang and Samworth
-    2015, Corollary 1) on ``sin^2`` between the top eigenvectors of ``A`` and ``A + E``."""
-    gap = check_positive(eigengap, "eigengap")
-    return min(1.0, (2.0 * float(operator_error) / gap) ** 2)

@@ -1,8 +1,9 @@
 """Calibration of PrivNorm (Algorithm 3) and PrivPCA (Algorithm 2) of the COLT 2026 paper.
 
 Every function here turns *public* parameters (epsilon, delta, k, gap, sigma, tau, the number
-of batches, lambda_hat) into a noise scale, a test threshold or a predicted error, and cites
-the formula it implements. Nothing here sees data, and nothing here imports dask or zarr.
+of batches, lambda_hat) into a noise scale or a test threshold, and cites the formula it
+implements. Nothing here sees data, and nothing here imports dask or zarr. The predicted
+errors (Lemma 21, Lemma 12) are utility and live in :mod:`dpdist.algorithms.sparse_pca.plan`.
 
 Where this module deviates from a printed formula it says *deviation* and gives the reason;
 deviations 1, 2 and 4 only make noise larger (or a test stricter), deviation 3 replaces a
@@ -49,7 +50,7 @@ from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import check_delta, check_epsilon
 from dpdist.privacy.float_rounding import GRAM_BATCH_ROWS, UNIT_ROUNDOFF, rounding_gamma
 from dpdist.privacy.gaussian_calibration import analytic_gaussian_sigma
-from dpdist.privacy.privcov_calibration import search_min_samples, subgaussian_clip
+from dpdist.privacy.privcov_calibration import subgaussian_clip
 
 __all__ = [
     "DEFAULT_BETA",
@@ -76,12 +77,9 @@ __all__ = [
     "friendly_test_calibration",
     "gaussian_release_sigma",
     "privnorm_calibration",
-    "privnorm_error_bound",
     "privnorm_sensitivity",
     "privpca_calibration",
-    "privpca_error_bound",
     "privpca_sensitivity",
-    "search_min_samples",
     "split_norm_and_pca_budget",
 ]
 
@@ -495,41 +493,3 @@ def split_norm_and_pca_budget(
     f = check_probability(norm_fraction, "norm_fraction")
     return (epsilon * f, delta * f), (epsilon * (1.0 - f), delta * (1.0 - f))
 
-
-def privnorm_error_bound(cal: GaussianReleaseCalibration, k: int, tau: float, beta: float = DEFAULT_BETA) -> dict:
-    """Predicted absolute error of PrivNorm when its tests pass on Model 1 data (Lemma 21).
-
-    ``|lambda_hat - lambda_1| <= 10 k tau + sigma sqrt(2 log(4/beta))``: Lemma 3 bounds the
-    thresholding error by 10 k tau given ``||Sigma_bar - Sigma||_max <= 3 tau`` (Lemma 11),
-    and the Gaussian tail bounds |g| except with probability beta/4 (Mill's inequality).
-    """
-    bias = 10.0 * int(k) * float(tau)
-    noise = cal.sigma * math.sqrt(2.0 * math.log(4.0 / beta))
-    return {"threshold_error": bias, "noise_error": noise, "error_bound": bias + noise}
-
-
-def privpca_error_bound(
-    sigma_priv: float, k: int, tau: float, gap: float, lambda_1: float, n_features: int, beta: float = DEFAULT_BETA
-) -> dict:
-    """Predicted sin^2 error of PrivPCA on Model 2 data (Lemma 12 and the proof of Theorem 3).
-
-    ``E = 2 sqrt(2) k (20 k tau / (gap lambda_1) + 2 sigma_priv sqrt(log(4 d / beta)))``
-    bounds ``||(P~ + P~^T)/2 - P||_op``; Lemma 1 with gap 1 then gives ``sin <= 2 E``, so the
-    predicted ``sin^2 <= min(1, 4 E^2)``. Also returns whether the top-k^2 step can find the
-    support: the noise maximum ``sigma_priv sqrt(2 log(d^2))`` against the smallest entry of
-    ``u u^T`` on a k-sparse unit vector, at best ``1/k``.
-    """
-    d = int(n_features)
-    k = int(k)
-    bias = 20.0 * k * float(tau) / (float(gap) * float(lambda_1))
-    noise = 2.0 * float(sigma_priv) * math.sqrt(math.log(4.0 * d / beta))
-    e = 2.0 * math.sqrt(2.0) * k * (bias + noise)
-    noise_max = float(sigma_priv) * math.sqrt(2.0 * math.log(max(d * d, 2)))
-    return {
-        "projector_bias": bias,
-        "projector_noise": noise,
-        "projector_error_bound": e,
-        "sin2_error_bound": min(1.0, 4.0 * e * e),
-        "noise_max_entry": noise_max,
-        "support_recoverable": noise_max < 1.0 / k,
-    }

@@ -1,6 +1,7 @@
 """Calibration of PrivCov (Algorithm 1 of the COLT 2026 paper, Section 3.1) by (epsilon, delta)
-composition: clip levels, the sensitivities of its selection and release, the noise scales,
-Theorem 1's error bound and the least sample size that meets a target.
+composition: clip levels, the sensitivities of its selection and release, the noise scales.
+Theorem 1's error bound and the least sample size that meets a target are utility, not
+privacy: they live in :mod:`dpdist.algorithms.sparse_covariance.bounds`.
 
 Each function implements one formula of the paper and cites it. Nothing here sees data.
 Constants in sensitivities and noise scales are the paper's; the only deviation from a printed
@@ -19,26 +20,15 @@ from dpdist.privacy.budget import check_delta, check_epsilon
 from dpdist.privacy.float_rounding import float_sensitivity
 
 __all__ = [
-    "SAMPLING_CONSTANT",
     "PrivCovCalibration",
     "check_row_clip",
     "gaussian_row_norm_bound",
     "privcov_calibration",
-    "privcov_error_bound",
-    "privcov_min_samples",
     "privcov_pure_coefficient",
     "privcov_release_sensitivity",
     "privcov_selection_sensitivity",
-    "search_min_samples",
     "subgaussian_clip",
 ]
-
-
-#: Constant C of Fact 1 (Wainwright 2019, Lemma 6.26) used by the *utility* bounds of
-#: ``plan()``. The paper leaves it unspecified; 4 is our documented choice (Bernstein's
-#: inequality for products of two N(0, sigma^2) coordinates gives a constant below 4 with the
-#: paper's log(6d/beta) union term for d >= 2). It never enters a noise scale.
-SAMPLING_CONSTANT = 4.0
 
 
 def subgaussian_clip(sigma: float, n_samples: int, n_features: int, beta: float) -> float:
@@ -197,13 +187,6 @@ def _check_privcov_inputs(epsilon, delta, n_samples, n_features, k, clip) -> tup
     return epsilon, delta, n, d, k, check_positive(clip, "clip")
 
 
-def _sampling_lambda(sigma: float, n: int, d: int, beta: float) -> float:
-    """Theorem 1's ``lambda_samp = C sigma^2 (sqrt(log(6d/beta)/n) + log(6d/beta)/n)``: every
-    entry of the sample second moment within it of Sigma, but with probability beta/3."""
-    t = math.log(6 * d / beta)
-    return SAMPLING_CONSTANT * sigma**2 * (math.sqrt(t / n) + t / n)
-
-
 def privcov_calibration(
     epsilon: float, delta: float, n_samples: int, n_features: int, k: int, clip: float
 ) -> PrivCovCalibration:
@@ -315,62 +298,3 @@ def privcov_calibration(
         composition=how,
     )
 
-
-def privcov_error_bound(cal: PrivCovCalibration, sigma: float, beta: float) -> dict:
-    """Theorem 1's operator-norm error bound for a calibration, with its pieces.
-
-    From the proof of Theorem 1, equation (4): with probability >= 1 - beta (when no entry is
-    clipped), ``||M - Sigma||_op <= 6 k lambda`` with ``lambda = lambda_samp + lambda_priv``,
-    ``lambda_samp = C sigma^2 (sqrt(log(6d/beta)/n) + log(6d/beta)/n)`` (C =
-    :data:`SAMPLING_CONSTANT`) and ``lambda_priv = b log(12 d^2 / beta)``.
-    """
-    n, d, k = cal.n_samples, cal.n_features, cal.k
-    lam_samp = _sampling_lambda(sigma, n, d, beta)
-    lam_priv = cal.laplace_scale * math.log(12 * d**2 / beta)
-    lam = lam_samp + lam_priv
-    return {
-        "lambda_samp": lam_samp,
-        "lambda_priv": lam_priv,
-        "lambda": lam,
-        "error_bound": 6 * k * lam,
-        "relative_error_bound": 6 * k * lam / sigma**2,
-    }
-
-
-def privcov_min_samples(
-    target_error: float,
-    epsilon: float,
-    delta: float,
-    n_features: int,
-    k: int,
-    *,
-    sigma: float,
-    beta: float,
-    clip: float | None = None,
-) -> int:
-    """Least n for which :func:`privcov_error_bound` is <= ``target_error`` (an absolute
-    operator-norm error; divide by sigma^2 for Problem 1's alpha). The clip level follows
-    :func:`subgaussian_clip` at each n unless ``clip`` is fixed."""
-    target_error = check_positive(target_error, "target_error")
-
-    def bound(n: int) -> float:
-        r = clip if clip is not None else subgaussian_clip(sigma, n, n_features, beta)
-        cal = privcov_calibration(epsilon, delta, n, n_features, k, r)
-        return privcov_error_bound(cal, sigma, beta)["error_bound"]
-
-    return search_min_samples(bound, target_error, start=4, limit=1 << 62)
-
-
-def search_min_samples(error_at, target: float, *, start: int = 40, limit: int = 10**40) -> int:
-    """Least n with ``error_at(n) <= target`` for a non-increasing ``error_at`` (doubling,
-    then bisection to 0.1% relative precision). Raises ValidationError when unreachable."""
-    target = check_positive(target, "target error")
-    lo, hi = start // 2, start
-    while error_at(hi) > target:
-        lo, hi = hi, hi * 2
-        if hi > limit:
-            raise ValidationError(f"target error {target} is not reachable at any sample size")
-    while hi - lo > max(1, lo // 1000):
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if error_at(mid) <= target else (mid, hi)
-    return int(hi)

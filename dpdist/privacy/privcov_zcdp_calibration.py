@@ -1,6 +1,7 @@
 """Calibration of PrivCov accounted in zCDP: Laplace selection (``selection="laplace"``) and
-Gumbel top-k selection (``selection="gumbel"``), each followed by a Gaussian release, with
-their operator-norm error bounds.
+Gumbel top-k selection (``selection="gumbel"``), each followed by a Gaussian release. Their
+operator-norm error bounds are utility and live in
+:mod:`dpdist.algorithms.sparse_covariance.bounds`.
 
 Each function implements one formula of a paper and cites it. Nothing here sees data.
 """
@@ -14,7 +15,6 @@ from dpdist._validation import check_probability
 from dpdist.privacy.float_rounding import float_sensitivity
 from dpdist.privacy.privcov_calibration import (
     _check_privcov_inputs,
-    _sampling_lambda,
     check_row_clip,
     privcov_release_sensitivity,
     privcov_selection_sensitivity,
@@ -25,9 +25,7 @@ __all__ = [
     "PrivCovGumbelCalibration",
     "PrivCovZCDPCalibration",
     "privcov_gumbel_calibration",
-    "privcov_gumbel_error_bound",
     "privcov_zcdp_calibration",
-    "privcov_zcdp_error_bound",
 ]
 
 
@@ -72,7 +70,8 @@ class PrivCovZCDPCalibration:
 
 def _privcov_zcdp_logs(n_features: int, beta: float) -> tuple[float, float]:
     """``(log(6 d^2 / beta), log(12 d / beta))``: the union-bound logarithms of
-    :func:`privcov_zcdp_error_bound` (selection noise, release noise)."""
+    :func:`~dpdist.algorithms.sparse_covariance.bounds.privcov_zcdp_error_bound` (selection
+    noise, release noise)."""
     d = int(n_features)
     return math.log(6.0 * d * d / beta), math.log(12.0 * d / beta)
 
@@ -118,7 +117,8 @@ def privcov_zcdp_calibration(
     When ``k = d`` every column is selected whatever the noise: the selection costs nothing,
     ``f = 0`` (b is then irrelevant; it is set to sigma).
 
-    The split f minimises the error bound of :func:`privcov_zcdp_error_bound`,
+    The split f minimises the error bound of
+    :func:`~dpdist.algorithms.sparse_covariance.bounds.privcov_zcdp_error_bound`,
     ``6 k b L_1 + sigma sqrt((k + 2) L_2)`` (its only terms that depend on f), which is
     ``C_1 / sqrt(f) + C_2 / sqrt(1 - f)`` times ``Delta_fl sqrt(d / (2 rho))`` with ``C_1 = 12
     k^2 L_1`` and ``C_2 = sqrt(k' (k + 2) L_2)``; its minimum is at ``f / (1 - f) = (C_1 /
@@ -178,49 +178,6 @@ def privcov_zcdp_calibration(
     )
 
 
-def privcov_zcdp_error_bound(cal: PrivCovZCDPCalibration, sigma: float, beta: float) -> dict:
-    """Operator-norm error bound of PrivCov with the zCDP calibration, with its pieces.
-
-    With probability >= 1 - beta, when no entry is clipped::
-
-        ||M - Sigma||_op <= 6 k (lambda_samp + lambda_priv) + lambda_release
-        lambda_samp    = C sigma^2 (sqrt(log(6d/beta)/n) + log(6d/beta)/n)      (as Theorem 1)
-        lambda_priv    = b log(6 d^2 / beta)                  (every selection noise, k < d)
-        lambda_release = sigma_rel sqrt((k + 2) log(12 d / beta))
-
-    Proof (Theorem 1's, with the release noise kept apart; docs/privacy/privcov.md): the
-    events "no clipping" and "every entry of Sigma_hat within lambda_samp" fail with
-    probability beta/3 each (Theorem 1), "every one of the d^2 selection noises within
-    lambda_priv" with at most ``d^2 e^{-lambda_priv / b} = beta/6``. On them, an entry with
-    ``|Sigma_ij| > 2 (lambda_samp + lambda_priv)`` beats every zero entry of its row, so it is
-    selected (Theorem 1's (7)). Write ``M - Sigma = Z + E``: Z holds the release noise of M
-    (``(z_ij + z_ji) / 2`` on each mutually selected pair, ``z_ii`` on the diagonal), E the
-    rest. E has at most 3k non-zero entries a row (M is (k+1)-RCS, Sigma k-RCS), each at most
-    ``2 (lambda_samp + lambda_priv)`` (unselected entries by (7), released ones within
-    lambda_samp), so ``||E||_op <= 6 k (lambda_samp + lambda_priv)``. Given the selection
-    (independent of the release noise), Z is a symmetric Gaussian series whose variance
-    ``||sum A^2||`` is at most ``sigma_rel^2 (1 + k / 2)`` (a diagonal entry of variance
-    sigma_rel^2 and at most k pairs of variance sigma_rel^2 / 2 a row), so ``||Z||_op <=
-    lambda_release`` but with probability ``2 d e^{-lambda_release^2 / (2 sigma_rel^2 (1 +
-    k/2))} = beta/6`` (Tropp 2012, Theorem 4.1.1). The lattice's rounding (at most
-    ``2**-28`` of the noise scales) is left out, as in Theorem 1's bound.
-    """
-    n, d, k = cal.n_samples, cal.n_features, cal.k
-    log_sel, log_rel = _privcov_zcdp_logs(d, beta)
-    lam_samp = _sampling_lambda(sigma, n, d, beta)
-    lam_priv = cal.laplace_scale * log_sel if cal.selection_coefficient else 0.0
-    lam_rel = cal.gaussian_sigma * math.sqrt((k + 2) * log_rel)
-    err = 6 * k * (lam_samp + lam_priv) + lam_rel
-    return {
-        "lambda_samp": lam_samp,
-        "lambda_priv": lam_priv,
-        "lambda_release": lam_rel,
-        "lambda": lam_samp + lam_priv,
-        "error_bound": err,
-        "relative_error_bound": err / sigma**2,
-    }
-
-
 @dataclass(frozen=True)
 class PrivCovGumbelCalibration:
     """All constants of one run of PrivCov with Gumbel top-k selection (``selection="gumbel"``),
@@ -266,8 +223,9 @@ class PrivCovGumbelCalibration:
 
 
 def _privcov_gumbel_logs(n_features: int, beta: float) -> tuple[float, float]:
-    """``(T, log(12 d / beta))`` of :func:`privcov_gumbel_error_bound`: ``T = t_up + t_low`` with
-    ``t_up = log(12 d^2 / beta)`` (``d^2 P(G > t_up) <= d^2 e^-t_up = beta/12``) and ``t_low =
+    """``(T, log(12 d / beta))`` of
+    :func:`~dpdist.algorithms.sparse_covariance.bounds.privcov_gumbel_error_bound`: ``T = t_up +
+    t_low`` with ``t_up = log(12 d^2 / beta)`` (``d^2 P(G > t_up) <= d^2 e^-t_up = beta/12``) and ``t_low =
     log(log(12 d^2 / beta))`` (``d^2 P(G < -t_low) = d^2 exp(-e^t_low) = beta/12``), G standard
     Gumbel; the second is the release noise's union-bound logarithm."""
     d = int(n_features)
@@ -302,8 +260,9 @@ def privcov_gumbel_calibration(
     When ``k = d`` every column is selected whatever the noise: the selection costs nothing,
     ``f = 0`` (beta_g is then irrelevant; it is set to sigma).
 
-    The split f minimises :func:`privcov_gumbel_error_bound`'s terms that depend on it,
-    ``3 k T beta_g + sigma sqrt((k + 2) L_2)`` = ``Delta_fl sqrt(d / (2 rho)) (C_1 / sqrt(f) +
+    The split f minimises
+    :func:`~dpdist.algorithms.sparse_covariance.bounds.privcov_gumbel_error_bound`'s terms that
+    depend on it, ``3 k T beta_g + sigma sqrt((k + 2) L_2)`` = ``Delta_fl sqrt(d / (2 rho)) (C_1 / sqrt(f) +
     C_2 / sqrt(1 - f))`` with ``C_1 = 3 k^1.5 T`` and ``C_2 = sqrt(k' (k + 2) L_2)``; convex in
     f, least at ``f / (1 - f) = (C_1 / C_2)^(2/3)``. beta (public) enters only through T, L_2.
 
@@ -362,39 +321,3 @@ def privcov_gumbel_calibration(
         selection_sensitivity_row=sel_row_route,
     )
 
-
-def privcov_gumbel_error_bound(cal: PrivCovGumbelCalibration, sigma: float, beta: float) -> dict:
-    """Operator-norm error bound of PrivCov with Gumbel selection, with its pieces.
-
-    With probability >= 1 - beta, when no entry is clipped::
-
-        ||M - Sigma||_op <= 6 k (lambda_samp + lambda_priv) + lambda_release
-        lambda_samp    = C sigma^2 (sqrt(log(6d/beta)/n) + log(6d/beta)/n)      (as Theorem 1)
-        lambda_priv    = beta_g (t_up + t_low) / 2                               (0 when k = d)
-        t_up = log(12 d^2 / beta),  t_low = log(t_up)
-        lambda_release = sigma_rel sqrt((k + 2) log(12 d / beta))
-
-    Proof (docs/privacy/privcov.md): as :func:`privcov_zcdp_error_bound`'s, with the
-    selection event "every Gumbel ``G_ij`` lies in ``[-t_low, t_up]``", which fails with
-    probability at most ``d^2 e^-t_up + d^2 exp(-e^t_low) = beta/6`` (``P(G > t) <= e^-t``,
-    ``P(G < -t) = exp(-e^t)``). On it, an entry with ``|Sigma_ij| > 2 lambda_samp + beta_g
-    (t_up + t_low)`` has key (in data units) ``|S_ij| + beta_g G_ij > lambda_samp + beta_g
-    t_up``, above the key of every zero entry of its row; at most k - 1 other entries of the
-    row are non-zero, so it is selected, and every unselected entry is at most ``2
-    (lambda_samp + lambda_priv)``. The rest is unchanged (E with at most 3k non-zero entries a
-    row, the matrix Gaussian series for the release noise).
-    """
-    n, d, k = cal.n_samples, cal.n_features, cal.k
-    t_sel, log_rel = _privcov_gumbel_logs(d, beta)
-    lam_samp = _sampling_lambda(sigma, n, d, beta)
-    lam_priv = cal.gumbel_scale * t_sel / 2.0 if cal.selection_steps else 0.0
-    lam_rel = cal.gaussian_sigma * math.sqrt((k + 2) * log_rel)
-    err = 6 * k * (lam_samp + lam_priv) + lam_rel
-    return {
-        "lambda_samp": lam_samp,
-        "lambda_priv": lam_priv,
-        "lambda_release": lam_rel,
-        "lambda": lam_samp + lam_priv,
-        "error_bound": err,
-        "relative_error_bound": err / sigma**2,
-    }

@@ -24,7 +24,6 @@ __all__ = [
     "baseline_max_pass_probability",
     "baseline_privacy_min_samples",
     "baseline_threshold",
-    "baseline_utility_min_samples",
     "equal_privacy_baseline_budget",
     "tlap_support",
 ]
@@ -100,11 +99,6 @@ def baseline_privacy_min_samples(m: int, n_features: int, epsilon: float, delta:
         12.0 * math.sqrt(d * l2) / (eps * eta_b),
     )
     return 800.0 * m * max(terms)
-
-
-def baseline_utility_min_samples(m: int, epsilon: float, delta: float) -> float:
-    """Lemma A.5's n >= (10 m / eps) ln(1 + (e^eps - 1)/(2 delta)) (utility, not privacy)."""
-    return 10.0 * check_m(m) * tlap_support(1.0, epsilon, delta)
 
 
 def baseline_guarantee(epsilon: float, delta: float) -> ApproxDP:

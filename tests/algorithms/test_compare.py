@@ -17,7 +17,7 @@ from dpdist.algorithms.compare import Candidate, compare_methods, register
 from dpdist.baselines import GaussianPCA, ThresholdedPCA
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import ApproxDP
-from dpdist.privacy.plan import Plan
+from dpdist.algorithms.plan import Plan
 
 BUDGET = {"epsilon": 1.0, "delta": 1e-6}
 #: The methods whose known answers these tests check (an estimator registered later is compared

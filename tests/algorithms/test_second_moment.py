@@ -14,7 +14,7 @@ from dpdist.algorithms.second_moment.release import one_shot_second_moment, seco
 from dpdist.algorithms.second_moment.selection import lambda_buckets, select_radius
 from dpdist.data.second_moment_generators import anisotropic_gaussian, ellipsoid, lambda_circ_v, lambda_v, outlier_mixture
 from dpdist.privacy.noise import resolve_random_state
-from dpdist.privacy.second_moment_calibration import gue_norm_bound, plan_second_moment
+from dpdist.algorithms.second_moment.plan import gue_norm_bound, plan_second_moment
 from dpdist.privacy.mechanisms.second_moment import level_mechanisms, moment_mechanism, moment_release
 from dpdist.privacy.second_moment_calibration import level_schedule
 from dpdist.privacy.zcdp import ZCDP

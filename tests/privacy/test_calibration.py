@@ -9,6 +9,7 @@ from scipy import special
 
 from dpdist.exceptions import ValidationError
 from dpdist.privacy import accounting, gaussian_calibration
+from dpdist.algorithms.sparse_covariance import bounds
 from dpdist.privacy import privcov_calibration as cal
 from tests.privacy.balle_wang import assert_smallest_sigma
 from tests.privacy.float_factor import kappa
@@ -131,9 +132,9 @@ def test_subgaussian_clip_formula():
 
 def test_error_bound_is_theorem_1():
     c = cal.privcov_calibration(1.0, 1e-6, 10**7, 100, 3, 5.0)
-    out = cal.privcov_error_bound(c, sigma=1.5, beta=0.1)
+    out = bounds.privcov_error_bound(c, sigma=1.5, beta=0.1)
     t = math.log(6 * 100 / 0.1)
-    lam_samp = cal.SAMPLING_CONSTANT * 2.25 * (math.sqrt(t / 1e7) + t / 1e7)
+    lam_samp = bounds.SAMPLING_CONSTANT * 2.25 * (math.sqrt(t / 1e7) + t / 1e7)
     lam_priv = c.laplace_scale * math.log(12 * 100**2 / 0.1)
     assert out["lambda_samp"] == pytest.approx(lam_samp, rel=1e-13)
     assert out["lambda_priv"] == pytest.approx(lam_priv, rel=1e-13)
@@ -142,11 +143,11 @@ def test_error_bound_is_theorem_1():
 
 def test_min_samples_is_the_least_n_meeting_the_target():
     kw = dict(sigma=1.0, beta=0.1)
-    n = cal.privcov_min_samples(0.5, 1.0, 1e-6, 64, 3, **kw)
+    n = bounds.privcov_min_samples(0.5, 1.0, 1e-6, 64, 3, **kw)
 
     def bound(m):
         c = cal.privcov_calibration(1.0, 1e-6, m, 64, 3, cal.subgaussian_clip(1.0, m, 64, 0.1))
-        return cal.privcov_error_bound(c, 1.0, 0.1)["error_bound"]
+        return bounds.privcov_error_bound(c, 1.0, 0.1)["error_bound"]
 
     assert bound(n) <= 0.5
     assert bound(int(n * 0.99)) > 0.5  # least up to the search's 0.1% resolution

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from dpdist.exceptions import ValidationError
+from dpdist.algorithms._utility import search_min_samples
+from dpdist.algorithms.sparse_pca.plan import privpca_error_bound
 from dpdist.privacy.gaussian_calibration import wang_xu_calibration
 from dpdist.privacy.pca_calibration import (
     MIN_BATCHES,
@@ -21,9 +23,7 @@ from dpdist.privacy.pca_calibration import (
     gaussian_release_sigma,
     privnorm_calibration,
     privpca_calibration,
-    privpca_error_bound,
     privpca_sensitivity,
-    search_min_samples,
     split_norm_and_pca_budget,
 )
 from tests.privacy.balle_wang import assert_smallest_sigma

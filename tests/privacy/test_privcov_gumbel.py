@@ -20,9 +20,9 @@ from dpdist.privacy.budget import ApproxDP
 from dpdist.privacy.lazy_selection import privcov_score_bound
 from dpdist.privacy.privcov_zcdp_calibration import (
     privcov_gumbel_calibration,
-    privcov_gumbel_error_bound,
     privcov_zcdp_calibration,
 )
+from dpdist.algorithms.sparse_covariance.bounds import privcov_gumbel_error_bound
 from dpdist.privacy.gumbel import GumbelTopK
 from dpdist.privacy.mechanisms.privcov import PrivCovGumbelMechanism
 from dpdist.privacy.noise import NoiseSeed

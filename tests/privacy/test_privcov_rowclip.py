@@ -18,9 +18,9 @@ from dpdist.privacy.float_rounding import gram_rounding_factor
 from dpdist.privacy.privcov_calibration import privcov_release_sensitivity
 from dpdist.privacy.privcov_zcdp_calibration import (
     privcov_gumbel_calibration,
-    privcov_gumbel_error_bound,
     privcov_zcdp_calibration,
 )
+from dpdist.algorithms.sparse_covariance.bounds import privcov_gumbel_error_bound
 from dpdist.privacy.zcdp import cks20_rho
 
 

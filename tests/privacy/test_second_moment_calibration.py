@@ -8,17 +8,15 @@ import pytest
 
 from dpdist.exceptions import ValidationError
 from tests.privacy.float_factor import kappa
+from dpdist.algorithms.second_moment.plan import gue_norm_bound, min_samples, plan_second_moment
 from dpdist.privacy.second_moment_calibration import (
-    gue_norm_bound,
     histogram_sigma,
     lemma_3_8_beta_bound,
     level_schedule,
     level_sigma,
     matrix_bernstein_m,
-    min_samples,
     n_levels,
     one_shot_sigma,
-    plan_second_moment,
     recursion_constants,
     split_second_moment_rho,
 )

@@ -8,7 +8,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dpdist.exceptions import ValidationError
-from dpdist.privacy.plan import Plan
+from dpdist.algorithms.plan import Plan
 
 
 @dataclass(frozen=True, kw_only=True)

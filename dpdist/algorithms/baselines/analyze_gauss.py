@@ -30,16 +30,12 @@ from dpdist.engine.second_moment_kernels import chunk_clip_rows
 from dpdist.engine.threshold import threshold_triples
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
-from dpdist.privacy.expmech_calibration import (
-    analyze_gauss_calibration,
-    davis_kahan_sin2,
-    sampling_operator_error,
-    symmetric_gaussian_operator_bound,
-)
+from dpdist.privacy.expmech_calibration import analyze_gauss_calibration
 from dpdist.privacy.mechanisms.base import residual_note
 from dpdist.privacy.mechanisms.gaussian import analyze_gauss_mechanism
 from dpdist.privacy.noise import resolve_random_state
-from dpdist.privacy.plan import Plan
+from dpdist.algorithms._utility import davis_kahan_sin2, sampling_operator_error, symmetric_gaussian_operator_bound
+from dpdist.algorithms.plan import Plan
 from dpdist.privacy.release import Release, warn_if_unsafe
 
 __all__ = ["AnalyzeGauss", "AnalyzeGaussPlan", "block_row_norm_clip", "check_radius", "row_norm_clip"]
@@ -74,7 +70,7 @@ def check_radius(radius) -> float:
 
 @dataclass(frozen=True, kw_only=True)
 class AnalyzeGaussPlan(Plan):
-    """:meth:`AnalyzeGauss.plan`: a :class:`~dpdist.privacy.plan.Plan` whose ``noise_scale``
+    """:meth:`AnalyzeGauss.plan`: a :class:`~dpdist.algorithms.plan.Plan` whose ``noise_scale``
     is the Gaussian standard deviation per released entry.
 
     ``error_bound``: the operator-norm error ``||M - Sigma||_op`` (the noise's

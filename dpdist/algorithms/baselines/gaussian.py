@@ -49,7 +49,7 @@ def wang_xu_noise_threshold(noise_sigma: float, n_features: int, beta: float = 0
 
 @dataclass(frozen=True, kw_only=True)
 class GaussianCovariancePlan(ThresholdPlanBase):
-    """:meth:`GaussianCovariance.plan`: a :class:`~dpdist.privacy.plan.Plan` whose
+    """:meth:`GaussianCovariance.plan`: a :class:`~dpdist.algorithms.plan.Plan` whose
     ``noise_scale`` is the Gaussian standard deviation per released entry.
 
     ``error_bound`` is the largest entry error ``||M - Sigma||_max <= t + lambda_samp +

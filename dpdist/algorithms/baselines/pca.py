@@ -21,7 +21,7 @@ from dpdist.algorithms.baselines.thresholded import (
 from dpdist.algorithms.expmech_pca.release import leading_eigenvector
 from dpdist.engine.gram import DEFAULT_TILE
 from dpdist.engine.runtime import DEFAULT_TIMEOUT
-from dpdist.privacy.expmech_calibration import davis_kahan_sin2
+from dpdist.algorithms._utility import davis_kahan_sin2
 from dpdist.privacy.release import Release, warn_if_unsafe
 
 __all__ = ["GaussianPCA", "GaussianPCAPlan", "ThresholdedPCA", "ThresholdedPCAPlan"]

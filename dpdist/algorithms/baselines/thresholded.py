@@ -17,7 +17,7 @@ from dpdist.engine.gram import DEFAULT_TILE, clipped_second_moment, nonfinite_gu
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
 from dpdist.engine.threshold import threshold_triples
 from dpdist.exceptions import ValidationError
-from dpdist.privacy.privcov_calibration import SAMPLING_CONSTANT
+from dpdist.algorithms._utility import SAMPLING_CONSTANT
 from dpdist.privacy.release import Release, warn_if_unsafe
 
 NOT_PRIVATE_REASON = "NOT PRIVATE: non-private reference estimator (no noise)"

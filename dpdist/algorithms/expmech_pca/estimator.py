@@ -16,9 +16,9 @@ from dpdist.engine.subsets import DEFAULT_CHUNK_SIZE
 from dpdist.exceptions import ValidationError
 from dpdist.algorithms._centering import DEFAULT_MEAN_FRACTION, centring_error, check_centering
 from dpdist.privacy.budget import ApproxDP
-from dpdist.privacy.expmech_calibration import ExpMechCalibration, expmech_error_bound, expmech_min_samples
+from dpdist.privacy.expmech_calibration import ExpMechCalibration
 from dpdist.privacy.release import Release
-from dpdist.algorithms.expmech_pca.plan import ExpMechPlan
+from dpdist.algorithms.expmech_pca.plan import ExpMechPlan, expmech_error_bound, expmech_min_samples
 from dpdist.algorithms.expmech_pca.release import (
     DEFAULT_BETA,
     DEFAULT_MAX_SUBSETS,
@@ -204,7 +204,7 @@ class ExpMechSparsePCA(Projection, Estimator):
         ExpMechPlan
             ``n_subsets``, ``feasible`` (``n_subsets <= max_subsets``), ``clip``,
             ``noise_scales``, the calibration, and ``error``: the pieces of
-            :func:`~dpdist.privacy.expmech_calibration.expmech_error_bound`, holding with
+            :func:`~dpdist.algorithms.expmech_pca.plan.expmech_error_bound`, holding with
             probability >= 1 - beta (with ``clip`` only, computed at ``sigma = clip``).
         """
         cal = self._calibration(n_samples, n_features)
@@ -261,7 +261,7 @@ class ExpMechSparsePCA(Projection, Estimator):
         d = check_int(n_features, "n_features")
         if check_centering(self.assume_centered, self.mean, self.mean_fraction, self.mean_clip, n_features=d).private:
             # the plan's bound, with the private mean's share and error
-            from dpdist.privacy.privcov_calibration import search_min_samples
+            from dpdist.algorithms._utility import search_min_samples
 
             target = check_positive(target_sin2, "target_sin2")
             return search_min_samples(lambda n: self.plan(n, d, eigengap=eigengap).error_bound, target, start=4,

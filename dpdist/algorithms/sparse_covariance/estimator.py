@@ -13,12 +13,13 @@ import scipy.sparse as sp
 from dpdist._validation import check_int, check_positive
 from dpdist.algorithms._base import Estimator, reports_empirical
 from dpdist.algorithms._centering import DEFAULT_MEAN_FRACTION, check_centering, mean_mechanism
+from dpdist.algorithms._utility import search_min_samples
 from dpdist.engine.gram import DEFAULT_TILE
 from dpdist.engine.runtime import DEFAULT_TIMEOUT
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import ApproxDP
-from dpdist.privacy.privcov_calibration import privcov_min_samples, search_min_samples
 from dpdist.privacy.release import Release
+from dpdist.algorithms.sparse_covariance.bounds import privcov_min_samples
 from dpdist.algorithms.sparse_covariance.plan import _privcov_plan
 from dpdist.algorithms.sparse_covariance.release import (
     _calibrate,

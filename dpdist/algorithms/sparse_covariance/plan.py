@@ -12,13 +12,13 @@ from dpdist.privacy.budget import ApproxDP
 from dpdist.privacy.gaussian_calibration import wang_xu_calibration
 from dpdist.privacy.privcov_calibration import PrivCovCalibration
 from dpdist.privacy.privcov_zcdp_calibration import PrivCovGumbelCalibration, PrivCovZCDPCalibration
-from dpdist.privacy.plan import Plan
+from dpdist.algorithms.plan import Plan
 from dpdist.algorithms.sparse_covariance.release import _error_bound, _mechanism_class, _selection_of
 
 
 @dataclass(frozen=True, kw_only=True)
 class SparseCovariancePlan(Plan):
-    """:meth:`SparseCovariance.plan`: a :class:`~dpdist.privacy.plan.Plan` whose
+    """:meth:`SparseCovariance.plan`: a :class:`~dpdist.algorithms.plan.Plan` whose
     ``noise_scale`` is the selection's noise scale that the release uses and reports in its
     ``noise_scales`` (the Gumbel scale beta_g for ``selection="gumbel"``, the Laplace scale b
     otherwise, with ``selection="paper"`` also the release's): the calibrated scale
@@ -26,9 +26,9 @@ class SparseCovariancePlan(Plan):
     relative change near 1e-6); and whose ``error_bound`` is, for ``selection="paper"``,
     Theorem 1's ``||M - Sigma||_op <= 6 k (lambda_samp + lambda_priv)`` and, for
     ``selection="gumbel"`` and ``"laplace"``, ``6 k (lambda_samp + lambda_priv) +
-    lambda_release`` (:func:`~dpdist.privacy.privcov_zcdp_calibration.privcov_gumbel_error_bound`,
-    :func:`~dpdist.privacy.privcov_zcdp_calibration.privcov_zcdp_error_bound`; ``release_sigma`` the
-    Gaussian release's sigma, ``selection_share`` the share of rho spent on the selection);
+    lambda_release`` (:func:`~dpdist.algorithms.sparse_covariance.bounds.privcov_gumbel_error_bound`,
+    :func:`~dpdist.algorithms.sparse_covariance.bounds.privcov_zcdp_error_bound`;
+    ``release_sigma`` the Gaussian release's sigma, ``selection_share`` the share of rho spent on the selection);
     probability >= 1 - beta, when no entry is clipped (1 - 2 beta with a private mean, whose
     error is added).
 

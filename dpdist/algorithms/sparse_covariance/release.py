@@ -21,6 +21,11 @@ from dpdist.algorithms._centering import (
     mean_notes,
     release_mean,
 )
+from dpdist.algorithms.sparse_covariance.bounds import (
+    privcov_error_bound,
+    privcov_gumbel_error_bound,
+    privcov_zcdp_error_bound,
+)
 from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine.gram import DEFAULT_TILE, clipped_second_moment, nonfinite_guard
 from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
@@ -30,7 +35,6 @@ from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
 from dpdist.privacy.privcov_calibration import (
     PrivCovCalibration,
     privcov_calibration,
-    privcov_error_bound,
     check_row_clip,
     gaussian_row_norm_bound,
     subgaussian_clip,
@@ -38,9 +42,7 @@ from dpdist.privacy.privcov_calibration import (
 from dpdist.privacy.privcov_zcdp_calibration import (
     PrivCovZCDPCalibration,
     privcov_gumbel_calibration,
-    privcov_gumbel_error_bound,
     privcov_zcdp_calibration,
-    privcov_zcdp_error_bound,
 )
 from dpdist.privacy.accounting import release_guarantee
 from dpdist.privacy.mechanisms.base import residual_note

@@ -23,9 +23,7 @@ from dpdist.privacy.pca_calibration import (
     default_n_batches,
     friendly_test_calibration,
     privnorm_calibration,
-    privnorm_error_bound,
     privpca_calibration,
-    privpca_error_bound,
     split_norm_and_pca_budget,
 )
 from dpdist.privacy.release import Release
@@ -36,6 +34,8 @@ from dpdist.algorithms.sparse_pca.plan import (
     _plan_centring,
     _plan_tests,
     _tests_unmet,
+    privnorm_error_bound,
+    privpca_error_bound,
 )
 from dpdist.algorithms.sparse_pca.release import _check_common, _check_lambda_hat, private_norm, sparse_pca
 

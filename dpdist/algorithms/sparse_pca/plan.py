@@ -19,8 +19,9 @@ from dpdist.algorithms._friendly_forecast import (
     weight_pass_probability,
 )
 from dpdist.exceptions import ValidationError
-from dpdist.privacy.pca_calibration import FriendlyTestCalibration, search_min_samples
-from dpdist.privacy.plan import Plan
+from dpdist.algorithms._utility import search_min_samples
+from dpdist.privacy.pca_calibration import DEFAULT_BETA, FriendlyTestCalibration, GaussianReleaseCalibration
+from dpdist.algorithms.plan import Plan
 
 
 def _plan_tests(setup: FriendlySetup, cal: FriendlyTestCalibration, q=None, forecast: BatchForecast | None = None) -> dict:
@@ -107,7 +108,7 @@ def _plan_centring(est, setup: FriendlySetup, mean_share, lambda_1: float) -> tu
 
 @dataclass(frozen=True, kw_only=True)
 class SpectralNormPlan(Plan):
-    """:meth:`SpectralNorm.plan`: a :class:`~dpdist.privacy.plan.Plan` whose ``noise_scale``
+    """:meth:`SpectralNorm.plan`: a :class:`~dpdist.algorithms.plan.Plan` whose ``noise_scale``
     is the Gaussian sigma on the norm as the release uses and reports it (after the lattice's
     rounding charge; ``sensitivity`` and the error bound use the calibrated sigma, a relative
     difference near 1e-9) and whose ``error_bound`` is Lemma 21's
@@ -151,7 +152,7 @@ class SpectralNormPlan(Plan):
 
 @dataclass(frozen=True, kw_only=True)
 class SparsePCAPlan(Plan):
-    """:meth:`SparsePCA.plan`: a :class:`~dpdist.privacy.plan.Plan` whose ``noise_scale`` is
+    """:meth:`SparsePCA.plan`: a :class:`~dpdist.algorithms.plan.Plan` whose ``noise_scale`` is
     the projector's Gaussian noise as the release uses and reports it (after the lattice's
     rounding charge; ``sigma_priv`` is the calibrated value; with a private ``lambda_hat`` both
     are for the assumed one) and whose ``error_bound`` is the ``sin^2``
@@ -225,3 +226,42 @@ def _min_samples(est, error_at, target: float, *, start: int) -> int:
             f"{exc} with a private mean: its exact integer sums (below 2**52) coarsen its lattice as n grows, so "
             "its rounding error stops falling, and at a very large n it cannot be computed at all; a public "
             "mean=MEAN or assume_centered=True lifts this") from None
+
+
+def privnorm_error_bound(cal: GaussianReleaseCalibration, k: int, tau: float, beta: float = DEFAULT_BETA) -> dict:
+    """Predicted absolute error of PrivNorm when its tests pass on Model 1 data (Lemma 21).
+
+    ``|lambda_hat - lambda_1| <= 10 k tau + sigma sqrt(2 log(4/beta))``: Lemma 3 bounds the
+    thresholding error by 10 k tau given ``||Sigma_bar - Sigma||_max <= 3 tau`` (Lemma 11),
+    and the Gaussian tail bounds |g| except with probability beta/4 (Mill's inequality).
+    """
+    bias = 10.0 * int(k) * float(tau)
+    noise = cal.sigma * math.sqrt(2.0 * math.log(4.0 / beta))
+    return {"threshold_error": bias, "noise_error": noise, "error_bound": bias + noise}
+
+
+def privpca_error_bound(
+    sigma_priv: float, k: int, tau: float, gap: float, lambda_1: float, n_features: int, beta: float = DEFAULT_BETA
+) -> dict:
+    """Predicted sin^2 error of PrivPCA on Model 2 data (Lemma 12 and the proof of Theorem 3).
+
+    ``E = 2 sqrt(2) k (20 k tau / (gap lambda_1) + 2 sigma_priv sqrt(log(4 d / beta)))``
+    bounds ``||(P~ + P~^T)/2 - P||_op``; Lemma 1 with gap 1 then gives ``sin <= 2 E``, so the
+    predicted ``sin^2 <= min(1, 4 E^2)``. Also returns whether the top-k^2 step can find the
+    support: the noise maximum ``sigma_priv sqrt(2 log(d^2))`` against the smallest entry of
+    ``u u^T`` on a k-sparse unit vector, at best ``1/k``.
+    """
+    d = int(n_features)
+    k = int(k)
+    bias = 20.0 * k * float(tau) / (float(gap) * float(lambda_1))
+    noise = 2.0 * float(sigma_priv) * math.sqrt(math.log(4.0 * d / beta))
+    e = 2.0 * math.sqrt(2.0) * k * (bias + noise)
+    noise_max = float(sigma_priv) * math.sqrt(2.0 * math.log(max(d * d, 2)))
+    return {
+        "projector_bias": bias,
+        "projector_noise": noise,
+        "projector_error_bound": e,
+        "sin2_error_bound": min(1.0, 4.0 * e * e),
+        "noise_max_entry": noise_max,
+        "support_recoverable": noise_max < 1.0 / k,
+    }

@@ -16,10 +16,9 @@ from dpdist.privacy.second_moment_calibration import check_alpha, check_m, check
 from dpdist.privacy.subsample_calibration import (
     baseline_guarantee,
     baseline_threshold,
-    baseline_utility_min_samples,
     tlap_support,
 )
-from dpdist.algorithms.baselines.subsample_aggregate.plan import SubsampleAggregatePlan
+from dpdist.algorithms.baselines.subsample_aggregate.plan import SubsampleAggregatePlan, baseline_utility_min_samples
 from dpdist.algorithms.baselines.subsample_aggregate.release import _check_sizes, subsample_aggregate_second_moment
 
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dpdist.privacy.plan import Plan
+from dpdist.algorithms.plan import Plan
+from dpdist.privacy.second_moment_calibration import check_m
 from dpdist.privacy.subsample_calibration import tlap_support
 
 
 @dataclass(frozen=True, kw_only=True)
 class SubsampleAggregatePlan(Plan):
-    """:meth:`SubsampleAggregateSecondMoment.plan`: a :class:`~dpdist.privacy.plan.Plan` whose
+    """:meth:`SubsampleAggregateSecondMoment.plan`: a :class:`~dpdist.algorithms.plan.Plan` whose
     ``noise_scale`` is the masking scale eta_b and whose ``error_bound`` is MS25 Lemma A.5's
     relative error 2 alpha (the guarantee ``dist(Sigma, M) <= 2 alpha``). **Scale** (vacuity):
     1, a relative error of 1 allows an output of 0. Unmet conditions: n below Lemma A.5's
@@ -31,3 +32,8 @@ class SubsampleAggregatePlan(Plan):
     utility_min_samples: float
     privacy_precondition_holds: bool
     unsafe_no_privacy: bool
+
+
+def baseline_utility_min_samples(m: int, epsilon: float, delta: float) -> float:
+    """Lemma A.5's n >= (10 m / eps) ln(1 + (e^eps - 1)/(2 delta)) (utility, not privacy)."""
+    return 10.0 * check_m(m) * tlap_support(1.0, epsilon, delta)

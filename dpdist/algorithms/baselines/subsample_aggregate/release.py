@@ -29,9 +29,9 @@ from dpdist.privacy.subsample_calibration import (
     baseline_masking_scale,
     baseline_privacy_min_samples,
     baseline_threshold,
-    baseline_utility_min_samples,
     tlap_support,
 )
+from dpdist.algorithms.baselines.subsample_aggregate.plan import baseline_utility_min_samples
 from dpdist.algorithms.baselines.subsample_aggregate.agreement import (
     _symmetric,
     agreement_weights,
