@@ -68,3 +68,7 @@ class ApproxDP:
 
     def to_dict(self) -> dict:
         return {"type": "approx-dp", "epsilon": self.epsilon, "delta": self.delta}
+
+    def describe(self) -> str:
+        """The guarantee in words for messages and plots, e.g. ``"(1, 1e-06)-DP"``."""
+        return f"({self.epsilon:g}, {self.delta:g})-DP"

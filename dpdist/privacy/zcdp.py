@@ -197,6 +197,10 @@ class ZCDP:
             d["breakdown"] = [{"step": label, "rho": r} for label, r in self.breakdown]
         return d
 
+    def describe(self) -> str:
+        """The guarantee in words for messages and plots, e.g. ``"rho=0.5 zCDP"``."""
+        return f"rho={self.rho:g} zCDP"
+
 
 def compose_zcdp(*budgets: ZCDP) -> ZCDP:
     """Adaptive composition of several zCDP steps (the rho's add)."""

@@ -54,10 +54,4 @@ def spending_series(
             points.append((when, level, e.state))
     name = next((d["name"] for d in ledger.datasets() if d["dataset"] == dataset), None)
     return {"dataset": dataset, "label": name or dataset, "points": points,
-            "total": _describe(total) if total is not None else "none"}
-
-
-def _describe(cost: ApproxDP | ZCDP) -> str:
-    if isinstance(cost, ApproxDP):
-        return f"({cost.epsilon:g}, {cost.delta:g})-DP"
-    return f"rho={cost.rho:g} zCDP"
+            "total": total.describe() if total is not None else "none"}

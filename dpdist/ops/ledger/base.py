@@ -282,7 +282,7 @@ class Ledger(abc.ABC):
             used = spent(total, [e.privacy for e in self._entries(cur, dataset) if e.counts])  # kind compatible?
             if not used.fits and not force:
                 raise ValidationError(
-                    f"a total of {_describe(total)} for {dataset!r} is below what its committed and open charges "
+                    f"a total of {total.describe()} for {dataset!r} is below what its committed and open charges "
                     f"already spend ({used.reason}); nothing was changed. To set it anyway (every later job on it "
                     "is then refused), pass force=True (dpdist budget set --force)")
             budget = json.dumps(cost_to_dict(total))
@@ -384,7 +384,7 @@ class Ledger(abc.ABC):
             else:
                 result = spent(total, [e.privacy for e in self._entries(cur, dataset) if e.counts] + [cost])
                 reason = "" if result.fits else (
-                    f"reserving {_describe(cost)} on {dataset!r} would exceed its budget {_describe(total)}: "
+                    f"reserving {cost.describe()} on {dataset!r} would exceed its budget {total.describe()}: "
                     f"{result.reason}"
                 )
             if not reason:
@@ -571,9 +571,3 @@ class Ledger(abc.ABC):
                                 f"recovered ({why}); the job may have drawn noise", _now(), entry_id,
                                 RESERVED)).rowcount
             return self._entry_by_id(cur, entry_id) if n == 1 else None
-
-
-def _describe(cost: Cost) -> str:
-    if isinstance(cost, ApproxDP):
-        return f"({cost.epsilon:g}, {cost.delta:g})-DP"
-    return f"rho={cost.rho:g} zCDP"
