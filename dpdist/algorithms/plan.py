@@ -36,6 +36,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from dpdist.privacy.release import to_jsonable
+
 __all__ = ["Plan", "UTILITY_FIELDS"]
 
 #: The fields of a plan that a release records under ``parameters["utility"]``.
@@ -43,12 +45,6 @@ UTILITY_FIELDS = ("error_bound", "error_metric", "error_scale", "error_scale_rul
 _HEAD = ("n_samples", "n_features", "privacy", "noise_scale")
 _TAIL = ("error_bound", "error_metric", "error_scale", "error_scale_rule", "unmet_conditions", "vacuous",
          "vacuous_reason", "empirical")
-
-
-def _jsonable(value: Any) -> Any:
-    from dpdist.privacy.release import to_jsonable
-
-    return to_jsonable(value)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,8 +89,8 @@ class Plan:
     def to_dict(self) -> dict:
         """The plan as JSON-compatible values: common fields first, the estimator's own
         fields, then the predicted error and the vacuity verdict."""
-        return {name: _jsonable(getattr(self, name)) for name in self._names()}
+        return {name: to_jsonable(getattr(self, name)) for name in self._names()}
 
     def utility(self) -> dict:
         """What a release records of this plan (``parameters["utility"]``)."""
-        return {name: _jsonable(getattr(self, name)) for name in UTILITY_FIELDS}
+        return {name: to_jsonable(getattr(self, name)) for name in UTILITY_FIELDS}
