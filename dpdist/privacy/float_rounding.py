@@ -2,7 +2,8 @@
 
 A sensitivity proved for exact arithmetic bounds the statistic as the engine *computes* it once
 multiplied by ``kappa(n)`` (:func:`gram_rounding_factor`), a function of the public n only.
-Nothing here sees data.
+Nothing here sees data. Why the factor grows linearly in n for every summation order, and what a
+tighter bound would need: docs/privacy/float_rounding.md.
 """
 
 from __future__ import annotations
