@@ -8,9 +8,10 @@ import pytest
 from scipy import special
 
 from dpdist.exceptions import ValidationError
-from dpdist.privacy import accounting, gaussian_calibration
+from dpdist.privacy import accounting
+from dpdist.privacy.mechanisms import gaussian as gaussian_calibration
 from dpdist.algorithms.sparse_covariance import bounds
-from dpdist.privacy import privcov_calibration as cal
+from dpdist.privacy.mechanisms.privcov import calibration as cal
 from tests.privacy.balle_wang import assert_smallest_sigma
 from tests.privacy.float_factor import kappa
 

@@ -8,10 +8,14 @@ them. :mod:`~dpdist.privacy.mechanisms.base` holds what they share.
 
 from dpdist.privacy.mechanisms.base import Mechanism, lattice_law
 from dpdist.privacy.mechanisms.expmech import ExpMechMechanism
-from dpdist.privacy.mechanisms.friendly import FriendlyTestMechanism, PrivNormMechanism, PrivPCAMechanism
+from dpdist.privacy.mechanisms.privpca.mechanism import (
+    FriendlyTestMechanism,
+    PrivNormMechanism,
+    PrivPCAMechanism,
+)
 from dpdist.privacy.mechanisms.gaussian import SymmetricGaussianMechanism, analyze_gauss_mechanism, wang_xu_mechanism
 from dpdist.privacy.mechanisms.mean import ClippedMeanMechanism
-from dpdist.privacy.mechanisms.privcov import (
+from dpdist.privacy.mechanisms.privcov.mechanism import (
     PrivCovGumbelMechanism,
     PrivCovMechanism,
     PrivCovZCDPMechanism,
@@ -20,7 +24,10 @@ from dpdist.privacy.mechanisms.privcov import (
     privcov_zcdp_mechanism,
 )
 from dpdist.privacy.mechanisms.second_moment import GaussianHistogramMechanism, histogram_mechanism, level_mechanisms
-from dpdist.privacy.mechanisms.subsample import SubsampleAggregateMechanism, subsample_aggregate_mechanism
+from dpdist.privacy.mechanisms.subsample_aggregate import (
+    SubsampleAggregateMechanism,
+    subsample_aggregate_mechanism,
+)
 
 __all__ = [
     "ClippedMeanMechanism", "ExpMechMechanism", "FriendlyTestMechanism", "GaussianHistogramMechanism", "Mechanism",
