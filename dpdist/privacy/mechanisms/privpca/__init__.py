@@ -8,5 +8,5 @@ in two modules because together they pass the package's module size.
 - :mod:`~dpdist.privacy.mechanisms.privpca.mechanism`: the mechanism objects that hold the
   noise callables and state the events.
 
-Proofs: docs/privacy/friendly.md.
+Proofs: docs/privacy/privpca.md.
 """

@@ -14,7 +14,7 @@ raised by about ``B 2**-28``; the releases are rounded Gaussians on the lattice 
 the exact order-statistics sampler of :mod:`dpdist.privacy.noise.topk_sampler`). Residuals: the
 samplers' exhaustion, far below 1e-15.
 
-Proofs: docs/privacy/friendly.md.
+Proofs: docs/privacy/privpca.md.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def friendly_purpose(stage: str, role: str) -> str:
 
 
 def _bounded_laplace_event(noise: LatticeNoise, units: float) -> EpsilonDeltaEvent:
-    """``(Delta_Z / s, e^eps q / (1 - q))`` of the truncated Laplace on the lattice (docs/privacy/friendly.md)."""
+    """``(Delta_Z / s, e^eps q / (1 - q))`` of the truncated Laplace on the lattice (docs/privacy/privpca.md)."""
     eps = units / noise.scale
     t = (noise.bound + 0.5) / noise.scale  # q = e^-t; in logs: e^eps overflows for huge epsilon
     return EpsilonDeltaEvent(eps, math.exp(eps - t - math.log(-math.expm1(-t))))
@@ -100,7 +100,7 @@ class FriendlyTestMechanism(Mechanism):
         return {role: friendly_purpose(self.stage, role) for role in ("count", "weight")}
 
     def threshold_units(self, role: str) -> float:
-        """``T = ceil(0.8 m_b / gamma) + A + 1`` (docs/privacy/friendly.md), in lattice units."""
+        """``T = ceil(0.8 m_b / gamma) + A + 1`` (docs/privacy/privpca.md), in lattice units."""
         noise = self.laws()[role]
         pass_at = self.calibration.pass_fraction * self.calibration.n_batches
         return float(math.ceil(noise.lattice.units(pass_at)) + noise.bound + 1)
@@ -155,7 +155,7 @@ class PrivNormMechanism(Mechanism):
         return float(self.field("release", seed)(np.float64(norm)))
 
 
-#: Frobenius bound of ``fl(u u^T) - u u^T`` for a unit u, per neighbour, doubled (docs/privacy/friendly.md).
+#: Frobenius bound of ``fl(u u^T) - u u^T`` for a unit u, per neighbour, doubled (docs/privacy/privpca.md).
 PRODUCT_ERROR = 2.0**-51
 #: The rounding of the d^2 projector entries costs at most this fraction of the sensitivity.
 ROUNDING_SHARE = 2.0**-10
