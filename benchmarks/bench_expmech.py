@@ -56,7 +56,7 @@ def kernel_rate(k: int, d: int, *, noise: bool, repeat: int = 1) -> dict:
     from dpdist.engine.subset_ranks import n_subsets
     from dpdist.engine.subsets import DEFAULT_BATCH
     from dpdist.privacy.mechanisms.expmech import SELECT_PURPOSE
-    from dpdist.privacy.noise import NoiseSeed
+    from dpdist.privacy.noise.streams import NoiseSeed
 
     def float_gumbel_keys(scores, start):
         # float keys ``w score - log(-log(u))``: the reference cost of scoring plus noise

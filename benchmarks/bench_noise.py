@@ -5,13 +5,13 @@
   NumPy's PCG64 (not cryptographic; the reference of speed).
 - Samplers (samples/s): today's inverse-CDF Laplace and Gaussian (``laplace_from_uniform``,
   ``gaussian_from_uniform`` on ChaCha20 uniforms), the float-safe lattice Laplace and Gaussian
-  (:mod:`dpdist.privacy.lattice`, one ChaCha20 word per sample), and the lattice Laplace fed by
+  (:mod:`dpdist.privacy.noise.lattice`, one ChaCha20 word per sample), and the lattice Laplace fed by
   each alternative generator's words.
 - Releases of a d x d tile: a float inverse-CDF ``values + noise`` against the float-safe
   ``LatticeField`` release, and the Gram matrix that the tile's noise perturbs (20 d rows).
 - The exponential mechanism: keys/s of today's Gumbel keys and of the exact Gumbel-max.
 - Mechanism objects: PrivCov's release of d (k + 1) scattered entries by
-  :class:`~dpdist.privacy.mechanisms.privcov.PrivCovMechanism` against the float
+  :class:`~dpdist.privacy.mechanisms.privcov.mechanism.PrivCovMechanism` against the float
   ``FloatLaplaceField.add_at``; and PrivCov end to end (``private_sparse_covariance``, synchronous
   scheduler) against the clipped second moment (the Gram) of the same data, in a subprocess
   per tree. With ``DPDIST_BENCH_REFERENCE=PATH`` (a tree holding an older ``dpdist``, e.g.
@@ -44,14 +44,14 @@ class FloatLaplaceField:
         self.seed, self.key, self.scale = seed, seed.key(purpose), float(scale)
 
     def __call__(self, rows, cols):
-        from dpdist.privacy.noise import laplace_from_uniform
+        from dpdist.privacy.noise.streams import laplace_from_uniform
 
         r0, c0, nc = int(rows[0]), int(cols[0]), len(cols)
         u = np.stack([self.seed.uniforms(self.key, r0 + a, c0, nc) for a in range(len(rows))])
         return laplace_from_uniform(u, self.scale)
 
     def add_at(self, rows, cols, values):
-        from dpdist.privacy.noise import chacha20_words, laplace_from_uniform
+        from dpdist.privacy.noise.streams import chacha20_words, laplace_from_uniform
 
         words = chacha20_words(self.seed, self.key, np.asarray(rows, np.uint64), np.asarray(cols, np.uint64))
         u = ((words >> np.uint64(11)).astype(np.float64) + 0.5) * (2.0**-53)
@@ -118,9 +118,9 @@ def main() -> int:
     from randomgen import AESCounter, ChaCha
     from threadpoolctl import threadpool_limits
 
-    from dpdist.privacy.gumbel import GumbelMax
-    from dpdist.privacy.lattice import LatticeField, LatticeNoise, sample_units
-    from dpdist.privacy.noise import NoiseSeed, gaussian_from_uniform, laplace_from_uniform
+    from dpdist.privacy.noise.gumbel import GumbelMax
+    from dpdist.privacy.noise.lattice import LatticeField, LatticeNoise, sample_units
+    from dpdist.privacy.noise.streams import NoiseSeed, gaussian_from_uniform, laplace_from_uniform
 
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--smoke", action="store_true", default=os.environ.get("DPDIST_BENCH_SMOKE") == "1")
@@ -180,7 +180,7 @@ def main() -> int:
         res["gumbel_exact_best_per_s"] = scores.size / best_of(lambda: gm.best(scores, 0), repeats)
 
         # mechanism objects: PrivCov's scattered release (d (k + 1) entries)
-        from dpdist.privacy.mechanisms.privcov import privcov_mechanism
+        from dpdist.privacy.mechanisms.privcov.mechanism import privcov_mechanism
 
         kk = 10
         mech = privcov_mechanism(1.0, 1e-5, 20 * d, d, kk, 2.0)

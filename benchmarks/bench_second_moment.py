@@ -120,7 +120,7 @@ def accuracy(ns: list[int], seeds: int, scheduler: str) -> dict:
     from dpdist.baselines import SubsampleAggregateSecondMoment
     from dpdist.data.second_moment_generators import anisotropic_gaussian
     from dpdist.algorithms.second_moment.plan import plan_second_moment
-    from dpdist.privacy.subsample_calibration import (
+    from dpdist.privacy.mechanisms.subsample_aggregate import (
         baseline_masking_scale,
         baseline_privacy_min_samples,
         equal_privacy_baseline_budget,

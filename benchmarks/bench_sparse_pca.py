@@ -77,9 +77,9 @@ def main() -> None:
     h, k = 4.0, 2
 
     import dpdist
-    from dpdist.privacy.noise import resolve_random_state
-    from dpdist.privacy.lattice import LatticeNoise
-    from dpdist.privacy.topk_sampler import lattice_top_k2
+    from dpdist.privacy.noise.streams import resolve_random_state
+    from dpdist.privacy.noise.lattice import LatticeNoise
+    from dpdist.privacy.noise.topk_sampler import lattice_top_k2
 
     tmp = tempfile.mkdtemp(prefix="dpdist-bench-")
     try:

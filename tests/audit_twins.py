@@ -35,8 +35,13 @@ from unittest import mock
 
 import numpy as np
 
-from dpdist.privacy.lattice import LatticeNoise
-from dpdist.privacy.noise import NoiseSeed, bounded_laplace_from_uniform, gaussian_from_uniform, laplace_from_uniform
+from dpdist.privacy.noise.lattice import LatticeNoise
+from dpdist.privacy.noise.streams import (
+    NoiseSeed,
+    bounded_laplace_from_uniform,
+    gaussian_from_uniform,
+    laplace_from_uniform,
+)
 from dpdist.testing.cases import AuditCase, register_twins, variant
 
 __all__ = [
@@ -69,7 +74,7 @@ def scaled_twin(mech, factor: float):
     """A copy of the mechanism object ``mech`` whose every noise law has its scale multiplied by
     ``factor`` (bounded laws: their bound too; PrivCov's Gumbel selection: its Gumbel scale,
     by dividing its weight), the event unchanged. Picklable."""
-    from dpdist.privacy.mechanisms.privcov import PrivCovGumbelMechanism
+    from dpdist.privacy.mechanisms.privcov.mechanism import PrivCovGumbelMechanism
 
     f = float(factor)
     if isinstance(mech, PrivCovGumbelMechanism):
@@ -156,7 +161,7 @@ def unbounded_privnorm() -> Iterator[None]:
     (where the batch setup takes its float bounds); local schedulers only."""
     import dpdist.algorithms.friendly_steps as steps
     import dpdist.algorithms.sparse_pca.release as module
-    from dpdist.privacy.pca_calibration import FriendlyFloatBounds
+    from dpdist.privacy.mechanisms.privpca.calibration import FriendlyFloatBounds
 
     def no_bounds(n_samples, n_batches, n_features, entry_clip, tau, k):
         return FriendlyFloatBounds(entry_clip=math.inf, eta=0.0, threshold=5.0 * tau, eigen_error=0.0,
@@ -196,7 +201,7 @@ class InverseCdfSampler:
     """Floating-point inverse-CDF noise, ``value + transform(u)`` (must fail the support test).
 
     ``kind`` is ``"laplace"``, ``"gaussian"`` or ``"bounded-laplace"``; ``u`` ranges over the
-    uniforms :meth:`~dpdist.privacy.noise.NoiseSeed.uniforms` produces,
+    uniforms :meth:`~dpdist.privacy.noise.streams.NoiseSeed.uniforms` produces,
     ``(g + 1/2) 2**-53`` for ``g`` in ``[0, 2**53)``.
     """
 
@@ -263,7 +268,7 @@ def _halved(case: AuditCase):
 
 def _bounded_laplace_at_half_sensitivity(case: AuditCase):
     """The bounded Laplace calibrated for half the sensitivity (scale and bound both halved)."""
-    from dpdist.privacy.pca_calibration import bounded_laplace_test
+    from dpdist.privacy.mechanisms.privpca.calibration import bounded_laplace_test
 
     return bounded_laplace_test(TWIN_FACTOR * case.parameters["sensitivity"], case.claimed_epsilon,
                                 case.claimed_delta)
@@ -275,7 +280,7 @@ def _doubled_weight(case: AuditCase):
 
 
 def _privcov_builder(case: AuditCase):
-    from dpdist.privacy.mechanisms.privcov import PrivCovMechanism
+    from dpdist.privacy.mechanisms.privcov.mechanism import PrivCovMechanism
 
     def build(calibration):
         return scaled_twin(PrivCovMechanism.from_calibration(calibration), TWIN_FACTOR)

@@ -322,18 +322,18 @@ def test_plan_validates_with_the_same_rule_and_accepts_numpy_scalars(name):
     (lambda: ApproxDP("1", 1e-6), "epsilon"),
     (lambda: ApproxDP(1.0, "0"), "delta"),
     (lambda: ZCDP(float("nan")), "rho"),
-    (lambda: dpdist.privacy.privcov_calibration.privcov_calibration(1.0, 1e-6, 100, 10, 2, "2.0"), "clip"),
-    (lambda: dpdist.privacy.privcov_calibration.privcov_calibration(1.0, 1e-6, 100.0, 10, 2, 2.0), "n_samples"),
-    (lambda: dpdist.privacy.privcov_calibration.subgaussian_clip("1", 10, 10, 0.1), "sigma"),
-    (lambda: dpdist.privacy.gaussian_calibration.wang_xu_calibration(1.0, 1e-6, 100, 10, True), "clip"),
-    (lambda: dpdist.privacy.expmech_calibration.expmech_calibration(1.0, 1e-6, 100, 10, 2.0, 1.0), "k"),
-    (lambda: dpdist.privacy.expmech_calibration.analyze_gauss_calibration(1.0, 1e-6, 100, "3"), "row_norm"),
-    (lambda: dpdist.privacy.pca_calibration.check_gap("0.5"), "gap"),
-    (lambda: dpdist.privacy.pca_calibration.split_norm_and_pca_budget(1.0, 1e-6, "0.5"), "norm_fraction"),
-    (lambda: dpdist.privacy.pca_calibration.check_n_batches(30.0), "n_batches"),
-    (lambda: dpdist.privacy.second_moment_calibration.check_alpha(True), "alpha"),
-    (lambda: dpdist.privacy.second_moment_calibration.check_m(2.0), "m"),
-    (lambda: dpdist.privacy.second_moment_calibration.split_second_moment_rho(1.0, "0.1", private_radius=True,
+    (lambda: dpdist.privacy.mechanisms.privcov.calibration.privcov_calibration(1.0, 1e-6, 100, 10, 2, "2.0"), "clip"),
+    (lambda: dpdist.privacy.mechanisms.privcov.calibration.privcov_calibration(1.0, 1e-6, 100.0, 10, 2, 2.0), "n_samples"),
+    (lambda: dpdist.privacy.mechanisms.privcov.calibration.subgaussian_clip("1", 10, 10, 0.1), "sigma"),
+    (lambda: dpdist.privacy.mechanisms.gaussian.wang_xu_calibration(1.0, 1e-6, 100, 10, True), "clip"),
+    (lambda: dpdist.privacy.mechanisms.expmech.expmech_calibration(1.0, 1e-6, 100, 10, 2.0, 1.0), "k"),
+    (lambda: dpdist.privacy.mechanisms.gaussian.analyze_gauss_calibration(1.0, 1e-6, 100, "3"), "row_norm"),
+    (lambda: dpdist.privacy.mechanisms.privpca.calibration.check_gap("0.5"), "gap"),
+    (lambda: dpdist.privacy.mechanisms.privpca.calibration.split_norm_and_pca_budget(1.0, 1e-6, "0.5"), "norm_fraction"),
+    (lambda: dpdist.privacy.mechanisms.privpca.calibration.check_n_batches(30.0), "n_batches"),
+    (lambda: dpdist.privacy.mechanisms.second_moment.check_alpha(True), "alpha"),
+    (lambda: dpdist.privacy.mechanisms.second_moment.check_m(2.0), "m"),
+    (lambda: dpdist.privacy.mechanisms.second_moment.split_second_moment_rho(1.0, "0.1", private_radius=True,
                                                                    private_lambda=True), "init_fraction"),
 ])
 def test_the_privacy_layer_follows_the_same_rule(call, name):
@@ -384,8 +384,8 @@ def test_non_private_diagnostics_live_in_testing_and_rho_is_only_a_budget():
     import inspect
 
     import dpdist.algorithms.second_moment as sm
-    from dpdist.engine.friendly.graph import friendly_pass2
-    from dpdist.engine.friendly.kernels import tile_threshold
+    from dpdist.engine.privpca.graph import friendly_pass2
+    from dpdist.engine.privpca.kernels import tile_threshold
 
     assert not hasattr(sm, "second_moment_diagnostics") and "second_moment_diagnostics" not in sm.__all__
     assert callable(dpdist.testing.second_moment_diagnostics)

@@ -34,7 +34,7 @@ from dpdist.baselines import (
 )
 from dpdist.ops.ledger import SQLiteLedger
 from dpdist.privacy.budget import ApproxDP
-from dpdist.privacy.noise import NoiseSeed
+from dpdist.privacy.noise.streams import NoiseSeed
 from dpdist.testing.estimator_audits import spike_rows
 
 SYNC = {"scheduler": "synchronous"}

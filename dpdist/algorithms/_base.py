@@ -273,7 +273,7 @@ class Estimator:
         """Validate the parameters that only matter when data are read (scheduler, timeout,
         random_state, on_nonfinite, tile_size, progress), where the estimator has them."""
         from dpdist.engine.runtime import check_scheduler, check_timeout
-        from dpdist.privacy.noise import check_random_state
+        from dpdist.privacy.noise.streams import check_random_state
 
         names = set(self._param_names())
         if "scheduler" in names:

@@ -59,7 +59,7 @@ from dpdist.engine.runtime import compute
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.accounting import gaussian_epsilon, release_guarantee
 from dpdist.privacy.budget import ApproxDP
-from dpdist.privacy.gaussian_calibration import gaussian_mu
+from dpdist.privacy.mechanisms.gaussian import gaussian_mu
 from dpdist.privacy.mechanisms.base import residual_note
 from dpdist.privacy.mechanisms.mean import ClippedMeanMechanism
 from dpdist.privacy.zcdp import cks20_epsilon, cks20_rho

@@ -128,10 +128,10 @@ def _second_moment(method: str, point) -> dict:
         return {"n_levels": p.n_levels, "schedule.sigmas": _get(p, "schedule.sigmas"),
                 "schedule.thresholds": _get(p, "schedule.thresholds")}
     if method == "one_shot":
-        from dpdist.privacy.second_moment_calibration import one_shot_sigma
+        from dpdist.privacy.mechanisms.second_moment import one_shot_sigma
 
         return {"sigma": one_shot_sigma(n, rho, radius)}
-    from dpdist.privacy.subsample_calibration import equal_privacy_baseline_budget
+    from dpdist.privacy.mechanisms.subsample_aggregate import equal_privacy_baseline_budget
 
     eps, delta = equal_privacy_baseline_budget(rho, 1e-6)
     p = _estimator("SubsampleAggregateSecondMoment")(eps, delta, m=10 * d).plan(n, d)

@@ -16,12 +16,16 @@ from typing import Any
 import numpy as np
 
 from dpdist._validation import check_int, check_positive, check_probability
-from dpdist.engine.friendly.kernels import FriendlyStats
+from dpdist.engine.privpca.kernels import FriendlyStats
 from dpdist.engine.sparse_spectrum import sparse_spectrum
 from dpdist.exceptions import ValidationError
-from dpdist.privacy.mechanisms.friendly import FriendlyTestMechanism, PrivNormMechanism, PrivPCAMechanism
-from dpdist.privacy.noise import NoiseSeed
-from dpdist.privacy.pca_calibration import (
+from dpdist.privacy.mechanisms.privpca.mechanism import (
+    FriendlyTestMechanism,
+    PrivNormMechanism,
+    PrivPCAMechanism,
+)
+from dpdist.privacy.noise.streams import NoiseSeed
+from dpdist.privacy.mechanisms.privpca.calibration import (
     TAU_CONSTANT,
     batch_sizes,
     check_gap,

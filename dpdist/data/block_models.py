@@ -166,7 +166,7 @@ def model2_block_model(n_features: int, k: int, *, gap: float = 0.5, lambda1: fl
 
 
 def open_uniforms(rng: np.random.Generator, size) -> np.ndarray:
-    """Uniforms in the open interval (0, 1) from 53-bit words (as :mod:`dpdist.privacy.noise`)."""
+    """Uniforms in the open interval (0, 1) from 53-bit words (as :mod:`dpdist.privacy.noise.streams`)."""
     words = rng.integers(0, 1 << 53, size=size, dtype=np.int64)
     return (words.astype(np.float64) + 0.5) * 2.0**-53
 

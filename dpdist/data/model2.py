@@ -28,7 +28,7 @@ come from their own generator, ``SeedSequence(root, spawn_key=(1, r, c))`` for `
 ``(2, r)`` for ``h`` (``(0,)`` picks the support and signs of ``v``), so every chunk is a pure
 function of the root seed and its position, whatever computes it (the chunk grid is part of
 the dataset's definition: another ``chunks`` gives other draws of the same law). This is synthetic data:
-its seeding has nothing to do with privacy noise (which uses :mod:`dpdist.privacy.noise`).
+its seeding has nothing to do with privacy noise (which uses :mod:`dpdist.privacy.noise.streams`).
 
 :func:`make_construction2` gives a second, random Model-2 instance: Construction 2 of the
 paper (the spiked inverse-Wishart prior of Appendix E) on a k-support, whose top eigenvector

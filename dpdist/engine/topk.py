@@ -10,7 +10,7 @@ scale. The caller supplies the selection noise in one of two forms:
 - a *dense* noise function ``select_noise(rows, cols)`` returning the noise of a whole tile
   (d^2 draws over the matrix);
 - a *lazy* selection sampler (:class:`LazyNoise`, e.g.
-  :class:`dpdist.privacy.lazy_selection.LazySelectionNoise`): once per row block
+  :class:`dpdist.privacy.noise.lazy_selection.LazySelectionNoise`): once per row block
   ``prepare_rows(rows, k)`` computes data-free per-row state (the top of each row's noise
   tree and a floor below which no entry can be selected), and per tile
   ``tile_candidates(tile, row_start, col_start, k, state)`` returns the tile's exact top-k

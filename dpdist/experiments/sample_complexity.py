@@ -391,8 +391,8 @@ def noise_crossover_d(k: int, epsilon: float, delta: float, *, n: int = 10**6, c
     :func:`closed_form_crossover` approximates it."""
     from scipy import optimize
 
-    from dpdist.privacy.gaussian_calibration import wang_xu_calibration
-    from dpdist.privacy.privcov_calibration import privcov_calibration
+    from dpdist.privacy.mechanisms.gaussian import wang_xu_calibration
+    from dpdist.privacy.mechanisms.privcov.calibration import privcov_calibration
 
     def log_ratio(logd: float) -> float:
         d = int(round(math.exp(logd)))

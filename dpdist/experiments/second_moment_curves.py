@@ -131,7 +131,7 @@ def run_second_moment_curves(*, smoke: bool = False, rho: float = 1.0, delta_sta
         pareto6_moment,
     )
     from dpdist.exceptions import PrivacyWarning, UtilityWarning
-    from dpdist.privacy.subsample_calibration import (
+    from dpdist.privacy.mechanisms.subsample_aggregate import (
         baseline_masking_scale,
         baseline_privacy_min_samples,
         equal_privacy_baseline_budget,

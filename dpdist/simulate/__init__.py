@@ -5,8 +5,8 @@ run at n = 1e15 or d = 1e5 costs what the mechanism costs, not what reading n x 
 costs. One module per simulated family (:mod:`~dpdist.simulate.thresholded`,
 :mod:`~dpdist.simulate.privcov`, :mod:`~dpdist.simulate.privpca`) applies each estimator's own
 calibration (its ``plan()`` or :mod:`dpdist.privacy`, never re-typed) and noise laws
-(:func:`~dpdist.privacy.noise.laplace_from_uniform`,
-:func:`~dpdist.privacy.noise.gaussian_from_uniform`; for PrivPCA the estimator's own release
+(:func:`~dpdist.privacy.noise.streams.laplace_from_uniform`,
+:func:`~dpdist.privacy.noise.streams.gaussian_from_uniform`; for PrivPCA the estimator's own release
 functions) to the statistic drawn by :mod:`~dpdist.simulate.draws`; :mod:`~dpdist.simulate.errors`
 measures the result and :mod:`~dpdist.simulate.result` holds it.
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from dpdist.data.block_models import BlockModel, open_uniforms
 from dpdist.exceptions import ValidationError
-from dpdist.privacy.noise import gaussian_from_uniform, laplace_from_uniform
+from dpdist.privacy.noise.streams import gaussian_from_uniform, laplace_from_uniform
 from dpdist.simulate.draws import _offblock_scale2, _sample_hat
 from dpdist.simulate.errors import _op_error
 from dpdist.simulate.result import SIMULATED, SimResult, clip_probability, row_clip_probability
@@ -78,7 +78,7 @@ def simulate_privcov(model: BlockModel, n: float, epsilon: float, delta: float, 
                      selection: str = "gumbel") -> SimResult:
     """PrivCov (:class:`~dpdist.SparseCovariance` with ``sigma``, ``k = model.k`` and
     ``selection``): the noise scales and clip come from the estimator's ``plan()`` (hence from
-    :func:`dpdist.privacy.privcov_calibration.privcov_calibration`, ``privcov_zcdp_calibration`` or
+    :func:`dpdist.privacy.mechanisms.privcov.calibration.privcov_calibration`, ``privcov_zcdp_calibration`` or
     ``privcov_gumbel_calibration``); selection (keys ``|S_ij + Laplace(b)|``, or ``|S_ij| +
     beta G_ij`` with G standard Gumbel for ``"gumbel"``, float noise: this measures accuracy,
     not privacy) and release (Laplace b for ``"paper"``, Gaussian ``release_sigma``

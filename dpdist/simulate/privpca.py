@@ -1,8 +1,8 @@
 """Simulated PrivNorm and PrivPCA, with the estimators' own steps called unchanged on the drawn
 statistics, so the simulation applies the very same mechanism: the set-up, the private tests
 and the two releases of :mod:`dpdist.algorithms.friendly_steps`, on the FriendlyCore
-statistics container :class:`dpdist.engine.friendly.kernels.FriendlyStats` with the weights of
-:func:`dpdist.engine.friendly.kernels.friendly_weights`.
+statistics container :class:`dpdist.engine.privpca.kernels.FriendlyStats` with the weights of
+:func:`dpdist.engine.privpca.kernels.friendly_weights`.
 
 Exact in law: the support-block moments of all m batches, the top two bulk diagonal values of
 each batch, the private tests, the norm release, and the projector release (the estimator's
@@ -22,7 +22,7 @@ from scipy import special
 
 from dpdist.data.block_models import BlockModel, bulk_top_two, open_uniforms, wishart_blocks
 from dpdist.exceptions import ValidationError
-from dpdist.privacy.noise import gaussian_from_uniform
+from dpdist.privacy.noise.streams import gaussian_from_uniform
 from dpdist.simulate.result import SIMULATED, SimResult
 
 __all__ = ["simulate_privnorm", "simulate_privpca"]
@@ -42,7 +42,7 @@ def simulate_privpca(model: BlockModel, n: float, epsilon: float, delta: float, 
     ``gap`` and ``sigma`` default to the model's (as a user who knows the model would pass).
     Returns sin^2 of the released component, 1.0 when a test returned bottom.
     """
-    from dpdist.privacy.pca_calibration import split_norm_and_pca_budget
+    from dpdist.privacy.mechanisms.privpca.calibration import split_norm_and_pca_budget
 
     (en, dn), (ep, dp) = split_norm_and_pca_budget(epsilon, delta, norm_fraction)
     return _simulate_friendly(model, n, rng, (en, dn), (ep, dp), gap=gap, sigma=sigma, n_batches=n_batches,
@@ -68,10 +68,14 @@ def _simulate_friendly(model: BlockModel, n: float, rng, norm_budget, pca_budget
     """The shared body of :func:`simulate_privpca` (``pca_budget`` given) and
     :func:`simulate_privnorm` (``pca_budget`` None: stop after the norm's release)."""
     from dpdist.algorithms.friendly_steps import friendly_setup, friendly_tests, release_norm, release_pca
-    from dpdist.privacy.mechanisms.friendly import FriendlyTestMechanism, PrivNormMechanism, PrivPCAMechanism
-    from dpdist.engine.friendly.kernels import FriendlyStats, friendly_weights
-    from dpdist.privacy.noise import NoiseSeed
-    from dpdist.privacy.pca_calibration import (
+    from dpdist.privacy.mechanisms.privpca.mechanism import (
+        FriendlyTestMechanism,
+        PrivNormMechanism,
+        PrivPCAMechanism,
+    )
+    from dpdist.engine.privpca.kernels import FriendlyStats, friendly_weights
+    from dpdist.privacy.noise.streams import NoiseSeed
+    from dpdist.privacy.mechanisms.privpca.calibration import (
         DEFAULT_BETA,
         friendly_test_calibration,
         privnorm_calibration,

@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from dpdist.data.block_models import BlockModel, block_triples, open_uniforms
-from dpdist.privacy.noise import gaussian_from_uniform
+from dpdist.privacy.noise.streams import gaussian_from_uniform
 from dpdist.simulate.draws import _exceedances, _sample_hat
 from dpdist.simulate.errors import _op_error, _sin2
 from dpdist.simulate.result import SIMULATED, SimResult, clip_probability

@@ -14,7 +14,7 @@ Mechanism = Callable[[Any, int, int], np.ndarray]
 
 
 def _seed(seed: int):
-    from dpdist.privacy.noise import NoiseSeed
+    from dpdist.privacy.noise.streams import NoiseSeed
 
     return NoiseSeed(int(seed) & ((1 << 128) - 1), seeded=True)
 

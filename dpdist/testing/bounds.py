@@ -174,10 +174,10 @@ def rho_lower_bound(p0_lower: float, p1_upper: float) -> float:
 def gdp_mu_for_approx_dp(epsilon: float, delta: float) -> float:
     """Largest mu such that the Gaussian mechanism with ``Delta / sigma = mu`` is (epsilon, delta)-DP.
 
-    Uses :func:`dpdist.privacy.gaussian_calibration.analytic_gaussian_sigma` (Balle and Wang 2018,
+    Uses :func:`dpdist.privacy.mechanisms.gaussian.analytic_gaussian_sigma` (Balle and Wang 2018,
     Theorem 8, exact): ``mu_max = 1 / sigma(Delta=1, epsilon, delta)``.
     """
-    from dpdist.privacy.gaussian_calibration import analytic_gaussian_sigma
+    from dpdist.privacy.mechanisms.gaussian import analytic_gaussian_sigma
 
     return 1.0 / analytic_gaussian_sigma(1.0, float(epsilon), float(delta))
 

@@ -23,10 +23,10 @@ from dpdist.testing.cases import AuditCase
 
 
 def laplace_case(source: Any = None) -> AuditCase:
-    """The Laplace sampler :func:`~dpdist.privacy.noise.laplace_from_uniform` at scale
+    """The Laplace sampler :func:`~dpdist.privacy.noise.streams.laplace_from_uniform` at scale
     b = Delta / epsilon, on values 0 and Delta: epsilon-DP (epsilon = 1). ``source``: the
     scale drawn with (default b)."""
-    from dpdist.privacy.noise import laplace_from_uniform
+    from dpdist.privacy.noise.streams import laplace_from_uniform
 
     eps, sens = 1.0, 1.0
     b = sens / eps
@@ -53,11 +53,11 @@ def laplace_case(source: Any = None) -> AuditCase:
 
 
 def gaussian_case(source: Any = None, *, epsilon: float = 2.0, delta: float = 1e-3) -> AuditCase:
-    """The Gaussian sampler with :func:`~dpdist.privacy.gaussian_calibration.gaussian_sigma` at
+    """The Gaussian sampler with :func:`~dpdist.privacy.mechanisms.gaussian.gaussian_sigma` at
     (epsilon, delta) (default (2, 1e-3): the analytic Gaussian mechanism): exactly
     Delta/sigma-GDP. ``source``: the standard deviation drawn with (default sigma)."""
-    from dpdist.privacy.gaussian_calibration import gaussian_sigma
-    from dpdist.privacy.noise import gaussian_from_uniform
+    from dpdist.privacy.mechanisms.gaussian import gaussian_sigma
+    from dpdist.privacy.noise.streams import gaussian_from_uniform
 
     eps, sens = float(epsilon), 1.0
     sigma, rule = gaussian_sigma(sens, eps, delta)
@@ -88,17 +88,17 @@ def gaussian_case(source: Any = None, *, epsilon: float = 2.0, delta: float = 1e
 
 def gaussian_small_epsilon_case(source: Any = None) -> AuditCase:
     """:func:`gaussian_case` at (epsilon, delta) = (0.9, 0.05): the analytic Gaussian mechanism
-    of :func:`~dpdist.privacy.gaussian_calibration.gaussian_sigma` below epsilon = 1 (where it is
+    of :func:`~dpdist.privacy.mechanisms.gaussian.gaussian_sigma` below epsilon = 1 (where it is
     smaller than the classic formula of DR14 Theorem A.1)."""
     return gaussian_case(source, epsilon=0.9, delta=0.05)
 
 
 def bounded_laplace_case(source: Any = None) -> AuditCase:
-    """The bounded Laplace sampler with :func:`~dpdist.privacy.pca_calibration.bounded_laplace_test`
+    """The bounded Laplace sampler with :func:`~dpdist.privacy.mechanisms.privpca.calibration.bounded_laplace_test`
     at (epsilon, delta) = (1, 1e-3). ``source``: the ``(scale, bound)`` drawn with (default
     the calibration's)."""
-    from dpdist.privacy.noise import bounded_laplace_from_uniform
-    from dpdist.privacy.pca_calibration import bounded_laplace_test
+    from dpdist.privacy.noise.streams import bounded_laplace_from_uniform
+    from dpdist.privacy.mechanisms.privpca.calibration import bounded_laplace_test
 
     eps, delta, sens = 1.0, 1e-3, 1.0
     run = _own(source, bounded_laplace_test(sens, eps, delta))
@@ -175,7 +175,7 @@ def wang_xu_release_case(source: Any = None) -> AuditCase:
     """Wang-Xu's Gaussian release, release-level: two second moments whose released upper
     triangles differ by exactly the claimed L2 sensitivity 2 R^2 d / n in one entry.
     Claim: Delta/sigma-GDP and (epsilon, delta)-DP (wang_xu_calibration, analytic rule)."""
-    from dpdist.privacy.gaussian_calibration import wang_xu_calibration
+    from dpdist.privacy.mechanisms.gaussian import wang_xu_calibration
 
     cal = wang_xu_calibration(GAUSS_EPS, GAUSS_DELTA, GAUSS_N, GAUSS_D, GAUSS_CLIP)
     return _gaussian_release_case(
@@ -214,7 +214,7 @@ def wang_xu_data_case(source: Any = None) -> AuditCase:
     (other rows 0), moving 4 upper-triangle entries by 2R^2/n each (L2 distance R^2 d / n,
     the largest a row change can reach for d = 4: half the claimed sensitivity). Statistic:
     the sum of the 4 released entries. The claim has slack 2 over this pair."""
-    from dpdist.privacy.gaussian_calibration import wang_xu_calibration
+    from dpdist.privacy.mechanisms.gaussian import wang_xu_calibration
 
     cal = wang_xu_calibration(GAUSS_EPS, GAUSS_DELTA, GAUSS_N, GAUSS_D, GAUSS_CLIP)
     sens, sigma = cal["sensitivity"], cal["gaussian_sigma"]
@@ -247,7 +247,7 @@ def wang_xu_data_case(source: Any = None) -> AuditCase:
 
 def analyze_gauss_release_case(source: Any = None) -> AuditCase:
     """Analyze Gauss, release-level: one upper-triangle entry moved by the claimed 2 L^2 / n."""
-    from dpdist.privacy.expmech_calibration import analyze_gauss_calibration
+    from dpdist.privacy.mechanisms.gaussian import analyze_gauss_calibration
 
     cal = analyze_gauss_calibration(GAUSS_EPS, GAUSS_DELTA, GAUSS_N, 1.0)
     return _gaussian_release_case(
@@ -262,7 +262,7 @@ def analyze_gauss_data_case(source: Any = None) -> AuditCase:
     sqrt(2) L^2/n (the largest possible; the claim 2 L^2/n has slack sqrt(2)). Statistic:
     released (0,0) minus released (1,1)."""
     from dpdist.algorithms.baselines.analyze_gauss import block_row_norm_clip
-    from dpdist.privacy.expmech_calibration import analyze_gauss_calibration
+    from dpdist.privacy.mechanisms.gaussian import analyze_gauss_calibration
 
     L = 1.0
     cal = analyze_gauss_calibration(GAUSS_EPS, GAUSS_DELTA, GAUSS_N, L)
@@ -307,7 +307,7 @@ def analyze_gauss_estimator_case(source: Any = None) -> AuditCase:
     from unittest import mock
 
     import dpdist.algorithms.baselines.analyze_gauss as module
-    from dpdist.privacy.expmech_calibration import analyze_gauss_calibration
+    from dpdist.privacy.mechanisms.gaussian import analyze_gauss_calibration
     from dpdist.privacy.mechanisms.gaussian import analyze_gauss_mechanism
 
     cal = analyze_gauss_calibration(GAUSS_EPS, GAUSS_DELTA, GAUSS_N, 1.0)

@@ -21,11 +21,11 @@ FRIENDLY_EPS, FRIENDLY_DELTA, FRIENDLY_M = 3.0, 3e-3, 20
 
 
 def _friendly_test_case(which: str, source) -> AuditCase:
-    """The test's own mechanism (:class:`~dpdist.privacy.mechanisms.friendly.FriendlyTestMechanism`,
+    """The test's own mechanism (:class:`~dpdist.privacy.mechanisms.privpca.mechanism.FriendlyTestMechanism`,
     its lattice field under its purpose; ``source`` replaces it). The claim is the mechanism's
     event for this test."""
-    from dpdist.privacy.mechanisms.friendly import FriendlyTestMechanism
-    from dpdist.privacy.pca_calibration import friendly_test_calibration
+    from dpdist.privacy.mechanisms.privpca.mechanism import FriendlyTestMechanism
+    from dpdist.privacy.mechanisms.privpca.calibration import friendly_test_calibration
 
     cal = friendly_test_calibration(FRIENDLY_EPS, FRIENDLY_DELTA, FRIENDLY_M)
     real = FriendlyTestMechanism.from_calibration(cal, "norm")
@@ -75,8 +75,8 @@ RELEASE_EPS, RELEASE_DELTA = 9.0, 0.3
 def privnorm_release_case(source: Any = None) -> AuditCase:
     """PrivNorm's Gaussian release of the norm (Algorithm 3 Line 17), release-level: norms
     differing by the claimed sensitivity 20 k tau (k = 1, tau = 0.05)."""
-    from dpdist.privacy.mechanisms.friendly import PrivNormMechanism
-    from dpdist.privacy.pca_calibration import privnorm_calibration
+    from dpdist.privacy.mechanisms.privpca.mechanism import PrivNormMechanism
+    from dpdist.privacy.mechanisms.privpca.calibration import privnorm_calibration
 
     cal = privnorm_calibration(RELEASE_EPS, RELEASE_DELTA, 1, 0.05)
     real = PrivNormMechanism.from_calibration(cal)
@@ -105,16 +105,16 @@ def privnorm_release_case(source: Any = None) -> AuditCase:
 
 def privpca_release_case(source: Any = None) -> AuditCase:
     """PrivPCA's Gaussian release of the projector (Algorithm 2 Lines 19-21) through the exact
-    top-k^2 sampler :func:`~dpdist.privacy.topk_sampler.lattice_top_k2` (the mechanism's
-    :meth:`~dpdist.privacy.mechanisms.friendly.PrivPCAMechanism.projector`).
+    top-k^2 sampler :func:`~dpdist.privacy.noise.topk_sampler.lattice_top_k2` (the mechanism's
+    :meth:`~dpdist.privacy.mechanisms.privpca.mechanism.PrivPCAMechanism.projector`).
 
     Two unit vectors u = e_0 and u' = e_1 (d = 2, k = 2, so all k^2 = d^2 entries are
     released): ``||u u^T - u' u'^T||_F = sqrt(2)``. The public (tau, gap, lambda_hat) are
     chosen so that the claimed Frobenius sensitivity (Lemma 10 with deviation 1) equals
     sqrt(2) exactly: the pair reaches the claim. Statistic: released P_00 - P_11.
     """
-    from dpdist.privacy.mechanisms.friendly import PrivPCAMechanism
-    from dpdist.privacy.pca_calibration import privpca_calibration, privpca_sensitivity
+    from dpdist.privacy.mechanisms.privpca.mechanism import PrivPCAMechanism
+    from dpdist.privacy.mechanisms.privpca.calibration import privpca_calibration, privpca_sensitivity
 
     k, tau, gap, d = 2, 0.05, 0.25, 2
     lam = privpca_sensitivity(k, tau, gap, 1.0) / math.sqrt(2.0)  # Delta(lambda_hat) = sqrt(2)
@@ -123,7 +123,7 @@ def privpca_release_case(source: Any = None) -> AuditCase:
     run = _own(source, real)
 
     def mech(which: int, n: int, seed: int) -> np.ndarray:
-        from dpdist.privacy.noise import NoiseSeed
+        from dpdist.privacy.noise.streams import NoiseSeed
 
         base = _seed(seed).entropy
         support, u = np.array([which]), np.array([1.0])
@@ -181,8 +181,8 @@ def expmech_selection_case(source: Any = None) -> AuditCase:
     exponential mechanism's own, on score vectors that reach its stated sensitivity.
     """
     from dpdist.engine.gumbel_max import chunk_exact_gumbel_max
-    from dpdist.privacy.expmech_calibration import expmech_calibration
-    from dpdist.privacy.gumbel import GumbelMax
+    from dpdist.privacy.mechanisms.expmech import expmech_calibration
+    from dpdist.privacy.noise.gumbel import GumbelMax
     from dpdist.privacy.mechanisms.expmech import SELECT_PURPOSE, ExpMechMechanism
 
     cal = expmech_calibration(EXPMECH_EPS, EXPMECH_DELTA, EXPMECH_N, EXPMECH_D, 1, 1.0)
@@ -191,7 +191,7 @@ def expmech_selection_case(source: Any = None) -> AuditCase:
     M = {0: np.diag([q] + [0.0] * (EXPMECH_D - 1)), 1: np.diag([0.0] + [q] * (EXPMECH_D - 1))}
 
     def mech(which: int, n: int, seed: int) -> np.ndarray:
-        from dpdist.privacy.noise import NoiseSeed
+        from dpdist.privacy.noise.streams import NoiseSeed
 
         base = _seed(seed).entropy
         out = np.empty(n)
@@ -227,7 +227,7 @@ def expmech_block_case(source: Any = None) -> AuditCase:
     """ExpMechPCA's Gaussian release of the chosen block (Algorithm 4 line 11-12), release-level:
     blocks differing by the claimed Frobenius sensitivity 2 k tau^2 / n in one entry, released by
     the mechanism's own :meth:`~dpdist.privacy.mechanisms.expmech.ExpMechMechanism.release`."""
-    from dpdist.privacy.expmech_calibration import expmech_calibration
+    from dpdist.privacy.mechanisms.expmech import expmech_calibration
     from dpdist.privacy.mechanisms.expmech import ExpMechMechanism
 
     cal = expmech_calibration(BLOCK_EPS, BLOCK_DELTA, EXPMECH_N, EXPMECH_D, 1, 1.0)

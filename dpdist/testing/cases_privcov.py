@@ -31,7 +31,7 @@ def _privcov_cal(k: int, component_epsilon: float):
     All of b's dependence on epsilon is through eps_row, linear in epsilon, so one call at
     epsilon = 1 gives the scale factor.
     """
-    from dpdist.privacy.privcov_calibration import privcov_calibration
+    from dpdist.privacy.mechanisms.privcov.calibration import privcov_calibration
 
     unit = privcov_calibration(1.0, PRIVCOV_DELTA, PRIVCOV_N, PRIVCOV_D, k, PRIVCOV_CLIP)
     eps = _scale_for(component_epsilon, unit.sensitivity / unit.laplace_scale)
@@ -41,7 +41,7 @@ def _privcov_cal(k: int, component_epsilon: float):
 def _privcov_mech(k: int, source=None):
     """(the mechanism at the audited point, the mechanism the trials run: ``source`` when
     given)."""
-    from dpdist.privacy.mechanisms.privcov import PrivCovMechanism
+    from dpdist.privacy.mechanisms.privcov.mechanism import PrivCovMechanism
 
     mech = PrivCovMechanism.from_calibration(_privcov_cal(k, 1.0))
     return mech, _own(source, mech)
@@ -85,7 +85,7 @@ def privcov_release_case(source: Any = None) -> AuditCase:
     (1, -1, 0, 0) in D'. Sigma_hat_01 moves by exactly 2 R^2 / n = Delta; with k = d every
     entry of row 0 is released. Statistic: the released value of entry (0, 1). Claim: the
     lattice Laplace release of one entry is ``Delta_Z / s``-DP (the mechanism's
-    :class:`~dpdist.privacy.mechanisms.privcov.PrivCovMechanism`; the package's per-row claim
+    :class:`~dpdist.privacy.mechanisms.privcov.mechanism.PrivCovMechanism`; the package's per-row claim
     is far above this).
     """
     k = PRIVCOV_D
@@ -163,7 +163,7 @@ def _row0_selection_case(name: str, family: str, mech, run, claimed_epsilon: flo
 
 def privcov_selection_case(source: Any = None) -> AuditCase:
     """PrivCov's noisy top-k selection of one entry, data-level, drawn by the mechanism's lazy
-    selection sampler (:mod:`dpdist.privacy.lazy_selection`) through the engine kernels.
+    selection sampler (:mod:`dpdist.privacy.noise.lazy_selection`) through the engine kernels.
 
     Pair (k = 1, d = 4, R = 1): background rows (1, 1, 0, 0) x 20 and (1, 0, 0, 0) x 2; the
     replaced row is (1, 1, 0, 0) in D and (1, -1, 0, 0) in D'. In row 0 only entry (0, 1)
@@ -190,7 +190,7 @@ def privcov_row_case(source: Any = None) -> AuditCase:
     D and (1, -1, -1, -1) in D': all d - 1 off-diagonal entries of row 0 move by Delta.
     Statistic: the sum of the released off-diagonal values of row 0 (the Laplace likelihood
     ratio is monotone in each). The per-row claim is the mechanism's pure ``c Delta_Z / s``
-    (:attr:`~dpdist.privacy.mechanisms.privcov.PrivCovMechanism.row_epsilon`; b is the
+    (:attr:`~dpdist.privacy.mechanisms.privcov.mechanism.PrivCovMechanism.row_epsilon`; b is the
     paper's term here), which carries a factor of about ``2 sqrt(k' log(d/delta_row)) / (d -
     1)`` over the ``(d - 1) Delta / b`` any row change can reach: noise of half the scale still
     meets it.
@@ -240,7 +240,7 @@ def privcov_estimator_case(source: Any = None) -> AuditCase:
     from unittest import mock
 
     import dpdist.algorithms.sparse_covariance.release as module
-    from dpdist.privacy.mechanisms.privcov import PrivCovMechanism
+    from dpdist.privacy.mechanisms.privcov.mechanism import PrivCovMechanism
 
     k = PRIVCOV_D
     mech, _ = _privcov_mech(k)
@@ -295,13 +295,13 @@ def privcov_estimator_case(source: Any = None) -> AuditCase:
 
 
 def _privcov_laplace_mech(k: int, claim, source=None):
-    """(the :class:`~dpdist.privacy.mechanisms.privcov.PrivCovZCDPMechanism` at the epsilon
+    """(the :class:`~dpdist.privacy.mechanisms.privcov.mechanism.PrivCovZCDPMechanism` at the epsilon
     that makes ``claim(mechanism)`` equal 1, the mechanism the trials run). The calibration
     is not linear in epsilon (the CKS20 inversion), so the epsilon is found by a root search
     on the package's own mechanism."""
     from scipy import optimize
 
-    from dpdist.privacy.mechanisms.privcov import privcov_zcdp_mechanism
+    from dpdist.privacy.mechanisms.privcov.mechanism import privcov_zcdp_mechanism
 
     def build(eps: float):
         return privcov_zcdp_mechanism(eps, PRIVCOV_DELTA, PRIVCOV_N, PRIVCOV_D, k, PRIVCOV_CLIP)
@@ -329,7 +329,7 @@ def privcov_laplace_selection_case(source: Any = None) -> AuditCase:
     sampler through the engine kernels) on the pair of :func:`privcov_selection_case` (k = 1,
     one score of row 0 moves by exactly Delta). Claim: ``Delta_Z / s``-DP for a pair moving one
     score (shift that score's noise by Delta_Z), with s the zCDP calibration's selection scale
-    (:class:`~dpdist.privacy.mechanisms.privcov.PrivCovZCDPMechanism`). Statistic: 1 if S_0 = {1}."""
+    (:class:`~dpdist.privacy.mechanisms.privcov.mechanism.PrivCovZCDPMechanism`). Statistic: 1 if S_0 = {1}."""
     k = 1
     mech, run = _privcov_laplace_mech(k, _selection_claim, source)
     return _row0_selection_case(
@@ -348,20 +348,20 @@ def _gumbel_entry_u(mech) -> float:
     """Most a single score moves in Gumbel units when one entry of the moment moves by
     ``Delta_fl``: ``w (Delta_fl + 2**-52 C) + 2**-30`` (``step_epsilon / 2`` without a row clip;
     with one, step_epsilon is the rows' root-mean-square range and this is larger)."""
-    from dpdist.privacy.gumbel import SCORE_BITS
+    from dpdist.privacy.noise.gumbel import SCORE_BITS
 
     cal = mech.calibration
     return mech.weight * (cal.sensitivity * cal.float_factor + 2.0**-52 * mech.score_bound) + 2.0**-SCORE_BITS
 
 
 def _privcov_gumbel_mech(k: int, source=None, row_clip: float = math.inf):
-    """(the :class:`~dpdist.privacy.mechanisms.privcov.PrivCovGumbelMechanism` at the epsilon
+    """(the :class:`~dpdist.privacy.mechanisms.privcov.mechanism.PrivCovGumbelMechanism` at the epsilon
     whose selection moves a single score by exactly one Gumbel unit when one entry moves by
     Delta, ``u = 1``, the mechanism the trials run), by a root search on the package's own
     mechanism (the calibration is not linear in epsilon)."""
     from scipy import optimize
 
-    from dpdist.privacy.mechanisms.privcov import privcov_gumbel_mechanism
+    from dpdist.privacy.mechanisms.privcov.mechanism import privcov_gumbel_mechanism
 
     def build(eps: float):
         return privcov_gumbel_mechanism(eps, PRIVCOV_DELTA, PRIVCOV_N, PRIVCOV_D, k, PRIVCOV_CLIP, row_clip=row_clip)
@@ -412,7 +412,7 @@ def privcov_laplace_release_case(source: Any = None) -> AuditCase:
     pair of :func:`privcov_release_case` (k = d, so every entry of row 0 is released; only
     Sigma_hat_01 moves, by exactly Delta). Statistic: the released value of entry (0, 1).
     Claim: that coordinate of the lattice Gaussian release is ``Delta_Z1 / s_r``-GDP (the
-    release of :class:`~dpdist.privacy.mechanisms.privcov.PrivCovZCDPMechanism`, whose whole
+    release of :class:`~dpdist.privacy.mechanisms.privcov.mechanism.PrivCovZCDPMechanism`, whose whole
     release is the Gaussian mechanism at L2 sensitivity ``sqrt(d k') Delta``); the claimed
     (epsilon, delta) is that mu's exact profile at delta = 0.1."""
     k = PRIVCOV_D
@@ -472,7 +472,7 @@ def privcov_gumbel_release_case(source: Any = None) -> AuditCase:
     statistic: that value."""
     from scipy import optimize
 
-    from dpdist.privacy.mechanisms.privcov import privcov_gumbel_mechanism
+    from dpdist.privacy.mechanisms.privcov.mechanism import privcov_gumbel_mechanism
 
     k = PRIVCOV_D
 

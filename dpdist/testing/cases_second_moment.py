@@ -20,7 +20,7 @@ SM_N, SM_D, SM_M, SM_RADIUS, SM_RHO, SM_DELTA = 40, 2, 2, 2.0, 0.5, 1e-3
 
 def _second_moment_level_case(sensitivity: str, source) -> AuditCase:
     from dpdist.privacy.mechanisms.second_moment import level_mechanisms, moment_release
-    from dpdist.privacy.second_moment_calibration import level_schedule
+    from dpdist.privacy.mechanisms.second_moment import level_schedule
     from dpdist.privacy.zcdp import cks20_epsilon
 
     sch = level_schedule(SM_N, SM_D, SM_RHO, m=SM_M, radius=SM_RADIUS, sensitivity=sensitivity)
@@ -80,7 +80,7 @@ def second_moment_one_shot_case(source: Any = None) -> AuditCase:
     from dpdist.engine.second_moment_kernels import chunk_clip_rows
     from dpdist.privacy.float_rounding import float_sensitivity
     from dpdist.privacy.mechanisms.second_moment import moment_release, one_shot_mechanism
-    from dpdist.privacy.second_moment_calibration import one_shot_sigma, sensitivity_coefficient
+    from dpdist.privacy.mechanisms.second_moment import one_shot_sigma, sensitivity_coefficient
     from dpdist.privacy.zcdp import cks20_epsilon
 
     sigma = one_shot_sigma(SM_N, SM_RHO, SM_RADIUS, "tight")
@@ -126,7 +126,7 @@ def second_moment_histogram_case(source: Any = None) -> AuditCase:
     from one bin to another). Pair: counts (5, 3, 0) vs (4, 4, 0); statistic: noisy bin 0
     minus noisy bin 1. Claim rho_step = the radius share of split_second_moment_rho."""
     from dpdist.privacy.mechanisms.second_moment import histogram_mechanism
-    from dpdist.privacy.second_moment_calibration import histogram_sigma, split_second_moment_rho
+    from dpdist.privacy.mechanisms.second_moment import histogram_sigma, split_second_moment_rho
     from dpdist.privacy.zcdp import cks20_epsilon
 
     share = split_second_moment_rho(10.0, 0.1, private_radius=True, private_lambda=True)["radius"]  # 0.5
@@ -155,7 +155,7 @@ def second_moment_histogram_case(source: Any = None) -> AuditCase:
         neighbours=(0, 1),
         default_trials=6_000,
         source=hist,
-        notes="sigma from dpdist.privacy.second_moment_calibration.histogram_sigma, as in second_moment()",
+        notes="sigma from dpdist.privacy.mechanisms.second_moment.histogram_sigma, as in second_moment()",
         parameters={"rho_step": share, "sigma": histogram_sigma(share), "mechanism": hist.describe()},
     )
 
@@ -168,8 +168,8 @@ def subsample_aggregate_test_case(source: Any = None) -> AuditCase:
     """The subsample-and-aggregate baseline's truncated-Laplace agreement test (Algorithm 3
     line 5): Q + TLap(2/k, epsilon, delta), release-level with Q vs Q - 2/k. Claim: (epsilon,
     delta) for this step (the baseline's total guarantee is (2 epsilon, 4 e^epsilon delta))."""
-    from dpdist.privacy.mechanisms.subsample import subsample_aggregate_mechanism
-    from dpdist.privacy.subsample_calibration import baseline_masking_scale, tlap_support
+    from dpdist.privacy.mechanisms.subsample_aggregate import subsample_aggregate_mechanism
+    from dpdist.privacy.mechanisms.subsample_aggregate import baseline_masking_scale, tlap_support
 
     sens = 2.0 / SA_GROUPS
     support = tlap_support(sens, SA_EPS, SA_DELTA)

@@ -13,7 +13,7 @@ import numpy as np
 
 from dpdist.engine import second_moment_kernels as engine
 from dpdist.privacy.release import Release
-from dpdist.privacy.second_moment_calibration import GROWTH
+from dpdist.privacy.mechanisms.second_moment import GROWTH
 
 __all__ = ["second_moment_diagnostics"]
 

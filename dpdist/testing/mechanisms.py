@@ -14,7 +14,7 @@ and :mod:`~dpdist.testing.estimator_audits` (end to end). Each factory returns a
   :mod:`dpdist.privacy.mechanisms` and their releases, through the engine kernels
   :func:`~dpdist.engine.topk.chunk_row_topk` / :func:`~dpdist.engine.topk.finalize_row_topk`,
   :func:`~dpdist.engine.threshold.chunk_threshold`, :func:`~dpdist.engine.gumbel_max.chunk_exact_gumbel_max`
-  and :mod:`dpdist.privacy.topk_sampler`; the ``primitives/...`` cases audit the noise
+  and :mod:`dpdist.privacy.noise.topk_sampler`; the ``primitives/...`` cases audit the noise
   primitives themselves), keyed by the mechanism's own noise purpose, with independent noise
   per trial,
 * on the two datasets of an adversarial neighbouring pair (same n, one row replaced) or, for

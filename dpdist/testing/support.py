@@ -15,7 +15,7 @@ and optionally ``tail(outputs, value) -> bool ndarray`` marking outputs in the d
 tail (impossible under the neighbour by design, paid for by the mechanism's delta).
 
 Samplers provided: :class:`LatticeSampler` (the float-safe primitives of
-:mod:`dpdist.privacy.lattice`) and :class:`MechanismSampler` (a released quantity of a
+:mod:`dpdist.privacy.noise.lattice`) and :class:`MechanismSampler` (a released quantity of a
 mechanism object of :mod:`dpdist.privacy.mechanisms`, drawn by the mechanism's own noise
 callable under its own purpose).
 """
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpdist.privacy.lattice import LatticeField, LatticeNoise
-from dpdist.privacy.noise import NoiseSeed
+from dpdist.privacy.noise.lattice import LatticeField, LatticeNoise
+from dpdist.privacy.noise.streams import NoiseSeed
 
 __all__ = ["LatticeSampler", "MechanismSampler", "SupportResult", "log_ratios_at_points", "support_test"]
 
@@ -70,7 +70,7 @@ def support_test(sampler, value: float, neighbour_value: float, n: int, random_s
 
 @dataclass(frozen=True)
 class LatticeSampler:
-    """``value`` released by :class:`~dpdist.privacy.lattice.LatticeField` with ``noise``."""
+    """``value`` released by :class:`~dpdist.privacy.noise.lattice.LatticeField` with ``noise``."""
 
     noise: LatticeNoise
 

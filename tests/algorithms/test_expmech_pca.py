@@ -17,9 +17,9 @@ from dpdist.data.model2 import make_model2
 from dpdist.engine.gumbel_max import chunk_exact_gumbel_max
 from dpdist.engine.subset_ranks import n_subsets, subsets_in_range
 from dpdist.exceptions import ValidationError
-from dpdist.privacy.expmech_calibration import expmech_calibration
+from dpdist.privacy.mechanisms.expmech import expmech_calibration
 from dpdist.privacy.mechanisms.expmech import ExpMechMechanism
-from dpdist.privacy.noise import NoiseSeed
+from dpdist.privacy.noise.streams import NoiseSeed
 from tests.conftest import LONG
 
 

@@ -14,7 +14,7 @@ from dpdist.algorithms.expmech_pca.release import leading_eigenvector
 from dpdist.baselines import AnalyzeGauss, GaussianCovariance, GaussianPCA, ThresholdedCovariance, ThresholdedPCA
 from dpdist.data.model2 import make_model2
 from dpdist.exceptions import ValidationError
-from dpdist.privacy.expmech_calibration import analyze_gauss_calibration
+from dpdist.privacy.mechanisms.gaussian import analyze_gauss_calibration
 
 
 def _norm_clipped_moment(X: np.ndarray, L: float) -> np.ndarray:

@@ -13,10 +13,10 @@ from dpdist import SecondMoment, ValidationError
 from dpdist.algorithms.second_moment.release import one_shot_second_moment, second_moment
 from dpdist.algorithms.second_moment.selection import lambda_buckets, select_radius
 from dpdist.data.second_moment_generators import anisotropic_gaussian, ellipsoid, lambda_circ_v, lambda_v, outlier_mixture
-from dpdist.privacy.noise import resolve_random_state
+from dpdist.privacy.noise.streams import resolve_random_state
 from dpdist.algorithms.second_moment.plan import gue_norm_bound, plan_second_moment
 from dpdist.privacy.mechanisms.second_moment import level_mechanisms, moment_mechanism, moment_release
-from dpdist.privacy.second_moment_calibration import level_schedule
+from dpdist.privacy.mechanisms.second_moment import level_schedule
 from dpdist.privacy.zcdp import ZCDP
 from dpdist.testing import second_moment_diagnostics
 from tests.conftest import LONG
@@ -414,7 +414,7 @@ def test_lemma_3_8_effective_part_keeps_most_of_sigma(rng):
     draws = 8000 if LONG else 3000
     beta = max(_empirical_beta(X, S, mm, alpha, draws, rng) for mm in (m, 2 * m, 4 * m))
     R2 = np.einsum("ij,jk,ik->i", X, np.linalg.inv(S), X).max()  # normalised radius^2 (Sigma -> I)
-    from dpdist.privacy.second_moment_calibration import lemma_3_8_beta_bound
+    from dpdist.privacy.mechanisms.second_moment import lemma_3_8_beta_bound
 
     bound = lemma_3_8_beta_bound(math.sqrt(R2), alpha, m)
     assert _beta_upper(beta, draws) <= bound  # the premise holds (with a 3-sd margin)

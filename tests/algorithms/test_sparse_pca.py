@@ -14,11 +14,15 @@ import pytest
 import dpdist
 from dpdist.algorithms.friendly_steps import good_set as _good_set
 from dpdist.algorithms.sparse_pca.release import sparse_pca
-from dpdist.engine.friendly.graph import batch_labels, friendly_pass1, friendly_pass2
+from dpdist.engine.privpca.graph import batch_labels, friendly_pass1, friendly_pass2
 from dpdist.engine.sparse_spectrum import sparse_spectrum
 from dpdist.exceptions import NoPrivateResult, ValidationError
-from dpdist.privacy.gaussian_calibration import wang_xu_calibration
-from dpdist.privacy.pca_calibration import batch_sizes, privnorm_sensitivity, privpca_sensitivity
+from dpdist.privacy.mechanisms.gaussian import wang_xu_calibration
+from dpdist.privacy.mechanisms.privpca.calibration import (
+    batch_sizes,
+    privnorm_sensitivity,
+    privpca_sensitivity,
+)
 
 LONG = os.environ.get("DPDIST_LONG") == "1"
 

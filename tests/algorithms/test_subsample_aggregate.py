@@ -14,8 +14,8 @@ from dpdist.algorithms.second_moment.selection import random_groups
 from dpdist.baselines import SubsampleAggregateSecondMoment
 from dpdist.data.second_moment_generators import anisotropic_gaussian, outlier_mixture
 from dpdist.privacy.budget import ApproxDP
-from dpdist.privacy.noise import bounded_laplace_from_uniform, resolve_random_state
-from dpdist.privacy.subsample_calibration import (
+from dpdist.privacy.noise.streams import bounded_laplace_from_uniform, resolve_random_state
+from dpdist.privacy.mechanisms.subsample_aggregate import (
     baseline_max_pass_probability,
     baseline_threshold,
     equal_privacy_baseline_budget,
@@ -148,9 +148,9 @@ def test_same_seed_same_output_and_m_at_least_d(clean):
 
 
 def test_the_masked_output_is_released_on_the_exact_grid(clean):
-    """The fit releases the mechanism's exact masked output (dpdist.privacy.masking): every entry
+    """The fit releases the mechanism's exact masked output (dpdist.privacy.noise.masking): every entry
     a grid value, the matrix symmetric, the mask's law and eta_b in the release's metadata."""
-    from dpdist.privacy.masking import grid_round
+    from dpdist.privacy.noise.masking import grid_round
 
     est = _unsafe().fit(clean[0][:40_000])
     m = est.second_moment_

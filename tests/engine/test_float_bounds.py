@@ -1,7 +1,7 @@
 """The numerics the float-error bounds rest on, checked on the kernels themselves.
 
 ``dpdist.privacy.float_rounding.gram_rounding_factor`` and
-``dpdist.privacy.pca_calibration.friendly_float_bounds`` assume (a) every row's contribution is
+``dpdist.privacy.mechanisms.privpca.calibration.friendly_float_bounds`` assume (a) every row's contribution is
 bounded *as computed* (rows scaled to the radius before any product, norms that neither
 overflow nor underflow), (b) Gram sums in runs of at most GRAM_BATCH_ROWS rows combined
 pairwise, trees of fan-in at most 8, and dense eigensolves on blocks of at most 2048. These
@@ -20,8 +20,9 @@ import pytest
 from dpdist.engine import gram, sparse_spectrum
 from dpdist.engine import second_moment as eng
 from dpdist.engine import second_moment_kernels as kern
-from dpdist.engine.friendly import graph as friendly_graph
-from dpdist.privacy import float_rounding, pca_calibration
+from dpdist.engine.privpca import graph as friendly_graph
+from dpdist.privacy import float_rounding
+from dpdist.privacy.mechanisms.privpca import calibration as pca_calibration
 
 HOSTILE_ROWS = {
     "1e154": np.full(4, 1e154),

@@ -7,10 +7,10 @@ import dask.array as da
 import numpy as np
 import pytest
 
-from dpdist.engine.friendly.graph import batch_labels, consecutive_labels, friendly_pass1, friendly_pass2
-from dpdist.engine.friendly.kernels import FriendlyStats, block_separated, friendly_weights
+from dpdist.engine.privpca.graph import batch_labels, consecutive_labels, friendly_pass1, friendly_pass2
+from dpdist.engine.privpca.kernels import FriendlyStats, block_separated, friendly_weights
 from dpdist.engine.sparse_spectrum import sparse_spectrum
-from dpdist.privacy.pca_calibration import batch_sizes
+from dpdist.privacy.mechanisms.privpca.calibration import batch_sizes
 
 
 def oracle(X, labels, m, tau, k):
@@ -204,7 +204,7 @@ def test_large_components_use_the_sparse_solver_and_agree(monkeypatch):
 
 
 def test_pass1_in_memory_bounded_groups_equals_one_graph():
-    from dpdist.engine.friendly.graph import combine_pass1_groups, friendly_pass1_groups
+    from dpdist.engine.privpca.graph import combine_pass1_groups, friendly_pass1_groups
 
     rng = np.random.default_rng(4)
     m, n, d, k, tau = 24, 720, 40, 3, 0.6
@@ -308,7 +308,7 @@ def _tile_oracle(x, labels, present, ci, cj, clip):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_chunk_group_moments_equal_a_numpy_oracle_for_whole_and_partial_spans(dtype, shuffle):
-    from dpdist.engine.friendly.kernels import chunk_group_moments
+    from dpdist.engine.privpca.kernels import chunk_group_moments
 
     rng = np.random.default_rng(31)
     n, d, clip = 300, 20, 2.5
@@ -342,7 +342,7 @@ def test_chunk_group_moments_equal_a_numpy_oracle_for_whole_and_partial_spans(dt
 def test_chunk_rows_copies_whatever_the_values():
     """A fresh contiguous copy every time: a view for unchanged columns would make a chunk's
     time say whether it held a non-finite row or an entry beyond the clip."""
-    from dpdist.engine.friendly.kernels import chunk_rows, nonfinite_rows
+    from dpdist.engine.privpca.kernels import chunk_rows, nonfinite_rows
 
     x = np.random.default_rng(2).standard_normal((50, 6))
     for copy in (False, True):
@@ -357,7 +357,7 @@ def test_chunk_rows_copies_whatever_the_values():
 
 
 def test_nonfinite_rows_of_float32_input():
-    from dpdist.engine.friendly.kernels import nonfinite_rows
+    from dpdist.engine.privpca.kernels import nonfinite_rows
 
     x = np.ones((6, 3), dtype=np.float32)
     x[1, 1] = np.nan
@@ -367,7 +367,7 @@ def test_nonfinite_rows_of_float32_input():
 
 
 def test_kept_batch_tiles_give_the_sigma_bar_of_a_second_read():
-    from dpdist.engine.friendly.graph import combine_pass1_groups, persist_pass1, persist_pass2
+    from dpdist.engine.privpca.graph import combine_pass1_groups, persist_pass1, persist_pass2
     from dpdist.engine.session import open_session
 
     rng = np.random.default_rng(5)

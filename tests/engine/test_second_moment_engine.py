@@ -13,7 +13,7 @@ from dpdist.engine import second_moment as eng
 from dpdist.engine import second_moment_kernels as kern
 from dpdist.engine.runtime import compute
 from dpdist.exceptions import ValidationError
-from dpdist.privacy.second_moment_calibration import GROWTH, level_schedule
+from dpdist.privacy.mechanisms.second_moment import GROWTH, level_schedule
 
 
 def _random_projection(rng, d, k):
@@ -268,8 +268,8 @@ def test_scales_spilled_by_the_fit_runtime_equal_held_scales_and_leave_no_file(r
 
 
 def test_group_labels_computed_per_block_match_the_materialised_labels(rng):
-    from dpdist.privacy.noise import NoiseSeed
-    from dpdist.privacy.partition import GroupPartition
+    from dpdist.privacy.noise.streams import NoiseSeed
+    from dpdist.privacy.noise.partition import GroupPartition
 
     n, d, m = 1000, 3, 30
     x = rng.standard_normal((n, d))

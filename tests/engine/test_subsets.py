@@ -117,7 +117,7 @@ class RankKeyed:
         self.seed, self.weight = seed, weight
 
     def __call__(self, scores, start):
-        from dpdist.privacy.noise import NoiseSeed
+        from dpdist.privacy.noise.streams import NoiseSeed
 
         u = NoiseSeed(self.seed, True).uniforms("test/gumbel", 0, start, len(scores))
         return self.weight * scores - np.log(-np.log(u))

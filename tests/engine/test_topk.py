@@ -82,9 +82,9 @@ def test_guard_false_releases_nothing():
 def lazy_sampler(d, scale=0.5, bound=4.0):
     """A lazy sampler on the lattice 2**-10 (the test's data are multiples of 2**-10, so the
     dense path's ``|S + noise|`` is the lazy path's integer score times 2**-10)."""
-    from dpdist.privacy.lattice import Lattice, LatticeNoise
-    from dpdist.privacy.lazy_selection import LazySelectionNoise
-    from dpdist.privacy.noise import NoiseSeed
+    from dpdist.privacy.noise.lattice import Lattice, LatticeNoise
+    from dpdist.privacy.noise.lazy_selection import LazySelectionNoise
+    from dpdist.privacy.noise.streams import NoiseSeed
 
     lat = Lattice(-10)
     return LazySelectionNoise(NoiseSeed(21, True), "t", LatticeNoise("laplace", lat, lat.units(scale)), d,

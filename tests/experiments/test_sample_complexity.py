@@ -43,8 +43,8 @@ def test_fit_exponent_recovers_a_power_law_and_its_interval_covers_it():
 
 
 def test_crossover_closed_form_and_calibrations():
-    from dpdist.privacy.gaussian_calibration import wang_xu_calibration
-    from dpdist.privacy.privcov_calibration import privcov_calibration
+    from dpdist.privacy.mechanisms.gaussian import wang_xu_calibration
+    from dpdist.privacy.mechanisms.privcov.calibration import privcov_calibration
 
     d = closed_form_crossover(3, 1e-6)
     assert d == pytest.approx(64 * 4 * math.log(d * 2 * d / 1e-6), rel=1e-9)

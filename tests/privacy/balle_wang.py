@@ -3,7 +3,7 @@
 Balle & Wang 2018, Theorem 8: a Gaussian mechanism of L2 sensitivity ``D`` and noise ``N(0,
 s^2 I)`` is (eps, delta)-DP iff ``Phi(D / (2 s) - eps s / D) - e^eps Phi(-D / (2 s) - eps s /
 D) <= delta``. Written here with scipy's normal CDF only, independently of
-:mod:`dpdist.privacy.gaussian_calibration`, so a test can check a returned sigma against it.
+:mod:`dpdist.privacy.mechanisms.gaussian`, so a test can check a returned sigma against it.
 """
 
 from __future__ import annotations

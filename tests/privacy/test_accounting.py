@@ -30,9 +30,9 @@ from dpdist.privacy.events import (
     ZCDPEvent,
     event_from_dict,
 )
-from dpdist.privacy.gaussian_calibration import analytic_gaussian_sigma
-from dpdist.privacy.privcov_calibration import privcov_calibration
-from dpdist.privacy.second_moment_calibration import level_schedule
+from dpdist.privacy.mechanisms.gaussian import analytic_gaussian_sigma
+from dpdist.privacy.mechanisms.privcov.calibration import privcov_calibration
+from dpdist.privacy.mechanisms.second_moment import level_schedule
 from dpdist.privacy.zcdp import ZCDP, cks20_epsilon
 
 ALL = ComposedEvent(
@@ -165,7 +165,7 @@ def test_gaussian_epsilon_is_accurate_at_tiny_epsilon(eps, delta):
     import mpmath
 
     from dpdist.privacy.accounting import gaussian_epsilon
-    from dpdist.privacy.gaussian_calibration import analytic_gaussian_sigma
+    from dpdist.privacy.mechanisms.gaussian import analytic_gaussian_sigma
 
     mpmath.mp.dps = 60
 

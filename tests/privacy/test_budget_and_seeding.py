@@ -26,7 +26,7 @@ import dpdist
 from dpdist.algorithms.baselines.subsample_aggregate import release as sa
 from dpdist.baselines import SubsampleAggregateSecondMoment
 from dpdist.exceptions import NoPrivateResult, PrivacyWarning, ValidationError
-from dpdist.privacy.noise import NoiseSeed, resolve_random_state
+from dpdist.privacy.noise.streams import NoiseSeed, resolve_random_state
 from dpdist.privacy.release import SEEDED_REASON
 from dpdist.privacy.zcdp import ZCDP
 from dpdist.report.text import format_release

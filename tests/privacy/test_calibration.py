@@ -8,9 +8,10 @@ import pytest
 from scipy import special
 
 from dpdist.exceptions import ValidationError
-from dpdist.privacy import accounting, gaussian_calibration
+from dpdist.privacy import accounting
+from dpdist.privacy.mechanisms import gaussian
 from dpdist.algorithms.sparse_covariance import bounds
-from dpdist.privacy import privcov_calibration as cal
+from dpdist.privacy.mechanisms.privcov import calibration as cal
 from tests.privacy.balle_wang import assert_smallest_sigma
 from tests.privacy.float_factor import kappa
 
@@ -154,15 +155,15 @@ def test_min_samples_is_the_least_n_meeting_the_target():
 
 
 def test_classic_gaussian_formula():
-    assert gaussian_calibration.classic_gaussian_sigma(2.0, 0.5, 1e-5) == pytest.approx(2.0 * math.sqrt(2 * math.log(1.25e5)) / 0.5)
+    assert gaussian.classic_gaussian_sigma(2.0, 0.5, 1e-5) == pytest.approx(2.0 * math.sqrt(2 * math.log(1.25e5)) / 0.5)
     with pytest.raises(ValidationError):
-        gaussian_calibration.classic_gaussian_sigma(1.0, 1.0, 1e-5)
+        gaussian.classic_gaussian_sigma(1.0, 1.0, 1e-5)
 
 
 @pytest.mark.parametrize("eps", [0.3, 1.0, 4.0])
 def test_analytic_gaussian_meets_delta_exactly(eps):
     D, delta = 1.7, 1e-6
-    s = gaussian_calibration.analytic_gaussian_sigma(D, eps, delta)
+    s = gaussian.analytic_gaussian_sigma(D, eps, delta)
 
     def dlt(s):  # Balle-Wang 2018 Theorem 8
         return special.ndtr(D / (2 * s) - eps * s / D) - math.exp(eps) * special.ndtr(-D / (2 * s) - eps * s / D)
@@ -170,11 +171,11 @@ def test_analytic_gaussian_meets_delta_exactly(eps):
     assert dlt(s) <= delta
     assert dlt(s * (1 - 1e-6)) > delta  # and it is (nearly) the smallest such sigma
     if eps < 1:
-        assert s <= gaussian_calibration.classic_gaussian_sigma(D, eps, delta)
+        assert s <= gaussian.classic_gaussian_sigma(D, eps, delta)
 
 
 def test_wang_xu_sensitivity_is_frobenius_bound():
-    out = gaussian_calibration.wang_xu_calibration(0.5, 1e-6, 1000, 50, 3.0)
+    out = gaussian.wang_xu_calibration(0.5, 1e-6, 1000, 50, 3.0)
     assert out["sensitivity"] == pytest.approx(2 * 9 * 50 / 1000)
     # the analytic Gaussian mechanism for kappa(n) times that sensitivity, also below epsilon = 1
     assert_smallest_sigma(out["gaussian_sigma"], out["sensitivity"] * kappa(1000), 0.5, 1e-6)
@@ -184,7 +185,7 @@ def test_wang_xu_sensitivity_is_frobenius_bound():
 @pytest.mark.parametrize("delta", [1e-10, 1e-6, 1e-2])
 def test_gaussian_sigma_is_the_smallest_sigma_at_every_epsilon(eps, delta):
     # one Gaussian mechanism: the exact (Balle-Wang) condition, never the classic formula
-    s, rule = gaussian_calibration.gaussian_sigma(2.5, eps, delta)
+    s, rule = gaussian.gaussian_sigma(2.5, eps, delta)
     assert_smallest_sigma(s, 2.5, eps, delta)
     assert rule.startswith("analytic")
     if eps < 1:
@@ -208,7 +209,7 @@ def test_analytic_gaussian_meets_delta_at_tiny_epsilon_in_exact_arithmetic(eps, 
 
     mpmath.mp.dps = 60
     for sens in (1.0, 0.033):
-        s = gaussian_calibration.analytic_gaussian_sigma(sens, eps, delta)
+        s = gaussian.analytic_gaussian_sigma(sens, eps, delta)
         mu, e = mpmath.mpf(sens) / mpmath.mpf(s), mpmath.mpf(eps)
         exact = mpmath.ncdf(-e / mu + mu / 2) - mpmath.e**e * mpmath.ncdf(-e / mu - mu / 2)
         assert exact <= delta

@@ -11,11 +11,8 @@ from scipy import optimize
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.accounting import release_guarantee
 from dpdist.algorithms._utility import SAMPLING_CONSTANT
-from dpdist.privacy.expmech_calibration import (
-    analyze_gauss_calibration,
-    expmech_calibration,
-    expmech_clip,
-)
+from dpdist.privacy.mechanisms.gaussian import analyze_gauss_calibration
+from dpdist.privacy.mechanisms.expmech import expmech_calibration, expmech_clip
 from dpdist.algorithms.expmech_pca.plan import expmech_error_bound, expmech_min_samples
 from dpdist.privacy.mechanisms.expmech import ExpMechMechanism
 from tests.privacy.balle_wang import assert_smallest_sigma, bw_delta

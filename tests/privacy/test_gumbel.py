@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpdist.privacy import gumbel as G
-from dpdist.privacy.gumbel import EMPTY, Candidate, GumbelMax
-from dpdist.privacy.noise import NoiseSeed
+from dpdist.privacy.noise import gumbel as G
+from dpdist.privacy.noise.gumbel import EMPTY, Candidate, GumbelMax
+from dpdist.privacy.noise.streams import NoiseSeed
 from tests.conftest import LONG
 
 SEED = NoiseSeed(77, seeded=True)

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
-from dpdist.privacy import lattice as L
-from dpdist.privacy.lattice import Lattice, LatticeField, LatticeNoise
-from dpdist.privacy.noise import NoiseSeed
+from dpdist.privacy.noise import lattice as L
+from dpdist.privacy.noise.lattice import Lattice, LatticeField, LatticeNoise
+from dpdist.privacy.noise.streams import NoiseSeed
 from tests.conftest import LONG
 
 SEED = NoiseSeed(2024, seeded=True)

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpdist.privacy.lattice import Lattice, LatticeField, LatticeNoise
-from dpdist.privacy.lazy_selection import LazySelectionNoise, privcov_score_bound
-from dpdist.privacy.noise import NoiseSeed, chacha20_words
+from dpdist.privacy.noise.lattice import Lattice, LatticeField, LatticeNoise
+from dpdist.privacy.noise.lazy_selection import LazySelectionNoise
+from dpdist.privacy.mechanisms.privcov.calibration import privcov_score_bound
+from dpdist.privacy.noise.streams import NoiseSeed, chacha20_words
 from tests.conftest import LONG
 
 # Each statistical check is a test at level ALPHA = 1e-3 with a fixed seed, so the outcome is

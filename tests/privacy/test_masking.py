@@ -1,4 +1,4 @@
-"""The exact masked Gram release (dpdist.privacy.masking; subsample-and-aggregate's output).
+"""The exact masked Gram release (dpdist.privacy.noise.masking; subsample-and-aggregate's output).
 
 What is checked:
 - ``grid_round`` against an independent rational reference, its monotonicity and its grid;
@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpdist.privacy.lattice import FALLBACK_SUFFIX
-from dpdist.privacy.masking import GRID_BITS, GRID_MIN_EXPONENT, ExactGram, grid_round, masked_gram
-from dpdist.privacy.noise import NoiseSeed
+from dpdist.privacy.noise.lattice import FALLBACK_SUFFIX
+from dpdist.privacy.noise.masking import GRID_BITS, GRID_MIN_EXPONENT, ExactGram, grid_round, masked_gram
+from dpdist.privacy.noise.streams import NoiseSeed
 
 PURPOSE = "test/mask"
 

@@ -12,9 +12,9 @@ from dpdist.engine.mean import block_norm_clip_units, clipped_row_sum
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.accounting import release_guarantee
 from dpdist.privacy.events import GaussianEvent
-from dpdist.privacy.gaussian_calibration import analytic_gaussian_sigma, classic_gaussian_sigma
+from dpdist.privacy.mechanisms.gaussian import analytic_gaussian_sigma, classic_gaussian_sigma
 from dpdist.privacy.mechanisms.mean import PURPOSE_MEAN, ClippedMeanMechanism
-from dpdist.privacy.noise import NoiseSeed
+from dpdist.privacy.noise.streams import NoiseSeed
 from tests.privacy.balle_wang import assert_smallest_sigma
 
 

@@ -15,19 +15,23 @@ import math
 import numpy as np
 import pytest
 
-from dpdist.privacy.gaussian_calibration import wang_xu_calibration
-from dpdist.privacy.expmech_calibration import analyze_gauss_calibration, expmech_calibration
-from dpdist.privacy.gumbel import GumbelMax
+from dpdist.privacy.mechanisms.gaussian import wang_xu_calibration
+from dpdist.privacy.mechanisms.gaussian import analyze_gauss_calibration
+from dpdist.privacy.mechanisms.expmech import expmech_calibration
+from dpdist.privacy.noise.gumbel import GumbelMax
 from dpdist.privacy.mechanisms.expmech import ExpMechMechanism
-from dpdist.privacy.mechanisms.friendly import PrivPCAMechanism
+from dpdist.privacy.mechanisms.privpca.mechanism import PrivPCAMechanism
 from dpdist.privacy.mechanisms.gaussian import analyze_gauss_mechanism, wang_xu_mechanism
 from dpdist.privacy.mechanisms.mean import ClippedMeanMechanism
 from dpdist.privacy.mechanisms.second_moment import histogram_mechanism, level_mechanisms, moment_release
-from dpdist.privacy.mechanisms.subsample import agreement_sensitivity, subsample_aggregate_mechanism
-from dpdist.privacy.noise import NoiseSeed
-from dpdist.privacy.pca_calibration import privpca_calibration
-from dpdist.privacy.second_moment_calibration import level_schedule
-from dpdist.privacy.subsample_calibration import tlap_support
+from dpdist.privacy.mechanisms.subsample_aggregate import (
+    agreement_sensitivity,
+    subsample_aggregate_mechanism,
+)
+from dpdist.privacy.noise.streams import NoiseSeed
+from dpdist.privacy.mechanisms.privpca.calibration import privpca_calibration
+from dpdist.privacy.mechanisms.second_moment import level_schedule
+from dpdist.privacy.mechanisms.subsample_aggregate import tlap_support
 from dpdist.testing.support import LatticeSampler, support_test
 from tests.audit_twins import InverseCdfSampler
 from tests.conftest import LONG

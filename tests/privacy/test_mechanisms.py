@@ -14,15 +14,19 @@ import dpdist
 from dpdist.privacy.accounting import release_guarantee
 from dpdist.privacy.events import ComposedEvent, GaussianEvent
 from dpdist.privacy.budget import ApproxDP
-from dpdist.privacy.privcov_calibration import privcov_calibration
+from dpdist.privacy.mechanisms.privcov.calibration import privcov_calibration
 from dpdist.privacy.mechanisms import (
     FriendlyTestMechanism,
     PrivCovMechanism,
     PrivNormMechanism,
     PrivPCAMechanism,
 )
-from dpdist.privacy.noise import NoiseSeed
-from dpdist.privacy.pca_calibration import friendly_test_calibration, privnorm_calibration, privpca_calibration
+from dpdist.privacy.noise.streams import NoiseSeed
+from dpdist.privacy.mechanisms.privpca.calibration import (
+    friendly_test_calibration,
+    privnorm_calibration,
+    privpca_calibration,
+)
 from tests.audit_twins import scaled_twin
 
 
@@ -42,7 +46,7 @@ def _norm(eps=1.0, delta=1e-6):
 @pytest.mark.parametrize("eps", [0.1, 1.0, 30.0])
 def test_friendly_tests_claim_at_most_a_third_of_the_stage_budget_each(eps):
     """Lemma 8: each test is (eps/3, delta/3)-DP; on the lattice the ratios are only better
-    (module docstring of dpdist.privacy.mechanisms.friendly)."""
+    (module docstring of dpdist.privacy.mechanisms.privpca.mechanism)."""
     delta = 1e-6
     mech = _tests(eps, delta)
     count, weight = mech.event().events

@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from dpdist.exceptions import ValidationError
-from dpdist.privacy.noise import (
+from dpdist.privacy.noise.streams import (
     GENERATOR_NAME,
     NoiseSeed,
     bounded_laplace_from_uniform,

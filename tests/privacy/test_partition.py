@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpdist.privacy.noise import NoiseSeed
-from dpdist.privacy.partition import GroupPartition, KeyedPermutation
+from dpdist.privacy.noise.streams import NoiseSeed
+from dpdist.privacy.noise.partition import GroupPartition, KeyedPermutation
 
 from tests.conftest import LONG
 

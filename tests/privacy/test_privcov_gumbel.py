@@ -17,15 +17,15 @@ import dpdist
 from dpdist.privacy.accounting import Accountant, pure_epsilon, release_guarantee, zcdp_rho
 from dpdist.privacy.events import BoundedRangeEvent, ComposedEvent, GaussianEvent, SelfComposedEvent, event_from_dict
 from dpdist.privacy.budget import ApproxDP
-from dpdist.privacy.lazy_selection import privcov_score_bound
-from dpdist.privacy.privcov_zcdp_calibration import (
+from dpdist.privacy.mechanisms.privcov.calibration import privcov_score_bound
+from dpdist.privacy.mechanisms.privcov.zcdp_calibration import (
     privcov_gumbel_calibration,
     privcov_zcdp_calibration,
 )
 from dpdist.algorithms.sparse_covariance.bounds import privcov_gumbel_error_bound
-from dpdist.privacy.gumbel import GumbelTopK
-from dpdist.privacy.mechanisms.privcov import PrivCovGumbelMechanism
-from dpdist.privacy.noise import NoiseSeed
+from dpdist.privacy.noise.gumbel import GumbelTopK
+from dpdist.privacy.mechanisms.privcov.mechanism import PrivCovGumbelMechanism
+from dpdist.privacy.noise.streams import NoiseSeed
 from dpdist.privacy.zcdp import cks20_epsilon, cks20_rho
 from tests.audit_twins import scaled_twin
 
@@ -231,7 +231,7 @@ def test_the_fit_selects_the_exact_top_k_whatever_the_tiling():
         privcov_gumbel_calibration(**{f: rel.parameters["calibration"][f] for f in
                                       ("epsilon", "delta", "n_samples", "n_features", "k", "clip", "beta")}))
     from dpdist.engine.gram import clipped_second_moment
-    from dpdist.privacy.noise import resolve_random_state
+    from dpdist.privacy.noise.streams import resolve_random_state
 
     S = np.asarray(clipped_second_moment(dpdist.data.validation.as_dask_array(X), 2.0, tile=12).compute())
     keys = _exact_keys(mech.selection(resolve_random_state(21)), S, 0)

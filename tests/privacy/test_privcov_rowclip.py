@@ -15,8 +15,8 @@ import dpdist
 from dpdist.engine.gram import clipped_second_moment, row_norm_clip, zero_nonfinite_rows
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.float_rounding import gram_rounding_factor
-from dpdist.privacy.privcov_calibration import privcov_release_sensitivity
-from dpdist.privacy.privcov_zcdp_calibration import (
+from dpdist.privacy.mechanisms.privcov.calibration import privcov_release_sensitivity
+from dpdist.privacy.mechanisms.privcov.zcdp_calibration import (
     privcov_gumbel_calibration,
     privcov_zcdp_calibration,
 )
@@ -103,7 +103,7 @@ def test_selection_row_route_bound_holds_on_adversarial_pairs_and_is_reached(C_o
         yp[0] = -R
         assert _rowwise_change(y[None], yp[None])[0] == pytest.approx(bound, rel=1e-12)
     n = 1000
-    sel, entry, row = dpdist.privacy.privcov_calibration.privcov_selection_sensitivity(n, d, R, C)
+    sel, entry, row = dpdist.privacy.mechanisms.privcov.calibration.privcov_selection_sensitivity(n, d, R, C)
     assert row == pytest.approx(gram_rounding_factor(n) * bound / n / math.sqrt(d), rel=1e-15)
     assert entry == pytest.approx(gram_rounding_factor(n) * 2 * R**2 / n, rel=1e-15)
     assert sel == min(entry, row)
@@ -118,7 +118,7 @@ def test_engine_rows_meet_the_selection_bound_on_hostile_neighbours():
     base = rng.normal(size=(n, d))
     hostile = [np.full(d, 1e300), np.array([np.inf, 1, 1, 1, 1, 1.0]), np.array([np.nan] * d),
                np.full(d, 1e30), np.array([R, R, -R, 0, 0, 0]), np.array([1e300, -1e300, 0, 0, 0, 0])]
-    sel, _, _ = dpdist.privacy.privcov_calibration.privcov_selection_sensitivity(n, d, R, C)
+    sel, _, _ = dpdist.privacy.mechanisms.privcov.calibration.privcov_selection_sensitivity(n, d, R, C)
     worst = 0.0
     for a, b in itertools.product(hostile + [base[0]], repeat=2):
         X, Xp = base.copy(), base.copy()
@@ -298,6 +298,6 @@ def test_selection_row_route_times_sqrt_d_covers_the_bound_in_exact_arithmetic()
         d = int(rng.integers(2, 10**6))
         R = float(rng.uniform(0.1, 50.0))
         C = float(rng.uniform(0.1, 5.0) * R * math.sqrt(d) / 3)
-        _, _, row = dpdist.privacy.privcov_calibration.privcov_selection_sensitivity(n, d, R, C)
+        _, _, row = dpdist.privacy.mechanisms.privcov.calibration.privcov_selection_sensitivity(n, d, R, C)
         bound = dpdist.privacy.float_rounding.float_sensitivity(2.0 * C * min(R, C) / n, n)[0]
         assert Fraction(row) ** 2 * d >= Fraction(bound) ** 2, (n, d, R, C)

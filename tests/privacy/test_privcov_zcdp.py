@@ -9,10 +9,10 @@ import pytest
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.accounting import release_guarantee
 from dpdist.privacy.budget import ApproxDP
-from dpdist.privacy.privcov_calibration import privcov_calibration
-from dpdist.privacy.privcov_zcdp_calibration import privcov_zcdp_calibration
+from dpdist.privacy.mechanisms.privcov.calibration import privcov_calibration
+from dpdist.privacy.mechanisms.privcov.zcdp_calibration import privcov_zcdp_calibration
 from dpdist.algorithms.sparse_covariance.bounds import privcov_zcdp_error_bound
-from dpdist.privacy.mechanisms.privcov import PrivCovZCDPMechanism
+from dpdist.privacy.mechanisms.privcov.mechanism import PrivCovZCDPMechanism
 from dpdist.privacy.zcdp import bun_steinke_epsilon, cks20_delta, cks20_epsilon, cks20_rho
 from tests.audit_twins import scaled_twin
 

@@ -9,7 +9,7 @@ import pytest
 from dpdist.exceptions import ValidationError
 from tests.privacy.float_factor import kappa
 from dpdist.algorithms.second_moment.plan import gue_norm_bound, min_samples, plan_second_moment
-from dpdist.privacy.second_moment_calibration import (
+from dpdist.privacy.mechanisms.second_moment import (
     histogram_sigma,
     lemma_3_8_beta_bound,
     level_schedule,
@@ -20,7 +20,7 @@ from dpdist.privacy.second_moment_calibration import (
     recursion_constants,
     split_second_moment_rho,
 )
-from dpdist.privacy.subsample_calibration import (
+from dpdist.privacy.mechanisms.subsample_aggregate import (
     baseline_guarantee,
     baseline_masking_scale,
     baseline_max_pass_probability,
@@ -203,7 +203,7 @@ def test_baseline_guarantee_and_equal_privacy_recipe():
 
 
 def test_tlap_support_is_continuous_where_its_log_form_takes_over():
-    from dpdist.privacy.subsample_calibration import tlap_support
+    from dpdist.privacy.mechanisms.subsample_aggregate import tlap_support
 
     # the direct form overflows where (e^eps - 1) / (2 delta) passes the float maximum
     edge = math.log(2e-6 * 1.7976931348623157e308)

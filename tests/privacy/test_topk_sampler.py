@@ -10,14 +10,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpdist.privacy.lattice import Lattice, LatticeNoise
-from dpdist.privacy.noise import NoiseSeed, resolve_random_state
-from dpdist.privacy.topk_sampler import (
-    _order_fast,
-    _OrderExact,
-    lattice_top_k2,
-    sample_distinct_cells,
-)
+from dpdist.privacy.noise.lattice import Lattice, LatticeNoise
+from dpdist.privacy.noise.streams import NoiseSeed, resolve_random_state
+from dpdist.privacy.noise.topk_sampler import _order_fast, _OrderExact, lattice_top_k2, sample_distinct_cells
 
 LONG = os.environ.get("DPDIST_LONG") == "1"
 # Two-sample KS tests at level 1e-3 per statistic: with the fixed seeds below the outcome is
@@ -138,7 +133,7 @@ def _reference_magnitudes(n_cells, scale, words, seed, fkey):
     main word, then the first word of its fallback block: the real uniform's first 128 bits)."""
     import mpmath
 
-    from dpdist.privacy.lattice import FALLBACK_WORDS
+    from dpdist.privacy.noise.lattice import FALLBACK_WORDS
 
     ctx = mpmath.MPContext()
     ctx.prec = 200

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpdist.privacy.lattice import LatticeNoise
+from dpdist.privacy.noise.lattice import LatticeNoise
 from dpdist.testing.support import LatticeSampler, MechanismSampler, support_test
 from tests.audit_twins import InverseCdfSampler
 from tests.conftest import LONG
@@ -65,10 +65,10 @@ def _released_quantities():
     inverse-CDF twin at the calibration's scale and bound). The values are
     typical ones: an entry of a clipped second moment, FriendlyCore's |C| and Z near the
     threshold of m = 20 batches, a norm."""
-    from dpdist.privacy.privcov_calibration import privcov_calibration
-    from dpdist.privacy.privcov_zcdp_calibration import privcov_zcdp_calibration
+    from dpdist.privacy.mechanisms.privcov.calibration import privcov_calibration
+    from dpdist.privacy.mechanisms.privcov.zcdp_calibration import privcov_zcdp_calibration
     from dpdist.privacy.mechanisms import FriendlyTestMechanism, PrivCovMechanism, PrivCovZCDPMechanism, PrivNormMechanism
-    from dpdist.privacy.pca_calibration import friendly_test_calibration, privnorm_calibration
+    from dpdist.privacy.mechanisms.privpca.calibration import friendly_test_calibration, privnorm_calibration
 
     pc = privcov_calibration(1.0, 1e-5, 1000, 10, 2, 1.0)
     pz = privcov_zcdp_calibration(1.0, 1e-5, 1000, 10, 2, 1.0)

@@ -30,10 +30,10 @@ from dpdist.engine.second_moment_kernels import chunk_clip_rows
 from dpdist.engine.threshold import threshold_triples
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
-from dpdist.privacy.expmech_calibration import analyze_gauss_calibration
+from dpdist.privacy.mechanisms.gaussian import analyze_gauss_calibration
 from dpdist.privacy.mechanisms.base import residual_note
 from dpdist.privacy.mechanisms.gaussian import analyze_gauss_mechanism
-from dpdist.privacy.noise import resolve_random_state
+from dpdist.privacy.noise.streams import resolve_random_state
 from dpdist.algorithms._utility import davis_kahan_sin2, sampling_operator_error, symmetric_gaussian_operator_bound
 from dpdist.algorithms.plan import Plan
 from dpdist.privacy.release import Release, warn_if_unsafe

@@ -26,11 +26,11 @@ from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeou
 from dpdist.engine.threshold import threshold_triples
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
-from dpdist.privacy.gaussian_calibration import wang_xu_calibration
-from dpdist.privacy.privcov_calibration import subgaussian_clip
+from dpdist.privacy.mechanisms.gaussian import wang_xu_calibration
+from dpdist.privacy.mechanisms.privcov.calibration import subgaussian_clip
 from dpdist.privacy.mechanisms.base import residual_note
 from dpdist.privacy.mechanisms.gaussian import wang_xu_mechanism
-from dpdist.privacy.noise import resolve_random_state
+from dpdist.privacy.noise.streams import resolve_random_state
 from dpdist.privacy.release import Release, warn_if_unsafe
 
 __all__ = ["GaussianCovariance", "GaussianCovariancePlan", "wang_xu_noise_threshold"]

@@ -16,7 +16,7 @@ from dpdist.engine.subsets import DEFAULT_CHUNK_SIZE
 from dpdist.exceptions import ValidationError
 from dpdist.algorithms._centering import DEFAULT_MEAN_FRACTION, centring_error, check_centering
 from dpdist.privacy.budget import ApproxDP
-from dpdist.privacy.expmech_calibration import ExpMechCalibration
+from dpdist.privacy.mechanisms.expmech import ExpMechCalibration
 from dpdist.privacy.release import Release
 from dpdist.algorithms.expmech_pca.plan import ExpMechPlan, expmech_error_bound, expmech_min_samples
 from dpdist.algorithms.expmech_pca.release import (

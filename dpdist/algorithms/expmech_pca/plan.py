@@ -9,7 +9,12 @@ from dataclasses import dataclass
 
 from dpdist._validation import check_positive, check_probability
 from dpdist.algorithms._utility import SAMPLING_CONSTANT, search_min_samples
-from dpdist.privacy.expmech_calibration import ExpMechCalibration, _check_prob, expmech_calibration, expmech_clip
+from dpdist.privacy.mechanisms.expmech import (
+    ExpMechCalibration,
+    _check_prob,
+    expmech_calibration,
+    expmech_clip,
+)
 from dpdist.algorithms.plan import Plan
 
 

@@ -26,10 +26,10 @@ from dpdist.algorithms._centering import (
 )
 from dpdist.privacy.accounting import gaussian_epsilon
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
-from dpdist.privacy.expmech_calibration import ExpMechCalibration, expmech_calibration, expmech_clip
+from dpdist.privacy.mechanisms.expmech import ExpMechCalibration, expmech_calibration, expmech_clip
 from dpdist.privacy.mechanisms.base import residual_note
 from dpdist.privacy.mechanisms.expmech import ExpMechMechanism
-from dpdist.privacy.noise import resolve_random_state
+from dpdist.privacy.noise.streams import resolve_random_state
 from dpdist.privacy.release import Release, warn_if_unsafe
 
 

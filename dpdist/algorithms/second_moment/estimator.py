@@ -14,7 +14,7 @@ from dpdist.algorithms._base import Estimator
 from dpdist.engine.runtime import DEFAULT_TIMEOUT
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.release import Release
-from dpdist.privacy.second_moment_calibration import _check_positive, check_m, split_second_moment_rho
+from dpdist.privacy.mechanisms.second_moment import _check_positive, check_m, split_second_moment_rho
 from dpdist.privacy.zcdp import ZCDP, check_rho
 from dpdist.algorithms.second_moment.plan import SecondMomentPlan, min_samples, plan_second_moment
 from dpdist.algorithms.second_moment.release import _Config, _check_shape, _validate, second_moment

@@ -16,7 +16,7 @@ import numpy as np
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.float_rounding import gram_rounding_factor
 from dpdist.algorithms.plan import Plan
-from dpdist.privacy.second_moment_calibration import (
+from dpdist.privacy.mechanisms.second_moment import (
     LevelSchedule,
     _check_positive,
     check_xi,

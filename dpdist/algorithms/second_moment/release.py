@@ -29,9 +29,9 @@ from dpdist.privacy.mechanisms.second_moment import (
     moment_release,
     one_shot_mechanism,
 )
-from dpdist.privacy.noise import NoiseSeed, resolve_random_state
+from dpdist.privacy.noise.streams import NoiseSeed, resolve_random_state
 from dpdist.privacy.release import Release, warn_if_unsafe
-from dpdist.privacy.second_moment_calibration import (
+from dpdist.privacy.mechanisms.second_moment import (
     GROWTH,
     LevelSchedule,
     _check_positive,

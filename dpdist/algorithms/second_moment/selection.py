@@ -10,8 +10,8 @@ import math
 import numpy as np
 
 from dpdist.exceptions import NoPrivateResult
-from dpdist.privacy.noise import NoiseSeed
-from dpdist.privacy.partition import GroupPartition
+from dpdist.privacy.noise.streams import NoiseSeed
+from dpdist.privacy.noise.partition import GroupPartition
 
 
 PURPOSE_PARTITION = "second-moment/partition"

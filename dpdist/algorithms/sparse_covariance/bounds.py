@@ -12,12 +12,12 @@ import math
 
 from dpdist._validation import check_positive
 from dpdist.algorithms._utility import SAMPLING_CONSTANT, search_min_samples
-from dpdist.privacy.privcov_calibration import (
+from dpdist.privacy.mechanisms.privcov.calibration import (
     PrivCovCalibration,
     privcov_calibration,
     subgaussian_clip,
 )
-from dpdist.privacy.privcov_zcdp_calibration import (
+from dpdist.privacy.mechanisms.privcov.zcdp_calibration import (
     PrivCovGumbelCalibration,
     PrivCovZCDPCalibration,
     _privcov_gumbel_logs,

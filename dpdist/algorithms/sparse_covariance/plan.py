@@ -9,9 +9,12 @@ from dataclasses import dataclass
 
 from dpdist.algorithms._centering import centring_error
 from dpdist.privacy.budget import ApproxDP
-from dpdist.privacy.gaussian_calibration import wang_xu_calibration
-from dpdist.privacy.privcov_calibration import PrivCovCalibration
-from dpdist.privacy.privcov_zcdp_calibration import PrivCovGumbelCalibration, PrivCovZCDPCalibration
+from dpdist.privacy.mechanisms.gaussian import wang_xu_calibration
+from dpdist.privacy.mechanisms.privcov.calibration import PrivCovCalibration
+from dpdist.privacy.mechanisms.privcov.zcdp_calibration import (
+    PrivCovGumbelCalibration,
+    PrivCovZCDPCalibration,
+)
 from dpdist.algorithms.plan import Plan
 from dpdist.algorithms.sparse_covariance.release import _error_bound, _mechanism_class, _selection_of
 

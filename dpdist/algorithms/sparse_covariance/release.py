@@ -32,22 +32,26 @@ from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeou
 from dpdist.engine.topk import row_topk_release
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
-from dpdist.privacy.privcov_calibration import (
+from dpdist.privacy.mechanisms.privcov.calibration import (
     PrivCovCalibration,
     privcov_calibration,
     check_row_clip,
     gaussian_row_norm_bound,
     subgaussian_clip,
 )
-from dpdist.privacy.privcov_zcdp_calibration import (
+from dpdist.privacy.mechanisms.privcov.zcdp_calibration import (
     PrivCovZCDPCalibration,
     privcov_gumbel_calibration,
     privcov_zcdp_calibration,
 )
 from dpdist.privacy.accounting import release_guarantee
 from dpdist.privacy.mechanisms.base import residual_note
-from dpdist.privacy.mechanisms.privcov import PrivCovGumbelMechanism, PrivCovMechanism, PrivCovZCDPMechanism
-from dpdist.privacy.noise import resolve_random_state
+from dpdist.privacy.mechanisms.privcov.mechanism import (
+    PrivCovGumbelMechanism,
+    PrivCovMechanism,
+    PrivCovZCDPMechanism,
+)
+from dpdist.privacy.noise.streams import resolve_random_state
 from dpdist.privacy.release import Release, warn_if_unsafe
 
 

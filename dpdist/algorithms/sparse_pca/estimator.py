@@ -17,8 +17,8 @@ from dpdist.algorithms.friendly_steps import friendly_setup
 from dpdist.algorithms._friendly_forecast import REJECTION_LEVEL, batch_forecast, lambda_hat_points
 from dpdist.engine.runtime import DEFAULT_TIMEOUT
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
-from dpdist.privacy.mechanisms.friendly import PrivNormMechanism, PrivPCAMechanism
-from dpdist.privacy.pca_calibration import (
+from dpdist.privacy.mechanisms.privpca.mechanism import PrivNormMechanism, PrivPCAMechanism
+from dpdist.privacy.mechanisms.privpca.calibration import (
     DEFAULT_BETA,
     default_n_batches,
     friendly_test_calibration,

@@ -20,7 +20,11 @@ from dpdist.algorithms._friendly_forecast import (
 )
 from dpdist.exceptions import ValidationError
 from dpdist.algorithms._utility import search_min_samples
-from dpdist.privacy.pca_calibration import DEFAULT_BETA, FriendlyTestCalibration, GaussianReleaseCalibration
+from dpdist.privacy.mechanisms.privpca.calibration import (
+    DEFAULT_BETA,
+    FriendlyTestCalibration,
+    GaussianReleaseCalibration,
+)
 from dpdist.algorithms.plan import Plan
 
 

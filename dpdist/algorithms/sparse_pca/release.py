@@ -23,7 +23,7 @@ from dpdist.algorithms._centering import (
 )
 from dpdist.algorithms.friendly_steps import friendly_setup, friendly_tests, release_norm, release_pca
 from dpdist.data.validation import as_dask_array, chunk_reading_notes
-from dpdist.engine.friendly.graph import (
+from dpdist.engine.privpca.graph import (
     DEFAULT_GROUP_BYTES,
     DEFAULT_TILE_BYTES,
     batch_labels,
@@ -38,9 +38,13 @@ from dpdist.exceptions import NoPrivateResult
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
 from dpdist.privacy.accounting import release_guarantee
 from dpdist.privacy.mechanisms.base import residual_note
-from dpdist.privacy.mechanisms.friendly import FriendlyTestMechanism, PrivNormMechanism, PrivPCAMechanism
-from dpdist.privacy.noise import check_random_state, resolve_random_state
-from dpdist.privacy.pca_calibration import (
+from dpdist.privacy.mechanisms.privpca.mechanism import (
+    FriendlyTestMechanism,
+    PrivNormMechanism,
+    PrivPCAMechanism,
+)
+from dpdist.privacy.noise.streams import check_random_state, resolve_random_state
+from dpdist.privacy.mechanisms.privpca.calibration import (
     DEFAULT_BETA,
     check_gap,
     check_k,

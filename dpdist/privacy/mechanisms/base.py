@@ -3,7 +3,7 @@
 A *mechanism object* is a frozen, picklable value built by its calibration from validated
 public parameters. It holds its noise laws (on their public lattices), its noise scales and
 its purpose keys; it hands out the noise callables that tasks call inside the graph (each
-keyed from the release's root :class:`~dpdist.privacy.noise.NoiseSeed`, so the noise of an
+keyed from the release's root :class:`~dpdist.privacy.noise.streams.NoiseSeed`, so the noise of an
 entry is a pure function of ``(root, purpose, address)``); and it states what ran as a
 typed privacy event (:mod:`dpdist.privacy.accounting`). The privacy argument of a mechanism
 is written once, in its module; algorithms only wire the engine to it, releases record its
@@ -28,7 +28,7 @@ norm of the law: per coordinate for Laplace, L2 for the Gaussian), with the nois
    ``1 + mult 2**-28`` per coordinate).
 
 The release of a coordinate is ``f(rint(v / gamma) + K)`` with ``K`` the exact integer law of
-:mod:`dpdist.privacy.lattice`: a fixed function of an integer, reachable from every
+:mod:`dpdist.privacy.noise.lattice`: a fixed function of an integer, reachable from every
 neighbour (unbounded laws) or from every neighbour within the bounded law's designed tail.
 The only residual of the sampler is its exhaustion probability (below ``2**-1000`` per entry
 for the unbounded laws), far below ``1e-15``, the most dpdist leaves out of a guarantee: it is stated,
@@ -43,8 +43,8 @@ from typing import Any, ClassVar
 
 from dpdist.exceptions import DpdistError
 from dpdist.privacy.events import Event
-from dpdist.privacy.lattice import EXHAUSTION_DELTA_PER_ENTRY, Lattice, LatticeField, LatticeNoise
-from dpdist.privacy.noise import NoiseSeed
+from dpdist.privacy.noise.lattice import EXHAUSTION_DELTA_PER_ENTRY, Lattice, LatticeField, LatticeNoise
+from dpdist.privacy.noise.streams import NoiseSeed
 
 __all__ = ["Mechanism", "lattice_law", "residual_note"]
 
@@ -120,7 +120,7 @@ class Mechanism:
     """Base of the mechanism objects of :mod:`dpdist.privacy.mechanisms`.
 
     Subclasses are frozen dataclasses. They define :attr:`NAME`, :meth:`event` (what ran,
-    as a typed event), :meth:`laws` (role -> :class:`~dpdist.privacy.lattice.LatticeNoise`),
+    as a typed event), :meth:`laws` (role -> :class:`~dpdist.privacy.noise.lattice.LatticeNoise`),
     :meth:`purposes` (role -> the purpose string that keys the role's noise streams) and
     their noise callables (methods taking the release's ``NoiseSeed``; :meth:`field` is the
     lattice field of a role).
@@ -139,7 +139,7 @@ class Mechanism:
         raise NotImplementedError
 
     def field(self, role: str, seed: NoiseSeed) -> LatticeField:
-        """The noise callable of ``role``: a :class:`~dpdist.privacy.lattice.LatticeField` of
+        """The noise callable of ``role``: a :class:`~dpdist.privacy.noise.lattice.LatticeField` of
         the role's law under the role's purpose, keyed from the release's root ``seed`` (what a
         task calls on a tile; the audits and the support test call the same object)."""
         return LatticeField(seed, self.purposes()[role], self.laws()[role])

@@ -28,10 +28,10 @@ from dpdist._validation import check_int, check_positive
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.events import Event, GaussianEvent
 from dpdist.privacy.budget import check_delta, check_epsilon
-from dpdist.privacy.gaussian_calibration import gaussian_sigma
-from dpdist.privacy.lattice import Lattice, LatticeField, LatticeNoise
+from dpdist.privacy.mechanisms.gaussian import gaussian_sigma
+from dpdist.privacy.noise.lattice import Lattice, LatticeField, LatticeNoise
 from dpdist.privacy.mechanisms.base import Mechanism
-from dpdist.privacy.noise import NoiseSeed
+from dpdist.privacy.noise.streams import NoiseSeed
 
 __all__ = ["PURPOSE_MEAN", "ClippedMeanMechanism", "MeanRelease"]
 

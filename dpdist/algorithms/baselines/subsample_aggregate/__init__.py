@@ -19,7 +19,7 @@ from dpdist.algorithms.baselines.subsample_aggregate.release import (
     NOT_PRIVATE_LABEL,
     subsample_aggregate_second_moment,
 )
-from dpdist.privacy.mechanisms.subsample import PURPOSE_MASK, PURPOSE_TLAP
+from dpdist.privacy.mechanisms.subsample_aggregate import PURPOSE_MASK, PURPOSE_TLAP
 
 __all__ = [
     "MECHANISM",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpdist.privacy.masking import ExactGram
+from dpdist.privacy.noise.masking import ExactGram
 
 
 # ---------------------------------------------------------------------------------------

@@ -12,8 +12,8 @@ from dpdist.algorithms._base import Estimator
 from dpdist.engine.runtime import DEFAULT_TIMEOUT
 from dpdist.privacy.budget import check_delta, check_epsilon
 from dpdist.privacy.release import Release
-from dpdist.privacy.second_moment_calibration import check_alpha, check_m, check_xi
-from dpdist.privacy.subsample_calibration import (
+from dpdist.privacy.mechanisms.second_moment import check_alpha, check_m, check_xi
+from dpdist.privacy.mechanisms.subsample_aggregate import (
     baseline_guarantee,
     baseline_threshold,
     tlap_support,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dpdist.algorithms.plan import Plan
-from dpdist.privacy.second_moment_calibration import check_m
-from dpdist.privacy.subsample_calibration import tlap_support
+from dpdist.privacy.mechanisms.second_moment import check_m
+from dpdist.privacy.mechanisms.subsample_aggregate import tlap_support
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -18,12 +18,15 @@ from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeou
 from dpdist.exceptions import NoPrivateResult, ValidationError
 from dpdist.privacy.events import NonPrivateEvent
 from dpdist.privacy.budget import check_delta, check_epsilon
-from dpdist.privacy.masking import GRID_BITS
-from dpdist.privacy.mechanisms.subsample import SubsampleAggregateMechanism, subsample_aggregate_mechanism
-from dpdist.privacy.noise import NoiseSeed, resolve_random_state
+from dpdist.privacy.noise.masking import GRID_BITS
+from dpdist.privacy.mechanisms.subsample_aggregate import (
+    SubsampleAggregateMechanism,
+    subsample_aggregate_mechanism,
+)
+from dpdist.privacy.noise.streams import NoiseSeed, resolve_random_state
 from dpdist.privacy.release import Release, warn_if_unsafe
-from dpdist.privacy.second_moment_calibration import check_alpha, check_m, check_xi
-from dpdist.privacy.subsample_calibration import (
+from dpdist.privacy.mechanisms.second_moment import check_alpha, check_m, check_xi
+from dpdist.privacy.mechanisms.subsample_aggregate import (
     BASELINE_CN,
     baseline_guarantee,
     baseline_masking_scale,

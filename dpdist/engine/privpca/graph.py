@@ -1,5 +1,5 @@
 """FriendlyCore's two passes as dask graphs: batches, column tiles and their groups, and the
-tasks that run the kernels of :mod:`dpdist.engine.friendly.kernels` on the row chunks of X."""
+tasks that run the kernels of :mod:`dpdist.engine.privpca.kernels` on the row chunks of X."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import dask
 import numpy as np
 
-from dpdist.engine.friendly.kernels import (
+from dpdist.engine.privpca.kernels import (
     FriendlyStats,
     chunk_group_moments,
     chunk_weighted_moment,

@@ -5,7 +5,7 @@ each row's top k by exact Gumbel keys (the peeling exponential mechanism) and re
 values by one Gaussian mechanism, accounted in zCDP; :class:`PrivCovZCDPMechanism`
 (``selection="laplace"``) keeps the Laplace selection with the same release.
 :class:`PrivCovMechanism` (``selection="paper"``) is Algorithm 1 as the paper writes it, with
-the calibration of :func:`dpdist.privacy.privcov_calibration.privcov_calibration`.
+the calibration of :func:`dpdist.privacy.mechanisms.privcov.calibration.privcov_calibration`.
 
 Guarantee of the paper's form: (epsilon, delta)-DP under replace-one neighbours; each row is
 pure ``c Delta_Z / s``-DP (``c = 2k + k'``, a coupling that holds exactly on the integers of
@@ -13,7 +13,7 @@ the lattice), and the d rows compose. Sensitivity: computed entries of neighbour
 at most ``Delta_fl = kappa(n) 2 R^2 / n``. Deviations (only more noise): k' = k + 1 released
 values per row (the diagonal), b = max(paper's b, the coupling's), the float factor, the
 lattice factor; the selection noise is lattice noise too, drawn by the lazy tree of
-:mod:`dpdist.privacy.lazy_selection`. Residuals: sampler exhaustion, below ``2**-1000``.
+:mod:`dpdist.privacy.noise.lazy_selection`. Residuals: sampler exhaustion, below ``2**-1000``.
 
 Proofs of all three: docs/privacy/privcov.md.
 """
@@ -33,19 +33,24 @@ from dpdist.privacy.events import (
     GaussianEvent,
     SelfComposedEvent,
 )
-from dpdist.privacy.privcov_calibration import PrivCovCalibration, privcov_calibration, privcov_pure_coefficient
-from dpdist.privacy.privcov_zcdp_calibration import (
+from dpdist.privacy.mechanisms.privcov.calibration import (
+    PrivCovCalibration,
+    privcov_calibration,
+    privcov_pure_coefficient,
+)
+from dpdist.privacy.mechanisms.privcov.zcdp_calibration import (
     PrivCovGumbelCalibration,
     PrivCovZCDPCalibration,
     privcov_gumbel_calibration,
     privcov_zcdp_calibration,
 )
-from dpdist.privacy.gumbel import EXHAUSTION_DELTA_PER_COMPARISON, SCORE_BITS, GumbelTopK
-from dpdist.privacy.lattice import LatticeField, LatticeNoise
-from dpdist.privacy.lazy_selection import LazySelectionNoise, privcov_score_bound
+from dpdist.privacy.noise.gumbel import EXHAUSTION_DELTA_PER_COMPARISON, SCORE_BITS, GumbelTopK
+from dpdist.privacy.noise.lattice import LatticeField, LatticeNoise
+from dpdist.privacy.noise.lazy_selection import LazySelectionNoise
+from dpdist.privacy.mechanisms.privcov.calibration import privcov_score_bound
 from dpdist.privacy.mechanisms.base import Mechanism, lattice_law
 from dpdist.privacy.mechanisms.expmech import safe_gumbel_weight
-from dpdist.privacy.noise import NoiseSeed
+from dpdist.privacy.noise.streams import NoiseSeed
 
 __all__ = [
     "PURPOSE_GUMBEL_RELEASE",
@@ -152,7 +157,7 @@ class PrivCovMechanism(Mechanism):
 
 def privcov_mechanism(epsilon: float, delta: float, n_samples: int, n_features: int, k: int,
                       clip: float) -> PrivCovMechanism:
-    """:class:`PrivCovMechanism` of :func:`~dpdist.privacy.privcov_calibration.privcov_calibration`."""
+    """:class:`PrivCovMechanism` of :func:`~dpdist.privacy.mechanisms.privcov.calibration.privcov_calibration`."""
     return PrivCovMechanism.from_calibration(privcov_calibration(epsilon, delta, n_samples, n_features, k, clip))
 
 
@@ -209,7 +214,7 @@ class PrivCovZCDPMechanism(_GaussianRelease, Mechanism):
       C`` has ``||(y y^T)_P||_F^2 = sum_i y_i^2 sum_{j in P_i} y_j^2 <= C^2 min(k' R^2, C^2)``, so
       the released vector moves by at most ``kappa(n) 2 C min(R sqrt(k'), C) / n`` in L2
       (float factor as in Lemma 1); the release's sensitivity is the smaller of that and
-      ``sqrt(d k') Delta_fl`` (:func:`~dpdist.privacy.privcov_calibration.privcov_release_sensitivity`)
+      ``sqrt(d k') Delta_fl`` (:func:`~dpdist.privacy.mechanisms.privcov.calibration.privcov_release_sensitivity`)
       and ``Delta_Z2`` is computed from it. Scaling only shrinks entries: the selection's entry
       sensitivity ``Delta_fl`` is unchanged. Proof: docs/privacy/privcov.md, Lemma 3a.
     * **Total**: the event ``d`` pure steps and one Gaussian step; the accountant's zCDP route
@@ -272,7 +277,7 @@ class PrivCovZCDPMechanism(_GaussianRelease, Mechanism):
 
 def privcov_zcdp_mechanism(epsilon: float, delta: float, n_samples: int, n_features: int, k: int, clip: float,
                            beta: float = 0.1, *, row_clip: float = math.inf) -> PrivCovZCDPMechanism:
-    """:class:`PrivCovZCDPMechanism` of :func:`~dpdist.privacy.privcov_zcdp_calibration.privcov_zcdp_calibration`."""
+    """:class:`PrivCovZCDPMechanism` of :func:`~dpdist.privacy.mechanisms.privcov.zcdp_calibration.privcov_zcdp_calibration`."""
     return PrivCovZCDPMechanism.from_calibration(
         privcov_zcdp_calibration(epsilon, delta, n_samples, n_features, k, clip, beta, row_clip=row_clip))
 
@@ -284,7 +289,7 @@ class PrivCovGumbelMechanism(_GaussianRelease, Mechanism):
     one lattice Gaussian mechanism, accounted in zCDP. The proof is docs/privacy/privcov.md
     (section "Gumbel selection"); in short:
 
-    * **Scores.** ``q_ij = rint(w |S_ij| 2**30) 2**-30`` (:class:`~dpdist.privacy.gumbel.GumbelTopK`),
+    * **Scores.** ``q_ij = rint(w |S_ij| 2**30) 2**-30`` (:class:`~dpdist.privacy.noise.gumbel.GumbelTopK`),
       S the computed clipped second moment, w the Gumbel weight (keys in Gumbel units). The
       computed entries of neighbours differ by at most ``Delta_fl`` (float factor included),
       so ``| |S_ij| - |S'_ij| | <= Delta_fl``, the product ``w |S_ij|`` is rounded once (at most
@@ -400,6 +405,6 @@ class PrivCovGumbelMechanism(_GaussianRelease, Mechanism):
 
 def privcov_gumbel_mechanism(epsilon: float, delta: float, n_samples: int, n_features: int, k: int, clip: float,
                              beta: float = 0.1, *, row_clip: float = math.inf) -> PrivCovGumbelMechanism:
-    """:class:`PrivCovGumbelMechanism` of :func:`~dpdist.privacy.privcov_zcdp_calibration.privcov_gumbel_calibration`."""
+    """:class:`PrivCovGumbelMechanism` of :func:`~dpdist.privacy.mechanisms.privcov.zcdp_calibration.privcov_gumbel_calibration`."""
     return PrivCovGumbelMechanism.from_calibration(
         privcov_gumbel_calibration(epsilon, delta, n_samples, n_features, k, clip, beta, row_clip=row_clip))

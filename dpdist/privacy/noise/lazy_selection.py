@@ -2,7 +2,7 @@
 
 For each row i of the clipped second moment, the k columns with the largest
 ``|m_ij + K_ij|`` (``m = rint(S / gamma)`` on the release's lattice, ``K`` the rounded Laplace
-law of :mod:`dpdist.privacy.lattice`), ties to the smaller column. The d noises of a row are
+law of :mod:`dpdist.privacy.noise.lattice`), ties to the smaller column. The d noises of a row are
 defined by a tree over the columns (node minima of the uniforms, drawn top-down from keyed
 ChaCha20 words); a branch-and-bound search evaluates only the nodes that can hold a winner.
 
@@ -25,16 +25,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dpdist.privacy.lattice import FALLBACK_SUFFIX, FALLBACK_WORDS, LatticeNoise
-from dpdist.privacy.lazy_selection_intervals import _floor_half, _iv, _magnitude_interval, _q_interval
-from dpdist.privacy.noise import NoiseSeed, chacha20_words
+from dpdist.privacy.noise.lattice import FALLBACK_SUFFIX, FALLBACK_WORDS, LatticeNoise
+from dpdist.privacy.noise.lazy_selection_intervals import _floor_half, _iv, _magnitude_interval, _q_interval
+from dpdist.privacy.noise.streams import NoiseSeed, chacha20_words
 
 __all__ = [
     "DEFAULT_FANOUT",
     "EXHAUSTION_DELTA_PER_LEAF",
     "LazySelectionNoise",
     "RowFrontier",
-    "privcov_score_bound",
 ]
 
 #: Fan-out F of the noise tree (a revealed level-1 node costs F words).
@@ -46,20 +45,6 @@ _SLOT_SPAN = 1 << 51
 _MAX_RETRIES = 31
 #: Probability bound of the exhaustion residual of one exactly decided leaf (docs/privacy/lazy_selection.md).
 EXHAUSTION_DELTA_PER_LEAF = 2.0**-1000
-
-
-def privcov_score_bound(clip: float, n_samples: int) -> float:
-    """A public bound C >= |S_ij| for the *computed* clipped second moment ``(1/n) Y^T Y``.
-
-    Entries of Y are in [-R, R] exactly (``np.clip``); every computed product has magnitude
-    <= fl(R^2); a float sum of n such terms in any order (BLAS, tree over chunks) is <=
-    n fl(R^2) (1 + gamma_n) with gamma_n = n u / (1 - n u), u = 2^-53; scaling by fl(1/n)
-    adds two roundings. So ``|S_ij| <= R^2 (1 + (n + 4) u / (1 - (n + 4) u))(1 + u)^2``; we
-    return ``R^2 (1 + 4 (n + 8) u)``, rounded up, which exceeds it for n < 2^50.
-    """
-    r2 = float(clip) * float(clip)
-    u = 2.0**-53
-    return math.nextafter(r2 * (1.0 + 4.0 * (int(n_samples) + 8) * u), math.inf)
 
 
 # ---------------------------------------------------------------------------------------
@@ -115,14 +100,15 @@ class LazySelectionNoise:
     seed : NoiseSeed
         Root of the noise streams.
     purpose : str
-        Noise purpose (PrivCov: :data:`dpdist.privacy.mechanisms.privcov.PURPOSE_SELECT`);
+        Noise purpose (PrivCov: :data:`dpdist.privacy.mechanisms.privcov.mechanism.PURPOSE_SELECT`);
         keys the ChaCha streams (its fallback words live under ``purpose + FALLBACK_SUFFIX``).
     noise : LatticeNoise
         The law: ``"laplace"`` (rounded Laplace) on the release's lattice, scale ``s`` units.
     n_features : int
         d, the number of columns of every row (the tree covers ``[0, d)``).
     score_bound : float or None
-        Public C >= |S_ij| for every entry, in the data's units (:func:`privcov_score_bound`);
+        Public C >= |S_ij| for every entry, in the data's units (PrivCov's is
+        :func:`~dpdist.privacy.mechanisms.privcov.calibration.privcov_score_bound`);
         ``None`` disables the data-free floor (the search is then exact but slower when noise
         dominates).
     fanout : int

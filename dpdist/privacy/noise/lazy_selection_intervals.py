@@ -1,5 +1,5 @@
 """Certified float evaluation of the values of the lazy selection's noise tree
-(:mod:`dpdist.privacy.lazy_selection`).
+(:mod:`dpdist.privacy.noise.lazy_selection`).
 
 Each function returns an interval that provably holds the exact value (a node's uniform, its
 minimum q, or the rounded Laplace magnitude ``floor(-s ln q + 1/2)``); where an interval is too

@@ -49,8 +49,8 @@ from dpdist._validation import check_int, check_positive, check_probability
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import check_delta, check_epsilon
 from dpdist.privacy.float_rounding import GRAM_BATCH_ROWS, UNIT_ROUNDOFF, rounding_gamma
-from dpdist.privacy.gaussian_calibration import analytic_gaussian_sigma
-from dpdist.privacy.privcov_calibration import subgaussian_clip
+from dpdist.privacy.mechanisms.gaussian import analytic_gaussian_sigma
+from dpdist.privacy.mechanisms.privcov.calibration import subgaussian_clip
 
 __all__ = [
     "DEFAULT_BETA",
@@ -383,7 +383,7 @@ def friendly_float_bounds(
     for both neighbouring runs (T_tau(M) is k-RCS as computed: thresholding compares floats
     exactly).
 
-    When pass 1 keeps its batch tiles (``dpdist.engine.friendly.kernels.tile_weighted_moment``), C is
+    When pass 1 keeps its batch tiles (``dpdist.engine.privpca.kernels.tile_weighted_moment``), C is
     instead ``sum_i fl(q_i S_i)``, ``q_i = fl(p_i / fl(Z))``, summed pairwise over the batches
     with ``p_i > 0`` (``L = ceil(log2 m)`` additions a term): entrywise ``C = sum_i lambda_i S_i``
     with ``lambda_i = (p_i / fl(Z))(1 + theta_{L+2})`` and ``fl(Z) = (sum p_i)(1 + theta_{m-1})``,

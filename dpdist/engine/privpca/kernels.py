@@ -5,7 +5,7 @@ combines the chunks' pieces (:func:`combine_batch_moments`), reads each tile bat
 (:func:`tile_pass1`) and reduces the tiles into :class:`FriendlyStats` (:func:`combine_pass1`).
 Pass 2 forms tiles of ``Sigma_bar`` (:func:`chunk_weighted_moment` from the rows,
 :func:`tile_weighted_moment` from kept batch tiles) and thresholds them (:func:`tile_threshold`).
-How these kernels are wired into dask graphs is :mod:`dpdist.engine.friendly.graph`.
+How these kernels are wired into dask graphs is :mod:`dpdist.engine.privpca.graph`.
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def chunk_group_moments(
     Either way every entry is a dot product over the batch's rows, summed by a
     :class:`~dpdist.engine.gram.GramAccumulator` (runs of at most ``GRAM_BATCH_ROWS`` rows
     combined pairwise: the summation depth of
-    ``dpdist.privacy.pca_calibration.friendly_float_bounds``), and the strict lower triangle
+    ``dpdist.privacy.mechanisms.privpca.calibration.friendly_float_bounds``), and the strict lower triangle
     of a diagonal tile is zero.
 
     Returns, per tile, ``(present, sums, done)``. With the batch ``sizes`` (all m of them), a
@@ -190,7 +190,7 @@ def combine_batch_moments(pieces: Sequence[tuple], sizes: np.ndarray) -> list[np
     A batch finished in one chunk (``done``) is that piece's slice, not copied. Otherwise its
     pieces (one per chunk it spans) are added pairwise, so the rounding depth grows with the
     log of the number of pieces (the float bound of
-    ``dpdist.privacy.pca_calibration.friendly_float_bounds``), and the sum divided by the
+    ``dpdist.privacy.mechanisms.privpca.calibration.friendly_float_bounds``), and the sum divided by the
     batch size: the same operations as dividing a whole-batch sum, so either way a batch's
     tile is bit for bit the same."""
     sizes = np.asarray(sizes, dtype=np.float64)
@@ -506,7 +506,7 @@ def tile_weighted_moment(batch_tiles: Sequence[np.ndarray] | np.ndarray, stats: 
     Float error: each term ``fl(q_i S_i)`` passes through at most ``ceil(log2 m)`` additions,
     so C lies within ``gamma_{m + ceil(log2 m) + 1} c^2 (1 + gamma_D)`` of a convex combination
     of the computed batch moments (the matrices the friend test compared), which is within the
-    ``eta_0`` of ``dpdist.privacy.pca_calibration.friendly_float_bounds`` (proof there).
+    ``eta_0`` of ``dpdist.privacy.mechanisms.privpca.calibration.friendly_float_bounds`` (proof there).
     """
     p = np.asarray(stats.weights, dtype=np.float64)
     sel = np.flatnonzero(p > 0)

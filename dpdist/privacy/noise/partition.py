@@ -16,7 +16,7 @@ Construction
   halves ``(L, R) = (x >> h, x mod 2^h)`` and each of :data:`ROUNDS` rounds maps
   ``(L, R) -> (R, L xor T_j[R])``, where ``T_j`` is a table of ``2^h`` values of h bits, the
   low h bits of the ChaCha20 keystream of stream j under the key of ``purpose``
-  (:meth:`~dpdist.privacy.noise.NoiseSeed.raw`; 2^h divides 2^64, so each entry is uniform on
+  (:meth:`~dpdist.privacy.noise.streams.NoiseSeed.raw`; 2^h divides 2^64, so each entry is uniform on
   ``[0, 2^h)``). Every round is a bijection, so the network permutes ``[0, 4^h)`` for every
   key;
 * cycle-walking (Black and Rogaway 2002) restricts it to ``[0, n)``: ``pi(i)`` is the first
@@ -52,7 +52,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpdist.privacy.noise import NoiseSeed
+from dpdist.privacy.noise.streams import NoiseSeed
 
 __all__ = ["ROUNDS", "MAX_ROWS", "GroupPartition", "KeyedPermutation"]
 

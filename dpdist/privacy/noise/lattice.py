@@ -28,7 +28,7 @@ from typing import Callable, Iterator
 import numpy as np
 from scipy import special
 
-from dpdist.privacy.noise import NoiseSeed, chacha20_words
+from dpdist.privacy.noise.streams import NoiseSeed, chacha20_words
 
 __all__ = [
     "EXHAUSTION_DELTA_PER_ENTRY",
@@ -511,7 +511,7 @@ class LatticeField:
     # -- addresses -> words --------------------------------------------------------------
     def _units_at(self, index: np.ndarray, position: np.ndarray) -> np.ndarray:
         """Noise units at flat addresses: the main words by the vectorised ChaCha20 of
-        :func:`~dpdist.privacy.noise.chacha20_words` (equal to ``NoiseSeed.raw``; each block
+        :func:`~dpdist.privacy.noise.streams.chacha20_words` (equal to ``NoiseSeed.raw``; each block
         computed once), so scattered entries cost one word each, not a stream span."""
         index = np.asarray(index, dtype=np.int64).ravel()
         position = np.asarray(position, dtype=np.int64).ravel()

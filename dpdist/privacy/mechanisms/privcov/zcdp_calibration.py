@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 
 from dpdist._validation import check_probability
 from dpdist.privacy.float_rounding import float_sensitivity
-from dpdist.privacy.privcov_calibration import (
+from dpdist.privacy.mechanisms.privcov.calibration import (
     _check_privcov_inputs,
     check_row_clip,
     privcov_release_sensitivity,
@@ -100,7 +100,7 @@ def privcov_zcdp_calibration(
     """Calibrate PrivCov's selection and release by zCDP (``selection="laplace"``).
 
     The guarantee, proved in docs/privacy/privcov.md and
-    :mod:`dpdist.privacy.mechanisms.privcov`: each row's selection (noisy top-k by
+    :mod:`dpdist.privacy.mechanisms.privcov.mechanism`: each row's selection (noisy top-k by
     magnitude, Laplace(b) noise) is pure ``2 k Delta_fl / b``-DP, hence ``(2 k Delta_fl /
     b)^2 / 2``-zCDP (Bun-Steinke 2016, Prop. 1.4); all released values together (d k'
     coordinates, ``k' = min(k + 1, d)``) are one Gaussian mechanism of L2 sensitivity
@@ -240,7 +240,7 @@ def privcov_gumbel_calibration(
     """Calibrate PrivCov with Gumbel top-k selection and a Gaussian release (``selection="gumbel"``).
 
     The guarantee, proved in docs/privacy/privcov.md and
-    :mod:`dpdist.privacy.mechanisms.privcov`: row i's selection, the k largest keys
+    :mod:`dpdist.privacy.mechanisms.privcov.mechanism`: row i's selection, the k largest keys
     ``|S_ij| / beta + G_ij`` (G i.i.d. standard Gumbel), has the law of k peeling steps of the
     exponential mechanism with utility ``|S_ij|`` (Durfee and Rogers 2019); a step whose
     utilities move by at most ``Delta_fl`` between neighbours is ``(2 Delta_fl / beta)``-bounded

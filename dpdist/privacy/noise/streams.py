@@ -36,8 +36,8 @@ scattered ``(index, position)`` pairs, vectorised.
 What releases use, and what they do not
 ---------------------------------------
 Every released value is drawn float-safe on a public lattice by the mechanism objects
-(:mod:`dpdist.privacy.mechanisms`, :mod:`dpdist.privacy.lattice`; PrivPCA's projector by the
-exact order-statistics sampler of :mod:`dpdist.privacy.topk_sampler`), from the keyed streams
+(:mod:`dpdist.privacy.mechanisms`, :mod:`dpdist.privacy.noise.lattice`; PrivPCA's projector by the
+exact order-statistics sampler of :mod:`dpdist.privacy.noise.topk_sampler`), from the keyed streams
 of this module (:class:`NoiseSeed`, :func:`chacha20_words`). No release uses the float
 samplers here (:func:`laplace_from_uniform`, :func:`gaussian_from_uniform`,
 :func:`bounded_laplace_from_uniform`): floating-point inverse-CDF noise leaks through the

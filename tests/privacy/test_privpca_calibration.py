@@ -10,8 +10,8 @@ import pytest
 from dpdist.exceptions import ValidationError
 from dpdist.algorithms._utility import search_min_samples
 from dpdist.algorithms.sparse_pca.plan import privpca_error_bound
-from dpdist.privacy.gaussian_calibration import wang_xu_calibration
-from dpdist.privacy.pca_calibration import (
+from dpdist.privacy.mechanisms.gaussian import wang_xu_calibration
+from dpdist.privacy.mechanisms.privpca.calibration import (
     MIN_BATCHES,
     TAU_CONSTANT,
     batch_sizes,

@@ -26,6 +26,7 @@ __all__ = [
     "privcov_calibration",
     "privcov_pure_coefficient",
     "privcov_release_sensitivity",
+    "privcov_score_bound",
     "privcov_selection_sensitivity",
     "subgaussian_clip",
 ]
@@ -298,3 +299,16 @@ def privcov_calibration(
         composition=how,
     )
 
+
+def privcov_score_bound(clip: float, n_samples: int) -> float:
+    """A public bound C >= |S_ij| for the *computed* clipped second moment ``(1/n) Y^T Y``.
+
+    Entries of Y are in [-R, R] exactly (``np.clip``); every computed product has magnitude
+    <= fl(R^2); a float sum of n such terms in any order (BLAS, tree over chunks) is <=
+    n fl(R^2) (1 + gamma_n) with gamma_n = n u / (1 - n u), u = 2^-53; scaling by fl(1/n)
+    adds two roundings. So ``|S_ij| <= R^2 (1 + (n + 4) u / (1 - (n + 4) u))(1 + u)^2``; we
+    return ``R^2 (1 + 4 (n + 8) u)``, rounded up, which exceeds it for n < 2^50.
+    """
+    r2 = float(clip) * float(clip)
+    u = 2.0**-53
+    return math.nextafter(r2 * (1.0 + 4.0 * (int(n_samples) + 8) * u), math.inf)

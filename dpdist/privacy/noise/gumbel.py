@@ -26,8 +26,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from dpdist.privacy.lattice import FALLBACK_SUFFIX, FALLBACK_WORDS
-from dpdist.privacy.noise import NoiseSeed
+from dpdist.privacy.noise.lattice import FALLBACK_SUFFIX, FALLBACK_WORDS
+from dpdist.privacy.noise.streams import NoiseSeed
 
 __all__ = ["Candidate", "EMPTY", "EXHAUSTION_DELTA_PER_COMPARISON", "GumbelMax", "GumbelTopK", "SCORE_BITS"]
 
@@ -271,7 +271,7 @@ class GumbelTopK(_KeyedGumbel):
     def words(self, row_start: int, col_start: int, n_rows: int, n_cols: int) -> np.ndarray:
         """The main words of a block of entries, shape ``(n_rows, n_cols)``: entry (i, j) is
         position j of stream i (narrow blocks in one vectorised call, the same words)."""
-        from dpdist.privacy.noise import chacha20_words
+        from dpdist.privacy.noise.streams import chacha20_words
 
         if n_cols <= 64:
             rows = np.arange(row_start, row_start + n_rows, dtype=np.int64)[:, None]

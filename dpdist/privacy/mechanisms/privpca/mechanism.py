@@ -1,7 +1,7 @@
 """FriendlyCore's private tests and the PrivNorm / PrivPCA releases (COLT 2026, Algorithms 2, 3).
 
 The mechanisms of :mod:`dpdist.algorithms.sparse_pca` (``SpectralNorm``, ``SparsePCA``); the
-calibrations are :mod:`dpdist.privacy.pca_calibration`'s.
+calibrations are :mod:`dpdist.privacy.mechanisms.privpca.calibration`'s.
 
 Guarantee: one stage (PrivNorm or PrivPCA) at ``(epsilon, delta)`` is (epsilon, delta)-DP under
 replace-one neighbours: the count test, the friend-weight test and the release are each
@@ -11,10 +11,10 @@ Lemma 10's Frobenius bound for PrivPCA) holds on runs where both tests passed, w
 certifies (Lemma 9: ``|C| >= 0.8 m`` and ``Z >= 0.8 m``, kept for the computed statistics).
 Deviations (only more noise): the tests are bounded Laplace on the lattice with thresholds
 raised by about ``B 2**-28``; the releases are rounded Gaussians on the lattice (PrivPCA's by
-the exact order-statistics sampler of :mod:`dpdist.privacy.topk_sampler`). Residuals: the
+the exact order-statistics sampler of :mod:`dpdist.privacy.noise.topk_sampler`). Residuals: the
 samplers' exhaustion, far below 1e-15.
 
-Proofs: docs/privacy/friendly.md.
+Proofs: docs/privacy/privpca.md.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpdist.privacy.events import ComposedEvent, EpsilonDeltaEvent, Event, GaussianEvent
-from dpdist.privacy.lattice import LatticeNoise
+from dpdist.privacy.noise.lattice import LatticeNoise
 from dpdist.privacy.mechanisms.base import Mechanism, lattice_law
-from dpdist.privacy.noise import NoiseSeed
-from dpdist.privacy.pca_calibration import FriendlyTestCalibration, GaussianReleaseCalibration
+from dpdist.privacy.noise.streams import NoiseSeed
+from dpdist.privacy.mechanisms.privpca.calibration import FriendlyTestCalibration, GaussianReleaseCalibration
 
 __all__ = [
     "FriendlyTestMechanism",
@@ -51,7 +51,7 @@ def friendly_purpose(stage: str, role: str) -> str:
 
 
 def _bounded_laplace_event(noise: LatticeNoise, units: float) -> EpsilonDeltaEvent:
-    """``(Delta_Z / s, e^eps q / (1 - q))`` of the truncated Laplace on the lattice (docs/privacy/friendly.md)."""
+    """``(Delta_Z / s, e^eps q / (1 - q))`` of the truncated Laplace on the lattice (docs/privacy/privpca.md)."""
     eps = units / noise.scale
     t = (noise.bound + 0.5) / noise.scale  # q = e^-t; in logs: e^eps overflows for huge epsilon
     return EpsilonDeltaEvent(eps, math.exp(eps - t - math.log(-math.expm1(-t))))
@@ -100,7 +100,7 @@ class FriendlyTestMechanism(Mechanism):
         return {role: friendly_purpose(self.stage, role) for role in ("count", "weight")}
 
     def threshold_units(self, role: str) -> float:
-        """``T = ceil(0.8 m_b / gamma) + A + 1`` (docs/privacy/friendly.md), in lattice units."""
+        """``T = ceil(0.8 m_b / gamma) + A + 1`` (docs/privacy/privpca.md), in lattice units."""
         noise = self.laws()[role]
         pass_at = self.calibration.pass_fraction * self.calibration.n_batches
         return float(math.ceil(noise.lattice.units(pass_at)) + noise.bound + 1)
@@ -123,7 +123,7 @@ class PrivNormMechanism(Mechanism):
     Attributes
     ----------
     calibration : GaussianReleaseCalibration
-        :func:`~dpdist.privacy.pca_calibration.privnorm_calibration`'s.
+        :func:`~dpdist.privacy.mechanisms.privpca.calibration.privnorm_calibration`'s.
     noise : LatticeNoise
         The rounded Gaussian law.
     sensitivity_units : float
@@ -155,7 +155,7 @@ class PrivNormMechanism(Mechanism):
         return float(self.field("release", seed)(np.float64(norm)))
 
 
-#: Frobenius bound of ``fl(u u^T) - u u^T`` for a unit u, per neighbour, doubled (docs/privacy/friendly.md).
+#: Frobenius bound of ``fl(u u^T) - u u^T`` for a unit u, per neighbour, doubled (docs/privacy/privpca.md).
 PRODUCT_ERROR = 2.0**-51
 #: The rounding of the d^2 projector entries costs at most this fraction of the sensitivity.
 ROUNDING_SHARE = 2.0**-10
@@ -168,7 +168,7 @@ class PrivPCAMechanism(Mechanism):
     Attributes
     ----------
     calibration : GaussianReleaseCalibration
-        :func:`~dpdist.privacy.pca_calibration.privpca_calibration`'s.
+        :func:`~dpdist.privacy.mechanisms.privpca.calibration.privpca_calibration`'s.
     n_features : int
         d (the rounding term of the sensitivity counts d^2 entries).
     noise : LatticeNoise
@@ -207,7 +207,7 @@ class PrivPCAMechanism(Mechanism):
 
     def projector(self, support, u_support, n_features: int, k: int, seed: NoiseSeed):
         """``top_{k^2}(u u^T + G)`` as ``(rows, cols, values)``, values on the lattice."""
-        from dpdist.privacy.topk_sampler import lattice_top_k2
+        from dpdist.privacy.noise.topk_sampler import lattice_top_k2
 
         if int(n_features) != self.n_features:
             raise ValueError(f"this mechanism is calibrated for d = {self.n_features}, got {n_features!r}")

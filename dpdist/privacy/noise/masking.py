@@ -21,8 +21,8 @@ import math
 
 import numpy as np
 
-from dpdist.privacy.lattice import FALLBACK_SUFFIX, FALLBACK_WORDS
-from dpdist.privacy.noise import NoiseSeed
+from dpdist.privacy.noise.lattice import FALLBACK_SUFFIX, FALLBACK_WORDS
+from dpdist.privacy.noise.streams import NoiseSeed
 
 __all__ = ["ExactGram", "GRID_BITS", "GRID_MIN_EXPONENT", "MAX_LEVELS", "grid_round", "masked_gram"]
 

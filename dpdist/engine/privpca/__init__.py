@@ -62,16 +62,16 @@ Non-finite values and magnitudes: both passes first replace every row holding a
 NaN or an infinity by a zero row (the row rule of every estimator: a per-row map, uncounted)
 and clip every entry to the caller's public ``clip`` (:func:`chunk_rows`), so each product
 ``x_a x_b`` is at most ``clip^2`` and the rounding of every batch moment and of Sigma_bar is
-bounded by public values (``dpdist.privacy.pca_calibration.friendly_float_bounds``). A batch
+bounded by public values (``dpdist.privacy.mechanisms.privpca.calibration.friendly_float_bounds``). A batch
 whose second moment is still non-finite (possible only with ``clip = inf``) is not good, has
 no friends (not even itself: ``NaN <= 2 tau`` is false), weighs 0, and its rows (or its kept
 tiles) are skipped (not multiplied by 0) in pass 2.
 
 Modules
 -------
-:mod:`~dpdist.engine.friendly.kernels`
+:mod:`~dpdist.engine.privpca.kernels`
     what one task computes (plain NumPy on one row chunk or one tile);
-:mod:`~dpdist.engine.friendly.graph`
+:mod:`~dpdist.engine.privpca.graph`
     the two passes as dask graphs over the row chunks of X (batches, tiles, groups);
 :mod:`dpdist.engine.sparse_spectrum` and :mod:`dpdist.engine.session`
     the spectra of the thresholded matrices, and where the results of a fit live.

@@ -23,8 +23,8 @@ import math
 import numpy as np
 from scipy import special
 
-from dpdist.privacy.lattice import FALLBACK_SUFFIX, FALLBACK_WORDS, LatticeField, LatticeNoise, _mp
-from dpdist.privacy.noise import NoiseSeed, chacha20_words
+from dpdist.privacy.noise.lattice import FALLBACK_SUFFIX, FALLBACK_WORDS, LatticeField, LatticeNoise, _mp
+from dpdist.privacy.noise.streams import NoiseSeed, chacha20_words
 
 __all__ = ["TIE_WORDS", "lattice_top_k2", "sample_distinct_cells"]
 
