@@ -3,7 +3,8 @@
 A dataset's total budget is ``(epsilon, delta)`` or ``rho`` (zCDP), set by its owner. Each
 charge against it has a stated guarantee (its cost: ``ApproxDP`` or ``ZCDP``) and, once a
 release committed it, the release's typed events (what ran: :mod:`dpdist.privacy.events`).
-Two bounds are computed, both valid, and the smaller decides (replace-one neighbours):
+Two bounds are computed, both valid (replace-one neighbours); a set is admissible when either
+lies within the total, and the smaller one is reported:
 
 - **Stated.** Every charge counts by its cost. (epsilon, delta) costs add (basic
   composition, Dwork & Roth 2014 Theorem 3.16); zCDP costs add (Bun & Steinke 2016 Lemma
@@ -16,8 +17,11 @@ Two bounds are computed, both valid, and the smaller decides (replace-one neighb
   accountant bounds (:meth:`dpdist.privacy.accounting.Accountant.epsilons`, our own rules:
   its smallest epsilon, e.g. Gaussian parts composed exactly as GDP, Dong, Roth & Su 2019
   Corollary 3.3), at the delta the event-less (epsilon, delta) costs leave; that group then
-  adds to their epsilons (DR14 Theorem 3.16). Against a rho total the events' rho
-  (:func:`~dpdist.privacy.accounting.zcdp_rho`) adds to the others' rho.
+  adds to their epsilons (DR14 Theorem 3.16, which holds for interleaved groups too). Against
+  a rho total the events' rho (:func:`~dpdist.privacy.accounting.zcdp_rho`) adds to the
+  others' rho. A charge's stated guarantee and its events bound the same mechanism, so a
+  charge without events (an open reservation, a charge spent without a release, an entry
+  written before events were stored) only ever counts by its cost.
 
 The proof that this check is sound and monotone (adding a charge never lowers what a set
 needs, so re-checking the whole set at every reservation is enough) is in
@@ -37,7 +41,7 @@ from decimal import Decimal
 from typing import Iterable, Union
 
 from dpdist.exceptions import ValidationError
-from dpdist.privacy.accounting import Accountant, UnsupportedEventError, pure_dp_rho, pure_epsilon, zcdp_rho
+from dpdist.privacy.accounting import Accountant, UnsupportedEventError, pure_dp_rho, pure_epsilon
 from dpdist.privacy.budget import ApproxDP
 from dpdist.privacy.events import Event, ZCDPEvent
 from dpdist.privacy.zcdp import ZCDP, cks20_epsilon
@@ -259,7 +263,7 @@ def _by_events(total: Cost, charges: list[Charge]) -> Spent | None:
     plain = [c.cost for c in charges if not c.events]
     events: list[Event] = [e for c in charges for _, e in c.events]
     if isinstance(total, ZCDP):
-        rho_events = zcdp_rho(_composed(events))
+        rho_events = _accountant(events).rho()
         if rho_events is None or not math.isfinite(rho_events):
             return None
         rho = _stated(total, plain).rho + _up(rho_events)
@@ -286,22 +290,20 @@ def _by_events(total: Cost, charges: list[Charge]) -> Spent | None:
                  reason="" if fits else f"epsilon {eps} > budget epsilon {e_total}")
 
 
-def _composed(events: list[Event]):
+def _accountant(events: list[Event]) -> Accountant:
     acc = Accountant()
     for e in events:
         acc.compose(e)
-    return acc.event
+    return acc
 
 
 def _event_epsilons(group: list[Event], delta: Decimal) -> dict[str, float]:
     """The accountant's epsilons of ``group`` at ``delta`` (rounded down to a float), by each
     of its own rules that applies; at ``delta = 0`` only pure composition applies."""
+    acc = _accountant(group)
     if delta == 0:
-        eps = pure_epsilon(_composed(group))
+        eps = pure_epsilon(acc.event)
         return {} if eps is None else {"pure": eps}
-    acc = Accountant()
-    for e in group:
-        acc.compose(e)
     try:
         found = acc.epsilons(_float_down(delta), external=False)
     except (UnsupportedEventError, ValidationError):
