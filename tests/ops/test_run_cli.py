@@ -68,6 +68,13 @@ def test_scheduled_job_runs_until_the_budget_refuses(setup, capsys):
     assert (status["committed"], status["refused"]) == (4, 1)
     assert status["spent"]["events_accounted_by"] == "zcdp-cks20"
     assert 0.0 < float(status["remaining"]["epsilon"]) < 0.4  # the fifth asked for more than is left
+    code, text, _ = cli(capsys, "budget", "show", ds, "--ledger", led.url)
+    assert "(the releases' events composed by the zcdp-cks20 rule at delta=1e-06)" in text
+    code, text, _ = cli(capsys, "budget", "history", "tiny", "--json", "--ledger", led.url)
+    committed = [e for e in json.loads(text) if e["state"] == "committed"]
+    assert len(committed) == 4 and all([s["step"] for s in e["events"]] == ["mean", "PrivCov rows"] for e in committed)
+    assert committed[0]["events"][0] == {"step": "mean", "type": "gaussian",
+                                         "noise_multiplier": committed[0]["events"][0]["noise_multiplier"]}
 
 
 def test_run_json_output_and_the_result_it_names(setup, capsys):
