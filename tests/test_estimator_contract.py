@@ -430,7 +430,10 @@ def test_a_fit_with_a_ledger_reserves_before_reading_and_commits(ledger):
     (entry,) = _entries(ledger, "claims")
     assert entry.state == "committed" and entry.outcome == "released" and entry.stage == "running"
     assert entry.privacy == ApproxDP(1.0, 1e-5) == est.privacy_ and data.count > 0
-    assert ledger.remaining("claims").remaining()["epsilon"] == "2.0"
+    assert entry.charge.events == est.release_.events and len(entry.events) == len(est.release_.events) > 0
+    assert [e["step"] for e in entry.events] == [label for label, _ in est.release_.events]
+    # by its stated cost 2.0 is left; its events, accounted at the whole delta 1e-4, need less than 1.0
+    assert 2.0 < float(ledger.remaining("claims").remaining()["epsilon"]) < 3.0
 
 
 def test_a_refused_reservation_reads_nothing_and_leaves_the_estimator_unfitted(ledger):

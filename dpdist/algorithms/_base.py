@@ -361,6 +361,7 @@ class Estimator:
             cost = self._charged_cost()
             with ledger.charge(dataset, cost, job=f"{type(self).__name__}.fit") as reservation:
                 release = self._fit_on_reservation(Xd, reservation)
+                reservation.commit(events=release.events)
             attrs = self._finish(release)
         self.__dict__.update(attrs)
         return self

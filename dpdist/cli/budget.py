@@ -99,6 +99,10 @@ def _print_status(s: dict) -> None:
     extra = ""
     if spent.get("zcdp_rho"):
         extra = f" (incl. zCDP rho={float(spent['zcdp_rho']):.6g} converted at delta={float(spent['zcdp_converted_at_delta']):.3g})"
+    if spent.get("events_accounted_by"):
+        at = spent.get("events_accounted_at_delta")
+        extra = (f" (the releases' events composed by the {spent['events_accounted_by']} rule"
+                 + (f" at delta={float(at):.3g}" if at is not None else "") + ")")
     print(f"spent     : {_fmt(spent)}{extra}; {s['committed']} committed, {len(s['open_reservations'])} open, "
           f"{s['refused']} refused")
     print(f"remaining : {_fmt(s['remaining'])}")

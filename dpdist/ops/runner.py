@@ -257,7 +257,7 @@ def charged_release(
         try:
             staged = stage_result(target, meta, values, overwrite=overwrite)
             staged.prepare()
-            entry = reservation.commit(output=target, checksum=staged.checksum)
+            entry = reservation.commit(output=target, checksum=staged.checksum, events=rel.events)
         except BaseException as exc:
             if staged is not None:
                 staged.discard()

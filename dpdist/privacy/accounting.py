@@ -40,6 +40,9 @@ bound, which the CKS20 conversion turns into epsilon more tightly than RDP's con
 and importing dp_accounting would cost every fit (every CLI process) 1 to 10 s.
 dp_accounting stays available through :class:`Accountant` (``external=True``) to re-account
 releases, for example Laplace-heavy compositions across jobs, where its PLD is tighter.
+
+The ledger composes the charges of a dataset with this accountant too (our own rules), over
+the events its committed releases recorded (:mod:`dpdist.ops.composition`).
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ __all__ = [
     "gaussian_profile_delta",
     "gdp_mu",
     "mixed_composition",
+    "pure_dp_rho",
     "pure_epsilon",
     "release_guarantee",
     "to_dp_accounting",
@@ -123,6 +127,12 @@ def pure_epsilon(event: Event) -> float | None:
     return math.fsum(total)
 
 
+def pure_dp_rho(epsilon):
+    """The rho of an epsilon-DP step: ``epsilon^2 / 2`` (BS16 Prop. 1.4). Exact for a
+    :class:`~decimal.Decimal` epsilon (the ledger's budget arithmetic), rounded for a float."""
+    return epsilon**2 / 2
+
+
 def zcdp_rho(event: Event) -> float | None:
     """rho by zCDP composition (BS16), or None when some part has no zCDP bound."""
     total = []
@@ -141,7 +151,7 @@ def zcdp_rho(event: Event) -> float | None:
             eps = pure_epsilon(leaf)
             if eps is None:
                 return None
-            total.append(k * eps**2 / 2.0)  # BS16 Prop. 1.4
+            total.append(k * pure_dp_rho(eps))
     return math.fsum(total)
 
 
@@ -175,9 +185,8 @@ def advanced_composition(event: SelfComposedEvent, delta_slack: float) -> Approx
         raise UnsupportedEventError(f"advanced composition applies to SelfComposedEvent, got {event!r}")
     delta_slack = check_delta(delta_slack, "delta_slack")
     inner = basic_composition(event.event)
-    k, e0 = event.count, inner.epsilon
-    eps = math.sqrt(2 * k * math.log(1 / delta_slack)) * e0 + k * e0 * math.expm1(e0)
-    return _approx(eps, k * inner.delta + delta_slack)
+    k = event.count
+    return _approx(advanced_composition_epsilon(inner.epsilon, k, delta_slack), k * inner.delta + delta_slack)
 
 
 def gdp_mu(event: Event) -> float | None:

@@ -32,6 +32,8 @@ __all__ = [
     "SelfComposedEvent",
     "ZCDPEvent",
     "event_from_dict",
+    "labelled_events_from_list",
+    "labelled_events_to_list",
 ]
 
 
@@ -79,11 +81,27 @@ class Event:
     def to_json(self) -> str:
         return json.dumps(self.to_dict())
 
+    @classmethod
+    def from_dict(cls, d: dict | str) -> "Event":
+        """Inverse of :meth:`to_dict` (also accepts a JSON string); on a subclass, the event
+        must be of that type."""
+        event = event_from_dict(d)
+        if not isinstance(event, cls):
+            raise ValidationError(f"{d!r} is a {type(event).__name__}, not a {cls.__name__}")
+        return event
 
-def event_from_dict(d: dict) -> Event:
-    """Inverse of :meth:`Event.to_dict` (also accepts a JSON string)."""
+
+def event_from_dict(d: dict | str) -> Event:
+    """Inverse of :meth:`Event.to_dict` (also accepts a JSON string).
+
+    Keys other than ``type`` and the event's fields are ignored (a release's metadata adds
+    ``step``, the event's label). Raises :class:`~dpdist.exceptions.ValidationError` for
+    anything that is not an event."""
     if isinstance(d, str):
-        d = json.loads(d)
+        try:
+            d = json.loads(d)
+        except ValueError:
+            raise ValidationError(f"not a privacy event: {d!r}") from None
     if not isinstance(d, dict) or d.get("type") not in _REGISTRY:
         raise ValidationError(f"not a privacy event: {d!r}")
     cls = _REGISTRY[d["type"]]
@@ -95,9 +113,37 @@ def event_from_dict(d: dict) -> Event:
         if name == "event":
             value = event_from_dict(value)
         elif name == "events":
+            if not isinstance(value, list):
+                raise ValidationError(f"not a privacy event: {d!r}")
             value = tuple(event_from_dict(v) for v in value)
         kwargs[name] = value
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except TypeError:  # a required field is missing
+        raise ValidationError(f"not a privacy event: {d!r}") from None
+
+
+def labelled_events_to_list(events) -> list[dict]:
+    """A release's ``(label, Event)`` pairs as JSON objects ``{"step": label, "type": ..., fields...}``
+    (the form of a release's metadata and of the ledger's ``events`` column)."""
+    out = []
+    for item in events:
+        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], Event)):
+            raise ValidationError(f"events must be (label, Event) pairs, got {item!r}")
+        out.append({"step": str(item[0]), **item[1].to_dict()})
+    return out
+
+
+def labelled_events_from_list(items) -> tuple:
+    """Inverse of :func:`labelled_events_to_list`: ``(label, Event)`` pairs."""
+    if not isinstance(items, list):
+        raise ValidationError(f"events must be a list of labelled events, got {items!r}")
+    out = []
+    for d in items:
+        if not isinstance(d, dict) or not isinstance(d.get("step"), str):
+            raise ValidationError(f"not a labelled privacy event: {d!r}")
+        out.append((d["step"], event_from_dict(d)))
+    return tuple(out)
 
 
 @_register("no-op")

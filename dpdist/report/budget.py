@@ -46,7 +46,7 @@ def spending_series(
         elif total is None:
             continue
         elif e.state in ("committed", "reserved"):
-            charges.append(e.privacy)
+            charges.append(e.charge)  # the cost, with the release's events when it has them
         elif e.state != "refused":
             continue
         if total is not None:

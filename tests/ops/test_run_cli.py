@@ -42,27 +42,39 @@ def setup(tmp_path, tiny_dataset):
         yield led, make, out, tiny_dataset
 
 
-def test_scheduled_job_runs_three_times_then_the_budget_refuses(setup, capsys):
+def test_scheduled_job_runs_until_the_budget_refuses(setup, capsys):
+    """Releases at (0.4, 1e-8) on (1, 1e-6): by their stated costs two fit; the events the
+    committed releases recorded compose (zCDP, converted once at the whole delta) to less, so
+    four run before the fifth is refused."""
     led, make, out, ds = setup
-    job = make(epsilon=0.3)
+    job = make(epsilon=0.4)
     assert cli(capsys, "budget", "set", ds, "--epsilon", "1.0", "--delta", "1e-6", "--name", "tiny",
                "--ledger", led.url)[0] == 0
-    for i in range(3):
+    for i in range(4):
         code, text, err = cli(capsys, "run", job)
-        assert code == 0, err
+        assert code == 0, (i, err)
         assert "written" in text
     code, text, err = cli(capsys, "run", job, "--json")
     assert code == 3
     refused = json.loads(text)
     assert refused["status"] == "refused" and "exceed its budget" in refused["error"]["message"]
     assert refused["exit_code"] == 3 and refused["job"] == job
-    assert len(os.listdir(out)) == 3
+    assert len(os.listdir(out)) == 4
     code, hist, _ = cli(capsys, "budget", "history", "tiny", "--ledger", led.url)
     lines = hist.strip().splitlines()
-    assert [line.split()[3] for line in lines[1:]] == ["budget-set", "committed", "committed", "committed", "refused"]
+    assert [line.split()[3] for line in lines[1:]] == ["budget-set"] + ["committed"] * 4 + ["refused"]
     code, text, _ = cli(capsys, "budget", "show", ds, "--json", "--ledger", led.url)
     status = json.loads(text)
-    assert (status["committed"], status["refused"], status["remaining"]["epsilon"]) == (3, 1, "0.1")
+    assert (status["committed"], status["refused"]) == (4, 1)
+    assert status["spent"]["events_accounted_by"] == "zcdp-cks20"
+    assert 0.0 < float(status["remaining"]["epsilon"]) < 0.4  # the fifth asked for more than is left
+    code, text, _ = cli(capsys, "budget", "show", ds, "--ledger", led.url)
+    assert "(the releases' events composed by the zcdp-cks20 rule at delta=1e-06)" in text
+    code, text, _ = cli(capsys, "budget", "history", "tiny", "--json", "--ledger", led.url)
+    committed = [e for e in json.loads(text) if e["state"] == "committed"]
+    assert len(committed) == 4 and all([s["step"] for s in e["events"]] == ["mean", "PrivCov rows"] for e in committed)
+    assert committed[0]["events"][0] == {"step": "mean", "type": "gaussian",
+                                         "noise_multiplier": committed[0]["events"][0]["noise_multiplier"]}
 
 
 def test_run_json_output_and_the_result_it_names(setup, capsys):

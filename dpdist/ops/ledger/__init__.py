@@ -18,7 +18,8 @@ Life of a job (what :meth:`Ledger.charge` and :func:`dpdist.ops.runner.run_job` 
   :mod:`dpdist.ops.composition`. A refusal raises :class:`~dpdist.exceptions.BudgetExceeded`
   (exit code 3) and is itself recorded as a ``refused`` entry (it spends nothing).
 - **commit** turns the reservation into a ``committed`` entry, recording in the *same*
-  transaction the output's location and checksum. A result is published only after its
+  transaction the output's location and checksum and the release's typed privacy events
+  (which the composition rule then accounts, as the release's own accountant does). A result is published only after its
   commit (:func:`dpdist.ops.runner.run_job`), so no released output exists without a
   committed entry.
 - **refund** returns a reservation unspent: its job failed before any noise was drawn.

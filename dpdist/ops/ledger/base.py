@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any, ContextManager, Iterator, Protocol, Sequence
 
 from dpdist.exceptions import BudgetExceeded, InfrastructureError, NoPrivateResult, ValidationError
-from dpdist.ops.composition import Cost, Spent, cost_from_dict, cost_to_dict, decimal_of, spent, within
+from dpdist.ops.composition import Charge, Cost, Spent, cost_from_dict, cost_to_dict, decimal_of, spent, within
 from dpdist.ops.ledger.locations import canonical_dataset
 from dpdist.privacy.budget import ApproxDP
+from dpdist.privacy.events import labelled_events_from_list, labelled_events_to_list
 from dpdist.privacy.zcdp import ZCDP
 
 __all__ = ["ChargeProtocol", "Entry", "Ledger", "Reservation", "SCHEMA"]
@@ -36,8 +37,9 @@ UNSPENT = "refunded-unspent"
 STAGE_RESERVED, STAGE_RUNNING = "reserved", "running"
 
 #: The schema of both backends; ``{seq}`` and ``{events}`` are the two column types that differ.
-#: ``events`` holds the typed privacy events of a charge as JSON (an empty list when the charge
-#: recorded none), so that recording them needs no migration.
+#: ``events`` holds the typed privacy events of the release a charge was committed for, as the
+#: release's metadata lists them (``{"step": label, "type": ..., fields...}``); an empty list
+#: when the charge has none (reserved, refunded, refused, or committed without a release).
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS dpdist_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS dpdist_datasets (
@@ -87,7 +89,7 @@ class Entry:
     """One ledger record: a charge (reserved, committed, refunded), a refusal, or a budget set.
 
     ``cost`` is the privacy cost (for a budget set: the new total); ``events`` the typed
-    privacy events when known (a JSON list; empty when the charge recorded none).
+    privacy events of the release it was committed for (a JSON list; empty when none).
     """
 
     seq: int
@@ -111,6 +113,16 @@ class Entry:
     @property
     def privacy(self) -> Cost:
         return cost_from_dict(self.cost)
+
+    @property
+    def charge(self) -> Charge:
+        """The charge the composition rule counts: the cost, with the typed events when they
+        can be read (a list in another form, written by an older version, counts as none)."""
+        try:
+            events = labelled_events_from_list(self.events)
+        except ValidationError:
+            events = ()
+        return Charge(self.privacy, events)
 
     @property
     def counts(self) -> bool:
@@ -152,8 +164,9 @@ class ChargeProtocol(Protocol):
     ``dataset`` is the data's identifier (an estimator passes its ``dataset=`` parameter, or
     the canonical location of a path input); ``cost`` the ``ApproxDP``/``ZCDP`` it reserves.
     The object entered has ``running()`` (mark: data may be read from now on) and
-    ``commit(output=None, checksum=None, outcome="released", note=None)``; an estimator commits
-    explicitly only when the data refused the pass (``outcome="refused-during-pass"``: that
+    ``commit(output=None, checksum=None, outcome="released", note=None, events=())``; an
+    estimator commits its release with the release's ``events``, and otherwise only when the
+    data refused the pass (``outcome="refused-during-pass"``: that
     refusal reveals a bit, so it counts as spent). Leaving the block normally commits; leaving
     it by an exception commits what a :class:`~dpdist.exceptions.NoPrivateResult` spent,
     refunds the reservation when nothing can have been spent (an ``InfrastructureError`` with
@@ -187,9 +200,11 @@ class Reservation:
         self.running_ = True
 
     def commit(self, *, output: str | None = None, checksum: str | None = None, outcome: str = "released",
-               spent: Cost | None = None, note: str | None = None) -> Entry:
+               spent: Cost | None = None, note: str | None = None, events: Sequence = ()) -> Entry:
+        """Commit (spent); ``events``: the ``(label, Event)`` pairs of the release (see
+        :meth:`Ledger.commit`)."""
         self.entry = self.ledger.commit(self.id, output=output, checksum=checksum, outcome=outcome,
-                                        spent=spent, note=note)
+                                        spent=spent, note=note, events=events)
         return self.entry
 
     def refund(self, reason: str) -> Entry:
@@ -279,7 +294,7 @@ class Ledger(abc.ABC):
             raise ValidationError(f"a budget must be ApproxDP(epsilon, delta) or ZCDP(rho > 0), got {total!r}")
         with self._transaction(lock=True) as cur:
             self._lock_dataset(cur, dataset)
-            used = spent(total, [e.privacy for e in self._entries(cur, dataset) if e.counts])  # kind compatible?
+            used = spent(total, [e.charge for e in self._entries(cur, dataset) if e.counts])  # kind compatible?
             if not used.fits and not force:
                 raise ValidationError(
                     f"a total of {total.describe()} for {dataset!r} is below what its committed and open charges "
@@ -348,7 +363,7 @@ class Ledger(abc.ABC):
 
     def _insert(self, cur, dataset: str, state: str, cost: dict, *, stage: str | None = None,
                 job: str | None = None, output: str | None = None, note: str | None = None,
-                events: list | None = None, outcome: str | None = None, finished: bool = True) -> Entry:
+                outcome: str | None = None, finished: bool = True) -> Entry:
         entry_id = uuid.uuid4().hex
         pid = os.getpid()
         now = _now()
@@ -357,12 +372,12 @@ class Ledger(abc.ABC):
             "INSERT INTO dpdist_entries (id, dataset, state, cost, stage, job, output, outcome, note, host, pid, "
             "pid_start, created, finished, events) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (entry_id, dataset, state, json.dumps(cost), stage, job, output, outcome, note, socket.gethostname(),
-             pid, _process_start(pid), now, now if finished else None, json.dumps(events or [])),
+             pid, _process_start(pid), now, now if finished else None, "[]"),
         )
         return self._entry_by_id(cur, entry_id)
 
-    def reserve(self, dataset: str, cost: Cost, *, job: str | None = None, output: str | None = None,
-                events: list | None = None) -> Reservation:
+    def reserve(self, dataset: str, cost: Cost, *, job: str | None = None,
+                output: str | None = None) -> Reservation:
         """Reserve ``cost`` on ``dataset`` before reading any data.
 
         Raises
@@ -382,17 +397,16 @@ class Ledger(abc.ABC):
                 reason = f"dataset {dataset!r} has no privacy budget in this ledger; its owner sets one with " \
                          f"'dpdist budget set {dataset} --epsilon E --delta D' (or --rho)"
             else:
-                result = spent(total, [e.privacy for e in self._entries(cur, dataset) if e.counts] + [cost])
+                result = spent(total, [e.charge for e in self._entries(cur, dataset) if e.counts] + [cost])
                 reason = "" if result.fits else (
                     f"reserving {cost.describe()} on {dataset!r} would exceed its budget {total.describe()}: "
                     f"{result.reason}"
                 )
             if not reason:
                 entry = self._insert(cur, dataset, RESERVED, cost_dict, stage=STAGE_RESERVED, job=job,
-                                     output=output, events=events, finished=False)
+                                     output=output, finished=False)
                 return Reservation(self, entry)
-            self._insert(cur, dataset, REFUSED, cost_dict, job=job, output=output, note=reason, events=events,
-                         outcome="refused")
+            self._insert(cur, dataset, REFUSED, cost_dict, job=job, output=output, note=reason, outcome="refused")
         raise BudgetExceeded(reason)
 
     def mark_running(self, entry_id: str) -> None:
@@ -404,9 +418,17 @@ class Ledger(abc.ABC):
                 raise ValidationError(f"reservation {entry_id!r} is not open")
 
     def commit(self, entry_id: str, *, output: str | None = None, checksum: str | None = None,
-               outcome: str = "released", spent: Cost | None = None, note: str | None = None) -> Entry:
+               outcome: str = "released", spent: Cost | None = None, note: str | None = None,
+               events: Sequence = ()) -> Entry:
         """Commit a reservation, recording the output's location and checksum in the same
-        transaction. ``spent`` (no larger than the reservation) replaces the reserved cost."""
+        transaction. ``spent`` (no larger than the reservation) replaces the reserved cost.
+
+        ``events``: the ``(label, Event)`` pairs of the release the charge paid for
+        (``Release.events``), stored with the entry; the composition rule then accounts the
+        charge by them as well as by its cost (:mod:`dpdist.ops.composition`). Give none for a
+        charge spent without a release: it counts by its cost alone.
+        """
+        stored = json.dumps(labelled_events_to_list(events))
         with self._transaction(lock=True) as cur:
             entry = self._entry_by_id(cur, entry_id)
             if entry.state != RESERVED:
@@ -419,9 +441,9 @@ class Ledger(abc.ABC):
                 ):
                     raise ValidationError(f"spent {cost} exceeds the reservation {entry.cost}")
             self._exec(cur, "UPDATE dpdist_entries SET state = ?, cost = ?, output = ?, checksum = ?, outcome = ?, "
-                            "note = ?, finished = ? WHERE id = ? AND state = ?",
+                            "note = ?, finished = ?, events = ? WHERE id = ? AND state = ?",
                        (COMMITTED, json.dumps(cost), output if output is not None else entry.output, checksum,
-                        outcome, note, _now(), entry_id, RESERVED))
+                        outcome, note, _now(), stored, entry_id, RESERVED))
             return self._entry_by_id(cur, entry_id)
 
     def refund(self, entry_id: str, *, reason: str) -> Entry:
@@ -458,12 +480,12 @@ class Ledger(abc.ABC):
             total = self._total(cur, dataset)
             if total is None:
                 raise BudgetExceeded(f"dataset {dataset!r} has no privacy budget in this ledger")
-            charges = [e.privacy for e in self._entries(cur, dataset) if e.counts]
+            charges = [e.charge for e in self._entries(cur, dataset) if e.counts]
         return spent(total, charges + ([extra] if extra is not None else []))
 
     @contextlib.contextmanager
     def charge(self, dataset: str, cost: Cost, *, job: str | None = None, output: str | None = None,
-               events: list | None = None, unspent_until_running: bool = False) -> Iterator[Reservation]:
+               unspent_until_running: bool = False) -> Iterator[Reservation]:
         """Reserve ``cost`` for the block; resolve the reservation when the block ends.
 
         - the block commits explicitly (``reservation.commit(output=..., checksum=...)``), or
@@ -485,7 +507,7 @@ class Ledger(abc.ABC):
         ...     r.running()
         ...     est.fit("s3://bucket/claims.zarr")
         """
-        reservation = self.reserve(dataset, cost, job=job, output=output, events=events)
+        reservation = self.reserve(dataset, cost, job=job, output=output)
         try:
             yield reservation
         except BaseException as exc:
