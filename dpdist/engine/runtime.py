@@ -67,8 +67,9 @@ __all__ = [
     "unoptimized_delayed",
 ]
 
-#: Default ``timeout`` of a fit, in seconds: one day. A job that has not finished in a day
-#: on the cluster it was given is stuck; set ``dpdist.timeout`` to None for no limit.
+#: Default time limit of a fit (``dpdist.timeout``), in seconds: one day. A job that has not
+#: finished in a day on the cluster it was given is stuck; set ``dpdist.timeout`` to None for
+#: no limit.
 DEFAULT_TIMEOUT = 86400.0
 #: Default seconds a ``distributed`` cluster may have no worker before a fit fails.
 NO_WORKERS_TIMEOUT = 30.0
