@@ -43,9 +43,9 @@ def spike(n: int = 3000) -> np.ndarray:
 #: name -> (fit(X, random_state, scheduler) -> fitted estimator or Release, data())
 FITS = {
     "SparseCovariance": (lambda X, rs, s: dpdist.SparseCovariance(2, 1.0, 1e-5, clip=2.0, random_state=rs,
-                                                                  scheduler=s, progress=False).fit(X), gauss),
+                                                                  scheduler=s).fit(X), gauss),
     "SparseCovariancePCA": (lambda X, rs, s: dpdist.SparseCovariancePCA(2, 1.0, 1e-5, clip=2.0, random_state=rs,
-                                                                        scheduler=s, progress=False).fit(X), gauss),
+                                                                        scheduler=s).fit(X), gauss),
     "GaussianCovariance": (lambda X, rs, s: GaussianCovariance(1.0, 1e-5, sigma=1.0, random_state=rs, scheduler=s).fit(X),
                            gauss),
     "GaussianPCA": (lambda X, rs, s: GaussianPCA(1.0, 1e-5, sigma=1.0, random_state=rs, scheduler=s).fit(X), gauss),
@@ -89,10 +89,9 @@ def groups_agree() -> np.ndarray:
 #: Kept out of FITS, whose entries other tests hold to per-estimator allow-lists.
 FUNCTIONAL_FORMS = {
     "private_sparse_covariance": (
-        lambda X, rs, s: private_sparse_covariance(X, 2, 1.0, 1e-5, clip=2.0, random_state=rs, scheduler=s,
-                                                   progress=False), gauss),
+        lambda X, rs, s: private_sparse_covariance(X, 2, 1.0, 1e-5, clip=2.0, random_state=rs, scheduler=s), gauss),
     "sparse_covariance_pca": (lambda X, rs, s: sparse_covariance_pca(X, 2, 1.0, 1e-5, clip=2.0, random_state=rs,
-                                                                     scheduler=s, progress=False), gauss),
+                                                                     scheduler=s), gauss),
     "expmech_pca": (lambda X, rs, s: expmech_pca(X, 2, 1.0, 1e-5, sigma=1.0, random_state=rs, scheduler=s), gauss),
     "second_moment": (lambda X, rs, s: second_moment(X, 1.0, m=1, radius=20.0, lambda_min=0.5, random_state=rs,
                                                      scheduler=s), lambda: gauss(scales=[1, 2, 3, 5, 8, 13])),
@@ -109,13 +108,13 @@ FUNCTIONAL_FORMS = {
 #: centring, the tight sensitivity, shuffled batches, a released subsample-and-aggregate).
 VARIANTS = {
     "SparseCovariance-laplace": (lambda X, rs, s: dpdist.SparseCovariance(
-        2, 1.0, 1e-5, clip=2.0, selection="laplace", random_state=rs, scheduler=s, progress=False).fit(X), gauss),
+        2, 1.0, 1e-5, clip=2.0, selection="laplace", random_state=rs, scheduler=s).fit(X), gauss),
     "SparseCovariance-paper": (lambda X, rs, s: dpdist.SparseCovariance(
-        2, 1.0, 1e-5, clip=2.0, selection="paper", random_state=rs, scheduler=s, progress=False).fit(X), gauss),
+        2, 1.0, 1e-5, clip=2.0, selection="paper", random_state=rs, scheduler=s).fit(X), gauss),
     "SparseCovariance-row-clip": (lambda X, rs, s: dpdist.SparseCovariance(
-        2, 1.0, 1e-5, clip=2.0, row_clip=3.0, random_state=rs, scheduler=s, progress=False).fit(X), gauss),
+        2, 1.0, 1e-5, clip=2.0, row_clip=3.0, random_state=rs, scheduler=s).fit(X), gauss),
     "SparseCovariance-assume-centered": (lambda X, rs, s: dpdist.SparseCovariance(
-        2, 1.0, 1e-5, clip=2.0, assume_centered=True, random_state=rs, scheduler=s, progress=False).fit(X), gauss),
+        2, 1.0, 1e-5, clip=2.0, assume_centered=True, random_state=rs, scheduler=s).fit(X), gauss),
     "GaussianCovariance-assume-centered": (lambda X, rs, s: GaussianCovariance(
         1.0, 1e-5, sigma=1.0, assume_centered=True, random_state=rs, scheduler=s).fit(X), gauss),
     "ExpMechSparsePCA-assume-centered": (lambda X, rs, s: dpdist.ExpMechSparsePCA(

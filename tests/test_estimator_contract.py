@@ -13,8 +13,9 @@ the same checks:
 - parameters follow one validation rule (:mod:`dpdist._validation`), at ``plan`` and at
   ``fit`` before any data is read, and everywhere in the privacy layer;
 - vacuous releases are flagged (``UtilityWarning``, ``parameters["utility"]``);
-- ``ledger=`` charges a real SQLite ledger (reserve before reading, commit, refusal,
-  ``NoPrivateResult``, infrastructure failures, a refusal during the pass).
+- ``fit(X, reservation=r)`` inside ``with ledger.charge(...) as r`` charges a real SQLite ledger
+  (reserve before reading, commit, refusal, ``NoPrivateResult``, infrastructure failures, a
+  refusal during the pass, a reservation of another cost refused before reading).
 """
 
 from __future__ import annotations
@@ -60,9 +61,9 @@ def spike(n: int = 3000) -> np.ndarray:
 
 #: name -> (estimator with valid parameters, data it fits, a size for plan())
 ESTIMATORS = {
-    "SparseCovariance": (lambda: dpdist.SparseCovariance(2, 1.0, 1e-5, sigma=1.0, random_state=1, progress=False,
+    "SparseCovariance": (lambda: dpdist.SparseCovariance(2, 1.0, 1e-5, sigma=1.0, random_state=1,
                                                          **SYNC), gauss, (300, 6)),
-    "SparseCovariancePCA": (lambda: dpdist.SparseCovariancePCA(2, 1.0, 1e-5, sigma=1.0, random_state=1, progress=False,
+    "SparseCovariancePCA": (lambda: dpdist.SparseCovariancePCA(2, 1.0, 1e-5, sigma=1.0, random_state=1,
                                                                **SYNC), gauss, (300, 6)),
     "SpectralNorm": (lambda: dpdist.SpectralNorm(2, 50.0, 1e-3, gap=0.5, sigma=math.sqrt(5), n_batches=100, tau=0.02,
                                                  random_state=1, **SYNC), spike, (3000, 6)),
@@ -87,7 +88,7 @@ NAMES = list(ESTIMATORS)
 PUBLIC = {n for n in dpdist.__all__ if isinstance(getattr(dpdist, n), type) and hasattr(getattr(dpdist, n), "fit")}
 PUBLIC |= {getattr(dpdist.baselines, n).__name__ for n in dpdist.baselines.__all__}
 #: Parameters that only matter when data are read (validated by fit, not by plan).
-RUNTIME = {"scheduler", "timeout", "random_state", "on_nonfinite", "tile_size", "progress", "chunk_size"}
+RUNTIME = {"scheduler", "random_state", "on_nonfinite", "tile_size", "chunk_size"}
 
 
 def fitted(est) -> dict:
@@ -136,7 +137,8 @@ def test_get_params_set_params_and_repr(name):
     import inspect
 
     assert list(params) == [p for p in inspect.signature(type(est).__init__).parameters if p != "self"]
-    assert {"ledger", "dataset"} <= set(params) and params["ledger"] is None
+    # where the fit runs is the scheduler's; its time limit, progress and ledger are not parameters
+    assert not {"ledger", "dataset", "timeout", "progress"} & set(params)
     text = repr(est)
     assert text.startswith(f"{type(est).__name__}(") and all(f"{k}=" in text for k in params)
     assert est.set_params(scheduler="threads") is est and est.get_params()["scheduler"] == "threads"
@@ -290,8 +292,6 @@ def test_numbers_are_numbers_at_fit_before_any_data_is_read(name):
     make = ESTIMATORS[name][0]
     for param in _numeric_params(make()):
         for value, _ in BAD:
-            if param == "timeout" and value == float("inf"):
-                continue  # math.inf means no limit
             est = make().set_params(**{param: value})
             with pytest.raises(ValidationError, match=param) as info:
                 est.fit("/nonexistent/data.zarr")
@@ -422,11 +422,24 @@ def _entries(led, dataset):
     return [e for e in led.history(dataset) if e.state != "budget-set"]
 
 
-def test_a_fit_with_a_ledger_reserves_before_reading_and_commits(ledger):
+def charged_fit(ledger, dataset, est, X, cost=None):
+    """``est.fit(X, reservation=r)`` inside ``with ledger.charge(dataset, cost) as r`` (the one
+    way to charge a ledger; ``cost`` defaults to ``est.privacy_cost()``)."""
+    with ledger.charge(dataset, est.privacy_cost() if cost is None else cost, job="test") as r:
+        return fit_quietly_reserved(est, X, r)
+
+
+def fit_quietly_reserved(est, X, reservation):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return est.fit(X, reservation=reservation)
+
+
+def test_a_fit_with_a_reservation_marks_it_running_and_is_committed_once(ledger):
     ledger.set_budget("claims", ApproxDP(3.0, 1e-4))
     data = Reads(gauss())
-    est = dpdist.SparseCovariance(2, 1.0, 1e-5, sigma=1.0, random_state=1, ledger=ledger, dataset="claims", **SYNC)
-    fit_quietly(est, data.array)
+    est = dpdist.SparseCovariance(2, 1.0, 1e-5, sigma=1.0, random_state=1, **SYNC)
+    assert charged_fit(ledger, "claims", est, data.array) is est
     (entry,) = _entries(ledger, "claims")
     assert entry.state == "committed" and entry.outcome == "released" and entry.stage == "running"
     assert entry.privacy == ApproxDP(1.0, 1e-5) == est.privacy_ and data.count > 0
@@ -439,13 +452,33 @@ def test_a_fit_with_a_ledger_reserves_before_reading_and_commits(ledger):
 def test_a_refused_reservation_reads_nothing_and_leaves_the_estimator_unfitted(ledger):
     ledger.set_budget("claims", ApproxDP(0.5, 1e-4))
     data = Reads(gauss())
-    est = GaussianCovariance(1.0, 1e-5, sigma=1.0, ledger=ledger, dataset="claims", **SYNC)
+    est = GaussianCovariance(1.0, 1e-5, sigma=1.0, **SYNC)
     before = snapshot(est)
     with pytest.raises(BudgetExceeded):
-        est.fit(data.array)
+        charged_fit(ledger, "claims", est, data.array)
     assert data.count == 0 and fitted(est) == {}
     assert_unchanged(est, before)
     assert [e.state for e in _entries(ledger, "claims")] == ["refused"]
+
+
+@pytest.mark.parametrize("reserved", [ApproxDP(0.5, 1e-5), ApproxDP(2.0, 1e-5), ApproxDP(1.0, 1e-6), ZCDP(0.5)],
+                         ids=["less-epsilon", "more-epsilon", "less-delta", "other-kind"])
+def test_a_reservation_of_another_cost_is_refused_before_reading_and_spends_nothing(ledger, reserved):
+    """A caller cannot reserve less (or other) than the fit spends: refused before any data is
+    read; the block refunds the reservation, so the budget is as it was."""
+    ledger.set_budget("claims", ApproxDP(3.0, 1e-4) if isinstance(reserved, ApproxDP) else ZCDP(2.0))
+    remaining = ledger.remaining("claims").remaining()
+    data = Reads(gauss())
+    est = dpdist.SparseCovariance(2, 1.0, 1e-5, sigma=1.0, random_state=1, **SYNC)
+    before = snapshot(est)
+    with pytest.raises(ValidationError, match=r"reserve exactly est\.privacy_cost\(\); nothing was read") as info:
+        charged_fit(ledger, "claims", est, data.array, cost=reserved)
+    assert "fit spends (1, 1e-05)-DP" in str(info.value)
+    assert data.count == 0 and fitted(est) == {}
+    assert_unchanged(est, before)
+    (entry,) = _entries(ledger, "claims")
+    assert entry.state == "refunded" and entry.stage == "reserved"  # never marked running
+    assert ledger.remaining("claims").remaining() == remaining
 
 
 def test_no_private_result_commits_what_the_release_says_was_spent(ledger):
@@ -453,9 +486,9 @@ def test_no_private_result_commits_what_the_release_says_was_spent(ledger):
     (epsilon, delta) (norm_fraction 0.5); PrivPCA never ran. The ledger commits that half."""
     ledger.set_budget("spike", ApproxDP(1.0, 1e-2))
     est = dpdist.SparsePCA(2, 0.4, 2e-3, gap=0.5, sigma=math.sqrt(5), n_batches=40, tau=0.02, random_state=1,
-                           ledger=ledger, dataset="spike", assume_centered=True, **SYNC)
+                           assume_centered=True, **SYNC)
     with pytest.raises(NoPrivateResult) as info:
-        fit_quietly(est, spike())
+        charged_fit(ledger, "spike", est, spike())
     (entry,) = _entries(ledger, "spike")
     assert entry.state == "committed" and entry.outcome == "no-private-result"
     assert info.value.release.privacy == entry.privacy == ApproxDP(0.2, 1e-3)
@@ -465,14 +498,14 @@ def test_no_private_result_commits_what_the_release_says_was_spent(ledger):
 @pytest.mark.parametrize("noise_drawn,state", [(False, "refunded"), (True, "committed")])
 def test_infrastructure_failures_release_only_when_no_noise_was_drawn(ledger, monkeypatch, noise_drawn, state):
     ledger.set_budget("claims", ZCDP(1.0))
-    est = dpdist.SecondMoment(0.5, m=1, radius=20.0, lambda_min=0.5, ledger=ledger, dataset="claims", **SYNC)
+    est = dpdist.SecondMoment(0.5, m=1, radius=20.0, lambda_min=0.5, **SYNC)
 
     def lost(X):
         raise InfrastructureError("workers lost", noise_drawn=noise_drawn)
 
     monkeypatch.setattr(est, "_fit_release", lost)
     with pytest.raises(InfrastructureError):
-        est.fit(gauss())
+        charged_fit(ledger, "claims", est, gauss())
     (entry,) = _entries(ledger, "claims")
     assert entry.state == state and entry.cost == {"type": "zcdp", "rho": "0.5"}
 
@@ -483,29 +516,46 @@ def test_a_refusal_during_the_pass_counts_as_spent(ledger):
     ledger.set_budget("claims", ApproxDP(3.0, 1e-4))
     X = gauss()
     X[5, 2] = np.nan
-    est = dpdist.SparseCovariance(2, 1.0, 1e-5, sigma=1.0, on_nonfinite="raise", ledger=ledger, dataset="claims",
-                                  **SYNC)
+    est = dpdist.SparseCovariance(2, 1.0, 1e-5, sigma=1.0, on_nonfinite="raise", **SYNC)
     with pytest.raises(ValidationError, match="NaN"):
-        est.fit(X)
+        charged_fit(ledger, "claims", est, X)
     (entry,) = _entries(ledger, "claims")
     assert entry.state == "committed" and entry.outcome == "refused-during-pass"
 
 
-def test_the_dataset_defaults_to_a_path_inputs_location(ledger, tmp_path, monkeypatch):
+def test_a_path_input_is_charged_under_its_canonical_location(ledger, tmp_path, monkeypatch):
     import zarr
 
     store = tmp_path / "data.zarr"
     zarr.create_array(str(store), shape=(300, 6), chunks=(100, 6), dtype="f8")[...] = gauss()
     monkeypatch.chdir(tmp_path)
     ledger.set_budget(str(store), ZCDP(2.0))
-    est = dpdist.SecondMoment(0.5, m=1, radius=20.0, lambda_min=0.5, random_state=1, ledger=ledger, **SYNC)
-    fit_quietly(est, "data.zarr")  # relative: the ledger sees the canonical location
+    est = dpdist.SecondMoment(0.5, m=1, radius=20.0, lambda_min=0.5, random_state=1, **SYNC)
+    charged_fit(ledger, "data.zarr", est, "data.zarr")  # relative: the ledger sees the canonical location
     assert [e.state for e in _entries(ledger, str(store))] == ["committed"]
-    # in-memory data do not name their dataset; a NOT PRIVATE estimator has no cost to charge
-    with pytest.raises(ValidationError, match="give dataset="):
-        est.fit(gauss())
+
+
+class _Reservation:
+    """A stand-in reservation that records what fit asked of it."""
+
+    def __init__(self, cost):
+        self.cost, self.calls = cost, []
+
+    def running(self):
+        self.calls.append("running")
+
+    def commit(self, **kw):
+        self.calls.append("commit")
+
+
+def test_what_cannot_be_charged_is_refused_before_the_reservation_is_marked_running():
+    # a NOT PRIVATE estimator has no cost to charge; an object that is not a reservation is refused
+    r = _Reservation(ApproxDP(1.0, 1e-5))
     with pytest.raises(ValidationError, match="NOT PRIVATE"):
-        ThresholdedCovariance(threshold=0.1, ledger=ledger, dataset="x", **SYNC).fit(gauss())
-    with pytest.raises(ValidationError, match="charge"):
-        dpdist.SecondMoment(0.5, m=1, ledger=object(), dataset="x").fit(gauss())
-    assert [e.state for e in _entries(ledger, str(store))] == ["committed"]
+        ThresholdedCovariance(threshold=0.1, **SYNC).fit(gauss(), reservation=r)
+    with pytest.raises(ValidationError, match="reservation must be what ledger.charge"):
+        dpdist.SecondMoment(0.5, m=1, radius=20.0, lambda_min=0.5, **SYNC).fit(gauss(), reservation=object())
+    # a bad parameter is refused before the reservation is touched
+    with pytest.raises(ValidationError, match="k must"):
+        dpdist.SparseCovariance(0, 1.0, 1e-5, sigma=1.0, **SYNC).fit(gauss(), reservation=r)
+    assert r.calls == []

@@ -5,7 +5,7 @@
   private estimator are listed in :data:`EXPECTED_FAILED` with the reason (README.md lists them
   too). They are strict: a listed check that starts passing fails here, so the list stays true.
 - ``sklearn.base.clone`` gives an unfitted estimator with the same parameters, sharing the
-  ledger (one budget), and a ``NoiseSeed`` (one seed: a clone cannot draw the same noise again).
+  scheduler and a ``NoiseSeed`` (one seed: a clone cannot draw the same noise again).
 - The PCA estimators have ``transform`` / ``fit_transform`` and work as a ``Pipeline`` step.
 """
 
@@ -32,8 +32,6 @@ from dpdist.baselines import (
     ThresholdedCovariance,
     ThresholdedPCA,
 )
-from dpdist.ops.ledger import SQLiteLedger
-from dpdist.privacy.budget import ApproxDP
 from dpdist.privacy.noise.streams import NoiseSeed
 from dpdist.testing.estimator_audits import spike_rows
 
@@ -42,12 +40,12 @@ SYNC = {"scheduler": "synchronous"}
 #: One instance of every public estimator and baseline, seeded (scikit-learn's checks compare
 #: two fits), with parameters that fit scikit-learn's check data (10 to 30 rows, 1 to 5 columns).
 CHECKED = [
-    dpdist.SparseCovariance(2, 1.0, 1e-5, sigma=1.0, random_state=0, progress=False, **SYNC),
+    dpdist.SparseCovariance(2, 1.0, 1e-5, sigma=1.0, random_state=0, **SYNC),
     dpdist.SpectralNorm(1, 50.0, 1e-3, gap=0.5, sigma=1.0, n_batches=20, tau=0.02, random_state=0, **SYNC),
     dpdist.SparsePCA(1, 50.0, 1e-3, gap=0.5, sigma=1.0, n_batches=20, tau=0.02, lambda_hat=1.0, random_state=0,
                      **SYNC),
     dpdist.ExpMechSparsePCA(1, 1.0, 1e-5, sigma=1.0, random_state=0, **SYNC),
-    dpdist.SparseCovariancePCA(1, 1.0, 1e-5, sigma=1.0, random_state=0, progress=False, **SYNC),
+    dpdist.SparseCovariancePCA(1, 1.0, 1e-5, sigma=1.0, random_state=0, **SYNC),
     dpdist.SecondMoment(1.0, m=1, radius=20.0, lambda_min=0.5, random_state=0, **SYNC),
     GaussianCovariance(1.0, 1e-5, sigma=1.0, random_state=0, **SYNC),
     ThresholdedCovariance(threshold=0.1, **SYNC),
@@ -126,39 +124,12 @@ def gauss(n: int = 300, d: int = 6) -> np.ndarray:
     return np.random.default_rng(0).standard_normal((n, d))
 
 
-@pytest.fixture
-def ledger(tmp_path):
-    led = SQLiteLedger(tmp_path / "ledger.sqlite")
-    try:
-        yield led
-    finally:
-        led.close()
-
-
 @pytest.mark.parametrize("est", CHECKED, ids=lambda est: type(est).__name__)
-def test_clone_is_unfitted_with_equal_parameters_with_or_without_a_ledger(est, ledger):
+def test_clone_is_unfitted_with_equal_parameters(est):
     twin = clone(est)
     assert type(twin) is type(est) and twin is not est
     assert twin.get_params() == est.get_params() and repr(twin) == repr(est)
     assert not [k for k in vars(twin) if k.endswith("_")]
-    with_ledger = clone(est).set_params(ledger=ledger, dataset="claims")
-    twin = clone(with_ledger)  # a ledger holds a database connection, which cannot be copied
-    assert twin.ledger is ledger and twin.get_params() == with_ledger.get_params()
-
-
-def test_clone_with_a_ledger_charges_the_same_budget(ledger):
-    """A ledger holds a database connection: clone keeps that very ledger (a copy would be a
-    second budget for the same data), so the clone's fit is charged where the original's is."""
-    ledger.set_budget("claims", ApproxDP(1.5, 1e-4))
-    est = GaussianCovariance(1.0, 1e-5, sigma=1.0, random_state=1, ledger=ledger, dataset="claims", **SYNC)
-    twin = clone(est)
-    assert twin.ledger is ledger and twin.dataset == "claims"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        twin.fit(gauss())
-        assert [e.state for e in ledger.history("claims") if e.state != "budget-set"] == ["committed"]
-        with pytest.raises(dpdist.BudgetExceeded):  # 1.0 of 1.5 spent by the clone
-            est.fit(gauss())
 
 
 def test_clone_keeps_one_noise_seed_so_two_fits_cannot_draw_the_same_noise():

@@ -24,18 +24,30 @@
 - A vacuous release (the plan's predicted error is at least the scale of the quantity, see
   :mod:`dpdist.algorithms.plan`) emits one :class:`~dpdist.exceptions.UtilityWarning` and is
   recorded in the release's ``parameters["utility"]`` (every release records the verdict).
-- ``ledger=`` (any object with the ``charge(dataset, cost, *, job=None)`` context manager of
-  :class:`dpdist.ops.ledger.ChargeProtocol`; this layer never imports :mod:`dpdist.ops`) makes
-  ``fit`` reserve ``privacy_cost()`` on ``dataset`` before reading any data, mark the
-  reservation running when the data are read, and resolve it: committed on success, committed
-  with what was spent on a ``NoPrivateResult``, refunded when an ``InfrastructureError`` says no
-  noise was drawn, committed as spent when the data themselves were refused (a ``ValidationError``
-  during the pass, e.g. ``on_nonfinite="raise"``: that refusal reveals one bit). A ``fit``
-  without ``ledger=`` is recorded in no ledger: nothing counts it against the dataset's budget.
+- ``fit(X, reservation=r)`` fits against a privacy-budget reservation the caller holds, the one
+  way every caller (Python, the command line, the job runner) charges a ledger::
+
+      with ledger.charge(dataset, est.privacy_cost(), job="weekly") as r:
+          est.fit(X, reservation=r)
+
+  ``fit`` checks every parameter, the shape of ``X`` and that ``r`` reserves exactly
+  ``privacy_cost()`` (all metadata: nothing is read before a refusal), then marks ``r``
+  running and fits. A ``ValidationError`` raised after that depends on the data (e.g.
+  ``on_nonfinite="raise"``: one bit) and ``fit`` commits ``r`` as spent; the ``with`` block
+  resolves every other outcome (:meth:`dpdist.ops.ledger.Ledger.charge`: committed on success,
+  committed with what was spent on a ``NoPrivateResult``, refunded when nothing can have been
+  spent). ``r`` is any object with ``cost``, ``running()`` and ``commit(...)``
+  (:class:`dpdist.ops.ledger.ChargeProtocol`; this layer never imports :mod:`dpdist.ops`). A
+  ``fit`` without a reservation is recorded in no ledger: nothing counts it against the
+  dataset's budget.
+- Where a fit runs: ``scheduler=`` where an estimator has it, else dask's configuration and the
+  active ``distributed`` client (:mod:`dpdist.engine.scheduler`); its time limit and progress
+  bar from the dask configuration keys ``dpdist.timeout`` and ``dpdist.progress``
+  (:mod:`dpdist.engine.runtime`), validated when ``fit`` starts.
 - scikit-learn's estimator protocol, without importing scikit-learn (an optional dependency):
   ``__sklearn_tags__`` (scikit-learn's tags, built when scikit-learn asks for them) and
   ``__sklearn_clone__`` (``sklearn.base.clone``: an unfitted estimator with the same parameters,
-  sharing the ledger, the scheduler and a ``NoiseSeed``, see :meth:`Estimator.__sklearn_clone__`);
+  sharing the scheduler and a ``NoiseSeed``, see :meth:`Estimator.__sklearn_clone__`);
   ``n_features_in_`` after a fit. The PCA estimators add ``transform`` and ``fit_transform``
   (:class:`Projection`), so they work as a step of a ``sklearn.pipeline.Pipeline``.
 """
@@ -172,8 +184,8 @@ class Estimator:
     - ``plan(n_samples, n_features, ...) -> Plan``.
 
     It may override ``_check_fit(n, d)`` (every check a fit makes before reading data, for
-    the ledger path; default: the runtime parameters and ``plan(n, d)``), ``_utility_plan``
-    and ``privacy_cost``.
+    a fit against a reservation; default: the runtime parameters and ``plan(n, d)``),
+    ``_utility_plan`` and ``privacy_cost``.
     """
 
     #: Least (rows, columns) the fit accepts (:func:`dpdist.data.validation.as_dask_array`).
@@ -210,15 +222,14 @@ class Estimator:
 
     #: Parameters that name a shared resource rather than hold a value: a clone refers to the
     #: same object (see :meth:`__sklearn_clone__`).
-    _shared_params = ("ledger", "scheduler", "random_state")
+    _shared_params = ("scheduler", "random_state")
 
     def __sklearn_clone__(self):
         """An unfitted estimator with the same parameters (what ``sklearn.base.clone`` returns).
 
-        The ledger, the scheduler and the ``random_state`` are the very same objects, the
-        other parameters deep copies (as ``clone`` makes them). A clone charges the same
-        ledger, hence the same budget (a copied ledger would be a second budget for the same
-        data), runs on the same cluster, and a ``NoiseSeed`` stays one seed: consumed by the
+        The scheduler and the ``random_state`` are the very same objects, the other parameters
+        deep copies (as ``clone`` makes them). A clone runs on the same cluster, and a
+        ``NoiseSeed`` stays one seed: consumed by the
         first fit of either, refused by the second (a copied seed would draw the same noise
         twice). An int ``random_state`` is an int, as in scikit-learn: clones seeded alike draw
         the same noise (seeds are for tests and reproduction only).
@@ -270,16 +281,16 @@ class Estimator:
         return None
 
     def _check_runtime(self) -> None:
-        """Validate the parameters that only matter when data are read (scheduler, timeout,
-        random_state, on_nonfinite, tile_size, progress), where the estimator has them."""
-        from dpdist.engine.runtime import check_scheduler, check_timeout
+        """Validate what only matters when data are read: the parameters scheduler,
+        random_state, on_nonfinite, tile_size (where the estimator has them) and the dask
+        configuration keys ``dpdist.timeout`` and ``dpdist.progress``."""
+        from dpdist.engine.runtime import check_runtime_config, check_scheduler
         from dpdist.privacy.noise.streams import check_random_state
 
+        check_runtime_config()
         names = set(self._param_names())
         if "scheduler" in names:
             check_scheduler(self.scheduler)
-        if "timeout" in names:
-            check_timeout(self.timeout)
         if "random_state" in names:
             check_random_state(self.random_state)
         if "on_nonfinite" in names:
@@ -288,10 +299,6 @@ class Estimator:
             check_int(self.tile_size, "tile_size")
         if "chunk_size" in names:
             check_int(self.chunk_size, "chunk_size")
-        if "progress" in names and self.progress is not None:
-            from dpdist._validation import check_bool
-
-            check_bool(self.progress, "progress")
 
     def _check_fit(self, n_samples: int, n_features: int) -> None:
         """Every check a fit makes before reading data, for data of this shape."""
@@ -338,49 +345,44 @@ class Estimator:
         release = record_utility(release, plan, stacklevel=4)
         return {**self._fitted_attributes(release), "n_features_in_": int(release.parameters["n_features"])}
 
-    def fit(self, X: Any, y: Any = None):
+    def fit(self, X: Any, y: Any = None, *, reservation: Any = None):
         """Fit on ``X`` (rows are individuals) and release; returns self.
 
         Parameters are validated before any data is read. The fitted attributes are set only
         when the fit succeeds; a failed fit leaves the estimator as it was (see
-        :mod:`dpdist.algorithms._base`). With ``ledger=``, the privacy cost is reserved on
-        ``dataset`` first and committed with the fit (:meth:`fit_reserved`). Without
-        ``ledger=`` the fit is recorded in no ledger at all: nothing counts what it spends
-        against the dataset's budget (the command line's ``dpdist run``, and the direct
-        commands given ``--ledger`` or ``DPDIST_LEDGER``, do charge one).
+        :mod:`dpdist.algorithms._base`).
+
+        Parameters
+        ----------
+        X : array-like, dask array, zarr.Array or str
+            The data, one row per individual.
+        y : ignored
+        reservation : optional
+            What ``ledger.charge(dataset, privacy_cost(), job=...)`` yields: the fit is charged
+            to that ledger. Its cost must be exactly :meth:`privacy_cost` (else a
+            ``ValidationError`` before any data is read). ``fit`` marks it running before
+            reading data and commits it as spent when the data refuse the pass (a
+            ``ValidationError`` then depends on the data); the caller's ``with`` block resolves
+            it otherwise. Without it the fit is recorded in no ledger at all: nothing counts
+            what it spends against the dataset's budget (the command line's ``dpdist run``, and
+            the direct commands given ``--ledger`` or ``DPDIST_LEDGER``, do charge one).
+
+        Examples
+        --------
+        >>> with ledger.charge("claims.zarr", est.privacy_cost(), job="weekly") as r:  # doctest: +SKIP
+        ...     est.fit("claims.zarr", reservation=r)
         """
-        ledger, dataset = self._ledger_and_dataset(X)
         self._check_runtime()
-        if ledger is None:
+        if reservation is None:
             if self._requires_useful():  # the shape is metadata: nothing is read before the refusal
                 self._check_useful(self.plan(*self._open(X).shape))
             attrs = self._finish(self._fit_release(X))
         else:
             Xd = self._open(X)
             self._check_fit(*Xd.shape)
-            cost = self._charged_cost()
-            with ledger.charge(dataset, cost, job=f"{type(self).__name__}.fit") as reservation:
-                release = self._fit_on_reservation(Xd, reservation)
-                reservation.commit(events=release.events)
-            attrs = self._finish(release)
+            self._check_reservation(reservation)
+            attrs = self._finish(self._fit_on_reservation(Xd, reservation))
         self.__dict__.update(attrs)
-        return self
-
-    def fit_reserved(self, X: Any, reservation: Any):
-        """Fit against a reservation the caller holds and resolves (the job runner of
-        :mod:`dpdist.ops.runner`, which commits it with the output's checksum).
-
-        Checks every parameter and the shape of ``X`` (metadata only), then calls
-        ``reservation.running()`` and fits. A ``ValidationError`` raised after that depends
-        on the data (e.g. ``on_nonfinite="raise"``: one bit) and is committed as spent
-        (``outcome="refused-during-pass"``); on success the reservation is left open for the
-        caller. Returns self (attributes set only on success).
-        """
-        Xd = self._open(X)
-        self._check_fit(*Xd.shape)
-        self._charged_cost()
-        release = self._fit_on_reservation(Xd, reservation)
-        self.__dict__.update(self._finish(release))
         return self
 
     def check_fit(self, n_samples: int, n_features: int) -> None:
@@ -406,40 +408,49 @@ class Estimator:
             )
         return cost
 
+    def _check_reservation(self, reservation: Any) -> None:
+        """Refuse a reservation that is not one, or that does not hold exactly what this fit
+        spends (a caller could otherwise reserve less than the fit spends). Reads no data."""
+        cost = self._charged_cost()
+        if not (hasattr(reservation, "cost") and callable(getattr(reservation, "running", None))
+                and callable(getattr(reservation, "commit", None))):
+            raise ValidationError(
+                "reservation must be what ledger.charge(dataset, cost) yields (an object with cost, running() "
+                f"and commit()), got {reservation!r}; nothing was read"
+            )
+        reserved = reservation.cost
+        if not _same_cost(reserved, cost):
+            raise ValidationError(
+                f"the reservation holds {_describe(reserved)}, but {type(self).__name__}.fit spends {_describe(cost)} "
+                "(its privacy_cost()): reserve exactly est.privacy_cost(); nothing was read or spent"
+            )
+
     def _fit_on_reservation(self, Xd: Any, reservation: Any):
         reservation.running()
         try:
-            return self._fit_release(Xd)
+            release = self._fit_release(Xd)
         except ValidationError as exc:
             # every parameter and the shape were checked before the reservation: a refusal now
             # depends on the data, so it counts as spent
             reservation.commit(outcome="refused-during-pass", note=f"counted as spent: {exc}"[:500])
             raise
+        record = getattr(reservation, "record", None)
+        if callable(record):  # the commit that releases stores what ran (the ledger composes it)
+            record(release.events)
+        return release
 
-    def _ledger_and_dataset(self, X: Any) -> tuple[Any, str | None]:
-        """Validate ``ledger`` and ``dataset``; the dataset id (default: a path input's
-        canonical location)."""
-        ledger = getattr(self, "ledger", None)
-        dataset = getattr(self, "dataset", None)
-        if dataset is not None and (not isinstance(dataset, str) or not dataset.strip()):
-            raise ValidationError(f"dataset must be a non-empty string naming the data, got {dataset!r}")
-        if ledger is None:
-            return None, dataset
-        if not callable(getattr(ledger, "charge", None)):
-            raise ValidationError(
-                f"ledger must have a charge(dataset, cost, *, job=None) context manager "
-                f"(dpdist.ops.ledger.open_ledger), got {ledger!r}"
-            )
-        if dataset is None:
-            if not isinstance(X, (str, os.PathLike)):
-                raise ValidationError(
-                    "with ledger=, give dataset= (the identifier the ledger's budget is kept under): X is "
-                    "not a path, so it does not name its dataset"
-                )
-            from dpdist.data.validation import canonical_location
 
-            dataset = canonical_location(os.fspath(X))
-        return ledger, dataset
+def _same_cost(a: Any, b: Any) -> bool:
+    """Whether two guarantees are the same charge (same kind, same parameters)."""
+    if type(a) is not type(b):
+        return False
+    fields = ("rho",) if hasattr(b, "rho") else ("epsilon", "delta")
+    return all(getattr(a, f, None) == getattr(b, f) for f in fields)
+
+
+def _describe(cost: Any) -> str:
+    describe = getattr(cost, "describe", None)
+    return describe() if callable(describe) else repr(cost)
 
 
 class Projection:

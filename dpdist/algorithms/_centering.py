@@ -197,13 +197,13 @@ def _noised_mean(total, all_finite, release):
     return release(total)
 
 
-def release_mean(Xg, all_finite, mech: ClippedMeanMechanism, seed, *, scheduler, progress, timeout) -> np.ndarray:
+def release_mean(Xg, all_finite, mech: ClippedMeanMechanism, seed, *, scheduler) -> np.ndarray:
     """Compute the clipped row sum of ``Xg`` (the data after the non-finite policy) and release
     the mean once; only the noised mean leaves the graph. ``all_finite`` is the ``"raise"``
     guard (None for ``"zero"``): when False, nothing is released."""
     total = clipped_row_sum(Xg, mech.clip, mech.unit, mech.norm_bound_sq)
     out = dask.delayed(_noised_mean)(total, all_finite, mech.release(seed))
-    (mu,) = compute(out, scheduler=scheduler, progress=progress, timeout=timeout)
+    (mu,) = compute(out, scheduler=scheduler)
     if mu is None:
         raise ValidationError(
             "X contains NaN or infinite values; nothing was released. Clean the data or pass "
@@ -295,13 +295,13 @@ def mean_offset_bounds(centering: Centering, mech: ClippedMeanMechanism | None, 
 
 
 def centre_data(Xg, all_finite, centering: Centering, mean_mech: ClippedMeanMechanism | None, seed, *,
-                scheduler, progress=None, timeout) -> tuple[Any, np.ndarray | None]:
+                scheduler) -> tuple[Any, np.ndarray | None]:
     """The rows the second stage reads, ``Xg - mean``, and the mean: the public one, or the
     private one released here (first stage) when ``mean_mech`` is given; ``Xg`` unchanged with
     ``assume_centered``."""
     mu = centering.mean
     if mean_mech is not None:
-        mu = release_mean(Xg, all_finite, mean_mech, seed, scheduler=scheduler, progress=progress, timeout=timeout)
+        mu = release_mean(Xg, all_finite, mean_mech, seed, scheduler=scheduler)
     return centre(Xg, mu), mu
 
 

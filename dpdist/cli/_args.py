@@ -43,7 +43,7 @@ def mark_required(p: argparse.ArgumentParser, methods: dict[str, Method], *, met
 
 
 def _timeout_arg(text: str) -> float:
-    """--timeout: seconds (> 0), or 'none' for no limit (``math.inf``, which estimators read as
+    """--timeout: seconds (> 0), or 'none' for no limit (``math.inf``, which the engine reads as
     no limit)."""
     if text.strip().lower() == "none":
         return float("inf")
@@ -58,8 +58,9 @@ def _timeout_arg(text: str) -> float:
 
 def add_runtime_args(p: argparse.ArgumentParser) -> None:
     """--random-state, --scheduler, --timeout, --missing-chunks, --progress/--no-progress
-    (mirroring the Python API: ``random_state``, ``scheduler``, ``timeout`` on estimators;
-    ``missing_chunks`` of :func:`dpdist.data.as_dask_array`)."""
+    (mirroring the Python API: ``random_state`` and ``scheduler`` on estimators; ``--timeout``
+    sets the dask configuration key ``dpdist.timeout`` for the run; ``missing_chunks`` of
+    :func:`dpdist.data.as_dask_array`)."""
     from dpdist.engine.runtime import DEFAULT_TIMEOUT
 
     p.add_argument("--random-state", type=int, default=None,

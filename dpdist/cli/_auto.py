@@ -12,7 +12,7 @@ from dpdist.cli._run import input_shape
 QUESTION = {"covariance": ("k", "epsilon", "delta", "sigma"), "pca": ("k", "epsilon", "delta", "sigma", "gap",
                                                                         "radius")}
 #: Flags that only say how the chosen estimator runs (passed on when it takes them).
-RUNTIME = ("random_state", "scheduler", "timeout", "on_nonfinite", "tile_size")
+RUNTIME = ("random_state", "scheduler", "on_nonfinite", "tile_size")
 
 
 def auto_call(args, task: str) -> tuple[EstimatorCall, dict, str]:

@@ -22,7 +22,7 @@ __all__ = [
 CLI_DESTS = frozenset({
     "command", "func", "debug", "input", "method", "plan", "n_samples", "n_features", "output",
     "overwrite", "json", "progress", "target_sin2", "report_delta", "missing_chunks", "columns", "ledger",
-    "no_ledger",
+    "no_ledger", "timeout",
 })
 
 #: Estimator parameters that only matter when data are read: refused with ``--plan``.
@@ -128,7 +128,7 @@ class EstimatorCall:
         return name in _params(self.cls.__init__)
 
     def build(self, **runtime: Any):
-        """The estimator, with ``runtime`` parameters (scheduler, progress) it accepts."""
+        """The estimator, with the ``runtime`` parameters (``scheduler``) it accepts."""
         return self.cls(**{**self.kwargs, **{k: v for k, v in runtime.items() if self.accepts(k)}})
 
 

@@ -30,6 +30,13 @@ def open_input(args):
     return as_dask_array(args.input, missing_chunks=missing or "auto", columns=getattr(args, "columns", None))
 
 
+def runtime_config(args) -> dict:
+    """The dask configuration a command's fit runs under: ``--timeout`` as ``dpdist.timeout``
+    (when given; else the configured limit, one day by default)."""
+    timeout = getattr(args, "timeout", None)
+    return {} if timeout is None else {"dpdist.timeout": timeout}
+
+
 def input_shape(args) -> tuple[int, int]:
     """(n, d) for ``--plan``: from INPUT's metadata (no data read) or --n-samples/--n-features."""
     if args.input is not None:
@@ -159,6 +166,8 @@ def fit_and_write(
     ``extra_metadata`` (public fields, e.g. how ``--method auto`` chose) is added to the
     published metadata.
     """
+    import dask
+
     from dpdist.data.results import check_output_path, write_json, write_result
     from dpdist.exceptions import NoPrivateResult, ValidationError
     from dpdist.ops.ledger import canonical_dataset, redact_url
@@ -180,8 +189,9 @@ def fit_and_write(
     est, warned, charged = None, [], None
     try:
         if ledger is None:
-            with run_context(args) as scheduler, privacy_warnings() as warned:
-                est = call.build(scheduler=scheduler, progress=False)  # the command draws the progress line
+            with dask.config.set(runtime_config(args)), run_context(args) as scheduler, \
+                    privacy_warnings() as warned:
+                est = call.build(scheduler=scheduler)  # the command draws the progress line
                 est.fit(open_input(args))
         else:
             with ledger:
@@ -200,11 +210,11 @@ def fit_and_write(
                             "ledger": {**ledger_record, "dataset": dataset, "entry": reservation.id,
                                        "backend": type(ledger).__name__}}
 
-                with privacy_warnings() as warned:
+                with dask.config.set(runtime_config(args)), privacy_warnings() as warned:
                     charged = charged_release(
                         ledger, dataset=dataset, cost=cost, job=f"dpdist {args.command}", target=out,
                         overwrite=args.overwrite, runtime=lambda: run_context(args),
-                        build=lambda scheduler: call.build(scheduler=scheduler, progress=False), data=data,
+                        build=lambda scheduler: call.build(scheduler=scheduler), data=data,
                         annotate=annotate, extra_values=extra_values,
                     )
                 est = charged.estimator

@@ -105,7 +105,7 @@ def run(args) -> int:
                                         overwrite=True)
             t_data = timer.seconds
             with stage("PrivCov") as timer:
-                privcov = dpdist.SparseCovariance(args.k, **budget, scheduler=sched, progress=False).fit(data)
+                privcov = dpdist.SparseCovariance(args.k, **budget, scheduler=sched).fit(data)
             t_priv = timer.seconds
             with stage("Wang-Xu Gaussian"):
                 wang_xu = dpdist.baselines.GaussianCovariance(**budget, scheduler=sched).fit(data)

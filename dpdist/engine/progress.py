@@ -1,4 +1,10 @@
-"""Progress bars of a fit's computations, on standard error."""
+"""Progress bars of a fit's computations, on standard error.
+
+Whether a bar is shown is the dask configuration key ``dpdist.progress`` (environment variable
+``DASK_DPDIST__PROGRESS``): ``None`` (the default) only when standard error is a terminal,
+``True`` always, ``False`` never. ``with dask.config.set({"dpdist.progress": False}): est.fit(X)``
+silences a fit; the ``dpdist`` command line sets it to False while it draws its own line.
+"""
 
 from __future__ import annotations
 
@@ -10,12 +16,26 @@ from typing import Any
 
 import dask
 
-__all__ = ["show_progress", "start_progress_bar"]
+from dpdist.exceptions import ValidationError
+
+__all__ = ["check_progress", "show_progress", "start_progress_bar"]
 
 
-def show_progress(progress: bool | None) -> bool:
-    if progress is None:  # dask.config key "dpdist.progress" (the dpdist command sets False)
-        progress = dask.config.get("dpdist.progress", None)
+def check_progress(progress: Any) -> bool | None:
+    """A value of ``dpdist.progress``: None, True or False (not 0/1, not strings)."""
+    import numpy as np
+
+    if progress is None or isinstance(progress, (bool, np.bool_)):
+        return None if progress is None else bool(progress)
+    raise ValidationError(f"dask config dpdist.progress must be None, True or False, got {progress!r}")
+
+
+def show_progress(progress: bool | None = None) -> bool:
+    """Whether a computation shows a bar: ``progress`` when given (False for an auxiliary pass),
+    else the dask configuration key ``dpdist.progress`` (validated), else whether standard error
+    is a terminal."""
+    if progress is None:
+        progress = check_progress(dask.config.get("dpdist.progress", None))
     if progress is not None:
         return bool(progress)
     return sys.stderr.isatty()

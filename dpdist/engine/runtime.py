@@ -5,8 +5,10 @@ The values ``scheduler`` accepts are described in :mod:`dpdist.engine.scheduler`
 
 Time limits and failures
 ------------------------
-``timeout`` (seconds; default :data:`DEFAULT_TIMEOUT`, one day, sized for unattended jobs;
-``None`` for no limit) bounds a whole fit. On a ``distributed`` cluster a fit also fails
+The dask configuration key ``dpdist.timeout`` (seconds; default :data:`DEFAULT_TIMEOUT`, one
+day, sized for unattended jobs; ``None`` or ``math.inf`` for no limit; environment variable
+``DASK_DPDIST__TIMEOUT``) bounds a whole fit: ``with dask.config.set({"dpdist.timeout": 600}):
+est.fit(X)``. It is read when a fit opens its runtime. On a ``distributed`` cluster a fit also fails
 when the cluster has had no worker for ``dask.config.get("dpdist.no-workers-timeout")``
 seconds (default :data:`NO_WORKERS_TIMEOUT`; environment variable
 ``DASK_DPDIST__NO_WORKERS_TIMEOUT``), instead of waiting forever for workers that are
@@ -24,8 +26,13 @@ draws the same noise: the release is the one an undisturbed run gives. When the 
 is lost, nothing can tell what its workers ran since the last look, so a step that draws
 noise counts as having drawn it.
 
-A progress bar is shown (on standard error) only when standard error is a terminal, or
-when asked with ``progress=True``.
+A progress bar is shown (on standard error) as the dask configuration key ``dpdist.progress``
+says: ``None`` (the default) only when standard error is a terminal, ``True`` always, ``False``
+never (:mod:`dpdist.engine.progress`).
+
+These keys' defaults are registered with ``dask.config.update_defaults`` when this module is
+imported, as ``distributed`` registers its own; :func:`check_runtime_config` validates them
+(every estimator calls it before reading any data).
 """
 
 from __future__ import annotations
@@ -43,7 +50,7 @@ import dask
 
 import dpdist.engine.scheduler as schedulers
 from dpdist.engine.blas import single_threaded_blas
-from dpdist.engine.progress import show_progress, start_progress_bar
+from dpdist.engine.progress import check_progress, show_progress, start_progress_bar
 from dpdist.engine.scheduler import first_line
 from dpdist.exceptions import DpdistError, InfrastructureError, ValidationError
 
@@ -51,6 +58,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "NO_WORKERS_TIMEOUT",
     "Runtime",
+    "check_runtime_config",
     "check_scheduler",
     "check_timeout",
     "client_for",
@@ -59,11 +67,16 @@ __all__ = [
     "unoptimized_delayed",
 ]
 
-#: Default ``timeout`` of a fit, in seconds: one day. A job that has not finished in a day
-#: on the cluster it was given is stuck; set ``timeout=None`` for no limit.
+#: Default time limit of a fit (``dpdist.timeout``), in seconds: one day. A job that has not
+#: finished in a day on the cluster it was given is stuck; set ``dpdist.timeout`` to None for
+#: no limit.
 DEFAULT_TIMEOUT = 86400.0
 #: Default seconds a ``distributed`` cluster may have no worker before a fit fails.
 NO_WORKERS_TIMEOUT = 30.0
+
+dask.config.update_defaults(
+    {"dpdist": {"timeout": DEFAULT_TIMEOUT, "progress": None, "no-workers-timeout": NO_WORKERS_TIMEOUT}}
+)
 _POLL_SECONDS = 1.0
 _STORAGE_PACKAGES = ("zarr", "numcodecs", "fsspec", "s3fs", "gcsfs", "adlfs", "obstore")
 
@@ -85,14 +98,27 @@ def check_scheduler(scheduler: Any) -> Any:
     )
 
 
-def check_timeout(timeout: Any) -> float | None:
+def check_timeout(timeout: Any, name: str = "timeout") -> float | None:
     """``None`` or ``math.inf`` (no limit) or a number of seconds > 0 (returned as a float, or
-    None for no limit); bools, strings and NaN are refused."""
+    None for no limit); bools, strings and NaN are refused (``name`` says what was given)."""
     if timeout is None:
         return None
     if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout > 0:
-        raise ValidationError(f"timeout must be None, math.inf or a number of seconds > 0, got {timeout!r}")
+        raise ValidationError(f"{name} must be None, math.inf or a number of seconds > 0, got {timeout!r}")
     return float(timeout) if math.isfinite(timeout) else None
+
+
+def configured_timeout() -> float | None:
+    """The fit's time limit in seconds (None: no limit): the dask configuration key
+    ``dpdist.timeout``, validated."""
+    return check_timeout(dask.config.get("dpdist.timeout", DEFAULT_TIMEOUT), "dask config dpdist.timeout")
+
+
+def check_runtime_config() -> None:
+    """Validate the dask configuration keys a fit reads (``dpdist.timeout``, ``dpdist.progress``);
+    raises ValidationError naming the key. Reads no data: a fit calls it first."""
+    configured_timeout()
+    check_progress(dask.config.get("dpdist.progress", None))
 
 
 def _no_workers_timeout() -> float:
@@ -181,7 +207,9 @@ class Runtime:
             )
         else:
             drawn, note = False, "no noise was drawn: nothing was spent"
-        return InfrastructureError(f"{message}; {note}", noise_drawn=drawn)
+        exc = InfrastructureError(f"{message}; {note}", noise_drawn=drawn)
+        exc.spent_noted = True  # its message already says what was spent (see translate)
+        return exc
 
     def _remaining(self) -> float | None:
         return None if self.deadline is None else self.deadline - time.monotonic()
@@ -201,7 +229,9 @@ class Runtime:
         statistics of all rows, which a step that could not read a chunk never completes.
         """
         if isinstance(exc, InfrastructureError):
-            return exc if exc.noise_drawn else self.failure(str(exc), noised=False)
+            if exc.noise_drawn or getattr(exc, "spent_noted", False):
+                return exc  # e.g. this runtime's own time limit, raised inside a local computation
+            return self.failure(str(exc), noised=False)
         if isinstance(exc, DpdistError):
             return exc
         try:
@@ -386,8 +416,9 @@ class Runtime:
 
 
 @contextlib.contextmanager
-def open_runtime(scheduler: Any = None, *, timeout: Any = DEFAULT_TIMEOUT) -> Iterator[Runtime]:
-    """The :class:`Runtime` of one fit on ``scheduler`` (values as in :mod:`dpdist.engine.scheduler`).
+def open_runtime(scheduler: Any = None) -> Iterator[Runtime]:
+    """The :class:`Runtime` of one fit on ``scheduler`` (values as in :mod:`dpdist.engine.scheduler`),
+    with the time limit of the dask configuration key ``dpdist.timeout``.
 
     A client connected here (an address, a cluster object) is closed on exit; the
     ``"local-cluster"`` cluster lives on for the process's later fits. Futures are not
@@ -399,7 +430,7 @@ def open_runtime(scheduler: Any = None, *, timeout: Any = DEFAULT_TIMEOUT) -> It
         yield scheduler
         return
     scheduler = check_scheduler(scheduler)
-    timeout = check_timeout(timeout)
+    timeout = configured_timeout()
     client_t, cluster_t = schedulers.distributed_types()
     with contextlib.ExitStack() as stack:
         if scheduler is None:
@@ -436,10 +467,10 @@ def open_runtime(scheduler: Any = None, *, timeout: Any = DEFAULT_TIMEOUT) -> It
 
 
 @contextlib.contextmanager
-def client_for(scheduler: Any, *, timeout: Any = DEFAULT_TIMEOUT) -> Iterator[Any]:
+def client_for(scheduler: Any) -> Iterator[Any]:
     """Yield a ``distributed.Client`` for ``scheduler``, or None for a local dask scheduler
     (the same resolution as :func:`open_runtime`)."""
-    with open_runtime(scheduler, timeout=timeout) as rt:
+    with open_runtime(scheduler) as rt:
         yield rt.client
 
 
@@ -461,16 +492,16 @@ def compute(
     *collections: Any,
     scheduler: Any = None,
     progress: bool | None = None,
-    timeout: Any = DEFAULT_TIMEOUT,
     noised: bool = True,
 ) -> tuple:
     """Compute dask ``collections`` once, together, on the chosen scheduler.
 
     Each release must be computed exactly once (a noised graph computed twice is two releases
     and twice the spend): callers pass every output of a mechanism in one call. ``scheduler``
-    as in :mod:`dpdist.engine.scheduler`, ``timeout`` as in the module docstring (a
-    :class:`Runtime` brings its own deadline); ``noised`` says whether the graphs draw noise,
-    for the failure message.
+    as in :mod:`dpdist.engine.scheduler`; the time limit is ``dpdist.timeout`` of dask's
+    configuration (see the module docstring; a :class:`Runtime` brings its own deadline).
+    ``progress=False`` shows no bar for this computation (an auxiliary pass); None follows
+    ``dpdist.progress``. ``noised`` says whether the graphs draw noise, for the failure message.
     """
-    with open_runtime(scheduler, timeout=timeout) as rt:
+    with open_runtime(scheduler) as rt:
         return rt.compute(*collections, progress=progress, noised=noised)

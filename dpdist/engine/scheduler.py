@@ -2,7 +2,11 @@
 
 Scheduler semantics
 -------------------
-Every estimator takes ``scheduler`` (CLI ``--scheduler``) with these values:
+Every estimator takes ``scheduler`` (CLI ``--scheduler``) with the values below. It stays a
+parameter, unlike the time limit and the progress bar (dask configuration keys, see
+:mod:`dpdist.engine.runtime`), because it is part of the public signature of
+``SparseCovariance``, ``SpectralNorm``, ``SparsePCA`` and ``SecondMoment``, which code outside
+the package calls; its default, ``None``, defers to dask as ``dask.compute`` does:
 
 ``None`` (the default)
     Resolved the way ``dask.compute`` resolves it (``dask.base.get_scheduler``), and it

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Callable, Iterator, Sequence
 
-from dpdist.engine.runtime import DEFAULT_TIMEOUT, Runtime, open_runtime
+from dpdist.engine.runtime import Runtime, open_runtime
 
 __all__ = ["Handle", "Session", "open_session"]
 
@@ -72,8 +72,8 @@ class Session:
 
 
 @contextlib.contextmanager
-def open_session(scheduler: Any, *, timeout: Any = DEFAULT_TIMEOUT) -> Iterator[Session]:
-    """A :class:`Session` on ``scheduler`` (values and ``timeout`` as in
+def open_session(scheduler: Any) -> Iterator[Session]:
+    """A :class:`Session` on ``scheduler`` (values and time limit as in
     :func:`dpdist.engine.runtime.open_runtime`)."""
-    with open_runtime(scheduler, timeout=timeout) as runtime:
+    with open_runtime(scheduler) as runtime:
         yield Session(runtime)

@@ -103,7 +103,7 @@ def _fit_pca(method: str, X, k: int, *, epsilon: float, delta: float, sigma: flo
                 est = dpdist.SparsePCA(k, epsilon, delta, gap=gap, sigma=sigma, random_state=seed,
                                        assume_centered=True, **common)
             elif method == "privcov_power":
-                est = dpdist.SparseCovariancePCA(k, epsilon, delta, sigma=sigma, random_state=seed, progress=False,
+                est = dpdist.SparseCovariancePCA(k, epsilon, delta, sigma=sigma, random_state=seed,
                                                  assume_centered=True, **common)
             elif method == "expmech":
                 est = dpdist.ExpMechSparsePCA(k, epsilon, delta, sigma=sigma, random_state=seed,

@@ -187,7 +187,7 @@ def real_error(method: str, inst: Instance, n: int, rep: int, *, epsilon: float 
         elif method in PRIVCOV_SELECTIONS:
             selection = PRIVCOV_SELECTIONS[method]
             M = dpdist.SparseCovariance(inst.k, epsilon, delta, sigma=sigma, random_state=seed, scheduler=scheduler,
-                                        progress=False, selection=selection, **MEAN_ZERO).fit(X).covariance_
+                                        selection=selection, **MEAN_ZERO).fit(X).covariance_
         elif method == "thresholded_pca":
             est = dpdist.baselines.ThresholdedPCA(sigma=sigma, scheduler=scheduler, **MEAN_ZERO)
             return _sin2(est.fit(X).components_, truth["v1"])
@@ -208,7 +208,7 @@ def real_error(method: str, inst: Instance, n: int, rep: int, *, epsilon: float 
             return _sin2(est.components_, truth["v1"])
         elif method == "privcov_power":
             est = dpdist.SparseCovariancePCA(inst.k, epsilon, delta, sigma=sigma, random_state=seed,
-                                             scheduler=scheduler, progress=False, **MEAN_ZERO)
+                                             scheduler=scheduler, **MEAN_ZERO)
             return _sin2(est.fit(X).components_, truth["v1"])
         elif method == "expmech":
             est = dpdist.ExpMechSparsePCA(inst.k, epsilon, delta, sigma=sigma, random_state=seed, scheduler=scheduler)

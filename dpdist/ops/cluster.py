@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator
 
-from dpdist.engine.runtime import DEFAULT_TIMEOUT, Runtime, open_runtime
+from dpdist.engine.runtime import Runtime, open_runtime
 from dpdist.exceptions import InfrastructureError, ValidationError
 from dpdist.ops.job import ClusterSpec, Job
 
@@ -74,19 +74,19 @@ def scheduler_for(job: Job) -> Iterator[Runtime]:
     an unreachable scheduler fails here, before the reservation's running stage);
     ``[cluster]`` starts the cluster, scales it to ``jobs`` and waits (at most
     ``[scheduler].timeout`` or :data:`DEFAULT_CONNECT_TIMEOUT` seconds) for a first worker.
-    The runtime's deadline (``[scheduler].timeout``, else the runtime's default) bounds the
+    The runtime's deadline (the dask configuration key ``dpdist.timeout``, which the runner
+    sets from ``[scheduler].timeout``: :meth:`~dpdist.ops.job.Job.runtime_config`) bounds the
     whole fit.
     """
-    timeout = job.timeout if job.timeout is not None else DEFAULT_TIMEOUT
     with contextlib.ExitStack() as stack:
         if job.cluster is None:
-            yield stack.enter_context(open_runtime(job.scheduler, timeout=timeout))
+            yield stack.enter_context(open_runtime(job.scheduler))
             return
         try:
             cluster = stack.enter_context(make_cluster(job.cluster))
             if job.cluster.kind == "slurm":
                 cluster.scale(jobs=job.cluster.jobs)
-            rt = stack.enter_context(open_runtime(cluster, timeout=timeout))
+            rt = stack.enter_context(open_runtime(cluster))
             rt.client.wait_for_workers(1, timeout=job.timeout or DEFAULT_CONNECT_TIMEOUT)
         except (OSError, TimeoutError) as exc:
             raise InfrastructureError(f"cannot start the {job.cluster.kind} cluster: {type(exc).__name__}: {exc}; "

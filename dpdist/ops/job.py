@@ -151,17 +151,23 @@ class Job:
                                       datetime=now.strftime("%Y%m%dT%H%M%SZ"), run=run)
 
     def build_estimator(self, scheduler: Any = None) -> Any:
-        """The estimator with the job's parameters (validated by the estimator in plan/fit)."""
+        """The estimator with the job's parameters (validated by the estimator in plan/fit). Its
+        time limit is not a parameter: the runner sets ``[scheduler].timeout`` as the dask
+        configuration key ``dpdist.timeout`` around the fit (:meth:`runtime_config`)."""
         cls = self.estimator_class
         kwargs = dict(self.params)
-        accepted = inspect.signature(cls.__init__).parameters
-        if "scheduler" in accepted:
+        if "scheduler" in inspect.signature(cls.__init__).parameters:
             kwargs["scheduler"] = scheduler
-        if "progress" in accepted:
-            kwargs["progress"] = False
-        if self.timeout is not None and "timeout" in accepted:
-            kwargs["timeout"] = self.timeout
         return cls(**kwargs)
+
+    def runtime_config(self) -> dict:
+        """The dask configuration the job's fit runs under: ``dpdist.timeout`` from
+        ``[scheduler].timeout`` (when given) and no library progress bar (a job logs, it draws
+        nothing)."""
+        config: dict = {"dpdist.progress": False}
+        if self.timeout is not None:
+            config["dpdist.timeout"] = self.timeout
+        return config
 
 
 def _expand(value: Any, where: str, field_: str) -> Any:

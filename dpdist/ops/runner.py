@@ -36,6 +36,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, ContextManager
 
+import dask
+
 from dpdist.data.publish import check_target, stage_result
 from dpdist.exceptions import BudgetExceeded, InfrastructureError, NoPrivateResult, ValidationError
 from dpdist.ops.cluster import scheduler_for
@@ -216,7 +218,7 @@ def charged_release(
     docstring); the life shared by ``dpdist run`` and the direct commands.
 
     ``runtime()`` opens where the fit runs (entered after the reservation) and yields what
-    ``build(runtime)`` needs to make the estimator; ``data`` is what ``fit_reserved`` reads;
+    ``build(runtime)`` needs to make the estimator; ``data`` is what ``fit`` reads;
     ``annotate(reservation)`` returns fields added to the published metadata;
     ``extra_values(estimator)`` values added to the published ones.
 
@@ -231,11 +233,11 @@ def charged_release(
         with runtime() as where:  # e.g. the fit's Runtime: its deadline bounds the whole fit
             est = build(where)
             try:
-                # the estimator's own ledger path: checks the parameters and the shape, marks the
-                # reservation running, fits, and commits a refusal during the pass (it depends on
-                # the data, e.g. on_nonfinite="raise": one bit) as spent; success leaves the
-                # reservation open, to be committed below with the output's checksum
-                est.fit_reserved(data, reservation)
+                # fit against the reservation: checks the parameters, the shape and the reserved
+                # cost, marks the reservation running, fits, and commits a refusal during the pass
+                # (it depends on the data, e.g. on_nonfinite="raise": one bit) as spent; success
+                # leaves the reservation open, to be committed below with the output's checksum
+                est.fit(data, reservation=reservation)
             except (ValidationError, NoPrivateResult, InfrastructureError):
                 raise
             except (OSError, TimeoutError) as exc:  # storage or network during the pass
@@ -297,11 +299,12 @@ def run_job(job: Job, *, ledger: Ledger, run: str | None = None) -> dict:
             **({"published_not_private": True} if job.publish_not_private else {}),
         }}
 
-    done = charged_release(
-        ledger, dataset=dataset, cost=cost, job=job.name, target=target, overwrite=job.overwrite,
-        runtime=lambda: scheduler_for(job), build=job.build_estimator, data=_data(job), annotate=annotate,
-        publish_not_private=job.publish_not_private,
-    )
+    with dask.config.set(job.runtime_config()):  # [scheduler].timeout bounds the fit
+        done = charged_release(
+            ledger, dataset=dataset, cost=cost, job=job.name, target=target, overwrite=job.overwrite,
+            runtime=lambda: scheduler_for(job), build=job.build_estimator, data=_data(job), annotate=annotate,
+            publish_not_private=job.publish_not_private,
+        )
     remaining = ledger.remaining(dataset).remaining()
     return {
         "status": "released", "exit_code": 0, "job": job.name, "run": run, "dataset": dataset,

@@ -265,7 +265,7 @@ def privcov_estimator_case(source: Any = None) -> AuditCase:
             for t in range(n):
                 rel = module.private_sparse_covariance(
                     data[which], k, cal.epsilon, cal.delta, clip=PRIVCOV_CLIP, random_state=int(seed) * 1_000_003 + t,
-                    scheduler="synchronous", progress=False, tile_size=2, assume_centered=True, selection="paper",
+                    scheduler="synchronous", tile_size=2, assume_centered=True, selection="paper",
                 )
                 cols, vals = rel.values["selected"][0], rel.values["selected_values"][0]
                 out[t] = vals[cols == 1][0] if np.any(cols == 1) else -1e6

@@ -114,8 +114,8 @@ def _privcov(row_clip: float | None = None):
     X[1:21, :2] = 1.0
 
     def fit(D):
-        return dpdist.SparseCovariance(2, 1.0, 1e-5, clip=1.0, row_clip=row_clip, scheduler=SYNC, tile_size=4,
-                                       progress=False).fit(D).release_
+        return dpdist.SparseCovariance(2, 1.0, 1e-5, clip=1.0, row_clip=row_clip, scheduler=SYNC,
+                                       tile_size=4).fit(D).release_
 
     return fit, lambda r: float(r.values["diagonal"][0]), X, np.array([1.0, 0, 0, 0]), ("approx-dp", 1.0, 1e-5)
 

@@ -94,13 +94,17 @@ def _poisoned(n, d):
     return da.from_delayed(dask.delayed(boom, pure=False)(), shape=(n, d), dtype=float)
 
 
-class _Ledger:
-    def __init__(self):
-        self.charges = []
+class _Reservation:
+    """A reservation that records what the fit asked of it."""
 
-    def charge(self, dataset, cost, *, job=None):  # pragma: no cover - must not be reached
-        self.charges.append((dataset, cost))
-        raise AssertionError("the budget was reserved")
+    def __init__(self, cost):
+        self.cost, self.calls = cost, []
+
+    def running(self):  # pragma: no cover - must not be reached
+        self.calls.append("running")
+
+    def commit(self, **kw):  # pragma: no cover - must not be reached
+        self.calls.append("commit")
 
 
 @pytest.mark.parametrize("cls", [SpectralNorm, SparsePCA])
@@ -109,11 +113,10 @@ def test_require_useful_refuses_before_reading_or_reserving(cls):
     with pytest.raises(ValidationError, match="require_useful=True.*refused before reading any data.*predicted"):
         est.fit(_poisoned(200_000, 16))
     assert not hasattr(est, "release_")
-    ledger = _Ledger()
-    est.set_params(ledger=ledger, dataset="d")
+    reservation = _Reservation(est.privacy_cost())
     with pytest.raises(ValidationError, match="require_useful=True"):
-        est.fit(_poisoned(200_000, 16))
-    assert ledger.charges == []
+        est.fit(_poisoned(200_000, 16), reservation=reservation)
+    assert reservation.calls == []  # never marked running: the caller's block refunds it
     # without it the same fit goes on and reads the data
     with pytest.raises(AssertionError, match="the data were read"):
         cls(**README_NORM).fit(_poisoned(200_000, 16))

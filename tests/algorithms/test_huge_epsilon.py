@@ -23,9 +23,9 @@ SPIKE = dict(gap=0.5, sigma=math.sqrt(5), n_batches=100, tau=0.02, random_state=
 
 #: name -> (make(budget) -> object with plan/fit, or None for a function, data(), the largest budget)
 MAKE = {
-    "SparseCovariance": (lambda e: dpdist.SparseCovariance(2, e, 1e-5, clip=2.0, random_state=0, progress=False,
+    "SparseCovariance": (lambda e: dpdist.SparseCovariance(2, e, 1e-5, clip=2.0, random_state=0,
                                                            scheduler="synchronous"), gauss, MAX_EPSILON),
-    "SparseCovariancePCA": (lambda e: dpdist.SparseCovariancePCA(2, e, 1e-5, clip=2.0, random_state=0, progress=False,
+    "SparseCovariancePCA": (lambda e: dpdist.SparseCovariancePCA(2, e, 1e-5, clip=2.0, random_state=0,
                                                                  scheduler="synchronous"), gauss, MAX_EPSILON),
     "GaussianCovariance": (lambda e: GaussianCovariance(e, 1e-5, sigma=1.0, random_state=0), gauss, MAX_EPSILON),
     "GaussianPCA": (lambda e: GaussianPCA(e, 1e-5, sigma=1.0, random_state=0), gauss, MAX_EPSILON),

@@ -12,7 +12,7 @@ import dpdist
 
 def fit(X, **kw):
     return dpdist.SparseCovariance(3, 1.0, 1e-6, clip=3.0, random_state=5, scheduler="synchronous",
-                                   progress=False, **kw).fit(X)
+                                   **kw).fit(X)
 
 
 def test_no_task_holds_a_d_by_d_array_or_a_lower_tile():

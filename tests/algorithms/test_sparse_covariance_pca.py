@@ -18,7 +18,7 @@ from dpdist.algorithms.sparse_covariance_pca import (
 )
 from dpdist.data.model2 import make_model2
 
-SYNC = {"scheduler": "synchronous", "progress": False}
+SYNC = {"scheduler": "synchronous"}
 
 
 def spike(d: int, support, lam1: float = 2.0, lam2: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
@@ -113,8 +113,7 @@ def test_release_is_privcovs_release_plus_the_component():
     assert set(np.flatnonzero(u)) <= set(pca.support_) and len(pca.support_) == 2
     assert pca.explained_variance_[0] == pytest.approx(float(u @ (pca.covariance_ @ u)))
     # the function gives the same release as the estimator
-    rel = sparse_covariance_pca(X, 2, 1.0, 1e-6, sigma=1.0, random_state=5, scheduler="synchronous",
-                                progress=False)
+    rel = sparse_covariance_pca(X, 2, 1.0, 1e-6, sigma=1.0, random_state=5, scheduler="synchronous")
     np.testing.assert_array_equal(rel.values["components"], pca.components_)
 
 

@@ -41,6 +41,7 @@ CLI_FLAG_TESTS = {
     "columns": "../data/test_formats.py::test_columns_select_named_columns_in_order",
     "ledger": "test_ledger_paths.py::test_pca_second_moment_and_norm_are_charged",
     "no_ledger": "test_ledger_paths.py::test_a_budget_in_the_default_ledger_refuses_an_unconfigured_run",
+    "timeout": "test_runtime_config.py::test_timeout_flag_sets_the_dask_config_around_the_fit",
 }
 
 

@@ -126,6 +126,5 @@ def test_a_not_private_baseline_warns_not_private():
 
 def test_a_vacuous_fit_warns_vacuous_release():
     X = np.random.default_rng(0).standard_normal((10, 4))  # PrivCov on 10 rows: its bound says nothing
-    caught = _caught(lambda: dpdist.SparseCovariance(2, 1.0, 1e-5, clip=2.0, scheduler="synchronous",
-                                                     progress=False).fit(X))
+    caught = _caught(lambda: dpdist.SparseCovariance(2, 1.0, 1e-5, clip=2.0, scheduler="synchronous").fit(X))
     assert [w.category for w in caught if issubclass(w.category, UtilityWarning)] == [VacuousReleaseWarning]

@@ -13,7 +13,7 @@ import pytest
 
 import dpdist
 from dpdist.engine.main_guard import _line_is_guarded, spawn_problem
-from dpdist.engine.runtime import check_scheduler, check_timeout, compute, open_runtime
+from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute, open_runtime
 from dpdist.exceptions import InfrastructureError, ValidationError
 
 
@@ -105,6 +105,92 @@ def test_bad_timeout_refused():
             check_timeout(bad)
 
 
+def test_the_runtime_config_keys_have_registered_defaults():
+    # registered with dask.config.update_defaults when the engine is imported
+    assert dask.config.get("dpdist.timeout") == DEFAULT_TIMEOUT == 86400.0
+    assert dask.config.get("dpdist.progress") is None
+    assert dask.config.get("dpdist.no-workers-timeout") == 30.0
+
+
+def _slow_rows(n_blocks: int, seconds: float):
+    """``n_blocks`` blocks of 20 rows x 3 columns, each taking ``seconds`` to read."""
+
+    def rows(block_id=None):
+        time.sleep(seconds)
+        return np.random.default_rng(block_id[0]).standard_normal((20, 3))
+
+    return da.map_blocks(rows, chunks=((20,) * n_blocks, (3,)), dtype=float)
+
+
+def test_a_fit_under_a_tiny_configured_timeout_times_out_and_spends_nothing():
+    est = dpdist.baselines.ThresholdedCovariance(threshold=0.1, scheduler="synchronous")
+    with dask.config.set({"dpdist.timeout": 0.05}), pytest.raises(InfrastructureError) as info:
+        est.fit(_slow_rows(20, 0.02))  # 0.4 s of reading, past the 0.05 s limit
+    assert str(info.value) == ("the computation did not finish within timeout=0.05 s on dask's local 'sync' "
+                               "scheduler; no noise was drawn: nothing was spent")
+    assert info.value.noise_drawn is False and not hasattr(est, "covariance_")
+    with dask.config.set({"dpdist.timeout": None}):  # no limit
+        assert est.fit(_slow_rows(3, 0.0)).covariance_.shape == (3, 3)
+
+
+class _ReadCounter:
+    def __init__(self):
+        self.count = 0
+
+    def rows(self, block):
+        self.count += 1
+        return block
+
+
+@pytest.mark.parametrize("key,bad", [("dpdist.timeout", 0), ("dpdist.timeout", -1.0), ("dpdist.timeout", "600"),
+                                     ("dpdist.timeout", True), ("dpdist.timeout", float("nan")),
+                                     ("dpdist.progress", "yes"), ("dpdist.progress", 1)])
+def test_an_invalid_runtime_config_is_refused_naming_the_key_before_any_data_is_read(key, bad):
+    reads = _ReadCounter()
+    X = da.ones((40, 3), chunks=(20, 3)).map_blocks(reads.rows, dtype=float, meta=np.empty((0, 0)))
+    est = dpdist.SparseCovariance(2, 1.0, 1e-5, sigma=1.0, scheduler="synchronous")
+    with dask.config.set({key: bad}):
+        with pytest.raises(ValidationError, match=f"^dask config {key} must be None") as info:
+            est.fit(X)
+        assert repr(bad) in str(info.value)
+        with pytest.raises(ValidationError, match=f"dask config {key}"):  # the engine refuses it too
+            compute(X.sum(), scheduler="synchronous")
+    assert reads.count == 0 and not hasattr(est, "covariance_")
+
+
+def test_the_progress_config_reaches_the_engine_through_a_fit(capsys):
+    X = np.random.default_rng(0).standard_normal((40, 3))
+    est = dpdist.SparseCovariance(2, 1.0, 1e-5, clip=2.0, scheduler="synchronous")
+    est.fit(X)  # pytest's stderr is not a terminal: no bar by default
+    assert capsys.readouterr().err == ""
+    with dask.config.set({"dpdist.progress": True}):
+        est.fit(X)
+    assert "100%" in capsys.readouterr().err
+    with dask.config.set({"dpdist.progress": False}):
+        compute(da.ones(10, chunks=5).sum(), scheduler="synchronous")
+    assert capsys.readouterr().err == ""
+
+
+def test_a_fit_runs_on_the_scheduler_dask_config_names():
+    """scheduler=None (the default) follows ``dask.config.set(scheduler=...)``: the synchronous
+    scheduler runs every task in the calling thread, the threaded one in its pool."""
+    threads = set()
+
+    def rows(block):
+        threads.add(threading.get_ident())
+        return block
+
+    X = da.from_array(np.random.default_rng(0).standard_normal((400, 4)), chunks=(50, 4)).map_blocks(rows,
+                                                                                                      dtype=float)
+    with dask.config.set(scheduler="synchronous"):
+        dpdist.SparseCovariance(2, 1.0, 1e-5, clip=2.0).fit(X)
+    assert threads == {threading.get_ident()}
+    threads.clear()
+    with dask.config.set(scheduler="threads"):
+        dpdist.SparseCovariance(2, 1.0, 1e-5, clip=2.0).fit(X)
+    assert threading.get_ident() not in threads and threads
+
+
 def test_default_is_the_threaded_scheduler_and_starts_nothing():
     with open_runtime(None) as rt:
         assert rt.client is None and rt.local == "threads"
@@ -176,16 +262,16 @@ def test_progress_on_a_client_that_is_not_the_default(inproc_cluster, capsys):
 
 
 def test_timeout_on_threads_reports_whether_noise_was_drawn():
-    with pytest.raises(InfrastructureError, match="timeout=0.3 s") as info:
-        compute(_slow_sum(40, 0.05), scheduler="threads", timeout=0.3, noised=False)
+    with dask.config.set({"dpdist.timeout": 0.3}), pytest.raises(InfrastructureError, match="timeout=0.3 s") as info:
+        compute(_slow_sum(40, 0.05), scheduler="threads", noised=False)
     assert info.value.noise_drawn is False and "nothing was spent" in str(info.value)
-    with pytest.raises(InfrastructureError) as info:
-        compute(_slow_sum(40, 0.05), scheduler="threads", timeout=0.3, noised=True)
+    with dask.config.set({"dpdist.timeout": 0.3}), pytest.raises(InfrastructureError) as info:
+        compute(_slow_sum(40, 0.05), scheduler="threads", noised=True)
     assert info.value.noise_drawn is True and "counts as spent" in str(info.value)
 
 
 def test_a_failure_after_a_released_step_says_noise_was_drawn():
-    with open_runtime("threads", timeout=60) as rt:
+    with open_runtime("threads") as rt:
         rt.compute(da.ones(4, chunks=2).sum(), noised=True)
         err = rt.failure("boom", noised=False)
     assert err.noise_drawn is True and "earlier step" in str(err)
@@ -193,8 +279,8 @@ def test_a_failure_after_a_released_step_says_noise_was_drawn():
 
 def test_timeout_on_a_cluster_cancels_the_futures(inproc_cluster):
     _, client = inproc_cluster
-    with pytest.raises(InfrastructureError, match="timeout") as info:
-        compute(_slow_sum(50, 0.1), scheduler=client, timeout=0.5, noised=False)
+    with dask.config.set({"dpdist.timeout": 0.5}), pytest.raises(InfrastructureError, match="timeout") as info:
+        compute(_slow_sum(50, 0.1), scheduler=client, noised=False)
     assert info.value.noise_drawn is False
     assert _scheduler_forgets_everything(client)  # nothing left of the failed fit (50 x 0.1 s of work)
 
@@ -210,7 +296,7 @@ def test_a_cluster_without_workers_fails_instead_of_hanging(inproc_cluster):
     t0 = time.monotonic()
     with dask.config.set({"dpdist.no-workers-timeout": 1.0}):
         with pytest.raises(InfrastructureError, match="no workers") as info:
-            compute(_slow_sum(100, 0.1), scheduler=client, timeout=60, noised=False)
+            compute(_slow_sum(100, 0.1), scheduler=client, noised=False)
     assert time.monotonic() - t0 < 30 and info.value.noise_drawn is False
 
 
@@ -225,7 +311,7 @@ def test_ctrl_c_cancels_the_futures(inproc_cluster):
     timer.start()
     try:
         with pytest.raises(KeyboardInterrupt):
-            compute(_slow_sum(50, 0.1), scheduler=client, timeout=60)
+            compute(_slow_sum(50, 0.1), scheduler=client)
     finally:
         timer.cancel()
         signal.signal(signal.SIGINT, previous)

@@ -89,8 +89,7 @@ def test_privcov_power_simulation_matches_the_real_estimator_where_both_run():
             m = make_model2(20_000, 20, 3, gap=0.5, lambda1=2.0, random_state=r)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                est = SparseCovariancePCA(3, epsilon, 1e-6, sigma=m.sigma, random_state=r, scheduler="synchronous",
-                                          progress=False).fit(m.X)
+                est = SparseCovariancePCA(3, epsilon, 1e-6, sigma=m.sigma, random_state=r, scheduler="synchronous").fit(m.X)
             real.append(1.0 - float(est.components_[0] @ m.v1) ** 2)
         for errs in ([s.error for s in sim], real):
             assert (min(errs) > 0.5) if lost else (max(errs) < 0.05), (epsilon, errs)

@@ -108,7 +108,7 @@ def test_the_real_sparse_covariance_pca_estimates_what_the_simulation_does():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         est = dpdist.SparseCovariancePCA(3, 1.0, 1e-6, sigma=math.sqrt(inst.sigma2), random_state=7919,
-                                         scheduler="synchronous", progress=False, assume_centered=True).fit(X)
+                                         scheduler="synchronous", assume_centered=True).fit(X)
         got = real_error("privcov_power", inst, 20_000, 0, scheduler="synchronous")
     assert 0 < got < 0.5  # a point where the component is found, so that the estimators differ
     assert got == _sin2(est.components_, truth["v1"])

@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 
+import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.slow
 
 SLOW_FIT = """\
 import json, math, sys, time
-import dask.array as da, numpy as np, dpdist
+import dask, dask.array as da, numpy as np, dpdist
 
 def rows(block_id=None):  # 2,000 rows a task, a quarter of a second each: the job takes ~10 s
     time.sleep(0.25)
@@ -32,9 +33,10 @@ def rows(block_id=None):  # 2,000 rows a task, a quarter of a second each: the j
 X = da.map_blocks(rows, chunks=((2000,) * 40, (5,)), dtype=float)
 # rows taken as mean-zero: FriendlyCore's first pass is the first step, and it draws no noise
 est = dpdist.SpectralNorm(2, 200.0, 1e-6, gap=0.5, sigma=math.sqrt(5), n_batches=40, tau=0.6,
-                          random_state=0, scheduler=sys.argv[1], timeout=120, assume_centered=True)
+                          random_state=0, scheduler=sys.argv[1], assume_centered=True)
 try:
-    est.fit(X)
+    with dask.config.set({"dpdist.timeout": 120}):
+        est.fit(X)
     print(json.dumps({"error": None}))
 except dpdist.InfrastructureError as exc:
     print(json.dumps({"error": type(exc).__name__, "noise_drawn": exc.noise_drawn, "message": str(exc)}))
@@ -91,9 +93,10 @@ def _slow_after(n_fast: int, seconds: float):
 def test_a_fit_past_its_timeout_fails_without_spending():
     X = _slow_after(0, 0.2)  # 20 x 0.2 s on two threads: 2 s, past the 0.5 s limit
     est = dpdist.SpectralNorm(2, 200.0, 1e-6, gap=0.5, sigma=math.sqrt(5), n_batches=20, tau=0.6, random_state=0,
-                              scheduler="threads", timeout=0.5, assume_centered=True)  # no private mean first
+                              scheduler="threads", assume_centered=True)  # no private mean first
     t0 = time.monotonic()
-    with pytest.raises(dpdist.InfrastructureError, match=r"timeout=0\.5 s") as info:
+    with dask.config.set({"dpdist.timeout": 0.5}), pytest.raises(dpdist.InfrastructureError,
+                                                                  match=r"timeout=0\.5 s") as info:
         est.fit(X)
     assert time.monotonic() - t0 < 5 and info.value.noise_drawn is False and not hasattr(est, "norm_")
 
@@ -103,8 +106,9 @@ def test_a_timeout_after_the_private_mean_says_the_budget_is_spent():
     timeout in FriendlyCore's first pass counts the budget as spent."""
     X = _slow_after(20, 0.5)  # FriendlyCore's first pass: 20 x 0.5 s on two threads, past the 3 s limit
     est = dpdist.SpectralNorm(2, 200.0, 1e-6, gap=0.5, sigma=math.sqrt(5), n_batches=20, tau=0.6, random_state=0,
-                              scheduler="threads", timeout=3.0)
-    with pytest.raises(dpdist.InfrastructureError, match="earlier step") as info:
+                              scheduler="threads")
+    with dask.config.set({"dpdist.timeout": 3.0}), pytest.raises(dpdist.InfrastructureError,
+                                                                  match="earlier step") as info:
         est.fit(X)
     assert info.value.noise_drawn is True and "counts as spent" in str(info.value)
 
@@ -112,7 +116,8 @@ def test_a_timeout_after_the_private_mean_says_the_budget_is_spent():
 def test_a_timeout_after_a_released_step_says_the_budget_is_spent():
     # the radius histogram (one pass, fast) is released; the next pass is slow and times out
     X = _slow_after(20, 0.5)  # second pass: 20 x 0.5 s on two threads, past the 3 s limit
-    est = dpdist.SecondMoment(1.0, m=5, lambda_min=0.5, random_state=0, scheduler="threads", timeout=3.0)
-    with pytest.raises(dpdist.InfrastructureError, match="earlier step") as info:
+    est = dpdist.SecondMoment(1.0, m=5, lambda_min=0.5, random_state=0, scheduler="threads")
+    with dask.config.set({"dpdist.timeout": 3.0}), pytest.raises(dpdist.InfrastructureError,
+                                                                  match="earlier step") as info:
         est.fit(X)
     assert info.value.noise_drawn is True and "counts as spent" in str(info.value)

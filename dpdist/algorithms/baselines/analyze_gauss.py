@@ -25,7 +25,7 @@ from dpdist.algorithms.baselines._common import triples_to_csr
 from dpdist.algorithms.expmech_pca.release import leading_eigenvector
 from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine.gram import DEFAULT_TILE, clipped_second_moment, nonfinite_guard
-from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
+from dpdist.engine.runtime import check_scheduler, compute
 from dpdist.engine.second_moment_kernels import chunk_clip_rows
 from dpdist.engine.threshold import threshold_triples
 from dpdist.exceptions import ValidationError
@@ -107,11 +107,8 @@ class AnalyzeGauss(Projection, Estimator):
     random_state : None or int
     beta : float
         Failure probability used by :meth:`plan`.
-    scheduler, tile_size, on_nonfinite, timeout
-        As for the other estimators (:mod:`dpdist.engine.runtime` for scheduler and timeout).
-    ledger, dataset
-        A privacy-budget ledger charged by ``fit``, and the dataset's identifier (see
-        :class:`~dpdist.SparseCovariance`). Without ``ledger``, ``fit`` is recorded in no ledger.
+    scheduler, tile_size, on_nonfinite
+        As for the other estimators (:mod:`dpdist.engine.runtime` for scheduler).
     assume_centered, mean, mean_fraction, mean_clip
         Centring, as :class:`~dpdist.SparseCovariance`: by default the rows are centred at a
         mean released with ``mean_fraction`` of the budget (rows scaled to L2 norm
@@ -157,8 +154,7 @@ class AnalyzeGauss(Projection, Estimator):
 
     def __init__(self, epsilon: float, delta: float, *, radius: float | None = None, random_state: Any = None,
                  beta: float = 0.1, scheduler: Any = None, tile_size: int = DEFAULT_TILE,
-                 on_nonfinite: str = "zero", timeout: float | None = DEFAULT_TIMEOUT, ledger: Any = None,
-                 dataset: str | None = None, assume_centered: bool = False, mean: Any = None,
+                 on_nonfinite: str = "zero", assume_centered: bool = False, mean: Any = None,
                  mean_fraction: float = DEFAULT_MEAN_FRACTION, mean_clip: float | None = None) -> None:
         self.epsilon = epsilon
         self.delta = delta
@@ -168,9 +164,6 @@ class AnalyzeGauss(Projection, Estimator):
         self.scheduler = scheduler
         self.tile_size = tile_size
         self.on_nonfinite = on_nonfinite
-        self.timeout = timeout
-        self.ledger = ledger
-        self.dataset = dataset
         self.assume_centered = assume_centered
         self.mean = mean
         self.mean_fraction = mean_fraction
@@ -246,7 +239,6 @@ class AnalyzeGauss(Projection, Estimator):
         """Release the noisy second moment and its top eigenvector (one PrivacyWarning when seeded)."""
         tile = check_int(self.tile_size, "tile_size")
         check_scheduler(self.scheduler)
-        timeout = check_timeout(self.timeout)
         check_nonfinite(self.on_nonfinite)
         check_epsilon(self.epsilon)
         check_delta(self.delta)
@@ -262,11 +254,11 @@ class AnalyzeGauss(Projection, Estimator):
         budget = ApproxDP(check_epsilon(self.epsilon), check_delta(self.delta))
         privacy = stage_guarantee(budget, [mech.event()], share, mean_mech, mean_share, COMPOSITION)
         Xg, finite = nonfinite_guard(X, self.on_nonfinite)
-        Xc, mu = centre_data(Xg, finite, centering, mean_mech, seed, scheduler=self.scheduler, timeout=timeout)
+        Xc, mu = centre_data(Xg, finite, centering, mean_mech, seed, scheduler=self.scheduler)
         Y = row_norm_clip(Xc, cal["row_norm"])
         S = clipped_second_moment(Y, math.inf, tile=tile)
         results = compute(*threshold_triples(S, 0.0, guard=finite, release=mech.release(seed)),
-                          scheduler=self.scheduler, timeout=timeout)
+                          scheduler=self.scheduler)
         M = triples_to_csr(list(results), d).toarray()
         v, lam = leading_eigenvector(M)
         notes = [residual_note(d * (d + 1) // 2, mech.noise), f"Gaussian scale rule: {cal['rule']}",

@@ -22,7 +22,7 @@ from dpdist.algorithms.baselines._common import ThresholdPlanBase, triples_to_cs
 from dpdist.algorithms.baselines.thresholded import bickel_levina_threshold
 from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine.gram import DEFAULT_TILE, clipped_second_moment, nonfinite_guard
-from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
+from dpdist.engine.runtime import check_scheduler, compute
 from dpdist.engine.threshold import threshold_triples
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
@@ -95,8 +95,8 @@ class GaussianCovariance(Estimator):
         :func:`wang_xu_noise_threshold` plus, when sigma is given, the sampling level
         :func:`~dpdist.algorithms.baselines.thresholded.bickel_levina_threshold`.
     random_state : None or int
-    scheduler, timeout
-        Where and how long the fit may run (:mod:`dpdist.engine.runtime`).
+    scheduler
+        Where the fit runs (:mod:`dpdist.engine.runtime`).
     on_nonfinite : {"zero", "raise"}, default "zero"
         "zero": rows holding NaN or inf become zero rows before any statistic (uncounted);
         "raise": explicit validation mode (reveals one bit, recorded in the release).
@@ -143,7 +143,6 @@ class GaussianCovariance(Estimator):
     def __init__(self, epsilon: float, delta: float, *, sigma: float | None = None, clip: float | None = None,
                  threshold: float | None = None, random_state: int | None = None, beta: float = 0.1,
                  scheduler: Any = None, tile_size: int = DEFAULT_TILE, on_nonfinite: str = "zero",
-                 timeout: float | None = DEFAULT_TIMEOUT, ledger: Any = None, dataset: str | None = None,
                  assume_centered: bool = False, mean: Any = None, mean_fraction: float = DEFAULT_MEAN_FRACTION,
                  mean_clip: float | None = None):
         self.epsilon = epsilon
@@ -156,9 +155,6 @@ class GaussianCovariance(Estimator):
         self.scheduler = scheduler
         self.tile_size = tile_size
         self.on_nonfinite = on_nonfinite
-        self.timeout = timeout
-        self.ledger = ledger
-        self.dataset = dataset
         self.assume_centered = assume_centered
         self.mean = mean
         self.mean_fraction = mean_fraction
@@ -250,7 +246,6 @@ class GaussianCovariance(Estimator):
         """The release of one fit (no warning, no attributes: :class:`GaussianPCA` uses it)."""
         tile = check_int(self.tile_size, "tile_size")
         check_scheduler(self.scheduler)
-        timeout = check_timeout(self.timeout)
         check_nonfinite(self.on_nonfinite)
         self._check_params()
         check_centering(self.assume_centered, self.mean, self.mean_fraction, self.mean_clip)
@@ -263,10 +258,10 @@ class GaussianCovariance(Estimator):
         privacy = stage_guarantee(ApproxDP(p["epsilon"], p["delta"]), [mech.event()], share, mean_mech, mean_share,
                                    COMPOSITION)
         Xg, finite = nonfinite_guard(X, self.on_nonfinite)
-        Xc, mu = centre_data(Xg, finite, centering, mean_mech, seed, scheduler=self.scheduler, timeout=timeout)
+        Xc, mu = centre_data(Xg, finite, centering, mean_mech, seed, scheduler=self.scheduler)
         S = clipped_second_moment(Xc, p["clip"], tile=tile)
         results = compute(*threshold_triples(S, p["threshold"], guard=finite, release=mech.release(seed)),
-                          scheduler=self.scheduler, timeout=timeout)
+                          scheduler=self.scheduler)
         M = triples_to_csr(list(results), d)
         notes = [residual_note(d * (d + 1) // 2, mech.noise), f"Gaussian scale rule: {p['rule']}",
                  nonfinite_note(self.on_nonfinite), *chunk_reading_notes(X)]

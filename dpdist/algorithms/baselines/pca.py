@@ -20,7 +20,6 @@ from dpdist.algorithms.baselines.thresholded import (
 )
 from dpdist.algorithms.expmech_pca.release import leading_eigenvector
 from dpdist.engine.gram import DEFAULT_TILE
-from dpdist.engine.runtime import DEFAULT_TIMEOUT
 from dpdist.algorithms._utility import davis_kahan_sin2
 from dpdist.privacy.release import Release, warn_if_unsafe
 
@@ -97,14 +96,11 @@ class GaussianPCA(Projection, Estimator):
 
     Parameters
     ----------
-    epsilon, delta, sigma, clip, threshold, random_state, beta, scheduler, tile_size, on_nonfinite, timeout
+    epsilon, delta, sigma, clip, threshold, random_state, beta, scheduler, tile_size, on_nonfinite
         Passed to :class:`~dpdist.baselines.GaussianCovariance`.
     assume_centered, mean, mean_fraction, mean_clip
         Centring, passed to :class:`~dpdist.baselines.GaussianCovariance`: by default the
         component is that of the covariance around a privately released mean.
-    ledger, dataset
-        A privacy-budget ledger charged by ``fit``, and the dataset's identifier (see
-        :class:`~dpdist.SparseCovariance`). Without ``ledger``, ``fit`` is recorded in no ledger.
 
     Attributes
     ----------
@@ -126,7 +122,6 @@ class GaussianPCA(Projection, Estimator):
     def __init__(self, epsilon: float, delta: float, *, sigma: float | None = None, clip: float | None = None,
                  threshold: float | None = None, random_state: Any = None, beta: float = 0.1,
                  scheduler: Any = None, tile_size: int = DEFAULT_TILE, on_nonfinite: str = "zero",
-                 timeout: float | None = DEFAULT_TIMEOUT, ledger: Any = None, dataset: str | None = None,
                  assume_centered: bool = False, mean: Any = None, mean_fraction: float = DEFAULT_MEAN_FRACTION,
                  mean_clip: float | None = None) -> None:
         self.epsilon = epsilon
@@ -143,15 +138,12 @@ class GaussianPCA(Projection, Estimator):
         self.scheduler = scheduler
         self.tile_size = tile_size
         self.on_nonfinite = on_nonfinite
-        self.timeout = timeout
-        self.ledger = ledger
-        self.dataset = dataset
 
     def _covariance_estimator(self) -> GaussianCovariance:
         return GaussianCovariance(
             self.epsilon, self.delta, sigma=self.sigma, clip=self.clip, threshold=self.threshold,
             random_state=self.random_state, beta=self.beta, scheduler=self.scheduler,
-            tile_size=self.tile_size, on_nonfinite=self.on_nonfinite, timeout=self.timeout,
+            tile_size=self.tile_size, on_nonfinite=self.on_nonfinite,
             assume_centered=self.assume_centered, mean=self.mean, mean_fraction=self.mean_fraction,
             mean_clip=self.mean_clip,
         )
@@ -195,7 +187,7 @@ class ThresholdedPCA(Projection, Estimator):
 
     Parameters
     ----------
-    threshold, sigma, scheduler, tile_size, on_nonfinite, timeout, assume_centered, mean
+    threshold, sigma, scheduler, tile_size, on_nonfinite, assume_centered, mean
         Passed to :class:`~dpdist.baselines.ThresholdedCovariance` (by default the data are
         centred at their exact mean: this estimator is not private).
 
@@ -216,7 +208,6 @@ class ThresholdedPCA(Projection, Estimator):
 
     def __init__(self, *, threshold: float | None = None, sigma: float | None = None, scheduler: Any = None,
                  tile_size: int = DEFAULT_TILE, on_nonfinite: str = "zero",
-                 timeout: float | None = DEFAULT_TIMEOUT, ledger: Any = None, dataset: str | None = None,
                  assume_centered: bool = False, mean: Any = None) -> None:
         self.threshold = threshold
         self.sigma = sigma
@@ -225,9 +216,6 @@ class ThresholdedPCA(Projection, Estimator):
         self.scheduler = scheduler
         self.tile_size = tile_size
         self.on_nonfinite = on_nonfinite
-        self.timeout = timeout
-        self.ledger = ledger
-        self.dataset = dataset
 
     @reports_empirical("thresholded_pca")
     def plan(self, n_samples: int, n_features: int, *, k: int | None = None, eigengap: float | None = None,
@@ -245,7 +233,7 @@ class ThresholdedPCA(Projection, Estimator):
         """Top eigenvector of the thresholded second moment (NOT PRIVATE: one PrivacyWarning)."""
         cov_rel = ThresholdedCovariance(threshold=self.threshold, sigma=self.sigma, scheduler=self.scheduler,
                                         tile_size=self.tile_size, on_nonfinite=self.on_nonfinite,
-                                        timeout=self.timeout, assume_centered=self.assume_centered,
+                                        assume_centered=self.assume_centered,
                                         mean=self.mean)._release(X)
         v, lam = leading_eigenvector(cov_rel.values["covariance"])
         return warn_if_unsafe(_pca_release(cov_rel, v[None, :], lam, "NOT PRIVATE"), stacklevel=4)

@@ -14,7 +14,7 @@ from dpdist.algorithms._centering import DEFAULT_MEAN_FRACTION, check_centering
 from dpdist.algorithms.baselines._common import ThresholdPlanBase, triples_to_csr
 from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine.gram import DEFAULT_TILE, clipped_second_moment, nonfinite_guard
-from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
+from dpdist.engine.runtime import check_scheduler, compute
 from dpdist.engine.threshold import threshold_triples
 from dpdist.exceptions import ValidationError
 from dpdist.algorithms._utility import SAMPLING_CONSTANT
@@ -55,8 +55,8 @@ class ThresholdedCovariance(Estimator):
     sigma : float, optional
         Sub-Gaussian scale; when ``threshold`` is None, lambda is
         :func:`bickel_levina_threshold` (sigma, n, d).
-    scheduler, timeout
-        Where and how long the fit may run (:mod:`dpdist.engine.runtime`).
+    scheduler
+        Where the fit runs (:mod:`dpdist.engine.runtime`).
     on_nonfinite : {"zero", "raise"}, default "zero"
         As for the private estimators.
     assume_centered : bool, default False
@@ -86,7 +86,6 @@ class ThresholdedCovariance(Estimator):
 
     def __init__(self, *, threshold: float | None = None, sigma: float | None = None,
                  scheduler: Any = None, tile_size: int = DEFAULT_TILE, on_nonfinite: str = "zero",
-                 timeout: float | None = DEFAULT_TIMEOUT, ledger: Any = None, dataset: str | None = None,
                  assume_centered: bool = False, mean: Any = None):
         self.threshold = threshold
         self.sigma = sigma
@@ -95,9 +94,6 @@ class ThresholdedCovariance(Estimator):
         self.scheduler = scheduler
         self.tile_size = tile_size
         self.on_nonfinite = on_nonfinite
-        self.timeout = timeout
-        self.ledger = ledger
-        self.dataset = dataset
 
     def _fit_release(self, X: Any) -> Release:
         """Compute the thresholded second moment (NOT PRIVATE: one PrivacyWarning)."""
@@ -118,7 +114,6 @@ class ThresholdedCovariance(Estimator):
         sigma = check_positive(self.sigma, "sigma", allow_none=True)
         tile = check_int(self.tile_size, "tile_size")
         check_scheduler(self.scheduler)
-        timeout = check_timeout(self.timeout)
         check_nonfinite(self.on_nonfinite)
         if self.threshold is None and self.sigma is None:
             raise ValidationError("give either threshold or sigma")
@@ -130,11 +125,11 @@ class ThresholdedCovariance(Estimator):
         Xg, finite = nonfinite_guard(X, self.on_nonfinite)
         mu = centering.mean
         if centering.private:  # not private here: the exact empirical mean
-            mu = np.asarray(compute(Xg.mean(axis=0, dtype=np.float64), scheduler=self.scheduler, timeout=timeout,
+            mu = np.asarray(compute(Xg.mean(axis=0, dtype=np.float64), scheduler=self.scheduler,
                                     noised=False)[0], dtype=np.float64)
         Xc = Xg if mu is None else Xg - mu
         S = clipped_second_moment(Xc, math.inf, tile=tile)  # no clipping: plain (1/n) X^T X
-        results = compute(*threshold_triples(S, lam, guard=finite), scheduler=self.scheduler, timeout=timeout,
+        results = compute(*threshold_triples(S, lam, guard=finite), scheduler=self.scheduler,
                           noised=False)
         M = triples_to_csr(list(results), d)
         if not np.isfinite(M.data).all():

@@ -11,7 +11,6 @@ import numpy as np
 
 from dpdist._validation import check_int, check_positive
 from dpdist.algorithms._base import Estimator, Projection, reports_empirical
-from dpdist.engine.runtime import DEFAULT_TIMEOUT
 from dpdist.engine.subsets import DEFAULT_CHUNK_SIZE
 from dpdist.exceptions import ValidationError
 from dpdist.algorithms._centering import DEFAULT_MEAN_FRACTION, centring_error, check_centering
@@ -56,11 +55,6 @@ class ExpMechSparsePCA(Projection, Estimator):
         See :func:`expmech_pca`.
     chunk_size : int
         Subsets per task.
-    timeout : float or None, default 86400 (one day)
-        Seconds for the fit; None for no limit (:mod:`dpdist.engine.runtime`).
-    ledger, dataset
-        A privacy-budget ledger charged by ``fit``, and the dataset's identifier (see
-        :class:`~dpdist.SparseCovariance`). Without ``ledger``, ``fit`` is recorded in no ledger.
 
     Attributes
     ----------
@@ -106,9 +100,6 @@ class ExpMechSparsePCA(Projection, Estimator):
         scheduler: Any = None,
         on_nonfinite: str = "zero",
         chunk_size: int = DEFAULT_CHUNK_SIZE,
-        timeout: float | None = DEFAULT_TIMEOUT,
-        ledger: Any = None,
-        dataset: str | None = None,
         assume_centered: bool = False,
         mean: Any = None,
         mean_fraction: float = DEFAULT_MEAN_FRACTION,
@@ -125,9 +116,6 @@ class ExpMechSparsePCA(Projection, Estimator):
         self.scheduler = scheduler
         self.on_nonfinite = on_nonfinite
         self.chunk_size = chunk_size
-        self.timeout = timeout
-        self.ledger = ledger
-        self.dataset = dataset
         self.assume_centered = assume_centered
         self.mean = mean
         self.mean_fraction = mean_fraction
@@ -150,7 +138,6 @@ class ExpMechSparsePCA(Projection, Estimator):
             scheduler=self.scheduler,
             on_nonfinite=self.on_nonfinite,
             chunk_size=self.chunk_size,
-            timeout=self.timeout,
             assume_centered=self.assume_centered,
             mean=self.mean,
             mean_fraction=self.mean_fraction,

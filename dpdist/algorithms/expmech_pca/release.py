@@ -13,7 +13,7 @@ from dpdist.algorithms._base import check_nonfinite, nonfinite_note
 from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine.gram import clipped_second_moment, nonfinite_guard
 from dpdist.engine.gumbel_max import exact_gumbel_max_subset
-from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
+from dpdist.engine.runtime import check_scheduler, compute
 from dpdist.engine.subsets import DEFAULT_CHUNK_SIZE, block_release
 from dpdist.exceptions import ValidationError
 from dpdist.algorithms._centering import (
@@ -147,7 +147,6 @@ def expmech_pca(
     scheduler: Any = None,
     on_nonfinite: str = "zero",
     chunk_size: int = DEFAULT_CHUNK_SIZE,
-    timeout: float | None = DEFAULT_TIMEOUT,
     assume_centered: bool = False,
     mean: Any = None,
     mean_fraction: float = DEFAULT_MEAN_FRACTION,
@@ -185,8 +184,6 @@ def expmech_pca(
         in the release's notes).
     chunk_size : int
         Subsets per task of the enumeration (does not change the output).
-    timeout : float or None, default one day
-        Seconds for the fit; see :mod:`dpdist.engine.runtime`.
     assume_centered, mean, mean_fraction, mean_clip
         Centring, as :func:`~dpdist.algorithms.sparse_covariance.private_sparse_covariance`:
         by default a mean released with ``mean_fraction`` of the Gaussian part of the budget
@@ -244,7 +241,6 @@ def expmech_pca(
     check_nonfinite(on_nonfinite)
     check_int(chunk_size, "chunk_size")
     check_scheduler(scheduler)
-    timeout = check_timeout(timeout)
     check_centering(assume_centered, mean, mean_fraction, mean_clip)
     Xd = as_dask_array(X, min_rows=1, min_cols=1)
     n, d = (int(s) for s in Xd.shape)
@@ -262,7 +258,7 @@ def expmech_pca(
                               _composition(cal))
 
     Xg, all_finite = nonfinite_guard(Xd, on_nonfinite)
-    Xc, mu = centre_data(Xg, all_finite, centering, mean_mech, seed, scheduler=scheduler, timeout=timeout)
+    Xc, mu = centre_data(Xg, all_finite, centering, mean_mech, seed, scheduler=scheduler)
     M = clipped_second_moment(Xc, tau)
     release_fn = mech.release(seed)
     rank = exact_gumbel_max_subset(M, k, mech.selection(seed), chunk_size=chunk_size)
@@ -270,7 +266,7 @@ def expmech_pca(
     # the second moment (each chunk is read once); the release task checks it on the worker
     guard = None if all_finite is None else all_finite.to_delayed(optimize_graph=False).ravel()[0]
     subset_d, block_d = block_release(M, rank, k, release_fn, guard=guard)
-    subset, noisy_block = compute(subset_d, block_d, scheduler=scheduler, timeout=timeout)
+    subset, noisy_block = compute(subset_d, block_d, scheduler=scheduler)
     if all_finite is not None and noisy_block is None:
         raise ValidationError(
             "X contains NaN or infinite values; nothing was released (pass on_nonfinite='zero' "

@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 
 from dpdist.algorithms._base import Estimator
-from dpdist.engine.runtime import DEFAULT_TIMEOUT
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.release import Release
 from dpdist.privacy.mechanisms.second_moment import _check_positive, check_m, split_second_moment_rho
@@ -39,12 +38,8 @@ class SecondMoment(Estimator):
         Total zCDP budget.
     m, alpha, radius, lambda_min, init_fraction, sensitivity, xi, random_state, scheduler
         See :func:`second_moment`.
-    radius_range, lambda_floor, psd, on_nonfinite, timeout
+    radius_range, lambda_floor, psd, on_nonfinite
         See :func:`second_moment`.
-    ledger, dataset
-        A privacy-budget ledger charged ``ZCDP(rho)`` by ``fit``, and the dataset's identifier
-        (see :class:`~dpdist.SparseCovariance`). A rejection at the private lambda_min step
-        commits the rho of the steps run. Without ``ledger``, ``fit`` is recorded in no ledger.
 
     Attributes
     ----------
@@ -96,9 +91,6 @@ class SecondMoment(Estimator):
         lambda_floor: float = 1e-12,
         psd: bool = False,
         on_nonfinite: str = "zero",
-        timeout: float | None = DEFAULT_TIMEOUT,
-        ledger: Any = None,
-        dataset: str | None = None,
     ) -> None:
         self.rho = rho
         self.m = m
@@ -114,12 +106,9 @@ class SecondMoment(Estimator):
         self.lambda_floor = lambda_floor
         self.psd = psd
         self.on_nonfinite = on_nonfinite
-        self.timeout = timeout
-        self.ledger = ledger
-        self.dataset = dataset
 
     def _kwargs(self) -> dict:
-        return {k: v for k, v in self.get_params().items() if k not in ("ledger", "dataset")}
+        return self.get_params()
 
     def _fit_release(self, X) -> Release:
         return second_moment(X, **self._kwargs())

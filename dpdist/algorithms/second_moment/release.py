@@ -17,7 +17,7 @@ from dpdist.algorithms._base import check_nonfinite, nonfinite_note, refuse_nonf
 from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine import second_moment as engine
 from dpdist.engine.second_moment_kernels import combine_bucket_counts, combine_group_min_eigenvalues
-from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute, open_runtime
+from dpdist.engine.runtime import check_scheduler, compute, open_runtime
 from dpdist.exceptions import NoPrivateResult, ValidationError
 from dpdist.privacy.accounting import release_guarantee
 from dpdist.privacy.events import NoOpEvent
@@ -99,13 +99,11 @@ class _Config:
     lambda_floor: float
     psd: bool
     scheduler: Any
-    timeout: float | None
     on_nonfinite: str
 
 
 def _validate(
     rho, m, alpha, radius, lambda_min, init_fraction, sensitivity, xi, radius_range, lambda_floor, psd, scheduler,
-    timeout,
     on_nonfinite="zero",
 ) -> _Config:
     rho = check_rho(rho)
@@ -126,7 +124,7 @@ def _validate(
     engine.scales_in_memory_bytes()  # the dask configs a fit reads between levels
     engine.rows_in_memory_bytes()
     return _Config(rho, m, alpha, radius, lambda_min, float(init_fraction), sensitivity, xi, (lo, hi),
-                   lambda_floor, bool(psd), scheduler, check_timeout(timeout), check_nonfinite(on_nonfinite))
+                   lambda_floor, bool(psd), scheduler, check_nonfinite(on_nonfinite))
 
 
 def _check_shape(cfg: _Config, n: int, d: int) -> None:
@@ -166,7 +164,6 @@ def second_moment(
     lambda_floor: float = 1e-12,
     psd: bool = False,
     on_nonfinite: str = "zero",
-    timeout: float | None = DEFAULT_TIMEOUT,
 ) -> Release:
     """rho-zCDP estimate of the second moment (1/n) sum x x^T by RecDPSME (MS25, Alg. 1-2).
 
@@ -213,8 +210,6 @@ def second_moment(
         map; nothing counts them). "raise": explicit validation mode: one extra pass checks
         the data first and raises ValidationError before anything is computed; the error (or
         its absence) reveals one bit, which the release records.
-    timeout : float or None, default one day
-        Seconds for the whole fit (all passes); see :mod:`dpdist.engine.runtime`.
 
     Returns
     -------
@@ -275,7 +270,7 @@ def second_moment(
     unwinding run here, on released values only.
     """
     cfg = _validate(rho, m, alpha, radius, lambda_min, init_fraction, sensitivity, xi, radius_range,
-                    lambda_floor, psd, scheduler, timeout, on_nonfinite)
+                    lambda_floor, psd, scheduler, on_nonfinite)
     seed = resolve_random_state(random_state)
     X = as_dask_array(X)
     n, d = (int(s) for s in X.shape)
@@ -292,7 +287,7 @@ def second_moment(
     events: list = []  # (label, Event), in the order the steps ran
     mechanisms: list = []  # their public descriptions
     n_bins = 0  # released histogram entries (for the exhaustion residual)
-    with open_runtime(cfg.scheduler, timeout=cfg.timeout) as sched:
+    with open_runtime(cfg.scheduler) as sched:
         if cfg.on_nonfinite == "raise":
             refuse_nonfinite(X, sched)
 
@@ -463,7 +458,6 @@ def _recursion(X, schedule: LevelSchedule, levels, lam_hat: float, seed: NoiseSe
 def one_shot_second_moment(
     X, rho: float, *, radius: float, sensitivity: str = "paper", random_state: int | None = None, scheduler: Any = None,
     on_nonfinite: str = "zero",
-    timeout: float | None = DEFAULT_TIMEOUT,
 ) -> Release:
     """The one-shot Gaussian mechanism: (1/n) sum clip(x) clip(x)^T + GUE(sigma^2), a
     one-level comparator for the recursion.
@@ -488,7 +482,7 @@ def one_shot_second_moment(
     sigma = one_shot_sigma(n, rho, radius, sensitivity)
     sens, _ = float_sensitivity(sensitivity_coefficient(sensitivity) * radius**2 / n, n)  # one_shot_sigma's Delta
     mech = one_shot_mechanism(d, sens, sigma)
-    with open_runtime(scheduler, timeout=timeout) as rt:
+    with open_runtime(scheduler) as rt:
         if on_nonfinite == "raise":
             refuse_nonfinite(X, rt)
         noisy = compute(

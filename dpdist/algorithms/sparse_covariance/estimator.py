@@ -15,7 +15,6 @@ from dpdist.algorithms._base import Estimator, reports_empirical
 from dpdist.algorithms._centering import DEFAULT_MEAN_FRACTION, check_centering, mean_mechanism
 from dpdist.algorithms._utility import search_min_samples
 from dpdist.engine.gram import DEFAULT_TILE
-from dpdist.engine.runtime import DEFAULT_TIMEOUT
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import ApproxDP
 from dpdist.privacy.release import Release
@@ -59,20 +58,6 @@ class SparseCovariance(Estimator):
     on_nonfinite : {"zero", "raise"}, default "zero"
         See :func:`private_sparse_covariance` ("raise" reveals one bit).
     tile_size : int, default 2048
-    progress : bool or None
-        Progress bar; None shows it only on a terminal.
-    timeout : float or None, default 86400 (one day)
-        Seconds for the fit; None for no limit. See :mod:`dpdist.engine.runtime`.
-    ledger : object, optional
-        A privacy-budget ledger (``dpdist.ops.ledger.open_ledger(...)``, or any object with
-        its ``charge`` context manager): ``fit`` reserves ``ApproxDP(epsilon, delta)`` on
-        ``dataset`` before reading data and commits it (see :mod:`dpdist.algorithms._base`).
-        Without it, ``fit`` is recorded in no ledger: nothing counts what it spends against the
-        dataset's budget.
-    dataset : str, optional
-        The dataset's identifier in the ledger: its URL or path, as ``dpdist budget set`` took it
-        (the ledger canonicalises it). Default: the location of a path input; required with
-        ``ledger=`` for in-memory data.
     assume_centered : bool, default False
         As scikit-learn's ``EmpiricalCovariance``: False (default) centres the data and
         estimates the covariance; True takes the data as mean-zero and estimates the second
@@ -156,10 +141,6 @@ class SparseCovariance(Estimator):
         scheduler: Any = None,
         on_nonfinite: str = "zero",
         tile_size: int = DEFAULT_TILE,
-        progress: bool | None = None,
-        timeout: float | None = DEFAULT_TIMEOUT,
-        ledger: Any = None,
-        dataset: str | None = None,
         assume_centered: bool = False,
         mean: Any = None,
         mean_fraction: float = DEFAULT_MEAN_FRACTION,
@@ -177,10 +158,6 @@ class SparseCovariance(Estimator):
         self.scheduler = scheduler
         self.on_nonfinite = on_nonfinite
         self.tile_size = tile_size
-        self.progress = progress
-        self.timeout = timeout
-        self.ledger = ledger
-        self.dataset = dataset
         self.assume_centered = assume_centered
         self.mean = mean
         self.mean_fraction = mean_fraction
@@ -201,8 +178,6 @@ class SparseCovariance(Estimator):
             scheduler=self.scheduler,
             on_nonfinite=self.on_nonfinite,
             tile_size=self.tile_size,
-            progress=self.progress,
-            timeout=self.timeout,
             assume_centered=self.assume_centered,
             mean=self.mean,
             mean_fraction=self.mean_fraction,

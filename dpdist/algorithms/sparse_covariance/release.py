@@ -28,7 +28,7 @@ from dpdist.algorithms.sparse_covariance.bounds import (
 )
 from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine.gram import DEFAULT_TILE, clipped_second_moment, nonfinite_guard
-from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute
+from dpdist.engine.runtime import check_scheduler, compute
 from dpdist.engine.topk import row_topk_release
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
@@ -238,8 +238,6 @@ def private_sparse_covariance(
     scheduler: Any = None,
     on_nonfinite: str = "zero",
     tile_size: int = DEFAULT_TILE,
-    progress: bool | None = None,
-    timeout: float | None = DEFAULT_TIMEOUT,
     assume_centered: bool = False,
     mean: Any = None,
     mean_fraction: float = DEFAULT_MEAN_FRACTION,
@@ -276,8 +274,6 @@ def private_sparse_covariance(
         about the data, which the release records in its notes.
     tile_size : int
         Tile width of the second moment (memory per task ~ 8 * tile_size**2 bytes).
-    timeout : float or None, default one day
-        Seconds for the fit; see :mod:`dpdist.engine.runtime`.
     assume_centered : bool, default False
         True: the data are taken as mean-zero and the whole budget estimates the second
         moment (scikit-learn's ``assume_centered``). False: the data are centred first.
@@ -367,7 +363,6 @@ def private_sparse_covariance(
     check_nonfinite(on_nonfinite)
     tile_size = check_int(tile_size, "tile_size", low=1)
     check_scheduler(scheduler)
-    timeout = check_timeout(timeout)
     centering = check_centering(assume_centered, mean, mean_fraction, mean_clip)
     seed = resolve_random_state(random_state)
     X = as_dask_array(X)  # metadata only
@@ -391,12 +386,12 @@ def private_sparse_covariance(
     Xg, all_finite = nonfinite_guard(X, on_nonfinite)
     mu = centering.mean
     if mean_mech is not None:
-        mu = release_mean(Xg, all_finite, mean_mech, seed, scheduler=scheduler, progress=progress, timeout=timeout)
+        mu = release_mean(Xg, all_finite, mean_mech, seed, scheduler=scheduler)
     S = clipped_second_moment(centre(Xg, mu), R, tile=tile_size, row_clip=None if C == math.inf else C)
     # selection noise: Laplace drawn lazily (exactly the law of d i.i.d. lattice Laplace per row, O(d k)
     # draws), or exact Gumbel keys of every entry (merged exactly across tiles by the sampler)
     parts = row_topk_release(S, k, mech.selection(seed), mech.release(seed), guard=all_finite, symmetric=True)
-    results = compute(*parts, scheduler=scheduler, progress=progress, timeout=timeout)
+    results = compute(*parts, scheduler=scheduler)
     if any(r is None for r in results):
         raise ValidationError(
             "X contains NaN or infinite values; nothing was released. Clean the data or pass "

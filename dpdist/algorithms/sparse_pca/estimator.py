@@ -15,7 +15,6 @@ from dpdist.algorithms._base import Estimator, Projection, reports_empirical
 from dpdist.algorithms._centering import DEFAULT_MEAN_FRACTION, check_centering
 from dpdist.algorithms.friendly_steps import friendly_setup
 from dpdist.algorithms._friendly_forecast import REJECTION_LEVEL, batch_forecast, lambda_hat_points
-from dpdist.engine.runtime import DEFAULT_TIMEOUT
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
 from dpdist.privacy.mechanisms.privpca.mechanism import PrivNormMechanism, PrivPCAMechanism
 from dpdist.privacy.mechanisms.privpca.calibration import (
@@ -52,11 +51,8 @@ class SpectralNorm(Estimator):
 
     Parameters
     ----------
-    k, epsilon, delta, gap, sigma, n_batches, tau, random_state, scheduler, timeout
+    k, epsilon, delta, gap, sigma, n_batches, tau, random_state, scheduler
         As in :func:`private_norm`.
-    ledger, dataset
-        A privacy-budget ledger charged by ``fit``, and the dataset's identifier (see
-        :class:`~dpdist.SparseCovariance`). Without ``ledger``, ``fit`` is recorded in no ledger.
     beta : float, default 0.05
         Failure probability of the utility statements (eq. (11), default m, plan()).
     shuffle_batches : bool, default False
@@ -126,9 +122,6 @@ class SpectralNorm(Estimator):
         beta: float = DEFAULT_BETA,
         shuffle_batches: bool = False,
         on_nonfinite: str = "zero",
-        timeout: float | None = DEFAULT_TIMEOUT,
-        ledger: Any = None,
-        dataset: str | None = None,
         require_useful: bool = False,
         assume_centered: bool = False,
         mean: Any = None,
@@ -147,9 +140,6 @@ class SpectralNorm(Estimator):
         self.beta = beta
         self.shuffle_batches = shuffle_batches
         self.on_nonfinite = on_nonfinite
-        self.timeout = timeout
-        self.ledger = ledger
-        self.dataset = dataset
         self.require_useful = require_useful
         self.assume_centered = assume_centered
         self.mean = mean
@@ -160,7 +150,7 @@ class SpectralNorm(Estimator):
         return private_norm(
             X, self.k, self.epsilon, self.delta, gap=self.gap, sigma=self.sigma, n_batches=self.n_batches,
             tau=self.tau, beta=self.beta, shuffle_batches=self.shuffle_batches,
-            random_state=self.random_state, scheduler=self.scheduler, timeout=self.timeout,
+            random_state=self.random_state, scheduler=self.scheduler,
             on_nonfinite=self.on_nonfinite, **self._centring(),
         )
 
@@ -250,12 +240,8 @@ class SparsePCA(Projection, Estimator):
 
     Parameters
     ----------
-    k, epsilon, delta, gap, sigma, n_batches, tau, random_state, scheduler, timeout
+    k, epsilon, delta, gap, sigma, n_batches, tau, random_state, scheduler
         As in :func:`sparse_pca`.
-    ledger, dataset
-        A privacy-budget ledger charged by ``fit``, and the dataset's identifier (see
-        :class:`~dpdist.SparseCovariance`). A rejection commits what the stages run spent.
-        Without ``ledger``, ``fit`` is recorded in no ledger.
     norm_fraction : float, default 0.5
         Share of (epsilon, delta) spent by PrivNorm; ignored when ``lambda_hat`` is given.
     lambda_hat : float, optional
@@ -334,9 +320,6 @@ class SparsePCA(Projection, Estimator):
         beta: float = DEFAULT_BETA,
         shuffle_batches: bool = False,
         on_nonfinite: str = "zero",
-        timeout: float | None = DEFAULT_TIMEOUT,
-        ledger: Any = None,
-        dataset: str | None = None,
         require_useful: bool = False,
         assume_centered: bool = False,
         mean: Any = None,
@@ -357,9 +340,6 @@ class SparsePCA(Projection, Estimator):
         self.beta = beta
         self.shuffle_batches = shuffle_batches
         self.on_nonfinite = on_nonfinite
-        self.timeout = timeout
-        self.ledger = ledger
-        self.dataset = dataset
         self.require_useful = require_useful
         self.assume_centered = assume_centered
         self.mean = mean
@@ -373,7 +353,7 @@ class SparsePCA(Projection, Estimator):
             X, self.k, self.epsilon, self.delta, gap=self.gap, sigma=self.sigma,
             norm_fraction=self.norm_fraction, lambda_hat=self.lambda_hat, n_batches=self.n_batches,
             tau=self.tau, beta=self.beta, shuffle_batches=self.shuffle_batches,
-            random_state=self.random_state, scheduler=self.scheduler, timeout=self.timeout,
+            random_state=self.random_state, scheduler=self.scheduler,
             on_nonfinite=self.on_nonfinite, **self._centring(),
         )
 

@@ -33,7 +33,7 @@ from dpdist.engine.privpca.graph import (
 )
 from dpdist.engine.session import open_session
 from dpdist.engine.gram import zero_nonfinite_rows
-from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout
+from dpdist.engine.runtime import check_scheduler
 from dpdist.exceptions import NoPrivateResult
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
 from dpdist.privacy.accounting import release_guarantee
@@ -92,7 +92,7 @@ def _centring_note(centering: Centering) -> str:
 
 
 def _check_common(k, epsilon, delta, gap, sigma, n_batches, tau, beta, scheduler, random_state=None,
-                  timeout=None, on_nonfinite="zero"):
+                  on_nonfinite="zero"):
     check_k(k)
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
@@ -103,7 +103,6 @@ def _check_common(k, epsilon, delta, gap, sigma, n_batches, tau, beta, scheduler
     check_positive(tau, "tau", allow_none=True)
     check_probability(beta, "beta")
     check_scheduler(scheduler)
-    check_timeout(timeout)
     check_random_state(random_state)  # validation only; resolved once in _run
     check_nonfinite(on_nonfinite)
     return epsilon, delta
@@ -131,7 +130,6 @@ def _run(
     random_state,
     scheduler,
     mechanism,
-    timeout=DEFAULT_TIMEOUT,
     budget_split=None,
     tile_bytes=DEFAULT_TILE_BYTES,
     group_bytes=DEFAULT_GROUP_BYTES,
@@ -227,14 +225,14 @@ def _run(
         raise NoPrivateResult(f"{mechanism} returned bottom at stage {stage!r}: {why}", stage=stage, release=rel)
 
     lam_hat = lambda_hat
-    with open_session(scheduler, timeout=timeout) as session:
+    with open_session(scheduler) as session:
         if on_nonfinite == "raise":
             refuse_nonfinite(X, session.runtime)
         if centering.mode != "assume-centered":
             # first stage: the mean (released here when private), then every batch statistic
             # reads x - mean; non-finite rows are zeroed before, as transform() does
             Xg = zero_nonfinite_rows(X) if on_nonfinite == "zero" else X
-            X, mu = centre_data(Xg, None, centering, mean_mech, seed, scheduler=session.runtime, timeout=timeout)
+            X, mu = centre_data(Xg, None, centering, mean_mech, seed, scheduler=session.runtime)
             values["mean"] = mu
         groups, kept = persist_pass1(
             session, X, labels=labels, sizes=setup.sizes, tau=setup.tau, k=setup.k, tile_bytes=tile_bytes,
@@ -332,7 +330,6 @@ def private_norm(
     random_state=None,
     scheduler=None,
     on_nonfinite: str = "zero",
-    timeout: float | None = DEFAULT_TIMEOUT,
     assume_centered: bool = False,
     mean: Any = None,
     mean_fraction: float = DEFAULT_MEAN_FRACTION,
@@ -370,8 +367,6 @@ def private_norm(
         "zero": rows holding NaN or inf become zero rows before any batch statistic
         (uncounted). "raise": explicit validation mode: one pass checks the data first and
         raises ValidationError before anything is computed (reveals one bit, recorded).
-    timeout : float or None, default one day
-        Seconds for the fit (both passes); see :mod:`dpdist.engine.runtime`.
     assume_centered, mean, mean_fraction, mean_clip
         Centring, as :func:`~dpdist.algorithms.sparse_covariance.private_sparse_covariance`:
         ``assume_centered=True`` takes the rows as mean-zero (the algorithm as published);
@@ -426,13 +421,13 @@ def private_norm(
     COLT 2026 paper (``shared/papers/000_b225b81e7478a8a0.txt``), Appendix C, Proposition 1.
     """
     epsilon, delta = _check_common(k, epsilon, delta, gap, sigma, n_batches, tau, beta, scheduler, random_state,
-                                   timeout, on_nonfinite)
+                                   on_nonfinite)
     centring = (assume_centered, mean, mean_fraction, mean_clip)
     _, share = check_centering(*centring).split(epsilon, delta)
     return _run(
         X, k=k, epsilon=epsilon, delta=delta, gap=gap, sigma=sigma, stages=[("norm", share.epsilon, share.delta)],
         lambda_hat=None, n_batches=n_batches, tau=tau, beta=beta, shuffle_batches=shuffle_batches,
-        random_state=random_state, scheduler=scheduler, timeout=timeout, mechanism=MECH_NORM, on_nonfinite=on_nonfinite,
+        random_state=random_state, scheduler=scheduler, mechanism=MECH_NORM, on_nonfinite=on_nonfinite,
         centring=centring,
     )
 
@@ -458,7 +453,6 @@ def sparse_pca(
     random_state=None,
     scheduler=None,
     on_nonfinite: str = "zero",
-    timeout: float | None = DEFAULT_TIMEOUT,
     assume_centered: bool = False,
     mean: Any = None,
     mean_fraction: float = DEFAULT_MEAN_FRACTION,
@@ -496,7 +490,7 @@ def sparse_pca(
     the data except through a DP release whose cost is accounted separately.
     """
     epsilon, delta = _check_common(k, epsilon, delta, gap, sigma, n_batches, tau, beta, scheduler, random_state,
-                                   timeout, on_nonfinite)
+                                   on_nonfinite)
     centring = (assume_centered, mean, mean_fraction, mean_clip)
     _, share = check_centering(*centring).split(epsilon, delta)
     if lambda_hat is not None:
@@ -504,7 +498,7 @@ def sparse_pca(
         return _run(
             X, k=k, epsilon=epsilon, delta=delta, gap=gap, sigma=sigma, stages=[("pca", share.epsilon, share.delta)],
             lambda_hat=lam, n_batches=n_batches, tau=tau, beta=beta, shuffle_batches=shuffle_batches,
-            random_state=random_state, scheduler=scheduler, timeout=timeout, mechanism=MECH_PCA, on_nonfinite=on_nonfinite,
+            random_state=random_state, scheduler=scheduler, mechanism=MECH_PCA, on_nonfinite=on_nonfinite,
             budget_split={"norm_fraction": 0.0, "lambda_hat": "user-supplied", "pca": [share.epsilon, share.delta]},
             centring=centring,
         )
@@ -513,7 +507,7 @@ def sparse_pca(
         X, k=k, epsilon=epsilon, delta=delta, gap=gap, sigma=sigma,
         stages=[("norm", en, dn), ("pca", ep, dp)], lambda_hat=None, n_batches=n_batches, tau=tau,
         beta=beta, shuffle_batches=shuffle_batches, random_state=random_state, scheduler=scheduler,
-        timeout=timeout, mechanism=MECH_BOTH, on_nonfinite=on_nonfinite,
+        mechanism=MECH_BOTH, on_nonfinite=on_nonfinite,
         budget_split={"norm_fraction": float(norm_fraction), "norm": [en, dn], "pca": [ep, dp],
                       "composition": "basic (DR14 Thm 3.16)"},
         centring=centring,

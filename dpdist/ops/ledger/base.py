@@ -36,10 +36,8 @@ UNSPENT = "refunded-unspent"
 #: Stages of a reservation (``running``: data may have been read and noise drawn).
 STAGE_RESERVED, STAGE_RUNNING = "reserved", "running"
 
-#: The schema of both backends; ``{seq}`` and ``{events}`` are the two column types that differ.
-#: ``events`` holds the typed privacy events of the release a charge was committed for, as the
-#: release's metadata lists them (``{"step": label, "type": ..., fields...}``); an empty list
-#: when the charge has none (reserved, refunded, refused, or committed without a release).
+#: The schema of both backends (``{seq}``, ``{events}``: the column types that differ). ``events``:
+#: the typed privacy events of the release a charge was committed for; empty when none.
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS dpdist_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS dpdist_datasets (
@@ -159,19 +157,20 @@ def _entry(row: Sequence) -> Entry:
 
 
 class ChargeProtocol(Protocol):
-    """What an estimator needs of a ledger: ``with ledger.charge(dataset, cost, job=...) as r:``.
+    """What a caller charging an estimator's fit needs of a ledger:
+    ``with ledger.charge(dataset, est.privacy_cost(), job=...) as r: est.fit(X, reservation=r)``.
 
-    ``dataset`` is the data's identifier (an estimator passes its ``dataset=`` parameter, or
-    the canonical location of a path input); ``cost`` the ``ApproxDP``/``ZCDP`` it reserves.
-    The object entered has ``running()`` (mark: data may be read from now on) and
-    ``commit(output=None, checksum=None, outcome="released", note=None, events=())``; an
-    estimator commits its release with the release's ``events``, and otherwise only when the
-    data refused the pass (``outcome="refused-during-pass"``: that
-    refusal reveals a bit, so it counts as spent). Leaving the block normally commits; leaving
-    it by an exception commits what a :class:`~dpdist.exceptions.NoPrivateResult` spent,
-    refunds the reservation when nothing can have been spent (an ``InfrastructureError`` with
-    ``noise_drawn=False``), and else commits it as spent. Estimators call this duck-typed
-    interface (:mod:`dpdist.algorithms._base`) and never import :mod:`dpdist.ops`.
+    ``dataset`` is the data's identifier (its URL or path; a path is canonicalised). The object
+    entered has ``cost``, ``running()`` (data may be read from now on), ``commit(output=None,
+    checksum=None, outcome="released", note=None, events=None)`` and optionally
+    ``record(events)``, where a successful fit keeps its release's events for the commit that
+    releases. The estimator commits only when the data refused the pass
+    (``outcome="refused-during-pass"``: a revealed bit, counted as spent). Leaving the block
+    normally commits; leaving it by an exception commits what a
+    :class:`~dpdist.exceptions.NoPrivateResult` spent, refunds the reservation when nothing can
+    have been spent (an ``InfrastructureError`` with ``noise_drawn=False``), and else commits
+    it as spent. Estimators call this duck-typed interface (:mod:`dpdist.algorithms._base`)
+    and never import :mod:`dpdist.ops`.
     """
 
     def charge(self, dataset: str, cost: Any, *, job: str | None = None) -> ContextManager[Any]: ...
@@ -188,21 +187,27 @@ class Reservation:
         self.cost = entry.privacy
         self.entry = entry
         self.running_ = False
+        self.events: tuple = ()
 
     @property
     def open(self) -> bool:
         return self.entry.state == RESERVED
 
     def running(self) -> None:
-        """Mark the stage at which data may be read and noise drawn (recovery then counts it
-        as spent)."""
+        """Mark the stage at which data may be read and noise drawn (then counted as spent)."""
         self.ledger.mark_running(self.id)
         self.running_ = True
 
+    def record(self, events: Sequence) -> None:
+        """Keep the release's ``(label, Event)`` pairs for the commit that releases it."""
+        self.events = tuple(events)
+
     def commit(self, *, output: str | None = None, checksum: str | None = None, outcome: str = "released",
-               spent: Cost | None = None, note: str | None = None, events: Sequence = ()) -> Entry:
-        """Commit (spent); ``events``: the ``(label, Event)`` pairs of the release (see
-        :meth:`Ledger.commit`)."""
+               spent: Cost | None = None, note: str | None = None, events: Sequence | None = None) -> Entry:
+        """Commit (spent) with the release's ``events`` (:meth:`Ledger.commit`; default: those
+        :meth:`record` kept if ``outcome="released"``, else none: a failed run counts by cost)."""
+        if events is None:
+            events = self.events if outcome == "released" else ()
         self.entry = self.ledger.commit(self.id, output=output, checksum=checksum, outcome=outcome,
                                         spent=spent, note=note, events=events)
         return self.entry
@@ -492,20 +497,19 @@ class Ledger(abc.ABC):
           ends normally: committed (the result reached the caller);
         - :class:`~dpdist.exceptions.NoPrivateResult`: committed with what was spent;
         - an error certain to have drawn no noise (validation, or an infrastructure failure
-          with ``noise_drawn=False``): released;
+          with ``noise_drawn=False``): refunded;
         - any other exception (a bug, Ctrl-C, SIGTERM, a failure after noise): committed as spent,
           since the ledger cannot prove no noise was drawn; with ``unspent_until_running``
           (for callers that mark :meth:`Reservation.running` before reading data, as the
-          job runner does), released when it happened before that mark.
+          job runner does), refunded when it happened before that mark.
 
         The failure leaves with the entry as resolved in its ``ledger_entry`` attribute (the
         command line reports from it whether and what the failure spent).
 
         Examples
         --------
-        >>> with ledger.charge("s3://bucket/claims.zarr", ApproxDP(0.5, 1e-7)) as r:  # doctest: +SKIP
-        ...     r.running()
-        ...     est.fit("s3://bucket/claims.zarr")
+        >>> with ledger.charge("s3://bucket/claims.zarr", est.privacy_cost()) as r:  # doctest: +SKIP
+        ...     est.fit("s3://bucket/claims.zarr", reservation=r)
         """
         reservation = self.reserve(dataset, cost, job=job, output=output)
         try:
@@ -542,7 +546,7 @@ class Ledger(abc.ABC):
 
     # -- recovery ------------------------------------------------------------------------
     def open_reservations(self, dataset: str | None = None) -> list[Entry]:
-        """Reservations not yet committed or released (of ``dataset``, or of every dataset)."""
+        """Reservations not yet committed or refunded (of ``dataset``, or of every dataset)."""
         with self._transaction(lock=False) as cur:
             sql = f"SELECT {', '.join(_COLUMNS)} FROM dpdist_entries WHERE state = ?"
             params: tuple = (RESERVED,)

@@ -9,7 +9,6 @@ from typing import Any
 
 from dpdist._validation import check_bool, check_int
 from dpdist.algorithms._base import Estimator
-from dpdist.engine.runtime import DEFAULT_TIMEOUT
 from dpdist.privacy.budget import check_delta, check_epsilon
 from dpdist.privacy.release import Release
 from dpdist.privacy.mechanisms.second_moment import check_alpha, check_m, check_xi
@@ -27,13 +26,8 @@ class SubsampleAggregateSecondMoment(Estimator):
 
     Parameters
     ----------
-    epsilon, delta, m, alpha, xi, unsafe_no_privacy, random_state, scheduler, on_nonfinite, timeout
+    epsilon, delta, m, alpha, xi, unsafe_no_privacy, random_state, scheduler, on_nonfinite
         See :func:`subsample_aggregate_second_moment`.
-    ledger, dataset
-        A privacy-budget ledger charged ``(2 epsilon, 4 e^epsilon delta)`` by ``fit`` (refused
-        with ``unsafe_no_privacy=True``), and the dataset's identifier (see
-        :class:`~dpdist.SparseCovariance`). A rejection (bottom) commits the whole cost.
-        Without ``ledger``, ``fit`` is recorded in no ledger.
 
     Attributes
     ----------
@@ -65,9 +59,6 @@ class SubsampleAggregateSecondMoment(Estimator):
         random_state: int | None = None,
         scheduler: Any = None,
         on_nonfinite: str = "zero",
-        timeout: float | None = DEFAULT_TIMEOUT,
-        ledger: Any = None,
-        dataset: str | None = None,
     ) -> None:
         self.epsilon = epsilon
         self.delta = delta
@@ -78,14 +69,10 @@ class SubsampleAggregateSecondMoment(Estimator):
         self.random_state = random_state
         self.scheduler = scheduler
         self.on_nonfinite = on_nonfinite
-        self.timeout = timeout
-        self.ledger = ledger
-        self.dataset = dataset
 
     def _fit_release(self, X) -> Release:
         """Run Algorithm 3; raises :class:`NoPrivateResult` when it returns bottom."""
-        kwargs = {k: v for k, v in self.get_params().items() if k not in ("ledger", "dataset")}
-        return subsample_aggregate_second_moment(X, **kwargs)
+        return subsample_aggregate_second_moment(X, **self.get_params())
 
     def _fitted_attributes(self, release: Release) -> dict:
         return {

@@ -14,7 +14,7 @@ from dpdist.algorithms._base import check_nonfinite, nonfinite_note, refuse_nonf
 from dpdist.algorithms.second_moment.selection import group_partition
 from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine import second_moment as engine
-from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, check_timeout, compute, open_runtime
+from dpdist.engine.runtime import check_scheduler, compute, open_runtime
 from dpdist.exceptions import NoPrivateResult, ValidationError
 from dpdist.privacy.events import NonPrivateEvent
 from dpdist.privacy.budget import check_delta, check_epsilon
@@ -121,7 +121,6 @@ def subsample_aggregate_second_moment(
     random_state: int | None = None,
     scheduler: Any = None,
     on_nonfinite: str = "zero",
-    timeout: float | None = DEFAULT_TIMEOUT,
 ) -> Release:
     """Algorithm 3 of MS25: subsample-and-aggregate with a masked output.
 
@@ -143,7 +142,7 @@ def subsample_aggregate_second_moment(
         Run even when MS25's n-condition for privacy fails. The result is then labelled
         NOT PRIVATE (``Release.private = False``, ``privacy = None``). Experiments only;
         every fit with it emits one :class:`~dpdist.exceptions.PrivacyWarning`.
-    random_state, scheduler, on_nonfinite, timeout
+    random_state, scheduler, on_nonfinite
         As for :func:`dpdist.algorithms.second_moment.second_moment` (rows holding NaN or inf
         become zero rows by default).
 
@@ -199,7 +198,6 @@ def subsample_aggregate_second_moment(
     xi = check_xi(xi)
     unsafe_no_privacy = check_bool(unsafe_no_privacy, "unsafe_no_privacy")
     scheduler = check_scheduler(scheduler)
-    timeout = check_timeout(timeout)
     check_nonfinite(on_nonfinite)
     guarantee = baseline_guarantee(epsilon, delta)
     seed = resolve_random_state(random_state)
@@ -212,7 +210,7 @@ def subsample_aggregate_second_moment(
     partition = group_partition(seed, n, m, purpose=PURPOSE_PARTITION)  # labels per row block, on the workers
     mech = subsample_aggregate_mechanism(epsilon, delta, k, support, eta_b=eta_b)
     agg = _Aggregate(seed, mech, alpha, m, threshold)
-    with open_runtime(scheduler, timeout=timeout) as rt:
+    with open_runtime(scheduler) as rt:
         if on_nonfinite == "raise":
             refuse_nonfinite(X, rt)
         out = compute(engine.noised(engine.group_grams(X, partition, k), agg), scheduler=rt, progress=False)[0]
