@@ -46,20 +46,20 @@ def register(sub) -> None:
     sc.add_argument("--delta", type=float, default=1e-6)
     sc.add_argument("--rtol", type=float, default=0.1, help="relative precision of n*")
     _common(sc)
-    sc.set_defaults(func=run_sample_complexity)
+    sc.set_defaults(func=_without_bars(run_sample_complexity))
 
     va = inner.add_parser("validate-simulation", help="simulated vs real error distributions at each method's n*: "
                           "the implied shift of n* with its 95%% interval", formatter_class=HelpFormatter)
     va.add_argument("--reps-sim", type=int, default=300)
     _common(va)
-    va.set_defaults(func=run_validation)
+    va.set_defaults(func=_without_bars(run_validation))
 
     sm = inner.add_parser("second-moment-curves", help="NeurIPS 2025 curves: RecDPSME vs one-shot vs "
                           "subsample-and-aggregate (d-scaling, condition numbers, outliers)",
                           formatter_class=HelpFormatter)
     sm.add_argument("--rho", type=float, default=1.0)
     _common(sm)
-    sm.set_defaults(func=run_second_moment)
+    sm.set_defaults(func=_without_bars(run_second_moment))
 
     lb = inner.add_parser("lower-bounds", help="every estimator on the COLT 2026 hard instances (Theorems 2, 4, 5, "
                           "6) beside the bounds; ExpMech's n*(k); PrivNorm alone",
@@ -73,12 +73,12 @@ def register(sub) -> None:
     lb.add_argument("--epsilon", type=float, default=1.0)
     lb.add_argument("--delta", type=float, default=1e-6)
     _common(lb)
-    lb.set_defaults(func=run_lower_bounds)
+    lb.set_defaults(func=_without_bars(run_lower_bounds))
 
     pe = inner.add_parser("peers", help="dpdist vs OpenDP vs diffprivlib PCA (needs .[compare])",
                           formatter_class=HelpFormatter)
     _common(pe)
-    pe.set_defaults(func=run_peers)
+    pe.set_defaults(func=_without_bars(run_peers))
 
     fp = inner.add_parser(
         "fingerprint",
@@ -97,6 +97,19 @@ def register(sub) -> None:
     fp.add_argument("--results", default="benchmarks/results", help="directory of the results files to check")
     fp.add_argument("--json", action="store_true", help="print the result as one JSON document")
     fp.set_defaults(func=run_fingerprint)
+
+
+def _without_bars(run):
+    """An experiment prints one line per point: the thousands of fits it makes show no progress
+    bars (``dpdist.progress`` False in dask's configuration while it runs)."""
+
+    def quiet(args) -> int:
+        import dask
+
+        with dask.config.set({"dpdist.progress": False}):
+            return run(args)
+
+    return quiet
 
 
 def _common(p) -> None:

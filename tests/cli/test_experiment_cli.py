@@ -31,3 +31,23 @@ def test_sample_complexity_k_sweep_short_form(tmp_path, capsys):
     rc = main(["experiment", "sample-complexity", "--smoke", "--methods", "wang_xu", "--epsilons", "0.5,one",
                "--out", str(tmp_path)])
     assert rc == 2 and "--epsilons takes comma-separated numbers" in capsys.readouterr().err
+
+
+def test_experiments_run_without_progress_bars(tmp_path, monkeypatch):
+    """An experiment makes thousands of fits: while it runs, dask's configuration turns the
+    fits' progress bars off (a terminal would otherwise show one bar per fit)."""
+    import dask
+
+    import dpdist.experiments.validation as validation
+
+    seen = []
+
+    def fake_run(**kwargs):
+        seen.append(dask.config.get("dpdist.progress"))
+        return {"methods": {}, "files": [], "shift_found": False}
+
+    monkeypatch.setattr(validation, "run_validation", fake_run)
+    assert dask.config.get("dpdist.progress") is None
+    rc = main(["experiment", "validate-simulation", "--smoke", "--json", "--out", str(tmp_path)])
+    assert rc == 0 and seen == [False]
+    assert dask.config.get("dpdist.progress") is None  # restored afterwards
