@@ -19,7 +19,11 @@ CHECKS = {"check_epsilon", "check_delta", "check_int", "check_real", "check_posi
           "check_choice", "check_bool", "check_scheduler", "check_timeout", "check_random_state", "check_row_clip",
           "check_mean", "_check_selection"}
 NESTED = {"dpdist._validation", "dpdist.privacy.budget"}  # a check calling another counts once
-CALIBRATIONS = {"privcov_gumbel_calibration", "privcov_zcdp_calibration", "privcov_calibration"}
+#: The utility bounds' own checks of the derived values a plan passes them (AnalyzeGauss's beta / 2)
+UTILITY = "dpdist.algorithms._utility"
+CALIBRATIONS = {"privcov_gumbel_calibration", "privcov_zcdp_calibration", "privcov_calibration", "wang_xu_calibration",
+                "analyze_gauss_calibration"}
+GUMBEL = {"privcov_gumbel_calibration": 1, "wang_xu_calibration": 1}  # the plan compares with Wang-Xu's scale
 
 
 def _name(frame) -> str:
@@ -36,7 +40,8 @@ def _name(frame) -> str:
 def _traced(fn):
     """``fn()`` run under a profiler: the parameter checks made by the estimator's code (not
     by the privacy layer's primitives, the engine, or the plans of the measured n*'s
-    fingerprint), by parameter name, and the calibrations made."""
+    fingerprint, nor a utility bound's check of a derived value), by parameter name, and the
+    calibrations made."""
     checks, calibrations = collections.Counter(), collections.Counter()
 
     def profile(frame, event, arg):
@@ -53,7 +58,7 @@ def _traced(fn):
             f = f.f_back
         if name in CALIBRATIONS:
             calibrations[name] += 1
-        elif caller.startswith("dpdist.algorithms") and caller not in NESTED:
+        elif caller.startswith("dpdist.algorithms") and caller not in NESTED and caller != UTILITY:
             checks[_name(frame)] += 1
 
     sys.setprofile(profile)
@@ -67,23 +72,34 @@ def _traced(fn):
 X = np.random.default_rng(0).standard_normal((300, 6))
 PARAMS = {"sigma": 1.0, "random_state": 0, "scheduler": "synchronous", "progress": False}
 USER = {"k", "epsilon", "delta", "beta", "sigma", "clip", "selection", "row_clip", "assume_centered", "mean_clip",
-        "mean_fraction", "mean", "scheduler", "timeout", "random_state", "on_nonfinite", "tile_size", "progress"}
+        "mean_fraction", "mean", "scheduler", "timeout", "random_state", "on_nonfinite", "tile_size", "progress",
+        "threshold", "radius"}
+RUNTIME = {"scheduler": "synchronous", "random_state": 0}
 
 
-@pytest.mark.parametrize("fit", [
-    lambda: dpdist.SparseCovariance(2, 1.0, 1e-6, **PARAMS).fit(X),
-    lambda: dpdist.SparseCovariancePCA(2, 1.0, 1e-6, **PARAMS).fit(X),
-    lambda: dpdist.SparseCovariance(2, 1.0, 1e-6, selection="paper", mean=np.zeros(6), **PARAMS).fit(X),
-    lambda: private_sparse_covariance(X, 2, 1.0, 1e-6, **PARAMS),
-    lambda: sparse_covariance_pca(X, 2, 1.0, 1e-6, assume_centered=True, **PARAMS),
+@pytest.mark.parametrize("fit, names, calibrations", [
+    (lambda: dpdist.SparseCovariance(2, 1.0, 1e-6, **PARAMS).fit(X), {"k", "sigma", "row_clip"}, GUMBEL),
+    (lambda: dpdist.SparseCovariancePCA(2, 1.0, 1e-6, **PARAMS).fit(X), {"k", "sigma"}, GUMBEL),
+    (lambda: dpdist.SparseCovariance(2, 1.0, 1e-6, selection="paper", mean=np.zeros(6), **PARAMS).fit(X),
+     {"k", "mean"}, {"privcov_calibration": 1, "wang_xu_calibration": 1}),
+    (lambda: private_sparse_covariance(X, 2, 1.0, 1e-6, **PARAMS), {"k", "selection"}, GUMBEL),
+    (lambda: sparse_covariance_pca(X, 2, 1.0, 1e-6, assume_centered=True, **PARAMS), {"k", "assume_centered"},
+     GUMBEL),
+    (lambda: dpdist.baselines.GaussianCovariance(1.0, 1e-6, sigma=1.0, **RUNTIME).fit(X), {"threshold", "mean_clip"},
+     {"wang_xu_calibration": 1}),
+    (lambda: dpdist.baselines.AnalyzeGauss(1.0, 1e-6, radius=3.0, **RUNTIME).fit(X), {"radius", "mean_fraction"},
+     {"analyze_gauss_calibration": 1}),
+    (lambda: dpdist.baselines.ThresholdedCovariance(sigma=1.0, scheduler="synchronous").fit(X),
+     {"threshold", "sigma", "mean"}, {}),
 ], ids=["SparseCovariance", "SparseCovariancePCA", "SparseCovariance-paper-public-mean",
-        "private_sparse_covariance", "sparse_covariance_pca"])
-def test_a_fit_checks_each_parameter_once_and_calibrates_once(fit):
-    _, checks, calibrations = _traced(fit)
+        "private_sparse_covariance", "sparse_covariance_pca", "GaussianCovariance", "AnalyzeGauss",
+        "ThresholdedCovariance"])
+def test_a_fit_checks_each_parameter_once_and_calibrates_once(fit, names, calibrations):
+    _, checks, calibrated = _traced(fit)
     user = {name: count for name, count in checks.items() if name in USER}
     assert user == {name: 1 for name in user}, user
-    assert {"k", "epsilon", "delta", "beta", "scheduler", "timeout", "random_state", "tile_size"} <= set(user)
-    assert sum(calibrations.values()) == 1, calibrations  # the plan's calibration is the release's
+    assert names | {"scheduler", "timeout", "on_nonfinite", "tile_size"} <= set(user)
+    assert calibrated == calibrations  # the plan's calibration is the release's
 
 
 def test_the_vacuous_verdict_recorded_is_the_fits_plan():
