@@ -87,7 +87,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 import dask.array as da
 import dpdist
-from dpdist.algorithms.sparse_covariance.release import private_sparse_covariance
+from dpdist.algorithms.sparse_covariance import private_sparse_covariance
 from dpdist.engine.gram import clipped_second_moment
 n, d, k, repeats = (int(a) for a in sys.argv[1:5])
 X = da.from_array(np.random.default_rng(0).standard_normal((n, d)), chunks=(max(1, n // 4), d))

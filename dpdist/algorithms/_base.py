@@ -49,7 +49,7 @@
   ``__sklearn_clone__`` (``sklearn.base.clone``: an unfitted estimator with the same parameters,
   sharing the scheduler and a ``NoiseSeed``, see :meth:`Estimator.__sklearn_clone__`);
   ``n_features_in_`` after a fit. The PCA estimators add ``transform`` and ``fit_transform``
-  (:class:`Projection`), so they work as a step of a ``sklearn.pipeline.Pipeline``.
+  (:class:`~dpdist.algorithms._projection.Projection`), so they work as a step of a ``sklearn.pipeline.Pipeline``.
 """
 
 from __future__ import annotations
@@ -58,20 +58,21 @@ import copy
 import dataclasses
 import functools
 import inspect
-import os
 import warnings
-from typing import Any
-
-import numpy as np
+from typing import Any, ClassVar, NamedTuple
 
 from dpdist._validation import check_choice, check_int, check_positive
+from dpdist.algorithms._constraints import (
+    Boolean, Integer, Options, Params, RandomState, Scheduler, validate_params,
+)
 from dpdist.algorithms.fingerprint import register
 from dpdist.exceptions import VacuousReleaseWarning, ValidationError
 
 __all__ = [
+    "BASE_PARAMETER_CONSTRAINTS",
     "NONFINITE_POLICIES",
     "Estimator",
-    "Projection",
+    "FitResult",
     "check_int",
     "check_nonfinite",
     "check_positive",
@@ -89,6 +90,25 @@ def check_nonfinite(on_nonfinite) -> str:
     """Validate ``on_nonfinite``: "zero" (default: rows holding NaN/inf become zero rows before
     any statistic, uncounted) or "raise" (explicit validation mode; reveals one bit)."""
     return check_choice(on_nonfinite, "on_nonfinite", NONFINITE_POLICIES)
+
+
+#: The runtime parameters many estimators share, checked by ``fit`` (never by ``plan``) for
+#: each estimator that has them, in this order and before the estimator's own table.
+BASE_PARAMETER_CONSTRAINTS: dict = {
+    "scheduler": Scheduler(),
+    "random_state": RandomState(),
+    "on_nonfinite": Options(*NONFINITE_POLICIES),
+    "tile_size": Integer(),
+    "chunk_size": Integer(),
+    "require_useful": Boolean(),
+}
+
+
+class FitResult(NamedTuple):
+    """A fit's release and its one plan (or the ValidationError computing it raised)."""
+
+    release: Any
+    plan: Any
 
 
 def refuse_nonfinite(X, scheduler) -> None:
@@ -159,8 +179,8 @@ def reports_empirical(method: str):
 
     def wrap(plan_method):
         @functools.wraps(plan_method)
-        def plan(self, n_samples, n_features, *args, **kwargs):
-            out = plan_method(self, n_samples, n_features, *args, **kwargs)
+        def plan(self, *args, **kwargs):
+            out = plan_method(self, *args, **kwargs)
             from dpdist.algorithms.measured import measured_n_star
 
             found = [m.to_dict() for mode in ("simulated", "real")
@@ -176,10 +196,12 @@ class Estimator:
     """Base of every public estimator: the contract of this module's docstring.
 
     A subclass stores every ``__init__`` argument unchanged as an attribute of the same name,
-    and implements
+    lists a rule for each in ``_parameter_constraints`` and implements
 
-    - ``_fit_release(X) -> Release``: validate, compute, return the release (emitting the
-      PrivacyWarning of an unsafe mode, as the algorithm functions do);
+    - ``_validate_together(params, n, d)``, ``_plan_validated(params)`` and
+      ``_release_validated(X, params, plan) -> Release`` (emitting the PrivacyWarning of an
+      unsafe mode): a fit validates once, plans once and releases from the checked values
+      (:meth:`_release_of`); without a table, ``_fit_release(X)`` validates and releases;
     - ``_fitted_attributes(release) -> dict``: the ``*_`` attributes of a successful fit;
     - ``plan(n_samples, n_features, ...) -> Plan``.
 
@@ -190,6 +212,12 @@ class Estimator:
 
     #: Least (rows, columns) the fit accepts (:func:`dpdist.data.validation.as_dask_array`).
     _min_shape = (2, 2)
+
+    #: Every ``__init__`` parameter's rule (:mod:`dpdist.algorithms._constraints`), those of
+    #: :data:`BASE_PARAMETER_CONSTRAINTS` excepted, in the order ``fit`` and ``plan`` check
+    #: them. An estimator with a table implements ``_validate_together``, ``_plan_validated``
+    #: and ``_release_validated``; without one (None) it validates inside ``_fit_release``.
+    _parameter_constraints: ClassVar[dict | None] = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -259,9 +287,66 @@ class Estimator:
         if not hasattr(self, attr):
             raise AttributeError(f"{type(self).__name__} is not fitted yet; call fit(X) first")
 
+    # -- validation ------------------------------------------------------------------------
+    @classmethod
+    def _constraints(cls, *, fit: bool = True) -> dict:
+        """The table a fit (``fit=True``: the base runtime entries the estimator has, then its
+        own) or a plan (its own) checks."""
+        own = dict(cls._parameter_constraints or {})
+        if not fit:
+            return own
+        names = cls._param_names()
+        return {**{k: v for k, v in BASE_PARAMETER_CONSTRAINTS.items() if k in names and k not in own}, **own}
+
+    def _validate_params(self, *, fit: bool = True) -> Params:
+        """Every parameter checked once, in the table's order; the normalised values. ``fit=False``
+        (a plan, a cost, a sample size) leaves the runtime parameters unchecked."""
+        return validate_params(self._constraints(fit=fit), self.get_params())
+
+    def _validate_together(self, params: Params, n_samples: Any, n_features: Any) -> Params:
+        """The rules between parameters and the data's shape, checked once after the table (for
+        example ``k <= n_features``); returns ``params`` with values derived from them."""
+        return params
+
+    def _validated_at(self, n_samples: Any, n_features: Any) -> Params:
+        """What ``plan`` / ``min_samples`` work from: the model's parameters and the shape, checked."""
+        return self._validate_together(self._validate_params(fit=False), n_samples, n_features)
+
+    # An estimator with a table implements _plan_validated(params) (the plan from validated
+    # values, the shape among them) and _release_validated(X, params, plan) (the release from the
+    # opened input; ``plan`` is the fit's plan, the ValidationError computing it raised, or None
+    # for a functional form, which records no utility verdict); neither checks anything again.
+
+    def _release_of(self, X: Any, *, assess: bool = True, before_release: Any = None) -> FitResult:
+        """One fit's work for an estimator with a table: validate once, open ``X`` (metadata),
+        check the shape rules once, compute the plan once, refuse a useless fit
+        (``require_useful``), call ``before_release()`` (a ledger reservation marked running),
+        release. ``assess=False`` (a functional form, whose release records no utility verdict)
+        computes no plan unless ``require_useful`` needs one."""
+        params = self._validate_params()
+        Xd = self._open(X)
+        params = self._validate_together(params, *Xd.shape)
+        required, plan = getattr(params, "require_useful", False), None
+        if assess or required:
+            try:
+                plan = self._plan_validated(params)
+            except ValidationError as exc:
+                if required:
+                    raise
+                plan = exc  # the release is never lost for its utility check
+        if required:
+            self._check_useful(plan, required=True)
+        if before_release is not None:
+            before_release()
+        return FitResult(self._release_validated(Xd, params, plan), plan)
+
     # -- hooks -------------------------------------------------------------------------
-    def _fit_release(self, X: Any):  # pragma: no cover - every subclass implements it
-        raise NotImplementedError
+    def _fit_release(self, X: Any):
+        """The fit's release: with a constraints table, :meth:`_release_of` (a :class:`FitResult`);
+        an estimator without one implements it."""
+        if self._parameter_constraints is None:  # pragma: no cover - every such subclass implements it
+            raise NotImplementedError
+        return self._release_of(X)
 
     def _fitted_attributes(self, release) -> dict:  # pragma: no cover
         raise NotImplementedError
@@ -281,13 +366,16 @@ class Estimator:
         return None
 
     def _check_runtime(self) -> None:
-        """Validate what only matters when data are read: the parameters scheduler,
-        random_state, on_nonfinite, tile_size (where the estimator has them) and the dask
-        configuration keys ``dpdist.timeout`` and ``dpdist.progress``."""
+        """Validate what only matters when data are read: the dask configuration keys
+        ``dpdist.timeout`` and ``dpdist.progress``, and the parameters scheduler, random_state,
+        on_nonfinite, tile_size where the estimator has them (an estimator with a constraints
+        table checks its parameters with the others, once per fit)."""
         from dpdist.engine.runtime import check_runtime_config, check_scheduler
         from dpdist.privacy.noise.streams import check_random_state
 
         check_runtime_config()
+        if self._parameter_constraints is not None:
+            return
         names = set(self._param_names())
         if "scheduler" in names:
             check_scheduler(self.scheduler)
@@ -302,6 +390,10 @@ class Estimator:
 
     def _check_fit(self, n_samples: int, n_features: int) -> None:
         """Every check a fit makes before reading data, for data of this shape."""
+        if self._parameter_constraints is not None:
+            params = self._validate_together(self._validate_params(), n_samples, n_features)
+            self._check_useful(self._plan_validated(params), required=getattr(params, "require_useful", False))
+            return
         self._check_runtime()
         plan = self.plan(n_samples, n_features)
         self._check_useful(plan)
@@ -314,16 +406,17 @@ class Estimator:
 
         return check_bool(self.require_useful, "require_useful")
 
-    def _check_useful(self, plan) -> None:
+    def _check_useful(self, plan, *, required: bool | None = None) -> None:
         """``require_useful=True``: refuse (ValidationError, exit 2 on the command line) when
         ``plan`` says the release would be rejected or vacuous (an unmet condition, such as
         private tests predicted to fail, or a predicted error at least the scale).
 
         The plan is computed from public parameters and the data's shape only, never from the
         data, so the refusal and its message reveal nothing about the data; it is taken before
-        any data is read, any noise is drawn, or any budget is reserved.
+        any data is read, any noise is drawn, or any budget is reserved. ``required``: the
+        validated ``require_useful`` (None: read and check it here).
         """
-        if self._requires_useful() and plan.vacuous:
+        if (self._requires_useful() if required is None else required) and plan.vacuous:
             raise ValidationError(
                 f"require_useful=True: {type(self).__name__} refused before reading any data or spending any "
                 f"budget: its plan at n_samples={plan.n_samples}, n_features={plan.n_features} says "
@@ -337,11 +430,15 @@ class Estimator:
 
     # -- fitting -----------------------------------------------------------------------
     def _finish(self, release) -> dict:
-        """The attributes of a successful fit, with the utility verdict recorded."""
-        try:
-            plan = self._utility_plan(release)
-        except ValidationError as exc:
-            plan = exc
+        """The attributes of a successful fit, with the utility verdict recorded (the fit's own
+        plan when it computed one: a :class:`FitResult`)."""
+        if isinstance(release, FitResult):
+            release, plan = release
+        else:
+            try:
+                plan = self._utility_plan(release)
+            except ValidationError as exc:
+                plan = exc
         release = record_utility(release, plan, stacklevel=4)
         return {**self._fitted_attributes(release), "n_features_in_": int(release.parameters["n_features"])}
 
@@ -374,12 +471,15 @@ class Estimator:
         """
         self._check_runtime()
         if reservation is None:
-            if self._requires_useful():  # the shape is metadata: nothing is read before the refusal
+            if self._parameter_constraints is None and self._requires_useful():  # the shape is metadata: nothing is read before the refusal
                 self._check_useful(self.plan(*self._open(X).shape))
             attrs = self._finish(self._fit_release(X))
         else:
             Xd = self._open(X)
-            self._check_fit(*Xd.shape)
+            if self._parameter_constraints is None:
+                self._check_fit(*Xd.shape)
+            else:  # validated with the fit, before the reservation is marked running
+                self._validate_params()
             self._check_reservation(reservation)
             attrs = self._finish(self._fit_on_reservation(Xd, reservation))
         self.__dict__.update(attrs)
@@ -426,18 +526,29 @@ class Estimator:
             )
 
     def _fit_on_reservation(self, Xd: Any, reservation: Any):
-        reservation.running()
+        """Fit against ``reservation``: marked running once every parameter, the shape and the
+        plan are checked (an estimator with a table checks them in the fit itself, once); a
+        ``ValidationError`` after that depends on the data and is committed as spent."""
+        started = []
+
+        def running() -> None:
+            reservation.running()
+            started.append(True)
+
         try:
-            release = self._fit_release(Xd)
+            if self._parameter_constraints is None:
+                running()
+                result = self._fit_release(Xd)
+            else:
+                result = self._release_of(Xd, before_release=running)
         except ValidationError as exc:
-            # every parameter and the shape were checked before the reservation: a refusal now
-            # depends on the data, so it counts as spent
-            reservation.commit(outcome="refused-during-pass", note=f"counted as spent: {exc}"[:500])
+            if started:  # a refusal now depends on the data, so it counts as spent
+                reservation.commit(outcome="refused-during-pass", note=f"counted as spent: {exc}"[:500])
             raise
         record = getattr(reservation, "record", None)
         if callable(record):  # the commit that releases stores what ran (the ledger composes it)
-            record(release.events)
-        return release
+            record((result.release if isinstance(result, FitResult) else result).events)
+        return result
 
 
 def _same_cost(a: Any, b: Any) -> bool:
@@ -451,53 +562,3 @@ def _same_cost(a: Any, b: Any) -> bool:
 def _describe(cost: Any) -> str:
     describe = getattr(cost, "describe", None)
     return describe() if callable(describe) else repr(cost)
-
-
-class Projection:
-    """``transform`` and ``fit_transform`` of a PCA estimator (mixed in before :class:`Estimator`).
-
-    ``transform(X)`` projects the rows of ``X``, centred at the mean the fit centred at
-    (``location_``, released with the components; absent or zero when the fit took the data as
-    centred), on the released ``components_``: ``(X - location_) @ components_.T``, of shape
-    ``(n_samples, n_components)``, as scikit-learn's ``PCA.transform`` subtracts ``mean_``. The
-    projected rows are the data seen through the released components, not a private release:
-    publish the fitted estimator's attributes, not the transformed data.
-    """
-
-    def transform(self, X: Any):
-        """``(X - location_) @ components_.T``: a NumPy array for in-memory ``X``, a lazy dask array for a dask
-        array, a ``zarr.Array`` or a path. ``X`` is validated as ``fit`` validates it and must
-        have the fitted ``n_features_in_`` columns. Rows holding NaN or inf are treated as
-        ``fit`` treats them: zero rows (projected to 0) under ``on_nonfinite="zero"``, refused
-        under ``on_nonfinite="raise"``."""
-        import dask.array as da
-        import zarr
-
-        from dpdist.data.validation import as_dask_array
-
-        self._check_fitted("components_")
-        Xd = as_dask_array(X, min_rows=1, min_cols=1)
-        expected = self.components_.shape[1]
-        if Xd.shape[1] != expected:
-            raise ValidationError(
-                f"X has {Xd.shape[1]} features, but {type(self).__name__} is expecting {expected} features "
-                "as input (the number of columns it was fitted on)"
-            )
-        finite = da.isfinite(Xd).all(axis=1, keepdims=True)
-        if getattr(self, "on_nonfinite", "zero") == "raise":
-            if not bool(finite.all().compute(scheduler="synchronous")):
-                raise ValidationError("X contains NaN or infinite values; nothing was transformed "
-                                      "(on_nonfinite='raise')")
-        else:
-            Xd = da.where(finite, Xd, Xd.dtype.type(0))
-        location = getattr(self, "location_", None)
-        if location is not None and np.any(location):
-            Xd = Xd - np.asarray(location, dtype=Xd.dtype)  # as in fit: a zeroed row is centred like any other
-        out = Xd @ np.asarray(self.components_, dtype=Xd.dtype).T
-        if isinstance(X, (da.Array, zarr.Array, str, os.PathLike)):
-            return out
-        return out.compute(scheduler="synchronous")  # X is in memory already
-
-    def fit_transform(self, X: Any, y: Any = None):
-        """``fit(X)`` then ``transform(X)`` (``y`` is ignored)."""
-        return self.fit(X, y).transform(X)

@@ -51,11 +51,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from dpdist._validation import check_int, check_positive
-from dpdist.algorithms._base import Projection, reports_empirical
+from dpdist.algorithms._base import reports_empirical
+from dpdist.algorithms._projection import Projection
+from dpdist.algorithms._constraints import Params, functional_form
 from dpdist.algorithms._utility import search_min_samples
 from dpdist.algorithms.sparse_covariance.estimator import SparseCovariance
 from dpdist.algorithms.sparse_covariance.plan import SparseCovariancePlan
-from dpdist.algorithms.sparse_covariance.release import private_sparse_covariance
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.release import Release
 
@@ -151,12 +152,20 @@ def truncated_power_method(A: Any, k: int, start: np.ndarray | None = None, *, m
     if A.ndim != 2 or A.shape[1] != d:
         raise ValidationError(f"A must be a square matrix, got shape {A.shape}")
     k = check_int(k, "k", low=1, high=d)
+    if start is not None:
+        start = np.asarray(start, dtype=np.float64)
+        if start.shape != (d,) or not np.all(np.isfinite(start)):
+            raise ValidationError(f"start must be a finite vector of length {d}, got shape {start.shape}")
+    return _truncated_power(A, k, start, max_iter, tol)
+
+
+def _truncated_power(A: sp.csr_array, k: int, start: np.ndarray | None, max_iter: int = MAX_ITER,
+                     tol: float = TOL) -> tuple[np.ndarray, np.ndarray, float, int]:
+    """:func:`truncated_power_method` on checked arguments (a square float64 CSR ``A``,
+    ``1 <= k <= d``, ``start`` None or a finite vector of length d)."""
     A = (A + A.T) * 0.5
     if start is None:
         start = _leading_start(A)
-    start = np.asarray(start, dtype=np.float64)
-    if start.shape != (d,) or not np.all(np.isfinite(start)):
-        raise ValidationError(f"start must be a finite vector of length {d}, got shape {start.shape}")
     shift = _gershgorin_shift(A)
     x, keep = _truncate(start, k)
     best, best_keep, best_q = x, keep, float(x @ (A @ x))
@@ -188,9 +197,10 @@ def sparse_sin2_bound(operator_error: float, eigengap: float) -> float:
 
 def sparse_component_release(covariance_release: Release, k: int) -> Release:
     """The k-sparse leading component of a PrivCov release, as a release with the same
-    privacy record (the component is post-processing of the released matrix)."""
+    privacy record (the component is post-processing of the released matrix). ``k`` is the
+    release's, validated by its fit."""
     M = covariance_release.values["covariance"]
-    u, support, rayleigh, n_iter = truncated_power_method(M, k)
+    u, support, rayleigh, n_iter = _truncated_power(sp.csr_array(M, dtype=np.float64), k, None)
     return dataclasses.replace(
         covariance_release,
         mechanism=f"{covariance_release.mechanism}; {MECHANISM_SUFFIX}",
@@ -199,31 +209,6 @@ def sparse_component_release(covariance_release: Release, k: int) -> Release:
         notes=tuple(covariance_release.notes) + (
             "components are post-processing of the released covariance (truncated power method)",),
     )
-
-
-def sparse_covariance_pca(X: Any, k: int, epsilon: float, delta: float, **privcov_params: Any) -> Release:
-    """(epsilon, delta)-DP k-sparse leading principal component of ``X``.
-
-    Runs :func:`~dpdist.algorithms.sparse_covariance.private_sparse_covariance` with ``k``,
-    ``epsilon``, ``delta`` and every other keyword argument unchanged, then
-    :func:`truncated_power_method` on the released matrix.
-
-    Returns
-    -------
-    Release
-        PrivCov's release (parameters, noise scales, events and seeding unchanged), with
-        ``values["components"]`` (1 x d, unit, k-sparse), ``values["explained_variance"]``
-        (the Rayleigh quotient of the component on the released matrix), ``values["support"]``
-        and ``values["n_iter"]`` (power-method iterations; :data:`MAX_ITER` and :data:`TOL`
-        are fixed by the library version the release records).
-
-    Notes
-    -----
-    **Guarantee.** Exactly PrivCov's: (epsilon, delta)-DP under replace-one neighbours, for
-    any input; the power method reads only the released matrix, so it is post-processing and
-    costs nothing more. The release keeps PrivCov's events, mechanisms, seeding and notes.
-    """
-    return sparse_component_release(private_sparse_covariance(X, k, epsilon, delta, **privcov_params), k)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -288,8 +273,8 @@ class SparseCovariancePCA(Projection, SparseCovariance):
     (1, 20)
     """
 
-    def _fit_release(self, X: Any) -> Release:
-        return sparse_component_release(super()._fit_release(X), self.k)
+    def _release_validated(self, X: Any, p: Params, plan: Any) -> Release:
+        return sparse_component_release(super()._release_validated(X, p, plan), p.k)
 
     def _fitted_attributes(self, rel: Release) -> dict:
         return {
@@ -300,7 +285,9 @@ class SparseCovariancePCA(Projection, SparseCovariance):
             "n_iter_": rel.values["n_iter"],
         }
 
-    @reports_empirical("privcov_power")
+    def _plan_validated(self, p: Params) -> SparseCovariancePCAPlan:
+        return self._component_plan(p)
+
     def plan(self, n_samples: int, n_features: int, *, eigengap: float | None = None) -> SparseCovariancePCAPlan:
         """PrivCov's plan and, with ``eigengap`` (absolute, ``lambda_1 - lambda_2`` of the model),
         the ``sin^2`` bound to the top eigenvector; reads no data.
@@ -309,7 +296,11 @@ class SparseCovariancePCA(Projection, SparseCovariance):
         operator-norm bound (1 when ``eigengap <= 2 eta``); it holds with probability at least
         ``1 - beta`` under the conditions listed in the plan's ``conditions``.
         """
-        base = self._plan_of(n_samples, n_features)  # PrivCov's plan, without its measured n*
+        return self._component_plan(self._validated_at(n_samples, n_features), eigengap)
+
+    @reports_empirical("privcov_power")
+    def _component_plan(self, p: Params, eigengap: float | None = None) -> SparseCovariancePCAPlan:
+        base = self._plan_of(p)  # PrivCov's plan, without its measured n*
         fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(base) if f.init}
         fields.update(operator_error_bound=base.error_bound)
         if eigengap is not None:
@@ -326,5 +317,27 @@ class SparseCovariancePCA(Projection, SparseCovariance):
         target_sin2 = check_positive(target_sin2, "target_sin2")
         d = check_int(n_features, "n_features", low=2)
         check_positive(eigengap, "eigengap")
-        return search_min_samples(lambda n: self.plan(n, d, eigengap=eigengap).sin2_bound, target_sin2,
-                                  start=4, limit=1 << 62)
+        p = self._validate_params(fit=False)
+        return search_min_samples(lambda n: self._component_plan(self._validate_together(p, n, d), eigengap).sin2_bound,
+                                  target_sin2, start=4, limit=1 << 62)
+
+
+sparse_covariance_pca = functional_form(
+    SparseCovariancePCA, name="sparse_covariance_pca", positional=("k", "epsilon", "delta"),
+    summary="(epsilon, delta)-DP k-sparse leading principal component of ``X``: PrivCov "
+            "(:func:`~dpdist.algorithms.sparse_covariance.private_sparse_covariance`), then "
+            ":func:`truncated_power_method` on the released matrix.",
+    returns="""\
+Release
+    PrivCov's release (parameters, noise scales, events and seeding unchanged), with
+    ``values["components"]`` (1 x d, unit, k-sparse), ``values["explained_variance"]``
+    (the Rayleigh quotient of the component on the released matrix), ``values["support"]``
+    and ``values["n_iter"]`` (power-method iterations; :data:`MAX_ITER` and :data:`TOL`
+    are fixed by the library version the release records).
+
+Notes
+-----
+**Guarantee.** Exactly PrivCov's: (epsilon, delta)-DP under replace-one neighbours, for
+any input; the power method reads only the released matrix, so it is post-processing and
+costs nothing more. The release keeps PrivCov's events, mechanisms, seeding and notes.""",
+)

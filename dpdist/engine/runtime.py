@@ -21,7 +21,7 @@ between tasks (a running task is not interrupted).
 
 A worker lost while others remain is not a failure: ``distributed`` recomputes its tasks
 (and the results it held) elsewhere, and since every noise value is a pure function of the
-fit's seed and its position (:class:`~dpdist.privacy.lattice.LatticeField`), a recomputed task
+fit's seed and its position (:class:`~dpdist.privacy.noise.lattice.LatticeField`), a recomputed task
 draws the same noise: the release is the one an undisturbed run gives. When the scheduler
 is lost, nothing can tell what its workers ran since the last look, so a step that draws
 noise counts as having drawn it.

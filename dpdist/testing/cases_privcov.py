@@ -240,6 +240,7 @@ def privcov_estimator_case(source: Any = None) -> AuditCase:
     from unittest import mock
 
     import dpdist.algorithms.sparse_covariance.release as module
+    from dpdist.algorithms.sparse_covariance import private_sparse_covariance
     from dpdist.privacy.mechanisms.privcov.mechanism import PrivCovMechanism
 
     k = PRIVCOV_D
@@ -263,7 +264,7 @@ def privcov_estimator_case(source: Any = None) -> AuditCase:
         out = np.empty(n)
         with mock.patch.object(module, "PrivCovMechanism", _StandIn), _seeded_fits_are_expected():
             for t in range(n):
-                rel = module.private_sparse_covariance(
+                rel = private_sparse_covariance(
                     data[which], k, cal.epsilon, cal.delta, clip=PRIVCOV_CLIP, random_state=int(seed) * 1_000_003 + t,
                     scheduler="synchronous", tile_size=2, assume_centered=True, selection="paper",
                 )

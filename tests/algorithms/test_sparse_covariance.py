@@ -13,7 +13,7 @@ from scipy import optimize, stats
 
 import dpdist
 from tests.privacy.float_factor import kappa
-from dpdist.algorithms.sparse_covariance.release import assemble_privcov, private_sparse_covariance
+from dpdist.algorithms.sparse_covariance import assemble_privcov, private_sparse_covariance
 from dpdist.data.synthetic import make_model1
 from dpdist.exceptions import DataConversionWarning, ValidationError
 from dpdist.report.metrics import operator_norm, support_metrics

@@ -10,26 +10,29 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
-from dpdist._validation import check_int, check_positive, check_probability
-from dpdist.algorithms._base import Estimator, Projection, check_nonfinite, nonfinite_note
+from dpdist._validation import check_int, check_positive
+from dpdist.algorithms._base import Estimator, nonfinite_note
+from dpdist.algorithms._projection import Projection
 from dpdist.algorithms._centering import (
+    CENTERING_CONSTRAINTS,
     DEFAULT_MEAN_FRACTION,
+    centering_of,
     centre_data,
     centring_error,
-    check_centering,
     mean_mechanism,
     mean_notes,
     stage_guarantee,
 )
+from dpdist.algorithms._constraints import Custom, Delta, Epsilon, Params, Real
 from dpdist.algorithms.baselines._common import triples_to_csr
 from dpdist.algorithms.expmech_pca.release import leading_eigenvector
-from dpdist.data.validation import as_dask_array, chunk_reading_notes
+from dpdist.data.validation import chunk_reading_notes
 from dpdist.engine.gram import DEFAULT_TILE, clipped_second_moment, nonfinite_guard
-from dpdist.engine.runtime import check_scheduler, compute
+from dpdist.engine.runtime import compute
 from dpdist.engine.second_moment_kernels import chunk_clip_rows
 from dpdist.engine.threshold import threshold_triples
 from dpdist.exceptions import ValidationError
-from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
+from dpdist.privacy.budget import ApproxDP
 from dpdist.privacy.mechanisms.gaussian import analyze_gauss_calibration
 from dpdist.privacy.mechanisms.base import residual_note
 from dpdist.privacy.mechanisms.gaussian import analyze_gauss_mechanism
@@ -60,7 +63,7 @@ def row_norm_clip(X: da.Array, row_norm: float) -> da.Array:
     return X.map_blocks(block_row_norm_clip, float(row_norm), dtype=np.float64)
 
 
-def check_radius(radius) -> float:
+def check_radius(radius, name: str = "radius") -> float:
     """The public bound on the row norms (``radius``, the name :class:`~dpdist.SecondMoment`
     and the ``--radius`` flag use): required and positive."""
     if radius is None:
@@ -125,7 +128,7 @@ class AnalyzeGauss(Projection, Estimator):
     location_ : ndarray (d,)
         The mean the rows were centred at (zeros with ``assume_centered=True``); ``transform(X)``
         and ``fit_transform`` project ``X - location_`` on ``components_``, as the other PCA
-        estimators do (:class:`~dpdist.algorithms._base.Projection`).
+        estimators do (:class:`~dpdist.algorithms._projection.Projection`).
     noise_scale_ : float
     privacy_, release_
 
@@ -136,7 +139,7 @@ class AnalyzeGauss(Projection, Estimator):
     most ``2 L^2 / n`` in Frobenius norm, hence the released upper triangle (diagonal
     included) by at most that in L2 (DTTZ14 state 1 for add/remove neighbours, unnormalised,
     L = 1). **Mechanism.** i.i.d. ``N(0, s^2)`` on the upper triangle, mirrored, with
-    ``s`` from :func:`~dpdist.privacy.expmech_calibration.analyze_gauss_calibration` (the
+    ``s`` from :func:`~dpdist.privacy.mechanisms.gaussian.analyze_gauss_calibration` (the
     analytic Gaussian mechanism of Balle-Wang 2018, for every epsilon); the
     eigenvector is post-processing. The noise is dense d x d, ``||E||_op ~ 3 s sqrt(d)``, so
     its error grows with d: the dense baseline. Noise is added tile by tile on the workers.
@@ -151,6 +154,16 @@ class AnalyzeGauss(Projection, Estimator):
     fixed per-row map before the norm clip, so the sensitivity ``2 L^2 / n`` is unchanged; the
     stages compose exactly in Gaussian DP (:mod:`dpdist.algorithms._centering`).
     """
+
+    #: The parameters' rules, in the order a fit checks them (after the runtime ones of
+    #: :data:`~dpdist.algorithms._base.BASE_PARAMETER_CONSTRAINTS`).
+    _parameter_constraints = {
+        "epsilon": Epsilon(),
+        "delta": Delta(),
+        "beta": Real(low=0.0, high=1.0),
+        "radius": Custom(check_radius),
+        **CENTERING_CONSTRAINTS,
+    }
 
     def __init__(self, epsilon: float, delta: float, *, radius: float | None = None, random_state: Any = None,
                  beta: float = 0.1, scheduler: Any = None, tile_size: int = DEFAULT_TILE,
@@ -169,22 +182,16 @@ class AnalyzeGauss(Projection, Estimator):
         self.mean_fraction = mean_fraction
         self.mean_clip = mean_clip
 
-    def _centering(self, n: int, d: int | None) -> tuple:
-        """(centering, mean mechanism or None, the mean's share, the Gaussian release's share)."""
-        eps = check_epsilon(self.epsilon)
-        delta = check_delta(self.delta)
-        radius = check_radius(self.radius)
-        centering = check_centering(self.assume_centered, self.mean, self.mean_fraction, self.mean_clip,
-                                    n_features=d)
-        mean_share, share = centering.split(eps, delta, COMPOSITION)
-        mech = None
-        if centering.private and d is not None:
-            mech = mean_mechanism(centering, mean_share, n, d, None, radius=radius)
-        return centering, mech, mean_share, share
-
-    def _calibration(self, n: int) -> dict:
-        _, _, _, share = self._centering(n, None)
-        return analyze_gauss_calibration(share.epsilon, share.delta, n, check_radius(self.radius))
+    def _validate_together(self, p: Params, n_samples: Any, n_features: Any) -> Params:
+        """The rules between the parameters and the shape, then what follows from them: the
+        centring and the mean's mechanism, the budget's shares and the Gaussian calibration."""
+        n = check_int(n_samples, "n_samples", low=1)
+        d = check_int(n_features, "n_features", low=1)
+        centering = centering_of(p, n_features=d)
+        mean_share, share = centering.split(p.epsilon, p.delta, COMPOSITION)
+        mean_mech = mean_mechanism(centering, mean_share, n, d, None, radius=p.radius) if centering.private else None
+        return p.replace(n_samples=n, n_features=d, centering=centering, mean_mech=mean_mech, mean_share=mean_share,
+                         share=share, cal=analyze_gauss_calibration(share.epsilon, share.delta, n, p.radius))
 
     def plan(self, n_samples: int, n_features: int, *, sigma: float | None = None,
              eigengap: float | None = None) -> AnalyzeGaussPlan:
@@ -195,11 +202,11 @@ class AnalyzeGauss(Projection, Estimator):
         ``eigengap`` (absolute) too, ``sin2_bound`` is Davis-Kahan applied to both, assuming no
         row is clipped (:class:`AnalyzeGaussPlan`).
         """
-        n = check_int(n_samples, "n_samples", low=1)
-        d = check_int(n_features, "n_features", low=1)
-        beta = check_probability(self.beta, "beta")
-        sigma = check_positive(sigma, "sigma", allow_none=True)
-        cal = self._calibration(n)
+        p = self._validated_at(n_samples, n_features)
+        return self._plan_validated(p, check_positive(sigma, "sigma", allow_none=True), eigengap)
+
+    def _plan_validated(self, p: Params, sigma: float | None = None, eigengap: float | None = None) -> AnalyzeGaussPlan:
+        n, d, beta, cal, centering, mean_mech = p.n_samples, p.n_features, p.beta, p.cal, p.centering, p.mean_mech
         noise_op = symmetric_gaussian_operator_bound(cal["gaussian_sigma"], d, beta / 2)
         radius = cal["row_norm"]
         fields: dict = {"error_bound": noise_op, "error_metric": "||E||_op (the noise alone), w.p. >= 1 - beta/2"}
@@ -207,7 +214,6 @@ class AnalyzeGauss(Projection, Estimator):
             samp = sampling_operator_error(sigma, n, d, d, beta / 2)
             fields = {"sampling_operator_bound": samp, "operator_error_bound": noise_op + samp,
                       "error_bound": noise_op + samp, "error_metric": "||M - Sigma||_op, w.p. >= 1 - beta (Lemma 2)"}
-        centering, mean_mech, _, _ = self._centering(n, d)
         center_op = d * centring_error(centering, mean_mech, sigma if sigma is not None else radius, n, d, beta)
         if mean_mech is not None:
             fields["error_bound"] += center_op
@@ -222,7 +228,7 @@ class AnalyzeGauss(Projection, Estimator):
         return AnalyzeGaussPlan(
             n_samples=n,
             n_features=d,
-            privacy=ApproxDP(check_epsilon(self.epsilon), check_delta(self.delta)),
+            privacy=ApproxDP(p.epsilon, p.delta),
             noise_scale=cal["gaussian_sigma"],
             error_scale=scale,
             error_scale_rule=rule,
@@ -235,35 +241,26 @@ class AnalyzeGauss(Projection, Estimator):
             **fields,
         )
 
-    def _fit_release(self, X: Any) -> Release:
+    def _release_validated(self, X: Any, p: Params, plan: Any) -> Release:
         """Release the noisy second moment and its top eigenvector (one PrivacyWarning when seeded)."""
-        tile = check_int(self.tile_size, "tile_size")
-        check_scheduler(self.scheduler)
-        check_nonfinite(self.on_nonfinite)
-        check_epsilon(self.epsilon)
-        check_delta(self.delta)
-        check_probability(self.beta, "beta")
-        check_radius(self.radius)
-        check_centering(self.assume_centered, self.mean, self.mean_fraction, self.mean_clip)
-        seed = resolve_random_state(self.random_state)
-        X = as_dask_array(X)
-        n, d = (int(s) for s in X.shape)
-        cal = self._calibration(n)
-        centering, mean_mech, mean_share, share = self._centering(n, d)
+        n, d, cal, centering, mean_mech, mean_share, share = (p.n_samples, p.n_features, p.cal, p.centering,
+                                                              p.mean_mech, p.mean_share, p.share)
+        scheduler, on_nonfinite = p.scheduler, p.on_nonfinite
+        seed = resolve_random_state(p.random_state)
         mech = analyze_gauss_mechanism(cal, d)
-        budget = ApproxDP(check_epsilon(self.epsilon), check_delta(self.delta))
+        budget = ApproxDP(p.epsilon, p.delta)
         privacy = stage_guarantee(budget, [mech.event()], share, mean_mech, mean_share, COMPOSITION)
-        Xg, finite = nonfinite_guard(X, self.on_nonfinite)
-        Xc, mu = centre_data(Xg, finite, centering, mean_mech, seed, scheduler=self.scheduler)
+        Xg, finite = nonfinite_guard(X, on_nonfinite)
+        Xc, mu = centre_data(Xg, finite, centering, mean_mech, seed, scheduler=scheduler)
         Y = row_norm_clip(Xc, cal["row_norm"])
-        S = clipped_second_moment(Y, math.inf, tile=tile)
+        S = clipped_second_moment(Y, math.inf, tile=p.tile_size)
         results = compute(*threshold_triples(S, 0.0, guard=finite, release=mech.release(seed)),
-                          scheduler=self.scheduler)
+                          scheduler=scheduler)
         M = triples_to_csr(list(results), d).toarray()
         v, lam = leading_eigenvector(M)
         notes = [residual_note(d * (d + 1) // 2, mech.noise), f"Gaussian scale rule: {cal['rule']}",
                  "components are post-processing (top eigenvector of the released noisy matrix)",
-                 nonfinite_note(self.on_nonfinite), *chunk_reading_notes(X)]
+                 nonfinite_note(on_nonfinite), *chunk_reading_notes(X)]
         events, mechanisms = [("gaussian", mech.event())], [mech.describe()]
         noise_scales = {"gaussian": cal["gaussian_sigma"]}
         values = {"components": v[None, :], "covariance": M, "eigenvalue": lam}
@@ -279,7 +276,7 @@ class AnalyzeGauss(Projection, Estimator):
             privacy=privacy,
             parameters={"n_samples": n, "n_features": d, "radius": cal["row_norm"],
                         "sensitivity": cal["sensitivity"], "float_factor": cal["float_factor"], "rule": cal["rule"],
-                        "on_nonfinite": self.on_nonfinite,
+                        "on_nonfinite": on_nonfinite,
                         "centering": centering.record(mean_mech, centering.composition(budget.epsilon, budget.delta,
                                                                                        COMPOSITION))},
             noise_scales=noise_scales,
@@ -288,7 +285,7 @@ class AnalyzeGauss(Projection, Estimator):
             notes=tuple(notes),
             events=tuple(events),
             mechanisms=tuple(mechanisms),
-        ), stacklevel=4)
+        ), stacklevel=6)  # the caller of fit
 
     def _fitted_attributes(self, rel: Release) -> dict:
         return {

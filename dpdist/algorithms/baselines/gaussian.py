@@ -7,25 +7,27 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from dpdist._validation import check_int, check_positive, check_probability
-from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, reports_empirical
+from dpdist._validation import check_int
+from dpdist.algorithms._base import Estimator, nonfinite_note, reports_empirical
 from dpdist.algorithms._centering import (
+    CENTERING_CONSTRAINTS,
     DEFAULT_MEAN_FRACTION,
+    centering_of,
     centre_data,
     centring_error,
-    check_centering,
     mean_mechanism,
     mean_notes,
     stage_guarantee,
 )
+from dpdist.algorithms._constraints import Delta, Epsilon, Params, Real
 from dpdist.algorithms.baselines._common import ThresholdPlanBase, triples_to_csr
 from dpdist.algorithms.baselines.thresholded import bickel_levina_threshold
-from dpdist.data.validation import as_dask_array, chunk_reading_notes
+from dpdist.data.validation import chunk_reading_notes
 from dpdist.engine.gram import DEFAULT_TILE, clipped_second_moment, nonfinite_guard
-from dpdist.engine.runtime import check_scheduler, compute
+from dpdist.engine.runtime import compute
 from dpdist.engine.threshold import threshold_triples
 from dpdist.exceptions import ValidationError
-from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
+from dpdist.privacy.budget import ApproxDP
 from dpdist.privacy.mechanisms.gaussian import wang_xu_calibration
 from dpdist.privacy.mechanisms.privcov.calibration import subgaussian_clip
 from dpdist.privacy.mechanisms.base import residual_note
@@ -122,7 +124,7 @@ class GaussianCovariance(Estimator):
     replacing one row moves ``(1/n) Y^T Y`` by at most ``2 R^2 d / n`` in Frobenius norm; the
     released upper triangle (diagonal included) has at most that L2 sensitivity.
     **Mechanism.** i.i.d. N(0, s^2) on the upper triangle, mirrored (symmetric noise), with s
-    from :func:`dpdist.privacy.gaussian_calibration.gaussian_sigma` (DR14 Theorem A.1 for epsilon < 1,
+    from :func:`dpdist.privacy.mechanisms.gaussian.gaussian_sigma` (DR14 Theorem A.1 for epsilon < 1,
     the analytic Gaussian mechanism of Balle-Wang 2018 for epsilon >= 1). Thresholding is
     post-processing. Floating point: entries are clipped before the product and the noise is
     calibrated for ``kappa(n)`` times the sensitivity
@@ -139,6 +141,18 @@ class GaussianCovariance(Estimator):
     release records the mechanism's event and states the requested (epsilon, delta).
     The dense d x d second moment is formed tile by tile, never whole.
     """
+
+    #: The parameters' rules, in the order a fit checks them (after the runtime ones of
+    #: :data:`~dpdist.algorithms._base.BASE_PARAMETER_CONSTRAINTS`).
+    _parameter_constraints = {
+        "epsilon": Epsilon(),
+        "delta": Delta(),
+        "beta": Real(low=0.0, high=1.0),
+        "sigma": Real(low=0.0, allow_none=True),
+        "clip": Real(low=0.0, allow_none=True),
+        "threshold": Real(low=0.0, allow_none=True),
+        **CENTERING_CONSTRAINTS,
+    }
 
     def __init__(self, epsilon: float, delta: float, *, sigma: float | None = None, clip: float | None = None,
                  threshold: float | None = None, random_state: int | None = None, beta: float = 0.1,
@@ -160,52 +174,40 @@ class GaussianCovariance(Estimator):
         self.mean_fraction = mean_fraction
         self.mean_clip = mean_clip
 
-    def _check_params(self) -> tuple:
-        eps = check_epsilon(self.epsilon)
-        delta = check_delta(self.delta)
-        beta = check_probability(self.beta, "beta")
-        sigma = check_positive(self.sigma, "sigma", allow_none=True)
-        clip = check_positive(self.clip, "clip", allow_none=True)
-        threshold = check_positive(self.threshold, "threshold", allow_none=True)
-        if sigma is None and clip is None:
+    def _validate_together(self, p: Params, n_samples: Any, n_features: Any) -> Params:
+        """The rules between the parameters and the shape, then what follows from them: the
+        clip, the centring and the mean's mechanism, the budget's shares, the Gaussian
+        calibration and the threshold (``resolved``, recorded in the release's parameters)."""
+        if p.sigma is None and p.clip is None:
             raise ValidationError("give either sigma (the sub-Gaussian scale) or clip (the truncation level R)")
-        return eps, delta, beta, sigma, clip, threshold
-
-    def _centering(self, n: int, d: int) -> tuple:
-        """(centering, mean mechanism or None, the mean's share, the Gaussian release's share)."""
-        eps, delta, beta, sigma, clip, threshold = self._check_params()
-        centering = check_centering(self.assume_centered, self.mean, self.mean_fraction, self.mean_clip,
-                                    n_features=d)
-        R = clip if clip is not None else subgaussian_clip(sigma, n, d, beta)
-        mean_share, main_share = centering.split(eps, delta, COMPOSITION)
-        mech = mean_mechanism(centering, mean_share, n, d, R) if centering.private else None
-        return centering, mech, mean_share, main_share
-
-    def _resolve(self, n: int, d: int) -> dict:
-        eps, delta, beta, sigma, clip, threshold = self._check_params()
-        R = clip if clip is not None else subgaussian_clip(sigma, n, d, beta)
-        _, _, _, share = self._centering(n, d)
+        n = check_int(n_samples, "n_samples", low=2)
+        d = check_int(n_features, "n_features", low=2)
+        centering = centering_of(p, n_features=d)
+        R = p.clip if p.clip is not None else subgaussian_clip(p.sigma, n, d, p.beta)
+        mean_share, share = centering.split(p.epsilon, p.delta, COMPOSITION)
+        mean_mech = mean_mechanism(centering, mean_share, n, d, R) if centering.private else None
         cal = wang_xu_calibration(share.epsilon, share.delta, n, d, R)
-        if threshold is not None:
-            lam = threshold
+        if p.threshold is not None:
+            lam = p.threshold
         else:
-            lam = wang_xu_noise_threshold(cal["gaussian_sigma"], d, beta)
-            if sigma is not None:
-                lam += bickel_levina_threshold(sigma, n, d, beta)
-        return {"epsilon": eps, "delta": delta, "clip": R, "threshold": lam, **cal}
+            lam = wang_xu_noise_threshold(cal["gaussian_sigma"], d, p.beta)
+            if p.sigma is not None:
+                lam += bickel_levina_threshold(p.sigma, n, d, p.beta)
+        return p.replace(n_samples=n, n_features=d, centering=centering, mean_mech=mean_mech, mean_share=mean_share,
+                         share=share, resolved={"epsilon": p.epsilon, "delta": p.delta, "clip": R, "threshold": lam,
+                                                **cal})
 
-    @reports_empirical("wang_xu")
     def plan(self, n_samples: int, n_features: int) -> GaussianCovariancePlan:
         """Clip, Gaussian noise scale, threshold and the entrywise error bound for a data
         size (:class:`GaussianCovariancePlan`); reads no data."""
-        n = check_int(n_samples, "n_samples", low=2)
-        d = check_int(n_features, "n_features", low=2)
-        p = self._resolve(n, d)
-        beta = float(self.beta)
-        sigma = float(self.sigma) if self.sigma is not None else p["clip"]
+        return self._plan_validated(self._validated_at(n_samples, n_features))
+
+    @reports_empirical("wang_xu")
+    def _plan_validated(self, v: Params) -> GaussianCovariancePlan:
+        n, d, p, beta, centering, mean_mech = v.n_samples, v.n_features, v.resolved, v.beta, v.centering, v.mean_mech
+        sigma = v.sigma if v.sigma is not None else p["clip"]
         noise = wang_xu_noise_threshold(p["gaussian_sigma"], d, beta)
         samp = bickel_levina_threshold(sigma, n, d, beta)
-        centering, mean_mech, _, _ = self._centering(n, d)
         lam_c = centring_error(centering, mean_mech, sigma, n, d, beta)
         return GaussianCovariancePlan(
             n_samples=n,
@@ -216,9 +218,9 @@ class GaussianCovariance(Estimator):
             error_metric="||M - Sigma||_max (largest entry error), w.p. >= 1 - "
             + ("3 beta (with the private mean)" if mean_mech is not None else "2 beta"),
             error_scale=sigma * sigma,
-            error_scale_rule="sigma**2" if self.sigma is not None else
+            error_scale_rule="sigma**2" if v.sigma is not None else
             "clip**2: no sigma given, clipped entries are clip-sub-Gaussian",
-            sigma=None if self.sigma is None else float(self.sigma),
+            sigma=v.sigma,
             beta=beta,
             sampling_threshold=samp,
             noise_threshold=noise,
@@ -228,8 +230,8 @@ class GaussianCovariance(Estimator):
             **p,
         )
 
-    def _fit_release(self, X: Any) -> Release:
-        return warn_if_unsafe(self._release(X))
+    def _release_validated(self, X: Any, p: Params, plan: Any) -> Release:
+        return warn_if_unsafe(self._compute(X, p))
 
     def _fitted_attributes(self, rel: Release) -> dict:
         return {
@@ -243,28 +245,29 @@ class GaussianCovariance(Estimator):
         }
 
     def _release(self, X: Any) -> Release:
-        """The release of one fit (no warning, no attributes: :class:`GaussianPCA` uses it)."""
-        tile = check_int(self.tile_size, "tile_size")
-        check_scheduler(self.scheduler)
-        check_nonfinite(self.on_nonfinite)
-        self._check_params()
-        check_centering(self.assume_centered, self.mean, self.mean_fraction, self.mean_clip)
-        seed = resolve_random_state(self.random_state)
-        X = as_dask_array(X)
-        n, d = X.shape
-        p = self._resolve(n, d)
-        centering, mean_mech, mean_share, share = self._centering(n, d)
+        """The release of one fit, its parameters validated here once (no warning, no
+        attributes: :class:`GaussianPCA` uses it)."""
+        v = self._validate_params()
+        X = self._open(X)
+        return self._compute(X, self._validate_together(v, *X.shape))
+
+    def _compute(self, X: Any, v: Params) -> Release:
+        """The release from the opened input and validated values; checks nothing again."""
+        tile, scheduler, on_nonfinite = v.tile_size, v.scheduler, v.on_nonfinite
+        n, d, p, centering, mean_mech, mean_share, share = (v.n_samples, v.n_features, v.resolved, v.centering,
+                                                              v.mean_mech, v.mean_share, v.share)
+        seed = resolve_random_state(v.random_state)
         mech = wang_xu_mechanism(p, d)
         privacy = stage_guarantee(ApproxDP(p["epsilon"], p["delta"]), [mech.event()], share, mean_mech, mean_share,
                                    COMPOSITION)
-        Xg, finite = nonfinite_guard(X, self.on_nonfinite)
-        Xc, mu = centre_data(Xg, finite, centering, mean_mech, seed, scheduler=self.scheduler)
+        Xg, finite = nonfinite_guard(X, on_nonfinite)
+        Xc, mu = centre_data(Xg, finite, centering, mean_mech, seed, scheduler=scheduler)
         S = clipped_second_moment(Xc, p["clip"], tile=tile)
         results = compute(*threshold_triples(S, p["threshold"], guard=finite, release=mech.release(seed)),
-                          scheduler=self.scheduler)
+                          scheduler=scheduler)
         M = triples_to_csr(list(results), d)
         notes = [residual_note(d * (d + 1) // 2, mech.noise), f"Gaussian scale rule: {p['rule']}",
-                 nonfinite_note(self.on_nonfinite), *chunk_reading_notes(X)]
+                 nonfinite_note(on_nonfinite), *chunk_reading_notes(X)]
         events, mechanisms = [("gaussian", mech.event())], [mech.describe()]
         noise_scales, values = {"gaussian": p["gaussian_sigma"]}, {"covariance": M}
         if mu is not None:
@@ -277,7 +280,8 @@ class GaussianCovariance(Estimator):
         return Release(
             mechanism=MECHANISM,
             privacy=privacy,
-            parameters={"n_samples": n, "n_features": d, "sigma": self.sigma, "on_nonfinite": self.on_nonfinite, **p,
+            # sigma as given (the release has always recorded the argument itself)
+            parameters={"n_samples": n, "n_features": d, "sigma": self.sigma, "on_nonfinite": on_nonfinite, **p,
                         "centering": centering.record(mean_mech, centering.composition(p["epsilon"], p["delta"],
                                                                                        COMPOSITION))},
             noise_scales=noise_scales,

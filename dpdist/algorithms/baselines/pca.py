@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 from dpdist._validation import check_int
-from dpdist.algorithms._base import Estimator, Projection, reports_empirical
+from dpdist.algorithms._base import Estimator, reports_empirical
+from dpdist.algorithms._projection import Projection
 from dpdist.algorithms._centering import DEFAULT_MEAN_FRACTION
 from dpdist.algorithms.baselines.gaussian import GaussianCovariance, GaussianCovariancePlan, _location
 from dpdist.algorithms.baselines.thresholded import (

@@ -9,12 +9,13 @@ from typing import Any
 import numpy as np
 
 from dpdist._validation import check_int, check_positive, check_probability
-from dpdist.algorithms._base import Estimator, check_nonfinite, nonfinite_note, reports_empirical
-from dpdist.algorithms._centering import DEFAULT_MEAN_FRACTION, check_centering
+from dpdist.algorithms._base import Estimator, nonfinite_note, reports_empirical
+from dpdist.algorithms._centering import CENTERING_CONSTRAINTS, centering_of
+from dpdist.algorithms._constraints import Params, Real
 from dpdist.algorithms.baselines._common import ThresholdPlanBase, triples_to_csr
-from dpdist.data.validation import as_dask_array, chunk_reading_notes
+from dpdist.data.validation import chunk_reading_notes
 from dpdist.engine.gram import DEFAULT_TILE, clipped_second_moment, nonfinite_guard
-from dpdist.engine.runtime import check_scheduler, compute
+from dpdist.engine.runtime import compute
 from dpdist.engine.threshold import threshold_triples
 from dpdist.exceptions import ValidationError
 from dpdist.algorithms._utility import SAMPLING_CONSTANT
@@ -84,6 +85,15 @@ class ThresholdedCovariance(Estimator):
     rather than released as inf.
     """
 
+    #: The parameters' rules, in the order a fit checks them (after the runtime ones of
+    #: :data:`~dpdist.algorithms._base.BASE_PARAMETER_CONSTRAINTS`).
+    _parameter_constraints = {
+        "threshold": Real(low=0.0, allow_none=True),
+        "sigma": Real(low=0.0, allow_none=True),
+        "assume_centered": CENTERING_CONSTRAINTS["assume_centered"],
+        "mean": CENTERING_CONSTRAINTS["mean"],
+    }
+
     def __init__(self, *, threshold: float | None = None, sigma: float | None = None,
                  scheduler: Any = None, tile_size: int = DEFAULT_TILE, on_nonfinite: str = "zero",
                  assume_centered: bool = False, mean: Any = None):
@@ -95,41 +105,51 @@ class ThresholdedCovariance(Estimator):
         self.tile_size = tile_size
         self.on_nonfinite = on_nonfinite
 
-    def _fit_release(self, X: Any) -> Release:
+    def _validate_together(self, p: Params, n_samples: Any, n_features: Any) -> Params:
+        """The rules between the parameters and the shape: one of threshold / sigma, the mean's
+        length; the threshold the fit applies."""
+        if p.threshold is None and p.sigma is None:
+            raise ValidationError("give either threshold or sigma")
+        n = check_int(n_samples, "n_samples", low=2)
+        d = check_int(n_features, "n_features", low=2)
+        centering = centering_of(p, n_features=d)
+        lam = p.threshold if p.threshold is not None else bickel_levina_threshold(p.sigma, n, d)
+        return p.replace(n_samples=n, n_features=d, centering=centering, lam=lam)
+
+    def _release_validated(self, X: Any, p: Params, plan: Any) -> Release:
         """Compute the thresholded second moment (NOT PRIVATE: one PrivacyWarning)."""
-        return warn_if_unsafe(self._release(X))
+        return warn_if_unsafe(self._compute(X, p))
 
     def _fitted_attributes(self, rel: Release) -> dict:
         return {"covariance_": rel.values["covariance"], "location_": exact_location(rel),
                 "threshold_": rel.parameters["threshold"], "release_": rel}
 
-    @reports_empirical("thresholded")
     def plan(self, n_samples: int, n_features: int, *, beta: float = 0.1) -> ThresholdedCovariancePlan:
         """Threshold and predicted entrywise error (no noise; NOT private); reads no data."""
-        return thresholded_plan(ThresholdedCovariancePlan, self.threshold, self.sigma, n_samples, n_features, beta)
+        return self._plan_validated(self._validated_at(n_samples, n_features), check_probability(beta, "beta"))
+
+    @reports_empirical("thresholded")
+    def _plan_validated(self, p: Params, beta: float = 0.1) -> ThresholdedCovariancePlan:
+        return _thresholded_plan(ThresholdedCovariancePlan, p.threshold, p.sigma, p.n_samples, p.n_features, beta)
 
     def _release(self, X: Any) -> Release:
-        """The release of one fit (no warning, no attributes: :class:`ThresholdedPCA` uses it)."""
-        threshold = check_positive(self.threshold, "threshold", allow_none=True)
-        sigma = check_positive(self.sigma, "sigma", allow_none=True)
-        tile = check_int(self.tile_size, "tile_size")
-        check_scheduler(self.scheduler)
-        check_nonfinite(self.on_nonfinite)
-        if self.threshold is None and self.sigma is None:
-            raise ValidationError("give either threshold or sigma")
-        check_centering(self.assume_centered, self.mean, DEFAULT_MEAN_FRACTION, None)
-        X = as_dask_array(X)
-        n, d = X.shape
-        centering = check_centering(self.assume_centered, self.mean, DEFAULT_MEAN_FRACTION, None, n_features=d)
-        lam = threshold if threshold is not None else bickel_levina_threshold(sigma, n, d)
-        Xg, finite = nonfinite_guard(X, self.on_nonfinite)
+        """The release of one fit, its parameters validated here once (no warning, no
+        attributes: :class:`ThresholdedPCA` uses it)."""
+        v = self._validate_params()
+        X = self._open(X)
+        return self._compute(X, self._validate_together(v, *X.shape))
+
+    def _compute(self, X: Any, p: Params) -> Release:
+        """The release from the opened input and validated values; checks nothing again."""
+        n, d, centering, lam, scheduler = p.n_samples, p.n_features, p.centering, p.lam, p.scheduler
+        Xg, finite = nonfinite_guard(X, p.on_nonfinite)
         mu = centering.mean
         if centering.private:  # not private here: the exact empirical mean
-            mu = np.asarray(compute(Xg.mean(axis=0, dtype=np.float64), scheduler=self.scheduler,
+            mu = np.asarray(compute(Xg.mean(axis=0, dtype=np.float64), scheduler=scheduler,
                                     noised=False)[0], dtype=np.float64)
         Xc = Xg if mu is None else Xg - mu
-        S = clipped_second_moment(Xc, math.inf, tile=tile)  # no clipping: plain (1/n) X^T X
-        results = compute(*threshold_triples(S, lam, guard=finite), scheduler=self.scheduler,
+        S = clipped_second_moment(Xc, math.inf, tile=p.tile_size)  # no clipping: plain (1/n) X^T X
+        results = compute(*threshold_triples(S, lam, guard=finite), scheduler=scheduler,
                           noised=False)
         M = triples_to_csr(list(results), d)
         if not np.isfinite(M.data).all():
@@ -140,11 +160,11 @@ class ThresholdedCovariance(Estimator):
         return Release(
             mechanism="Hard-thresholded empirical second moment (Bickel-Levina)",
             privacy=None,
-            parameters={"n_samples": n, "n_features": d, "threshold": lam, "sigma": self.sigma,
-                        "on_nonfinite": self.on_nonfinite, "centering": _exact_record(centering)},
+            parameters={"n_samples": n, "n_features": d, "threshold": lam, "sigma": self.sigma,  # sigma as given
+                        "on_nonfinite": p.on_nonfinite, "centering": _exact_record(centering)},
             noise_scales={},
             values={"covariance": M, **({} if mu is None else {"mean": mu})},
-            notes=(NOT_PRIVATE_REASON, nonfinite_note(self.on_nonfinite), *chunk_reading_notes(X)),
+            notes=(NOT_PRIVATE_REASON, nonfinite_note(p.on_nonfinite), *chunk_reading_notes(X)),
             private=False,
             not_private_reasons=(NOT_PRIVATE_REASON,),
         )
@@ -175,6 +195,12 @@ def thresholded_plan(cls: type, threshold, sigma, n_samples: int, n_features: in
     beta = check_probability(beta, "beta")
     if threshold is None and sigma is None:
         raise ValidationError("give either threshold or sigma")
+    return _thresholded_plan(cls, threshold, sigma, n, d, beta, **extra)
+
+
+def _thresholded_plan(cls: type, threshold: float | None, sigma: float | None, n: int, d: int, beta: float,
+                      **extra):
+    """:func:`thresholded_plan` on validated values."""
     samp = None if sigma is None else bickel_levina_threshold(sigma, n, d, beta)
     t = threshold if threshold is not None else samp
     return cls(

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 from dpdist._validation import check_int, check_positive
-from dpdist.algorithms._base import Estimator, Projection, reports_empirical
+from dpdist.algorithms._base import Estimator, reports_empirical
+from dpdist.algorithms._projection import Projection
 from dpdist.engine.subsets import DEFAULT_CHUNK_SIZE
 from dpdist.exceptions import ValidationError
 from dpdist.algorithms._centering import DEFAULT_MEAN_FRACTION, centring_error, check_centering

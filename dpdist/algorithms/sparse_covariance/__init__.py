@@ -4,19 +4,19 @@ peeling exponential mechanism) with a Gaussian release of the selected values an
 accounting (docs/privacy/privcov.md), with the same release after a Laplace selection
 (``selection="laplace"``), or as the paper writes it (``selection="paper"``).
 
-``private_sparse_covariance`` is the function that does the work and returns a
-:class:`~dpdist.privacy.release.Release`; :class:`SparseCovariance` is the estimator that
-validates parameters, calls it and exposes the release as ``*_`` attributes.
+:class:`SparseCovariance` is the estimator: it validates its parameters once, plans, and exposes
+the release (:func:`~dpdist.algorithms.sparse_covariance.release.release_privcov`) as ``*_``
+attributes; ``private_sparse_covariance`` is its functional form, returning the
+:class:`~dpdist.privacy.release.Release`.
 """
 
-from dpdist.algorithms.sparse_covariance.estimator import SparseCovariance
+from dpdist.algorithms.sparse_covariance.estimator import SparseCovariance, private_sparse_covariance
 from dpdist.algorithms.sparse_covariance.plan import SparseCovariancePlan
 from dpdist.algorithms.sparse_covariance.release import (
     MECHANISM,
     MECHANISM_ZCDP,
     SELECTIONS,
     assemble_privcov,
-    private_sparse_covariance,
 )
 
 __all__ = [

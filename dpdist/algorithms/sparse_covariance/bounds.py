@@ -2,8 +2,8 @@
 
 Utility only: these predict what a release is worth (``plan()``, ``min_samples()`` and the
 release's utility record) and never enter a noise scale. The calibrations they read are
-:mod:`dpdist.privacy.privcov_calibration` (selection ``"paper"``) and
-:mod:`dpdist.privacy.privcov_zcdp_calibration` (``"laplace"`` and ``"gumbel"``).
+:mod:`dpdist.privacy.mechanisms.privcov.calibration` (selection ``"paper"``) and
+:mod:`dpdist.privacy.mechanisms.privcov.zcdp_calibration` (``"laplace"`` and ``"gumbel"``).
 """
 
 from __future__ import annotations

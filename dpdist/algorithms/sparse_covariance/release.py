@@ -1,5 +1,6 @@
-"""PrivCov as a function: validate, calibrate the chosen selection, compute the clipped second
-moment, select and release each row's top k, assemble the symmetric estimate.
+"""PrivCov's release from validated values (:func:`release_privcov`): compute the clipped second
+moment, select and release each row's top k, assemble the symmetric estimate; and the helpers
+the estimator validates and calibrates with (selection, clips, calibration, error bound).
 """
 
 from __future__ import annotations
@@ -10,28 +11,19 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from dpdist._validation import check_int, check_positive, check_probability
-from dpdist.algorithms._base import check_nonfinite, nonfinite_note
-from dpdist.algorithms._centering import (
-    DEFAULT_MEAN_FRACTION,
-    centre,
-    check_centering,
-    compose_stages,
-    mean_mechanism,
-    mean_notes,
-    release_mean,
-)
+from dpdist.algorithms._base import nonfinite_note
+from dpdist.algorithms._centering import centre, compose_stages, mean_notes, release_mean
 from dpdist.algorithms.sparse_covariance.bounds import (
     privcov_error_bound,
     privcov_gumbel_error_bound,
     privcov_zcdp_error_bound,
 )
-from dpdist.data.validation import as_dask_array, chunk_reading_notes
-from dpdist.engine.gram import DEFAULT_TILE, clipped_second_moment, nonfinite_guard
-from dpdist.engine.runtime import check_scheduler, compute
+from dpdist.data.validation import chunk_reading_notes
+from dpdist.engine.gram import clipped_second_moment, nonfinite_guard
+from dpdist.engine.runtime import compute
 from dpdist.engine.topk import row_topk_release
 from dpdist.exceptions import ValidationError
-from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
+from dpdist.privacy.budget import ApproxDP
 from dpdist.privacy.mechanisms.privcov.calibration import (
     PrivCovCalibration,
     privcov_calibration,
@@ -127,7 +119,7 @@ def _mechanism_class(selection: str):
     return globals()[_MECHANISM_NAMES[selection]]
 
 
-def _check_selection(selection) -> str:
+def _check_selection(selection, name: str = "selection") -> str:
     if not isinstance(selection, str) or selection not in SELECTIONS:
         raise ValidationError(f"selection must be one of {SELECTIONS}, got {selection!r}")
     return selection
@@ -169,34 +161,15 @@ def _error_bound(cal, sigma: float, beta: float) -> dict:
     return privcov_gumbel_error_bound(cal, sigma, beta)
 
 
-def _check_params(k, epsilon, delta, sigma, clip, beta) -> tuple:
-    """PrivCov's parameters, validated (:mod:`dpdist._validation`); one of sigma / clip is required."""
-    k = check_int(k, "k")
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
-    beta = check_probability(beta, "beta")
-    sigma = check_positive(sigma, "sigma", allow_none=True)
-    clip = check_positive(clip, "clip", allow_none=True)
-    if sigma is None and clip is None:
-        raise ValidationError("give either sigma (the sub-Gaussian scale) or clip (the truncation level R)")
-    return k, epsilon, delta, sigma, clip, beta
-
-
 def _resolve_clip(clip, sigma, n: int, d: int, beta: float) -> tuple[float, str]:
     if clip is not None:
         return float(clip), "given"
-    if sigma is None:
-        raise ValidationError("give either sigma (the sub-Gaussian scale) or clip (the truncation level R)")
     return subgaussian_clip(sigma, n, d, beta), "R = sigma * sqrt(2 log(6 n d / beta)) (proof of Theorem 1)"
 
 
-def _check_row_clip(row_clip, selection: str):
-    """``row_clip`` validated: None, a positive float or inf; ``"paper"`` takes none."""
-    row_clip = check_row_clip(row_clip)
-    if selection == "paper" and row_clip is not None:
-        raise ValidationError("row_clip applies to selection='gumbel' and 'laplace' only; selection='paper' is "
-                              "Algorithm 1 as printed (entry clip only)")
-    return row_clip
+def _check_row_clip(row_clip, name: str = "row_clip"):
+    """``row_clip`` validated: None, a positive float or inf."""
+    return check_row_clip(row_clip)
 
 
 def _resolve_clips(clip, sigma, row_clip, selection: str, n: int, d: int, beta: float) -> tuple:
@@ -206,9 +179,9 @@ def _resolve_clips(clip, sigma, row_clip, selection: str, n: int, d: int, beta: 
     when it is None and sigma is known: then ``C = sigma sqrt(d + 2 sqrt(d t) + 2 t)``, ``t =
     log(6 n / beta)`` (no row of n Gaussian rows is scaled down but with probability beta/6) and,
     when R follows sigma too, ``R = sigma sqrt(2 log(12 n d / beta))`` (no entry clipped but with
-    probability beta/6): the error bound's "no clipping" event keeps its beta/3.
+    probability beta/6): the error bound's "no clipping" event keeps its beta/3. The values are
+    validated (one of clip / sigma given; no ``row_clip`` with ``"paper"``).
     """
-    row_clip = _check_row_clip(row_clip, selection)
     if selection == "paper" or row_clip == math.inf or (row_clip is None and sigma is None):
         R, rule = _resolve_clip(clip, sigma, n, d, beta)
         return R, rule, math.inf, "none" if selection == "paper" or row_clip is None else "given (inf: none)"
@@ -219,175 +192,38 @@ def _resolve_clips(clip, sigma, row_clip, selection: str, n: int, d: int, beta: 
         C, c_rule = row_clip, "given"
     if clip is not None:
         return float(clip), "given", C, c_rule
-    if sigma is None:
-        raise ValidationError("give either sigma (the sub-Gaussian scale) or clip (the truncation level R)")
     return (subgaussian_clip(sigma, n, d, beta / 2), "R = sigma * sqrt(2 log(12 n d / beta)) (proof of Theorem 1, "
             "beta/6 to the entry clip and beta/6 to the row clip)", C, c_rule)
 
 
-def private_sparse_covariance(
-    X: Any,
-    k: int,
-    epsilon: float,
-    delta: float,
-    *,
-    sigma: float | None = None,
-    clip: float | None = None,
-    beta: float = 0.1,
-    random_state: int | None = None,
-    scheduler: Any = None,
-    on_nonfinite: str = "zero",
-    tile_size: int = DEFAULT_TILE,
-    assume_centered: bool = False,
-    mean: Any = None,
-    mean_fraction: float = DEFAULT_MEAN_FRACTION,
-    mean_clip: float | None = None,
-    selection: str = "gumbel",
-    row_clip: float | None = None,
-) -> Release:
-    """Release an (epsilon, delta)-DP sparse estimate of the covariance of ``X``.
+def release_privcov(X: Any, p: Any) -> Release:
+    """PrivCov's release of the opened input ``X`` from validated values ``p`` (a
+    :class:`~dpdist.algorithms._constraints.Params` of :class:`SparseCovariance`'s table and its
+    shape rules: ``n_samples``, ``n_features``, the clips, the centring, the budget's shares,
+    the calibration ``cal`` and the mean's mechanism); checks nothing again.
 
-    Parameters
-    ----------
-    X : array-like, dask array, zarr.Array or str
-        ``n x d`` data, one row per individual. The estimate is the covariance ``(1/n)
-        sum (x - mean)(x - mean)^T`` around a private or public mean, or with
-        ``assume_centered=True`` the second moment ``(1/n) sum x x^T``.
-    k : int
-        Row sparsity: S_i keeps the k largest noisy entries of row i.
-    epsilon, delta : float
-        The privacy budget; epsilon > 0, delta in (0, 1).
-    sigma : float, optional
-        Public sub-Gaussian scale; sets ``clip`` by the paper's rule when ``clip`` is None.
-    clip : float, optional
-        Entrywise truncation level R (overrides the rule).
-    beta : float
-        Failure probability used by the clip rule and the error bound.
-    random_state : None or int
-        None: OS entropy (use this to release). An int seeds the noise (tests only).
-    scheduler : see :mod:`dpdist.engine.runtime`.
-    on_nonfinite : {"zero", "raise"}, default "zero"
-        "zero": every row holding a NaN or inf is replaced by a zero row before any
-        statistic (a per-row map inside the neighbour relation; nothing counts or reports
-        the rows). "raise": explicit validation mode: such data raise ValidationError after
-        the pass, before anything is released; the error (or its absence) reveals one bit
-        about the data, which the release records in its notes.
-    tile_size : int
-        Tile width of the second moment (memory per task ~ 8 * tile_size**2 bytes).
-    assume_centered : bool, default False
-        True: the data are taken as mean-zero and the whole budget estimates the second
-        moment (scikit-learn's ``assume_centered``). False: the data are centred first.
-    mean : array-like (d,), optional
-        A public mean to centre at (recorded in the release as public; costs no budget).
-        Without it (and ``assume_centered=False``) the mean is released privately.
-    mean_fraction : float in (0, 1), default 0.1
-        Share of the budget spent on the private mean: of rho for the zCDP selections
-        (``"gumbel"``, ``"laplace"``: the two stages compose in zCDP), of (epsilon, delta) for
-        ``selection="paper"``.
-    mean_clip : float, optional
-        L2 radius the rows are scaled to for the private mean: it must cover the norms
-        ``||x||`` of the raw rows. Default ``clip * sqrt(d)`` (rows in the box
-        ``[-R, R]^d``).
-    row_clip : float, optional
-        L2 bound C the entry-clipped rows are scaled to; see :class:`SparseCovariance`.
-    selection : {"gumbel", "laplace", "paper"}, default "gumbel"
-        "gumbel": each row's k columns of largest keys ``|S_ij| / beta_g + G_ij`` (exact
-        Gumbel noise G on a public score lattice), the peeling exponential mechanism, and the
-        selected values and the diagonal released by one Gaussian mechanism, all accounted in
-        zCDP (:class:`~dpdist.privacy.mechanisms.privcov.PrivCovGumbelMechanism`; proof in
-        docs/privacy/privcov.md): at d = 1,000, k = 20, epsilon 1, delta 1e-6 a selection
-        noise 63x and a release noise 20x smaller than "paper"'s. "laplace": the same release
-        after a per-row top-k selection with Laplace noise, calibrated by zCDP
-        (:class:`~dpdist.privacy.mechanisms.privcov.PrivCovZCDPMechanism`). "paper":
-        Algorithm 1 as the paper writes it (per-row Laplace for selection and values,
-        advanced composition; the noise is described below).
-
-    Returns
-    -------
-    Release
-        ``values["covariance"]`` (scipy.sparse CSR, d x d, symmetric), ``values["selected"]``
-        (d x k, the sets S_i), ``values["selected_values"]``, ``values["diagonal"]`` and, when
-        centred, ``values["mean"]``; ``parameters["centering"]`` records how.
-
-    Notes
-    -----
-    **Guarantee.** (epsilon, delta)-DP for replace-one neighbours (same n, one row
-    replaced), for any input. The release records its event (``release.events``: d k
-    bounded-range selection steps and one Gaussian release for ``"gumbel"``, d pure per-row
-    selections and one Gaussian for ``"laplace"``, d pure per-row steps for ``"paper"``); its
-    ``privacy`` is the charged (epsilon, delta), which the accountant certifies the event to
-    fit in (:func:`~dpdist.privacy.accounting.release_guarantee`; the event may account to
-    less: ``release.accountant()``). The arguments (sensitivity ``2 R^2 / n`` of the clipped
-    second moment, the float factor, the lattices, the selection's analysis) are written once
-    in :mod:`dpdist.privacy.mechanisms.privcov` and docs/privacy/privcov.md; the constants are
-    :func:`~dpdist.privacy.privcov_zcdp_calibration.privcov_gumbel_calibration`'s,
-    ``privcov_zcdp_calibration``'s and ``privcov_calibration``'s (with the k+1 deviation).
-
-    **Float-safe noise.** Selected values and the diagonal are released on a public
-    power-of-two lattice with an exactly sampled discrete law; the selection compares exact
-    Gumbel keys of lattice scores (``"gumbel"``: certified float intervals, exact comparisons
-    where they overlap) or integer scores with lattice Laplace noise. ``on_nonfinite="raise"``:
-    the refusal reveals that the data contain a non-finite value (one bit), before anything is
-    released. The output is post-processing of the per-row releases (the symmetric AND rule of
-    lines 13-17), computed on the client.
-
-    **Selection noise.** ``"gumbel"``: :class:`~dpdist.privacy.gumbel.GumbelTopK` draws every
-    key of a row (one 64-bit word an entry, d^2 in all) and keeps each tile's exact top k; the
-    engine merges the tiles' lists by the sampler's exact comparisons, so S_i is the same for
-    every tiling. ``"laplace"`` and ``"paper"``:
-    :class:`~dpdist.privacy.lazy_selection.LazySelectionNoise`: each row's d noises are
-    defined by a tree of keyed draws and only the draws that can change the top k are made
-    (O(d k) a row instead of d); the selected sets and scores are exactly those of the fully
-    drawn i.i.d. noise (proof in that module). Only the upper-triangle tiles of Sigma_hat are
-    computed, each once, and each serves both its row blocks: memory is O(tile + d k), never
-    a d x d array.
-
-    **Centring.** With ``assume_centered=False`` and no public ``mean``, the mean is released
-    first by :class:`~dpdist.privacy.mechanisms.mean.ClippedMeanMechanism` with the share
-    ``mean_fraction`` of the budget and PrivCov runs with the rest on the rows ``x -
-    mu_hat``. PrivCov's sensitivity ``2 R^2 / n`` is unchanged: ``mu_hat`` is public once
-    released, ``x -> x - mu_hat`` is a fixed per-row map applied before the clip, so neighbours
-    stay neighbours and every row's clipped term is bounded as before. The clip R (or sigma)
-    must now cover the entries of ``x - mu_hat``, ``mean_clip`` the norms of the raw rows.
-    The two stages compose in zCDP (the mean ``mean_fraction`` of rho, PrivCov the rest, one
-    CKS20 conversion), or by basic composition for ``selection="paper"``
-    (:mod:`dpdist.algorithms._centering`).
-
-    **What leaves the workers.** Only, per row block, S_i and the noised values of S_i and
-    of the diagonal, and the noised mean. Raw and clipped rows, tiles of Sigma_hat and
-    candidate lists stay in the task graph.
+    The guarantee, the noise and what leaves the workers are described in
+    :func:`~dpdist.algorithms.sparse_covariance.private_sparse_covariance`.
     """
-    k, epsilon, delta, sigma, clip, beta = _check_params(k, epsilon, delta, sigma, clip, beta)
-    selection = _check_selection(selection)
-    _check_row_clip(row_clip, selection)
-    check_nonfinite(on_nonfinite)
-    tile_size = check_int(tile_size, "tile_size", low=1)
-    check_scheduler(scheduler)
-    centering = check_centering(assume_centered, mean, mean_fraction, mean_clip)
-    seed = resolve_random_state(random_state)
-    X = as_dask_array(X)  # metadata only
-    n, d = X.shape
-    if k > d:
-        raise ValidationError(f"k must satisfy k <= d = {d} (the number of features), got k={k}")
-    centering = check_centering(assume_centered, mean, mean_fraction, mean_clip, n_features=d)
-    R, clip_rule, C, row_clip_rule = _resolve_clips(clip, sigma, row_clip, selection, n, d, beta)
+    k, epsilon, delta, selection, on_nonfinite = p.k, p.epsilon, p.delta, p.selection, p.on_nonfinite
+    n, d, R, C, cal, centering, mean_mech = p.n_samples, p.n_features, p.clip_level, p.row_clip_level, p.cal, \
+        p.centering, p.mean_mech
+    scheduler = p.scheduler
+    seed = resolve_random_state(p.random_state)
     composition = _stage_composition(selection)
-    mean_share, cov_share = centering.split(epsilon, delta, composition)
-    cal = _calibrate(selection, cov_share.epsilon, cov_share.delta, n, d, k, R, beta, C)
     mech = _mechanism_class(selection).from_calibration(cal)
-    mean_mech = mean_mechanism(centering, mean_share, n, d, R) if centering.private else None
     # the stated guarantee is the charged budget, certified by the accountant from the events
     if mean_mech is None:
         privacy = release_guarantee([mech.event()], budget=ApproxDP(epsilon, delta))
     else:
-        privacy = compose_stages(ApproxDP(epsilon, delta), [([mean_mech.event()], mean_share),
-                                                            ([mech.event()], cov_share)], composition)
+        privacy = compose_stages(ApproxDP(epsilon, delta), [([mean_mech.event()], p.mean_share),
+                                                            ([mech.event()], p.cov_share)], composition)
 
     Xg, all_finite = nonfinite_guard(X, on_nonfinite)
     mu = centering.mean
     if mean_mech is not None:
         mu = release_mean(Xg, all_finite, mean_mech, seed, scheduler=scheduler)
-    S = clipped_second_moment(centre(Xg, mu), R, tile=tile_size, row_clip=None if C == math.inf else C)
+    S = clipped_second_moment(centre(Xg, mu), R, tile=p.tile_size, row_clip=None if C == math.inf else C)
     # selection noise: Laplace drawn lazily (exactly the law of d i.i.d. lattice Laplace per row, O(d k)
     # draws), or exact Gumbel keys of every entry (merged exactly across tiles by the sampler)
     parts = row_topk_release(S, k, mech.selection(seed), mech.release(seed), guard=all_finite, symmetric=True)
@@ -445,16 +281,16 @@ def private_sparse_covariance(
             "n_samples": n,
             "n_features": d,
             "k": k,
-            "sigma": sigma,
+            "sigma": p.sigma,
             "clip": R,
-            "clip_rule": clip_rule,
-            "beta": beta,
+            "clip_rule": p.clip_rule,
+            "beta": p.beta,
             "on_nonfinite": on_nonfinite,
-            "tile_size": tile_size,
+            "tile_size": p.tile_size,
             "selection": selection,
             "calibration": cal.to_dict(),
             "centering": centering.record(mean_mech, centering.composition(epsilon, delta, composition)),
-            **({} if selection == "paper" else {"row_clip": C, "row_clip_rule": row_clip_rule}),
+            **({} if selection == "paper" else {"row_clip": C, "row_clip_rule": p.row_clip_rule}),
         },
         noise_scales=scales,
         values=values,

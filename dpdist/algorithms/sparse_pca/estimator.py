@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 
 from dpdist._validation import check_positive
-from dpdist.algorithms._base import Estimator, Projection, reports_empirical
+from dpdist.algorithms._base import Estimator, reports_empirical
+from dpdist.algorithms._projection import Projection
 from dpdist.algorithms._centering import DEFAULT_MEAN_FRACTION, check_centering
 from dpdist.algorithms.friendly_steps import friendly_setup
 from dpdist.algorithms._friendly_forecast import REJECTION_LEVEL, batch_forecast, lambda_hat_points
