@@ -48,17 +48,22 @@ import functools
 import inspect
 import os
 import warnings
-from typing import Any
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
 from dpdist._validation import check_choice, check_int, check_positive
+from dpdist.algorithms._constraints import (
+    Boolean, Integer, Options, Params, RandomState, Scheduler, Timeout, Unchecked, validate_params,
+)
 from dpdist.algorithms.fingerprint import register
 from dpdist.exceptions import VacuousReleaseWarning, ValidationError
 
 __all__ = [
+    "BASE_PARAMETER_CONSTRAINTS",
     "NONFINITE_POLICIES",
     "Estimator",
+    "FitResult",
     "Projection",
     "check_int",
     "check_nonfinite",
@@ -77,6 +82,29 @@ def check_nonfinite(on_nonfinite) -> str:
     """Validate ``on_nonfinite``: "zero" (default: rows holding NaN/inf become zero rows before
     any statistic, uncounted) or "raise" (explicit validation mode; reveals one bit)."""
     return check_choice(on_nonfinite, "on_nonfinite", NONFINITE_POLICIES)
+
+
+#: The runtime parameters many estimators share, checked by ``fit`` (never by ``plan``) for
+#: each estimator that has them, in this order and before the estimator's own table.
+BASE_PARAMETER_CONSTRAINTS: dict = {
+    "scheduler": Scheduler(),
+    "timeout": Timeout(),
+    "random_state": RandomState(),
+    "on_nonfinite": Options(*NONFINITE_POLICIES),
+    "tile_size": Integer(),
+    "chunk_size": Integer(),
+    "progress": Boolean(allow_none=True),
+    "require_useful": Boolean(),
+    "ledger": Unchecked("checked by fit's ledger path (it needs a charge context manager)"),
+    "dataset": Unchecked("checked by fit's ledger path with the input it names"),
+}
+
+
+class FitResult(NamedTuple):
+    """A fit's release and its one plan (or the ValidationError computing it raised)."""
+
+    release: Any
+    plan: Any
 
 
 def refuse_nonfinite(X, scheduler) -> None:
@@ -147,8 +175,8 @@ def reports_empirical(method: str):
 
     def wrap(plan_method):
         @functools.wraps(plan_method)
-        def plan(self, n_samples, n_features, *args, **kwargs):
-            out = plan_method(self, n_samples, n_features, *args, **kwargs)
+        def plan(self, *args, **kwargs):
+            out = plan_method(self, *args, **kwargs)
             from dpdist.algorithms.measured import measured_n_star
 
             found = [m.to_dict() for mode in ("simulated", "real")
@@ -178,6 +206,12 @@ class Estimator:
 
     #: Least (rows, columns) the fit accepts (:func:`dpdist.data.validation.as_dask_array`).
     _min_shape = (2, 2)
+
+    #: Every ``__init__`` parameter's rule (:mod:`dpdist.algorithms._constraints`), those of
+    #: :data:`BASE_PARAMETER_CONSTRAINTS` excepted, in the order ``fit`` and ``plan`` check
+    #: them. An estimator with a table implements ``_validate_together``, ``_plan_validated``
+    #: and ``_release_validated``; without one (None) it validates inside ``_fit_release``.
+    _parameter_constraints: ClassVar[dict | None] = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -248,9 +282,64 @@ class Estimator:
         if not hasattr(self, attr):
             raise AttributeError(f"{type(self).__name__} is not fitted yet; call fit(X) first")
 
-    # -- hooks -------------------------------------------------------------------------
-    def _fit_release(self, X: Any):  # pragma: no cover - every subclass implements it
+    # -- validation ------------------------------------------------------------------------
+    @classmethod
+    def _constraints(cls, *, fit: bool = True) -> dict:
+        """The table a fit (``fit=True``: the base runtime entries the estimator has, then its
+        own) or a plan (its own) checks."""
+        own = dict(cls._parameter_constraints or {})
+        if not fit:
+            return own
+        names = cls._param_names()
+        return {**{k: v for k, v in BASE_PARAMETER_CONSTRAINTS.items() if k in names and k not in own}, **own}
+
+    def _validate_params(self, *, fit: bool = True) -> Params:
+        """Every parameter checked once, in the table's order; the normalised values. ``fit=False``
+        (a plan, a cost, a sample size) leaves the runtime parameters unchecked."""
+        return validate_params(self._constraints(fit=fit), self.get_params())
+
+    def _validate_together(self, params: Params, n_samples: Any, n_features: Any) -> Params:
+        """The rules between parameters and the data's shape, checked once after the table (for
+        example ``k <= n_features``); returns ``params`` with values derived from them."""
+        return params
+
+    def _validated_at(self, n_samples: Any, n_features: Any) -> Params:
+        """What ``plan`` / ``min_samples`` work from: the model's parameters and the shape, checked."""
+        return self._validate_together(self._validate_params(fit=False), n_samples, n_features)
+
+    def _plan_validated(self, params: Params) -> Any:  # pragma: no cover - estimators with a table implement it
+        """The plan from validated values (the shape is in ``params``)."""
         raise NotImplementedError
+
+    def _release_validated(self, X: Any, params: Params, plan: Any) -> Any:  # pragma: no cover
+        """The release from the opened input and validated values; ``plan`` is the fit's plan
+        (a ValidationError instance when it could not be computed). Checks nothing again."""
+        raise NotImplementedError
+
+    def _release_of(self, X: Any) -> FitResult:
+        """One fit's work for an estimator with a table: validate once, open ``X`` (metadata),
+        check the shape rules once, compute the plan once, refuse a useless fit
+        (``require_useful``), release."""
+        params = self._validate_params()
+        Xd = self._open(X)
+        params = self._validate_together(params, *Xd.shape)
+        try:
+            plan = self._plan_validated(params)
+        except ValidationError as exc:
+            if getattr(params, "require_useful", False):
+                raise
+            plan = exc  # the release is never lost for its utility check
+        if getattr(params, "require_useful", False):
+            self._check_useful(plan, required=True)
+        return FitResult(self._release_validated(Xd, params, plan), plan)
+
+    # -- hooks -------------------------------------------------------------------------
+    def _fit_release(self, X: Any):
+        """The fit's release: with a constraints table, :meth:`_release_of` (a :class:`FitResult`);
+        an estimator without one implements it."""
+        if self._parameter_constraints is None:  # pragma: no cover - every such subclass implements it
+            raise NotImplementedError
+        return self._release_of(X)
 
     def _fitted_attributes(self, release) -> dict:  # pragma: no cover
         raise NotImplementedError
@@ -271,7 +360,10 @@ class Estimator:
 
     def _check_runtime(self) -> None:
         """Validate the parameters that only matter when data are read (scheduler, timeout,
-        random_state, on_nonfinite, tile_size, progress), where the estimator has them."""
+        random_state, on_nonfinite, tile_size, progress), where the estimator has them. An
+        estimator with a constraints table checks them with the others, once per fit."""
+        if self._parameter_constraints is not None:
+            return
         from dpdist.engine.runtime import check_scheduler, check_timeout
         from dpdist.privacy.noise import check_random_state
 
@@ -295,6 +387,10 @@ class Estimator:
 
     def _check_fit(self, n_samples: int, n_features: int) -> None:
         """Every check a fit makes before reading data, for data of this shape."""
+        if self._parameter_constraints is not None:
+            params = self._validate_together(self._validate_params(), n_samples, n_features)
+            self._check_useful(self._plan_validated(params), required=getattr(params, "require_useful", False))
+            return
         self._check_runtime()
         plan = self.plan(n_samples, n_features)
         self._check_useful(plan)
@@ -307,16 +403,17 @@ class Estimator:
 
         return check_bool(self.require_useful, "require_useful")
 
-    def _check_useful(self, plan) -> None:
+    def _check_useful(self, plan, *, required: bool | None = None) -> None:
         """``require_useful=True``: refuse (ValidationError, exit 2 on the command line) when
         ``plan`` says the release would be rejected or vacuous (an unmet condition, such as
         private tests predicted to fail, or a predicted error at least the scale).
 
         The plan is computed from public parameters and the data's shape only, never from the
         data, so the refusal and its message reveal nothing about the data; it is taken before
-        any data is read, any noise is drawn, or any budget is reserved.
+        any data is read, any noise is drawn, or any budget is reserved. ``required``: the
+        validated ``require_useful`` (None: read and check it here).
         """
-        if self._requires_useful() and plan.vacuous:
+        if (self._requires_useful() if required is None else required) and plan.vacuous:
             raise ValidationError(
                 f"require_useful=True: {type(self).__name__} refused before reading any data or spending any "
                 f"budget: its plan at n_samples={plan.n_samples}, n_features={plan.n_features} says "
@@ -330,11 +427,15 @@ class Estimator:
 
     # -- fitting -----------------------------------------------------------------------
     def _finish(self, release) -> dict:
-        """The attributes of a successful fit, with the utility verdict recorded."""
-        try:
-            plan = self._utility_plan(release)
-        except ValidationError as exc:
-            plan = exc
+        """The attributes of a successful fit, with the utility verdict recorded (the fit's own
+        plan when it computed one: a :class:`FitResult`)."""
+        if isinstance(release, FitResult):
+            release, plan = release
+        else:
+            try:
+                plan = self._utility_plan(release)
+            except ValidationError as exc:
+                plan = exc
         release = record_utility(release, plan, stacklevel=4)
         return {**self._fitted_attributes(release), "n_features_in_": int(release.parameters["n_features"])}
 
@@ -352,7 +453,7 @@ class Estimator:
         ledger, dataset = self._ledger_and_dataset(X)
         self._check_runtime()
         if ledger is None:
-            if self._requires_useful():  # the shape is metadata: nothing is read before the refusal
+            if self._parameter_constraints is None and self._requires_useful():  # the shape is metadata: nothing is read before the refusal
                 self._check_useful(self.plan(*self._open(X).shape))
             attrs = self._finish(self._fit_release(X))
         else:
