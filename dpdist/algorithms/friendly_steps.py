@@ -33,7 +33,7 @@ from dpdist.privacy.pca_calibration import (
     friendly_tau,
 )
 
-__all__ = ["FriendlySetup", "friendly_setup", "friendly_tests", "good_set", "release_norm", "release_pca",
+__all__ = ["FriendlySetup", "batch_setup", "friendly_setup", "friendly_tests", "good_set", "release_norm", "release_pca",
            "top_eigenvector_of_symmetrised"]
 
 
@@ -129,13 +129,24 @@ class FriendlySetup:
 
 
 def friendly_setup(n_samples, n_features, k, gap, sigma, n_batches, tau, beta, budgets) -> FriendlySetup:
+    """:func:`batch_setup` after checking ``k``, ``gap``, ``sigma``, ``n_batches``, ``tau`` and
+    ``beta`` (for callers that hold unchecked values, such as the simulation)."""
     n, d = check_int(n_samples, "n_samples", low=1), check_int(n_features, "n_features", low=1)
+    return batch_setup(n, d, check_k(k), check_gap(gap), check_positive(sigma, "sigma"),
+                       None if n_batches is None else check_n_batches(n_batches),
+                       check_positive(tau, "tau", allow_none=True), check_probability(beta, "beta"), budgets)
+
+
+def batch_setup(n: int, d: int, k: int, gap: float, sigma: float, n_batches: int | None, tau: float | None,
+                beta: float, budgets) -> FriendlySetup:
+    """The batches, tau and the float bounds of a fit on ``n x d`` data, from checked parameters
+    and a checked size: the rules between them are checked here (at least 20 batches of 2 rows,
+    ``k <= d``, ``n_batches <= n // 2``, and the default number of batches for the largest
+    budget of ``budgets``, pairs (epsilon, delta))."""
     if n < 2 * 20 or d < 2:
         raise ValidationError(f"need n_samples >= 40 (20 batches of 2 rows) and n_features >= 2, got n={n}, d={d}")
-    k = check_k(k, d)
-    gap = check_gap(gap)
-    sigma = check_positive(sigma, "sigma")
-    beta = check_probability(beta, "beta")
+    if k > d:
+        check_k(k, d)  # refuses, naming the rule
     if n_batches is None:
         m = max(default_n_batches(e, dl, beta=beta) for e, dl in budgets)
         if m > n // 2:
@@ -144,14 +155,16 @@ def friendly_setup(n_samples, n_features, k, gap, sigma, n_batches, tau, beta, b
                 f"got n_samples={n} (pass n_batches= to override, or see plan())"
             )
     else:
-        m = check_n_batches(n_batches, n)
+        if n_batches > n // 2:
+            check_n_batches(n_batches, n)  # refuses, naming the rule
+        m = n_batches
     sizes = tuple(batch_sizes(n, m))
     b = min(sizes)
     if tau is None:
         t = friendly_tau(sigma, d, b, beta=beta)
         rule = f"eq. (11): {TAU_CONSTANT} sigma^2 sqrt(log(d/beta)/b), beta={beta}, b={b}"
     else:
-        t = check_positive(tau, "tau")
+        t = tau
         rule = "user-supplied"
     bounds = friendly_float_bounds(n, m, d, friendly_entry_clip(sigma, n, d, beta), t, k)
     return FriendlySetup(n, d, k, gap, sigma, m, sizes, t, rule, float(beta), bounds)
