@@ -41,7 +41,7 @@ from dpdist.privacy.release import Release
 #: Estimators that do not have a constraints table yet: each branch that converts one removes it.
 NOT_YET_CONVERTED = {
     "SparseCovariance", "SparseCovariancePCA", "GaussianCovariance", "ThresholdedCovariance", "AnalyzeGauss",
-    "SecondMoment", "GaussianPCA", "ThresholdedPCA",
+    "GaussianPCA", "ThresholdedPCA",
     "SubsampleAggregateSecondMoment",
 }
 
