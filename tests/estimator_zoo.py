@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 import dpdist
-from dpdist.algorithms.baselines.subsample_aggregate.release import subsample_aggregate_second_moment
+from dpdist.algorithms.baselines.subsample_aggregate import subsample_aggregate_second_moment
 from dpdist.algorithms.expmech_pca import expmech_pca
 from dpdist.algorithms.second_moment import one_shot_second_moment, second_moment
 from dpdist.algorithms.sparse_covariance.release import private_sparse_covariance

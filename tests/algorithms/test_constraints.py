@@ -42,7 +42,6 @@ from dpdist.privacy.release import Release
 NOT_YET_CONVERTED = {
     "SparseCovariance", "SparseCovariancePCA", "GaussianCovariance", "ThresholdedCovariance", "AnalyzeGauss",
     "GaussianPCA", "ThresholdedPCA",
-    "SubsampleAggregateSecondMoment",
 }
 
 
