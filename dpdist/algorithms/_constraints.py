@@ -226,7 +226,8 @@ def functional_form(cls: type, *, name: str, positional: tuple[str, ...] = (), s
     named in ``positional`` positional-or-keyword, the others keyword-only, with the
     estimator's defaults and annotations), less ``omit``: a function charges no ledger, so it
     has no ``ledger`` / ``dataset``. Its docstring is ``summary``, then the Parameters section
-    of ``cls``'s docstring, then ``returns``.
+    of ``cls``'s docstring (or of the first base class that has one), then ``returns`` (the
+    sections after the parameters: Returns, Notes, ...).
     """
     init = inspect.signature(cls.__init__)
     params = [inspect.Parameter("X", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Any)]
@@ -244,6 +245,7 @@ def functional_form(cls: type, *, name: str, positional: tuple[str, ...] = (), s
         return cls(**arguments)._release_of(X)[0]
 
     form.__name__ = form.__qualname__ = name
+    form.__module__ = cls.__module__
     form.__signature__ = signature  # type: ignore[attr-defined]
     form.__doc__ = _form_doc(cls, summary, returns, omit)
     form.estimator = cls  # type: ignore[attr-defined]
@@ -253,7 +255,8 @@ def functional_form(cls: type, *, name: str, positional: tuple[str, ...] = (), s
 def _form_doc(cls: type, summary: str, returns: str, omit: tuple[str, ...]) -> str:
     """``summary``, the estimator's Parameters section (``X`` first, ``omit`` left out), then
     ``returns``."""
-    lines = inspect.cleandoc(cls.__doc__ or "").splitlines()
+    docs = [inspect.cleandoc(c.__doc__ or "") for c in cls.__mro__]  # the first class that lists them
+    lines = next((doc.splitlines() for doc in docs if "\nParameters\n" in doc), [])
     entries: list[list[str]] = []
     if "Parameters" in lines:
         for line in lines[lines.index("Parameters") + 2:]:
@@ -270,7 +273,7 @@ def _form_doc(cls: type, summary: str, returns: str, omit: tuple[str, ...]) -> s
     return "\n".join([
         summary, "",
         f"Builds :class:`~{cls.__module__}.{cls.__name__}` from the arguments and returns the release of its "
-        "fit; see the class for the guarantee and the algorithm.", "",
+        "fit (the estimator and its fitted attributes are discarded).", "",
         "Parameters", "----------",
         "X : array-like, dask array, zarr.Array or str",
         "    ``n x d`` data, one row per individual.",

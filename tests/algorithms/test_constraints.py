@@ -264,3 +264,13 @@ def test_a_functional_forms_docstring_is_built_from_the_estimators():
     assert doc.startswith("Toy's release.")
     assert "X : array-like" in doc and "k : int" in doc and "scale : float, default 1.0" in doc
     assert "ledger" not in doc and "Attributes" not in doc and doc.rstrip().endswith("The toy release.")
+
+
+class ToyChild(Toy):
+    """A toy estimator that takes its parent's parameters (its docstring lists none)."""
+
+
+def test_a_functional_form_takes_its_parameters_docs_from_the_first_class_listing_them():
+    form = functional_form(ToyChild, name="toy_child", positional=("k",), summary="Child.", returns="Release")
+    assert "scale : float, default 1.0" in form.__doc__ and form.__module__ == ToyChild.__module__
+    assert "the estimator and its fitted attributes are discarded" in form.__doc__
