@@ -16,7 +16,7 @@ from dpdist._validation import check_int, check_positive
 from dpdist.algorithms._base import Estimator, Projection, reports_empirical
 from dpdist.algorithms._centering import DEFAULT_MEAN_FRACTION, centring_error, check_centering
 from dpdist.algorithms._constraints import Boolean, Delta, Epsilon, Integer, Real, Unchecked, functional_form
-from dpdist.algorithms.expmech_pca.plan import ExpMechPlan, expmech_error_bound, expmech_min_samples
+from dpdist.algorithms.expmech_pca.plan import ExpMechPlan, error_bound, expmech_min_samples
 from dpdist.algorithms.expmech_pca.release import (
     DEFAULT_BETA,
     DEFAULT_MAX_SUBSETS,
@@ -264,7 +264,7 @@ class ExpMechSparsePCA(Projection, Estimator):
     def _plan_validated(self, params, eigengap: float | None = None) -> ExpMechPlan:
         cal, centering, mean_mech = params.calibration, params.centering, params.mean_mechanism
         sigma = params.sigma if params.sigma is not None else cal.clip
-        error = expmech_error_bound(cal, sigma, params.beta, eigengap)
+        error = error_bound(cal, sigma, params.beta, eigengap)
         # centring at the released mean moves every k x k block by at most k lambda_center in
         # operator norm: the sampling term's role in the deficit (twice)
         error["eta_center"] = cal.k * centring_error(centering, mean_mech, sigma, cal.n_samples, cal.n_features,

@@ -30,7 +30,7 @@ from dpdist.privacy.second_moment_calibration import (
     split_second_moment_rho,
 )
 from dpdist.privacy.zcdp import ZCDP, check_rho
-from dpdist.algorithms.second_moment.plan import SecondMomentPlan, min_samples, plan_second_moment
+from dpdist.algorithms.second_moment.plan import SecondMomentPlan, levels_plan, min_samples
 from dpdist.algorithms.second_moment.release import check_shape, run_second_moment
 
 __all__ = ["SecondMoment", "second_moment"]
@@ -313,8 +313,8 @@ class SecondMoment(Estimator):
     def _plan_validated(self, params, n_samples, n_features, *, radius=None, lambda_min=None,
                         g_method: str = "heuristic") -> SecondMomentPlan:
         r, lam, rho_main = self._planning_values(params, radius, lambda_min)
-        plan = plan_second_moment(n_samples, n_features, rho_main, m=params.m, alpha=params.alpha, radius=r,
-                                  lambda_min=lam, sensitivity=params.sensitivity, xi=params.xi, g_method=g_method)
+        plan = levels_plan(n_samples, n_features, rho_main, m=params.m, alpha=params.alpha, radius=r,
+                           lambda_min=lam, sensitivity=params.sensitivity, xi=params.xi, g_method=g_method)
         return dataclasses.replace(plan, privacy=ZCDP(params.rho))
 
     def plan(
@@ -329,8 +329,11 @@ class SecondMoment(Estimator):
         as given: the rules a fit checks between the parameters and the data's shape are not
         applied to them.
         """
-        return self._plan_validated(self._validate_params(fit=False), n_samples, n_features, radius=radius,
-                                    lambda_min=lambda_min, g_method=g_method)
+        params = self._validate_params(fit=False)
+        radius = None if radius is None else _check_positive(radius, "radius")
+        lambda_min = None if lambda_min is None else _check_positive(lambda_min, "lambda_min")
+        return self._plan_validated(params, n_samples, n_features, radius=radius, lambda_min=lambda_min,
+                                    g_method=g_method)
 
     def min_samples(
         self, gamma: float, n_features: int, *, radius: float | None = None, lambda_min: float | None = None,

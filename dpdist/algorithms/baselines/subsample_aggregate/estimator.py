@@ -23,7 +23,7 @@ from dpdist.privacy.subsample_calibration import (
     baseline_threshold,
     tlap_support,
 )
-from dpdist.algorithms.baselines.subsample_aggregate.plan import SubsampleAggregatePlan, baseline_utility_min_samples
+from dpdist.algorithms.baselines.subsample_aggregate.plan import SubsampleAggregatePlan, utility_min_samples
 from dpdist.algorithms.baselines.subsample_aggregate.release import (
     group_sizes,
     refuse_unless_private,
@@ -200,7 +200,7 @@ class SubsampleAggregateSecondMoment(Estimator):
                                               params.epsilon, params.delta)
         sizes = params.sizes
         k = sizes.n_groups
-        utility_n = baseline_utility_min_samples(m, epsilon, delta)
+        utility_n = utility_min_samples(m, epsilon, delta)
         threshold = baseline_threshold(k, epsilon, delta)
         unmet = []
         if n < utility_n:

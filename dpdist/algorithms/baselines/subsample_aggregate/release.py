@@ -30,7 +30,7 @@ from dpdist.privacy.subsample_calibration import (
     baseline_threshold,
     tlap_support,
 )
-from dpdist.algorithms.baselines.subsample_aggregate.plan import baseline_utility_min_samples
+from dpdist.algorithms.baselines.subsample_aggregate.plan import utility_min_samples
 from dpdist.algorithms.baselines.subsample_aggregate.agreement import (
     _symmetric,
     agreement_weights,
@@ -134,7 +134,7 @@ def run_subsample_aggregate(X, p) -> Release:
     params = {
         "n_samples": n, "n_features": d, "epsilon": epsilon, "delta": delta, "m": m, "alpha": alpha, "xi": xi,
         "n_groups": k, "eta_b": eta_b, "C_N": BASELINE_CN, "threshold": threshold, "q_tilde": out["q_tilde"],
-        "privacy_min_samples": n_private, "utility_min_samples": baseline_utility_min_samples(m, epsilon, delta),
+        "privacy_min_samples": n_private, "utility_min_samples": utility_min_samples(m, epsilon, delta),
         "privacy_precondition_holds": private, "unsafe_no_privacy": bool(unsafe_no_privacy),
         "on_nonfinite": on_nonfinite,
     }
