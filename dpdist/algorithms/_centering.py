@@ -54,6 +54,7 @@ import dask
 import numpy as np
 
 from dpdist._validation import check_bool, check_positive, check_probability
+from dpdist.algorithms._constraints import Boolean, Custom, Real
 from dpdist.engine.mean import clipped_row_sum
 from dpdist.engine.runtime import compute
 from dpdist.exceptions import ValidationError
@@ -65,8 +66,8 @@ from dpdist.privacy.mechanisms.mean import ClippedMeanMechanism
 from dpdist.privacy.zcdp import cks20_epsilon, cks20_rho
 
 __all__ = [
-    "COMPOSITIONS", "DEFAULT_MEAN_FRACTION", "Centering", "centre", "centre_data", "centring_error",
-    "check_centering", "compose_stages", "mean_mechanism", "mean_notes", "mean_offset_bounds", "release_mean",
+    "CENTERING_CONSTRAINTS", "COMPOSITIONS", "DEFAULT_MEAN_FRACTION", "Centering", "centering_of", "centre",
+    "centre_data", "centring_error", "check_centering", "check_mean", "compose_stages", "mean_mechanism", "mean_notes", "mean_offset_bounds", "release_mean",
     "stage_guarantee",
 ]
 
@@ -159,6 +160,42 @@ class Centering:
         return out
 
 
+def check_mean(mean: Any, name: str = "mean") -> np.ndarray | None:
+    """A public ``mean``: None, or a non-empty vector of finite numbers (a float64 copy)."""
+    if mean is None:
+        return None
+    try:
+        arr = np.asarray(mean, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValidationError(f"{name} must be a vector of numbers, got {mean!r}") from None
+    if arr.ndim != 1 or arr.size == 0 or not np.isfinite(arr).all():
+        raise ValidationError(f"{name} must be a non-empty vector of finite numbers, got shape {arr.shape}")
+    return arr.copy()
+
+
+#: The centring parameters' rules, in the order they are checked (a constraints table's entries).
+CENTERING_CONSTRAINTS = {
+    "assume_centered": Boolean(),
+    "mean_clip": Real(low=0.0, allow_none=True),
+    "mean_fraction": Real(low=0.0, high=1.0),
+    "mean": Custom(check_mean),
+}
+
+
+def centering_of(params: Any, n_features: int | None = None) -> Centering:
+    """The :class:`Centering` of validated centring parameters (``params`` has the entries of
+    :data:`CENTERING_CONSTRAINTS`, checked), with the rules between them and the data's width."""
+    if params.assume_centered:
+        if params.mean is not None:
+            raise ValidationError("give either assume_centered=True or mean=, not both")
+        return Centering("assume-centered")
+    if params.mean is not None:
+        if n_features is not None and params.mean.size != int(n_features):
+            raise ValidationError(f"mean has {params.mean.size} entries but the data have {n_features} features")
+        return Centering("public-mean", mean=params.mean)
+    return Centering("private-mean", mean_fraction=params.mean_fraction, mean_clip=params.mean_clip)
+
+
 def check_centering(assume_centered: Any, mean: Any, mean_fraction: Any, mean_clip: Any,
                     n_features: int | None = None) -> Centering:
     """Validate the centring parameters (and the mean's length when ``n_features`` is known)."""
@@ -170,15 +207,10 @@ def check_centering(assume_centered: Any, mean: Any, mean_fraction: Any, mean_cl
             raise ValidationError("give either assume_centered=True or mean=, not both")
         return Centering("assume-centered")
     if mean is not None:
-        try:
-            arr = np.asarray(mean, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ValidationError(f"mean must be a vector of numbers, got {mean!r}") from None
-        if arr.ndim != 1 or arr.size == 0 or not np.isfinite(arr).all():
-            raise ValidationError(f"mean must be a non-empty vector of finite numbers, got shape {arr.shape}")
+        arr = check_mean(mean)
         if n_features is not None and arr.size != int(n_features):
             raise ValidationError(f"mean has {arr.size} entries but the data have {n_features} features")
-        return Centering("public-mean", mean=arr.copy())
+        return Centering("public-mean", mean=arr)
     return Centering("private-mean", mean_fraction=f, mean_clip=mean_clip)
 
 

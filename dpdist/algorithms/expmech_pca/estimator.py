@@ -14,8 +14,8 @@ import numpy as np
 
 from dpdist._validation import check_int, check_positive
 from dpdist.algorithms._base import Estimator, Projection, reports_empirical
-from dpdist.algorithms._centering import DEFAULT_MEAN_FRACTION, centring_error, check_centering
-from dpdist.algorithms._constraints import Boolean, Delta, Epsilon, Integer, Real, Unchecked, functional_form
+from dpdist.algorithms._centering import CENTERING_CONSTRAINTS, DEFAULT_MEAN_FRACTION, centering_of, centring_error
+from dpdist.algorithms._constraints import Delta, Epsilon, Integer, Real, functional_form
 from dpdist.algorithms.expmech_pca.plan import ExpMechPlan, error_bound, expmech_min_samples
 from dpdist.algorithms.expmech_pca.release import (
     DEFAULT_BETA,
@@ -198,10 +198,7 @@ class ExpMechSparsePCA(Projection, Estimator):
         "clip": Real(low=0.0, allow_none=True),
         "max_subsets": Integer(),
         "beta": Real(low=0.0, high=1.0),
-        "assume_centered": Boolean(),
-        "mean_clip": Real(low=0.0, allow_none=True),
-        "mean_fraction": Real(low=0.0, high=1.0),
-        "mean": Unchecked("a public vector: checked with assume_centered and the data's width (_validate_together)"),
+        **CENTERING_CONSTRAINTS,
     }
 
     def _validate_together(self, params, n_samples, n_features):
@@ -211,8 +208,7 @@ class ExpMechSparsePCA(Projection, Estimator):
         if params.k > d:
             raise ValidationError(f"k must satisfy 1 <= k <= d = {d}, got k={params.k}")
         tau, source = resolve_clip(params.sigma, params.clip, n, d, params.beta)
-        centering = check_centering(params.assume_centered, params.mean, params.mean_fraction, params.mean_clip,
-                                    n_features=d)
+        centering = centering_of(params, n_features=d)
         cal, mech, mean_share, share = calibrate(centering, params.epsilon, params.delta, n, d, params.k, tau,
                                                  params.beta)
         return params.replace(n_samples=n, n_features=d, clip=tau, clip_source=source, centering=centering,
@@ -313,7 +309,7 @@ class ExpMechSparsePCA(Projection, Estimator):
         if p.sigma is None:
             raise ValidationError("min_samples needs sigma (the sub-Gaussian scale of the model)")
         d = check_int(n_features, "n_features")
-        if check_centering(p.assume_centered, p.mean, p.mean_fraction, p.mean_clip, n_features=d).private:
+        if centering_of(p, n_features=d).private:
             # the plan's bound, with the private mean's share and error
             from dpdist.algorithms._utility import search_min_samples
 

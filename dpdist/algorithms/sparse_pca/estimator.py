@@ -17,8 +17,8 @@ import numpy as np
 
 from dpdist._validation import check_int
 from dpdist.algorithms._base import Estimator, Projection, reports_empirical
-from dpdist.algorithms._centering import DEFAULT_MEAN_FRACTION, check_centering, mean_mechanism
-from dpdist.algorithms._constraints import Boolean, Custom, Delta, Epsilon, Real, Unchecked, functional_form
+from dpdist.algorithms._centering import CENTERING_CONSTRAINTS, DEFAULT_MEAN_FRACTION, centering_of, mean_mechanism
+from dpdist.algorithms._constraints import Boolean, Custom, Delta, Epsilon, Real, functional_form
 from dpdist.algorithms.friendly_steps import batch_setup
 from dpdist.algorithms.sparse_pca.plan import (
     SparsePCAPlan,
@@ -65,13 +65,6 @@ _FRIENDLY_CONSTRAINTS = {
     "tau": Real(low=0.0, allow_none=True),
     "beta": Real(low=0.0, high=1.0),
 }
-#: The centring parameters (the public mean's vector is checked with the data's width).
-_CENTRING_CONSTRAINTS = {
-    "assume_centered": Boolean(),
-    "mean_clip": Real(low=0.0, allow_none=True),
-    "mean_fraction": Real(low=0.0, high=1.0),
-    "mean": Unchecked("a public vector: checked with assume_centered and the data's width (_validate_together)"),
-}
 
 
 def _centred(p, n_samples: int, n_features: int, stages_of):
@@ -79,7 +72,7 @@ def _centred(p, n_samples: int, n_features: int, stages_of):
     ``mean_share`` and ``mean_mechanism`` (or None), the ``stages`` (``stages_of`` splits the
     share left after the mean), the ``setup`` (batches, tau, float bounds)."""
     n, d = check_int(n_samples, "n_samples", low=1), check_int(n_features, "n_features", low=1)
-    centering = check_centering(p.assume_centered, p.mean, p.mean_fraction, p.mean_clip, n_features=d)
+    centering = centering_of(p, n_features=d)
     mean_share, share = centering.split(p.epsilon, p.delta)
     stages = stages_of(share)
     setup = batch_setup(n, d, p.k, p.gap, p.sigma, p.n_batches, p.tau, p.beta,
@@ -210,7 +203,7 @@ class SpectralNorm(Estimator):
     COLT 2026 paper (``shared/papers/000_b225b81e7478a8a0.txt``), Appendix C, Proposition 1.
     """
 
-    _parameter_constraints = {**_FRIENDLY_CONSTRAINTS, "shuffle_batches": Boolean(), **_CENTRING_CONSTRAINTS}
+    _parameter_constraints = {**_FRIENDLY_CONSTRAINTS, "shuffle_batches": Boolean(), **CENTERING_CONSTRAINTS}
 
     def __init__(
         self,
@@ -294,7 +287,7 @@ class SpectralNorm(Estimator):
         """Least n whose :meth:`plan` relative error bound is <= the target (m held at its
         value for that n: ``n_batches`` if set, else the default)."""
         p = self._validate_params(fit=False)
-        centering = check_centering(p.assume_centered, p.mean, p.mean_fraction, p.mean_clip)
+        centering = centering_of(p)
         _, share = centering.split(p.epsilon, p.delta)
         return _min_samples(
             centering.private,
@@ -440,7 +433,7 @@ class SparsePCA(Projection, Estimator):
         "norm_fraction": Real(low=0.0, high=1.0),
         "lambda_hat": Real(low=0.0, allow_none=True),
         "shuffle_batches": Boolean(),
-        **_CENTRING_CONSTRAINTS,
+        **CENTERING_CONSTRAINTS,
     }
 
     def __init__(
@@ -544,7 +537,7 @@ class SparsePCA(Projection, Estimator):
         runs, a lambda_hat within gap/10 as Theorem 3 requires); m is held at ``n_batches`` or
         its default."""
         p = self._validate_params(fit=False)
-        centering = check_centering(p.assume_centered, p.mean, p.mean_fraction, p.mean_clip)
+        centering = centering_of(p)
 
         def err(n):
             plan = self._plan_validated(self._validate_together(p, n, n_features), lambda_1, forecast=False)
