@@ -313,23 +313,28 @@ class Estimator:
 
     def _release_validated(self, X: Any, params: Params, plan: Any) -> Any:  # pragma: no cover
         """The release from the opened input and validated values; ``plan`` is the fit's plan
-        (a ValidationError instance when it could not be computed). Checks nothing again."""
+        (a ValidationError instance when it could not be computed, None for a functional form,
+        which records no utility verdict). Checks nothing again."""
         raise NotImplementedError
 
-    def _release_of(self, X: Any) -> FitResult:
+    def _release_of(self, X: Any, *, assess: bool = True) -> FitResult:
         """One fit's work for an estimator with a table: validate once, open ``X`` (metadata),
         check the shape rules once, compute the plan once, refuse a useless fit
-        (``require_useful``), release."""
+        (``require_useful``), release. ``assess=False`` (a functional form, whose release
+        records no utility verdict) computes no plan unless ``require_useful`` needs one."""
         params = self._validate_params()
         Xd = self._open(X)
         params = self._validate_together(params, *Xd.shape)
-        try:
-            plan = self._plan_validated(params)
-        except ValidationError as exc:
-            if getattr(params, "require_useful", False):
-                raise
-            plan = exc  # the release is never lost for its utility check
-        if getattr(params, "require_useful", False):
+        required = getattr(params, "require_useful", False)
+        plan = None
+        if assess or required:
+            try:
+                plan = self._plan_validated(params)
+            except ValidationError as exc:
+                if required:
+                    raise
+                plan = exc  # the release is never lost for its utility check
+        if required:
             self._check_useful(plan, required=True)
         return FitResult(self._release_validated(Xd, params, plan), plan)
 

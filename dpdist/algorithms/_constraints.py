@@ -219,8 +219,8 @@ def functional_form(cls: type, *, name: str, positional: tuple[str, ...] = (), s
                     returns: str, omit: tuple[str, ...] = ("ledger", "dataset")) -> Callable:
     """The functional form of estimator ``cls``: ``name(X, *positional, **rest)`` builds
     ``cls(...)`` from its arguments and returns the release of its fit (``cls._release_of``:
-    the release as the fit makes it, without the fit's utility record; the fitted attributes
-    are never set).
+    the release as the fit makes it, without the fit's plan and utility record; the fitted
+    attributes are never set).
 
     The function's ``__signature__`` is ``X`` followed by ``cls.__init__``'s parameters (those
     named in ``positional`` positional-or-keyword, the others keyword-only, with the
@@ -242,7 +242,7 @@ def functional_form(cls: type, *, name: str, positional: tuple[str, ...] = (), s
     def form(*args: Any, **kwargs: Any) -> Any:
         arguments = dict(signature.bind(*args, **kwargs).arguments)
         X = arguments.pop("X")
-        return cls(**arguments)._release_of(X)[0]
+        return cls(**arguments)._release_of(X, assess=False).release
 
     form.__name__ = form.__qualname__ = name
     form.__module__ = cls.__module__

@@ -197,7 +197,7 @@ class Toy(Estimator):
         return self._plan_validated(self._validated_at(n_samples, n_features))
 
     def _release_validated(self, X, params, plan):
-        assert plan.n_samples == X.shape[0]  # the fit passes its one plan down
+        assert plan is None or plan.n_samples == X.shape[0]  # the fit passes its one plan down
         return Release(mechanism="toy", privacy=ApproxDP(1.0, 1e-6),
                        parameters={"n_samples": params.n, "n_features": params.d, "k": params.k},
                        noise_scales={}, values={"value": float(params.scale)}, seeding={"seeded": False})
@@ -251,7 +251,9 @@ def test_a_functional_form_has_its_estimators_signature_without_a_ledger():
 
 
 def test_a_functional_form_returns_the_release_without_the_fits_utility_record():
+    Toy.plans = 0
     rel = toy_function(np.ones((4, 3)), 2, scale=3.0)
+    assert Toy.plans == 0  # no plan: the function's release records no verdict
     assert isinstance(rel, Release) and rel.values == {"value": 3.0} and "utility" not in rel.parameters
     with pytest.raises(TypeError):
         toy_function(np.ones((4, 3)), 2, 3.0)  # scale is keyword-only, as on the estimator
