@@ -158,6 +158,8 @@ def test_a_functional_form_returns_the_fits_release_without_its_utility_record()
         rel = private_norm(X, 2, 50.0, 1e-3, gap=0.5, sigma=math.sqrt(5), n_batches=100, tau=0.02, **SYNC)
         est = SpectralNorm(2, 50.0, 1e-3, gap=0.5, sigma=math.sqrt(5), n_batches=100, tau=0.02, **SYNC).fit(X)
     assert "utility" not in rel.parameters and "utility" in est.release_.parameters
+    assert plans_per_fit(lambda: second_moment(gauss(scales=[1, 2, 3, 5, 8, 13]), 1.0, m=1, radius=20.0,
+                                               lambda_min=0.5, **SYNC)) == 0  # nor does it plan
     assert rel.values["norm"] == est.norm_
     assert np.array_equal(rel.values["mean"], est.location_)
 

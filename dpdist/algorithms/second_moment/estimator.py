@@ -268,14 +268,17 @@ class SecondMoment(Estimator):
             params.rho, params.init_fraction, private_radius=params.radius is None,
             private_lambda=params.lambda_min is None))
 
-    def _release_of(self, X: Any) -> FitResult:
+    def _release_of(self, X: Any, *, assess: bool = True) -> FitResult:
         """Validate once, open ``X`` (metadata), check the shape's rules, release, then plan once
         at the radius and lambda_min the release used (public, or privately released: a plan
-        before the release could not know them)."""
+        before the release could not know them). ``assess=False`` (the functional form, whose
+        release records no utility verdict) computes no plan."""
         params = self._validate_params()
         Xd = self._open(X)
         params = self._validate_together(params, *Xd.shape)
         release = run_second_moment(Xd, params)
+        if not assess:
+            return FitResult(release, None)
         p = release.parameters
         try:
             plan = self._plan_validated(params, p["n_samples"], p["n_features"], radius=p["radius"],
