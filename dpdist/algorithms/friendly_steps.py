@@ -1,6 +1,7 @@
 """PrivNorm's and PrivPCA's steps on exact statistics, shared by the estimators and the simulation.
 
-:func:`friendly_setup` fixes the batches, tau and the float bounds from public parameters;
+:func:`batch_setup` fixes the batches, tau and the float bounds from checked public parameters
+(:func:`friendly_setup` checks them first, for callers that hold unchecked values);
 :func:`friendly_tests` runs the private tests on a batch summary (:class:`FriendlyStats`) and
 returns only their outcome bits; :func:`release_norm` and :func:`release_pca` noise the
 thresholded FriendlyCore average. :mod:`dpdist.algorithms.sparse_pca` runs them where the
@@ -33,8 +34,8 @@ from dpdist.privacy.pca_calibration import (
     friendly_tau,
 )
 
-__all__ = ["FriendlySetup", "batch_setup", "friendly_setup", "friendly_tests", "good_set", "release_norm", "release_pca",
-           "top_eigenvector_of_symmetrised"]
+__all__ = ["FriendlySetup", "batch_setup", "friendly_setup", "friendly_tests", "good_set", "release_norm",
+           "release_pca", "top_eigenvector_of_symmetrised"]
 
 
 def good_set(stats: FriendlyStats, gap: float, lambda_hat: float | None) -> np.ndarray:

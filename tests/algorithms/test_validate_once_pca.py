@@ -57,7 +57,8 @@ _CHECKS = {"check_epsilon", "check_delta", "check_int", "check_real", "check_pos
            "check_n_batches", "_check_positive", "_check_sensitivity", "_check_prob", "check_nonfinite"}
 #: What a named check names when it is not given ``name``.
 _IMPLIED = {"check_epsilon": "epsilon", "check_delta": "delta", "check_rho": "rho", "check_m": "m",
-            "check_alpha": "alpha", "check_xi": "xi", "check_k": "k", "check_gap": "gap", "check_n_batches": "n_batches",
+            "check_alpha": "alpha", "check_xi": "xi", "check_k": "k", "check_gap": "gap",
+            "check_n_batches": "n_batches",
             "_check_sensitivity": "sensitivity", "check_nonfinite": "on_nonfinite"}
 
 

@@ -288,7 +288,8 @@ class ExpMechSparsePCA(Projection, Estimator):
             error_scale=scale,
             error_scale_rule=rule,
             unmet_conditions=() if feasible else (
-                f"C(d, k) = {cal.n_subsets:.3g} supports exceed max_subsets = {params.max_subsets}: the fit is refused",),
+                f"C(d, k) = {cal.n_subsets:.3g} supports exceed max_subsets = {params.max_subsets}: the fit is "
+                "refused",),
             mechanism=MECHANISM,
             k=cal.k,
             n_subsets=int(cal.n_subsets),
@@ -324,8 +325,9 @@ class ExpMechSparsePCA(Projection, Estimator):
 expmech_pca = functional_form(
     ExpMechSparsePCA, name="expmech_pca", positional=("k", "epsilon", "delta"),
     summary="Private k-sparse leading eigenvector by the exhaustive exponential mechanism (Algorithm 4).",
-    returns="""Release
-    ``values``: ``components`` (1, d) unit vector supported on ``support``, ``support`` (k,),
-    ``noisy_block`` (the released ``Sigma_hat_S + G_S``, not symmetrised), and
-    ``block_eigenvalue`` (top eigenvalue of the symmetrised noisy block).""",
+    returns="""
+    Release
+        ``values``: ``components`` (1, d) unit vector supported on ``support``, ``support`` (k,),
+        ``noisy_block`` (the released ``Sigma_hat_S + G_S``, not symmetrised), and
+        ``block_eigenvalue`` (top eigenvalue of the symmetrised noisy block).""",
 )

@@ -352,10 +352,11 @@ class SecondMoment(Estimator):
 second_moment = functional_form(
     SecondMoment, name="second_moment", positional=("rho",),
     summary="rho-zCDP estimate of the second moment (1/n) sum x x^T by RecDPSME (MS25, Alg. 1-2).",
-    returns="""Release
-    ``values["second_moment"]`` (d x d), ``values["projections"]`` (the L-1 public maps Pi_k,
-    post-processing of released noise) and ``values["level_matrices"]`` (the L noisy level
-    matrices, normalised units); ``privacy`` is a :class:`~dpdist.privacy.zcdp.ZCDP` whose
-    breakdown lists every step. A rejection at the private lambda_min step raises
-    ``NoPrivateResult``; ``exc.release`` records the rho already spent.""",
+    returns="""
+    Release
+        ``values["second_moment"]`` (d x d), ``values["projections"]`` (the L-1 public maps Pi_k,
+        post-processing of released noise) and ``values["level_matrices"]`` (the L noisy level
+        matrices, normalised units); ``privacy`` is a :class:`~dpdist.privacy.zcdp.ZCDP` whose
+        breakdown lists every step. A rejection at the private lambda_min step raises
+        ``NoPrivateResult``; ``exc.release`` records the rho already spent.""",
 )

@@ -552,17 +552,19 @@ class SparsePCA(Projection, Estimator):
 private_norm = functional_form(
     SpectralNorm, name="private_norm", positional=("k", "epsilon", "delta"),
     summary="PrivNorm (Algorithm 3): a private estimate of ``lambda_1`` of a k-RCS covariance.",
-    returns="""Release
-    ``values["norm"]`` is the released ``lambda_hat``; ``values["tests"]`` the outcomes of the
-    private tests, as bits; ``values["mean"]`` the mean the rows were centred at. A rejection
-    (Algorithm 3 returns bottom) raises ``NoPrivateResult``, whose ``.release`` records it.""",
+    returns="""
+    Release
+        ``values["norm"]`` is the released ``lambda_hat``; ``values["tests"]`` the outcomes of the
+        private tests, as bits; ``values["mean"]`` the mean the rows were centred at. A rejection
+        (Algorithm 3 returns bottom) raises ``NoPrivateResult``, whose ``.release`` records it.""",
 )
 
 sparse_pca = functional_form(
     SparsePCA, name="sparse_pca", positional=("k", "epsilon", "delta"),
     summary="Theorem 3: PrivNorm for ``lambda_hat``, then PrivPCA, on the same data.",
-    returns="""Release
-    ``values["components"]`` (1, d), ``values["lambda_hat"]``, ``values["tests"]`` (the tests'
-    outcomes, as bits) and ``values["mean"]``. A rejection raises ``NoPrivateResult``, whose
-    ``.release`` records what the stages run spent.""",
+    returns="""
+    Release
+        ``values["components"]`` (1, d), ``values["lambda_hat"]``, ``values["tests"]`` (the tests'
+        outcomes, as bits) and ``values["mean"]``. A rejection raises ``NoPrivateResult``, whose
+        ``.release`` records what the stages run spent.""",
 )

@@ -241,10 +241,11 @@ class SubsampleAggregateSecondMoment(Estimator):
 subsample_aggregate_second_moment = functional_form(
     SubsampleAggregateSecondMoment, name="subsample_aggregate_second_moment", positional=("epsilon", "delta"),
     summary="Algorithm 3 of MS25: subsample-and-aggregate with a masked output.",
-    returns="""Release
-    ``values["second_moment"]`` and ``parameters["q_tilde"]`` (the noisy agreement). A size below
-    MS25's privacy condition without ``unsafe_no_privacy`` raises ``ValidationError`` (checked
-    before reading data); a noisy agreement below the threshold (Algorithm 3 returns bottom)
-    raises ``NoPrivateResult`` (the budget counts as spent; ``exc.release`` has status
-    "rejected").""",
+    returns="""
+    Release
+        ``values["second_moment"]`` and ``parameters["q_tilde"]`` (the noisy agreement). A size below
+        MS25's privacy condition without ``unsafe_no_privacy`` raises ``ValidationError`` (checked
+        before reading data); a noisy agreement below the threshold (Algorithm 3 returns bottom)
+        raises ``NoPrivateResult`` (the budget counts as spent; ``exc.release`` has status
+        "rejected").""",
 )
