@@ -192,10 +192,12 @@ class Estimator:
     """Base of every public estimator: the contract of this module's docstring.
 
     A subclass stores every ``__init__`` argument unchanged as an attribute of the same name,
-    and implements
+    lists a rule for each in ``_parameter_constraints`` and implements
 
-    - ``_fit_release(X) -> Release``: validate, compute, return the release (emitting the
-      PrivacyWarning of an unsafe mode, as the algorithm functions do);
+    - ``_validate_together(params, n, d)``, ``_plan_validated(params)`` and
+      ``_release_validated(X, params, plan) -> Release`` (emitting the PrivacyWarning of an
+      unsafe mode): a fit validates once, plans once and releases from the checked values
+      (:meth:`_release_of`); without a table, ``_fit_release(X)`` validates and releases;
     - ``_fitted_attributes(release) -> dict``: the ``*_`` attributes of a successful fit;
     - ``plan(n_samples, n_features, ...) -> Plan``.
 
@@ -307,15 +309,10 @@ class Estimator:
         """What ``plan`` / ``min_samples`` work from: the model's parameters and the shape, checked."""
         return self._validate_together(self._validate_params(fit=False), n_samples, n_features)
 
-    def _plan_validated(self, params: Params) -> Any:  # pragma: no cover - estimators with a table implement it
-        """The plan from validated values (the shape is in ``params``)."""
-        raise NotImplementedError
-
-    def _release_validated(self, X: Any, params: Params, plan: Any) -> Any:  # pragma: no cover
-        """The release from the opened input and validated values; ``plan`` is the fit's plan
-        (a ValidationError instance when it could not be computed, None for a functional form,
-        which records no utility verdict). Checks nothing again."""
-        raise NotImplementedError
+    # An estimator with a table implements _plan_validated(params) (the plan from validated
+    # values, the shape among them) and _release_validated(X, params, plan) (the release from the
+    # opened input; ``plan`` is the fit's plan, the ValidationError computing it raised, or None
+    # for a functional form, which records no utility verdict); neither checks anything again.
 
     def _release_of(self, X: Any, *, assess: bool = True) -> FitResult:
         """One fit's work for an estimator with a table: validate once, open ``X`` (metadata),
@@ -325,8 +322,7 @@ class Estimator:
         params = self._validate_params()
         Xd = self._open(X)
         params = self._validate_together(params, *Xd.shape)
-        required = getattr(params, "require_useful", False)
-        plan = None
+        required, plan = getattr(params, "require_useful", False), None
         if assess or required:
             try:
                 plan = self._plan_validated(params)
