@@ -299,9 +299,8 @@ class SpectralNorm(Estimator):
 
 
 def _pca_stages(p):
-    """The stages' budgets from the share left after a private mean: PrivPCA alone for a given
-    ``lambda_hat``, else PrivNorm and PrivPCA split by ``norm_fraction`` (with the record of the
-    split and the release's name)."""
+    """The function from the share left after a private mean to the stages' budgets: PrivPCA
+    alone for a given ``lambda_hat``, else PrivNorm and PrivPCA split by ``norm_fraction``."""
 
     def stages_of(share):
         if p.lambda_hat is not None:
