@@ -193,7 +193,9 @@ def centering_of(params: Any, n_features: int | None = None) -> Centering:
         if n_features is not None and params.mean.size != int(n_features):
             raise ValidationError(f"mean has {params.mean.size} entries but the data have {n_features} features")
         return Centering("public-mean", mean=params.mean)
-    return Centering("private-mean", mean_fraction=params.mean_fraction, mean_clip=params.mean_clip)
+    # an estimator without a private mean (a NOT PRIVATE one) has no mean_fraction / mean_clip
+    return Centering("private-mean", mean_fraction=getattr(params, "mean_fraction", DEFAULT_MEAN_FRACTION),
+                     mean_clip=getattr(params, "mean_clip", None))
 
 
 def check_centering(assume_centered: Any, mean: Any, mean_fraction: Any, mean_clip: Any,
