@@ -10,12 +10,12 @@ import math
 import numpy as np
 
 import dpdist
-from dpdist.algorithms.baselines.subsample_aggregate.release import subsample_aggregate_second_moment
-from dpdist.algorithms.expmech_pca.release import expmech_pca
-from dpdist.algorithms.second_moment.release import one_shot_second_moment, second_moment
+from dpdist.algorithms.baselines.subsample_aggregate import subsample_aggregate_second_moment
+from dpdist.algorithms.expmech_pca import expmech_pca
+from dpdist.algorithms.second_moment import one_shot_second_moment, second_moment
 from dpdist.algorithms.sparse_covariance import private_sparse_covariance
 from dpdist.algorithms.sparse_covariance_pca import sparse_covariance_pca
-from dpdist.algorithms.sparse_pca.release import private_norm, sparse_pca
+from dpdist.algorithms.sparse_pca import private_norm, sparse_pca
 from dpdist.baselines import (
     AnalyzeGauss,
     GaussianCovariance,

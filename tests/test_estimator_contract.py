@@ -500,7 +500,7 @@ def test_infrastructure_failures_release_only_when_no_noise_was_drawn(ledger, mo
     ledger.set_budget("claims", ZCDP(1.0))
     est = dpdist.SecondMoment(0.5, m=1, radius=20.0, lambda_min=0.5, **SYNC)
 
-    def lost(X):
+    def lost(X, **kwargs):
         raise InfrastructureError("workers lost", noise_drawn=noise_drawn)
 
     monkeypatch.setattr(est, "_fit_release", lost)

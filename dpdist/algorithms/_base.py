@@ -341,12 +341,12 @@ class Estimator:
         return FitResult(self._release_validated(Xd, params, plan), plan)
 
     # -- hooks -------------------------------------------------------------------------
-    def _fit_release(self, X: Any):
+    def _fit_release(self, X: Any, **kwargs: Any):
         """The fit's release: with a constraints table, :meth:`_release_of` (a :class:`FitResult`);
         an estimator without one implements it."""
         if self._parameter_constraints is None:  # pragma: no cover - every such subclass implements it
             raise NotImplementedError
-        return self._release_of(X)
+        return self._release_of(X, **kwargs)
 
     def _fitted_attributes(self, release) -> dict:  # pragma: no cover
         raise NotImplementedError
@@ -476,10 +476,8 @@ class Estimator:
             attrs = self._finish(self._fit_release(X))
         else:
             Xd = self._open(X)
-            if self._parameter_constraints is None:
+            if self._parameter_constraints is None:  # a table's fit checks before marking it running
                 self._check_fit(*Xd.shape)
-            else:  # validated with the fit, before the reservation is marked running
-                self._validate_params()
             self._check_reservation(reservation)
             attrs = self._finish(self._fit_on_reservation(Xd, reservation))
         self.__dict__.update(attrs)
@@ -540,7 +538,7 @@ class Estimator:
                 running()
                 result = self._fit_release(Xd)
             else:
-                result = self._release_of(Xd, before_release=running)
+                result = self._fit_release(Xd, before_release=running)
         except ValidationError as exc:
             if started:  # a refusal now depends on the data, so it counts as spent
                 reservation.commit(outcome="refused-during-pass", note=f"counted as spent: {exc}"[:500])

@@ -1,6 +1,7 @@
 """PrivNorm's and PrivPCA's steps on exact statistics, shared by the estimators and the simulation.
 
-:func:`friendly_setup` fixes the batches, tau and the float bounds from public parameters;
+:func:`batch_setup` fixes the batches, tau and the float bounds from checked public parameters
+(:func:`friendly_setup` checks them first, for callers that hold unchecked values);
 :func:`friendly_tests` runs the private tests on a batch summary (:class:`FriendlyStats`) and
 returns only their outcome bits; :func:`release_norm` and :func:`release_pca` noise the
 thresholded FriendlyCore average. :mod:`dpdist.algorithms.sparse_pca` runs them where the
@@ -37,8 +38,8 @@ from dpdist.privacy.mechanisms.privpca.calibration import (
     friendly_tau,
 )
 
-__all__ = ["FriendlySetup", "friendly_setup", "friendly_tests", "good_set", "release_norm", "release_pca",
-           "top_eigenvector_of_symmetrised"]
+__all__ = ["FriendlySetup", "batch_setup", "friendly_setup", "friendly_tests", "good_set", "release_norm",
+           "release_pca", "top_eigenvector_of_symmetrised"]
 
 
 def good_set(stats: FriendlyStats, gap: float, lambda_hat: float | None) -> np.ndarray:
@@ -133,13 +134,24 @@ class FriendlySetup:
 
 
 def friendly_setup(n_samples, n_features, k, gap, sigma, n_batches, tau, beta, budgets) -> FriendlySetup:
+    """:func:`batch_setup` after checking ``k``, ``gap``, ``sigma``, ``n_batches``, ``tau`` and
+    ``beta`` (for callers that hold unchecked values, such as the simulation)."""
     n, d = check_int(n_samples, "n_samples", low=1), check_int(n_features, "n_features", low=1)
+    return batch_setup(n, d, check_k(k), check_gap(gap), check_positive(sigma, "sigma"),
+                       None if n_batches is None else check_n_batches(n_batches),
+                       check_positive(tau, "tau", allow_none=True), check_probability(beta, "beta"), budgets)
+
+
+def batch_setup(n: int, d: int, k: int, gap: float, sigma: float, n_batches: int | None, tau: float | None,
+                beta: float, budgets) -> FriendlySetup:
+    """The batches, tau and the float bounds of a fit on ``n x d`` data, from checked parameters
+    and a checked size: the rules between them are checked here (at least 20 batches of 2 rows,
+    ``k <= d``, ``n_batches <= n // 2``, and the default number of batches for the largest
+    budget of ``budgets``, pairs (epsilon, delta))."""
     if n < 2 * 20 or d < 2:
         raise ValidationError(f"need n_samples >= 40 (20 batches of 2 rows) and n_features >= 2, got n={n}, d={d}")
-    k = check_k(k, d)
-    gap = check_gap(gap)
-    sigma = check_positive(sigma, "sigma")
-    beta = check_probability(beta, "beta")
+    if k > d:
+        check_k(k, d)  # refuses, naming the rule
     if n_batches is None:
         m = max(default_n_batches(e, dl, beta=beta) for e, dl in budgets)
         if m > n // 2:
@@ -148,14 +160,16 @@ def friendly_setup(n_samples, n_features, k, gap, sigma, n_batches, tau, beta, b
                 f"got n_samples={n} (pass n_batches= to override, or see plan())"
             )
     else:
-        m = check_n_batches(n_batches, n)
+        if n_batches > n // 2:
+            check_n_batches(n_batches, n)  # refuses, naming the rule
+        m = n_batches
     sizes = tuple(batch_sizes(n, m))
     b = min(sizes)
     if tau is None:
         t = friendly_tau(sigma, d, b, beta=beta)
         rule = f"eq. (11): {TAU_CONSTANT} sigma^2 sqrt(log(d/beta)/b), beta={beta}, b={b}"
     else:
-        t = check_positive(tau, "tau")
+        t = tau
         rule = "user-supplied"
     bounds = friendly_float_bounds(n, m, d, friendly_entry_clip(sigma, n, d, beta), t, k)
     return FriendlySetup(n, d, k, gap, sigma, m, sizes, t, rule, float(beta), bounds)

@@ -38,10 +38,7 @@ from dpdist.privacy.noise.streams import check_random_state
 from dpdist.privacy.release import Release
 
 #: Estimators that do not have a constraints table yet: each branch that converts one removes it.
-NOT_YET_CONVERTED = {
-    "SpectralNorm", "SparsePCA", "SecondMoment", "GaussianPCA", "ThresholdedPCA", "ExpMechSparsePCA",
-    "SubsampleAggregateSecondMoment",
-}
+NOT_YET_CONVERTED = {"GaussianPCA", "ThresholdedPCA"}
 
 
 def _message(fn, *args, **kwargs) -> str:

@@ -12,7 +12,7 @@ import pytest
 from scipy import stats
 
 from dpdist import ExpMechSparsePCA
-from dpdist.algorithms.expmech_pca.release import expmech_pca
+from dpdist.algorithms.expmech_pca import expmech_pca
 from dpdist.data.model2 import make_model2
 from dpdist.engine.gumbel_max import chunk_exact_gumbel_max
 from dpdist.engine.subset_ranks import n_subsets, subsets_in_range

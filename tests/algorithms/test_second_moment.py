@@ -10,7 +10,7 @@ import pytest
 
 import dpdist
 from dpdist import SecondMoment, ValidationError
-from dpdist.algorithms.second_moment.release import one_shot_second_moment, second_moment
+from dpdist.algorithms.second_moment import one_shot_second_moment, second_moment
 from dpdist.algorithms.second_moment.selection import lambda_buckets, select_radius
 from dpdist.data.second_moment_generators import anisotropic_gaussian, ellipsoid, lambda_circ_v, lambda_v, outlier_mixture
 from dpdist.privacy.noise.streams import resolve_random_state

@@ -13,7 +13,7 @@ import pytest
 
 import dpdist
 from dpdist.algorithms.friendly_steps import good_set as _good_set
-from dpdist.algorithms.sparse_pca.release import sparse_pca
+from dpdist.algorithms.sparse_pca import sparse_pca
 from dpdist.engine.privpca.graph import batch_labels, friendly_pass1, friendly_pass2
 from dpdist.engine.sparse_spectrum import sparse_spectrum
 from dpdist.exceptions import NoPrivateResult, ValidationError

@@ -1,6 +1,9 @@
-"""The estimator :class:`ExpMechSparsePCA`: it validates, calls
-:func:`~dpdist.algorithms.expmech_pca.release.expmech_pca` and copies the release into ``*_``
-attributes.
+"""The estimator :class:`ExpMechSparsePCA` and its functional form :func:`expmech_pca`.
+
+The estimator lists its parameters once (``_parameter_constraints``); ``fit`` validates them
+once, fixes the clip level, the centring and the calibration from them and the data's shape
+(``_validate_together``), plans once, and runs
+:func:`~dpdist.algorithms.expmech_pca.release.run_expmech` on those values.
 """
 
 from __future__ import annotations
@@ -12,23 +15,25 @@ import numpy as np
 from dpdist._validation import check_int, check_positive
 from dpdist.algorithms._base import Estimator, reports_empirical
 from dpdist.algorithms._projection import Projection
-from dpdist.engine.subsets import DEFAULT_CHUNK_SIZE
-from dpdist.exceptions import ValidationError
-from dpdist.algorithms._centering import DEFAULT_MEAN_FRACTION, centring_error, check_centering
-from dpdist.privacy.budget import ApproxDP
-from dpdist.privacy.mechanisms.expmech import ExpMechCalibration
-from dpdist.privacy.release import Release
-from dpdist.algorithms.expmech_pca.plan import ExpMechPlan, expmech_error_bound, expmech_min_samples
+from dpdist.algorithms._centering import CENTERING_CONSTRAINTS, DEFAULT_MEAN_FRACTION, centering_of, centring_error
+from dpdist.algorithms._constraints import Delta, Epsilon, Integer, Real, functional_form
+from dpdist.algorithms.expmech_pca.plan import ExpMechPlan, error_bound, expmech_min_samples
 from dpdist.algorithms.expmech_pca.release import (
     DEFAULT_BETA,
     DEFAULT_MAX_SUBSETS,
     MECHANISM,
-    _calibrate,
-    _check_params,
-    _check_range,
-    _resolve_clip,
-    expmech_pca,
+    calibrate,
+    check_range,
+    resolve_clip,
+    run_expmech,
 )
+from dpdist.engine.runtime import DEFAULT_TIMEOUT
+from dpdist.engine.subsets import DEFAULT_CHUNK_SIZE
+from dpdist.exceptions import ValidationError
+from dpdist.privacy.budget import ApproxDP
+from dpdist.privacy.release import Release
+
+__all__ = ["ExpMechSparsePCA", "expmech_pca"]
 
 
 class ExpMechSparsePCA(Projection, Estimator):
@@ -37,25 +42,40 @@ class ExpMechSparsePCA(Projection, Estimator):
     Parameters
     ----------
     k : int
-        Support size.
+        Support size of the released vector.
     epsilon, delta : float
-        Privacy budget (replace-one neighbours).
+        Total budget (replace-one neighbours); ``epsilon/2`` selects the support,
+        ``(epsilon/2, delta)`` releases the block (Lemma 29).
     sigma : float, optional
-        Public sub-Gaussian scale (sets the clip level, and is needed by :meth:`plan`).
+        Public sub-Gaussian scale; sets ``tau = 2 sigma sqrt(log(4 n d / beta))`` when
+        ``clip`` is not given (and is needed by :meth:`min_samples`).
     clip : float, optional
-        Public entry truncation level tau.
+        Public entry truncation level tau (overrides ``sigma`` for the clip). One of ``sigma``
+        and ``clip`` is required.
     max_subsets : int
-        Refusal limit on ``C(d, k)`` (default :data:`DEFAULT_MAX_SUBSETS`).
+        Refuse (``ValidationError``) when ``C(d, k)`` exceeds it, before reading data (default
+        :data:`~dpdist.algorithms.expmech_pca.release.DEFAULT_MAX_SUBSETS`).
     beta : float
-        Failure probability for the clip level and :meth:`plan`.
+        Failure probability used for tau and by :meth:`plan`.
     random_state : None or int
-        ``None`` for OS entropy; an int seeds the noise (tests and reproduction only).
+        ``None``: OS entropy (the only mode for real releases); an int seeds the noise (tests
+        and reproduction only).
     scheduler : optional
         Where the graph runs (:func:`dpdist.engine.runtime.compute`).
     on_nonfinite : {"zero", "raise"}, default "zero"
-        See :func:`expmech_pca`.
+        "zero": rows holding NaN or inf become zero rows before any statistic (uncounted).
+        "raise": explicit validation mode, refuse before releasing (reveals one bit, recorded
+        in the release's notes).
     chunk_size : int
-        Subsets per task.
+        Subsets per task of the enumeration (does not change the output).
+    assume_centered, mean, mean_fraction, mean_clip
+        Centring, as :class:`~dpdist.SparseCovariance`: by default the scores and the block are
+        those of the covariance around a mean released with ``mean_fraction`` of the Gaussian
+        part of the budget (rows scaled to L2 norm ``mean_clip``, default ``tau sqrt(d)``):
+        with the selection by basic composition, the mean and the block form one Gaussian
+        mechanism (GDP) and the mean takes ``mean_fraction`` of its ``mu^2``; in zCDP it takes
+        ``mean_fraction`` of rho (:func:`~dpdist.privacy.mechanisms.expmech.expmech_split`).
+        ``assume_centered=True``: those of the second moment.
 
     Attributes
     ----------
@@ -69,14 +89,49 @@ class ExpMechSparsePCA(Projection, Estimator):
     clip_ : float
     privacy_ : ApproxDP
     release_ : Release
+        ``values``: ``components`` (1, d) unit vector supported on ``support``, ``support``
+        (k,), ``noisy_block`` (the released ``Sigma_hat_S + G_S``, not symmetrised), and
+        ``block_eigenvalue`` (top eigenvalue of the symmetrised noisy block).
 
     Notes
     -----
-    Guarantee: ``(epsilon, delta)``-DP under replace-one neighbours, Lemma 29 of the COLT
-    2026 paper; see :func:`expmech_pca` for sensitivities, the budget split and caveats.
-    The cost is ``C(d, k)`` score evaluations (exact enumeration; refused above
-    ``max_subsets``). Parameters are validated in :meth:`fit`; a failed fit changes nothing
-    (:mod:`dpdist.algorithms._base`).
+    Guarantee: ``(epsilon, delta)``-DP under replace-one neighbours (rows), for every input,
+    by Lemma 29 of the COLT 2026 paper. Entries are truncated to ``[-tau, tau]`` with a
+    public tau; the score ``lambda_1(Sigma_hat_S)`` of each support S has global sensitivity
+    ``2 k tau^2 / n`` and the ``k x k`` block the same Frobenius sensitivity. The support is
+    drawn by the exponential mechanism at ``epsilon_sel`` (Lemma 28; the paper's
+    ``epsilon/2``), sampled exactly by Gumbel-max: ``argmax_S epsilon_sel n q(S) / (4 k tau^2)
+    + Gumbel_S`` over all ``C(d, k)`` supports; the block is released with i.i.d. ``N(0,
+    sigma^2)`` noise, sigma the exact requirement of its share (below the printed line 11's);
+    ``epsilon_sel`` and the composition of the two (basic, or zCDP with the selection's
+    bounded range) minimise the error bound
+    (:func:`~dpdist.privacy.mechanisms.expmech.expmech_split`); symmetrising and the
+    eigenvector are post-processing. Parameters are validated in :meth:`fit`; a failed fit
+    changes nothing (:mod:`dpdist.algorithms._base`).
+
+    Cost: ``C(d, k)`` score evaluations (exact enumeration; refused above ``max_subsets``),
+    and every enumeration task holds the dense ``d x d`` clipped second moment (``8 d^2``
+    bytes; :meth:`plan` reports it).
+
+    Float-safe: the selection is the exact exponential mechanism on lattice scores
+    (exact Gumbel-max, certified comparisons; every support has positive probability under
+    every dataset) and the block is released on a lattice with an exactly sampled rounded
+    Gaussian; the argument and its residuals are written once in
+    :mod:`dpdist.privacy.mechanisms.expmech`. Only the winning support and the noisy block
+    leave the workers; the noisy maximum and the scores do not. ``on_nonfinite="raise"``
+    refuses data with NaN/inf: the check runs in the same pass and the release task outputs
+    nothing when it fails (the refusal itself reveals one bit). Floating point: the Gumbel
+    weight and the block noise use the sensitivities of the computed scores and block
+    (:func:`~dpdist.privacy.mechanisms.expmech.expmech_calibration`).
+
+    Centring: the private mean (:mod:`dpdist.privacy.mechanisms.mean`) is released first;
+    ``x -> x - mu_hat`` is then a fixed per-row map before the truncation to tau, so the
+    sensitivities above are unchanged (the mean is public by then); tau must cover the
+    entries of ``x - mu_hat``. The mean joins the Gaussian part of the budget: with the
+    selection by basic composition, the mean and the block are one Gaussian mechanism in GDP;
+    in zCDP the mean takes ``mean_fraction`` of rho
+    (:func:`~dpdist.algorithms.expmech_pca.release.calibrate`). The accountant re-derives
+    (epsilon, delta) from the three events together.
 
     Examples
     --------
@@ -125,25 +180,32 @@ class ExpMechSparsePCA(Projection, Estimator):
     #: ExpMechPCA accepts one row and one column.
     _min_shape = (1, 1)
 
-    def _fit_release(self, X: Any) -> Release:
-        return expmech_pca(
-            X,
-            self.k,
-            self.epsilon,
-            self.delta,
-            sigma=self.sigma,
-            clip=self.clip,
-            max_subsets=self.max_subsets,
-            beta=self.beta,
-            random_state=self.random_state,
-            scheduler=self.scheduler,
-            on_nonfinite=self.on_nonfinite,
-            chunk_size=self.chunk_size,
-            assume_centered=self.assume_centered,
-            mean=self.mean,
-            mean_fraction=self.mean_fraction,
-            mean_clip=self.mean_clip,
-        )
+    _parameter_constraints = {
+        "k": Integer(),
+        "epsilon": Epsilon(),
+        "delta": Delta(),
+        "sigma": Real(low=0.0, allow_none=True),
+        "clip": Real(low=0.0, allow_none=True),
+        "max_subsets": Integer(),
+        "beta": Real(low=0.0, high=1.0),
+        **CENTERING_CONSTRAINTS,
+    }
+
+    def _validate_together(self, params, n_samples, n_features):
+        """``k <= d``, the clip level (``sigma`` or ``clip`` is required), the centring (a public
+        mean's length) and the calibration of the whole budget, the private mean's included."""
+        n, d = check_int(n_samples, "n_samples", low=1), check_int(n_features, "n_features", low=1)
+        if params.k > d:
+            raise ValidationError(f"k must satisfy 1 <= k <= d = {d}, got k={params.k}")
+        tau, source = resolve_clip(params.sigma, params.clip, n, d, params.beta)
+        centering = centering_of(params, n_features=d)
+        cal, mech, mean_share, share = calibrate(centering, params.epsilon, params.delta, n, d, params.k, tau,
+                                                 params.beta)
+        return params.replace(n_samples=n, n_features=d, clip=tau, clip_source=source, centering=centering,
+                              calibration=cal, mean_mechanism=mech, mean_share=mean_share, share=share)
+
+    def _release_validated(self, X: Any, params, plan) -> Release:
+        return run_expmech(X, params)
 
     def _fitted_attributes(self, rel: Release) -> dict:
         mu = rel.values.get("mean")
@@ -158,23 +220,11 @@ class ExpMechSparsePCA(Projection, Estimator):
             "privacy_": rel.privacy,
         }
 
-    def _calibration(self, n_samples: int, n_features: int) -> ExpMechCalibration:
-        _check_params(self.k, self.epsilon, self.delta, self.sigma, self.clip, self.max_subsets, self.beta)
-        n = check_int(n_samples, "n_samples", low=1)
-        d = check_int(n_features, "n_features", low=1)
-        tau, _ = _resolve_clip(self.sigma, self.clip, n, d, self.beta)
-        return self._centering(n, d, tau)[2]
-
-    def _centering(self, n: int, d: int, tau: float) -> tuple:
-        """(centering, mean mechanism or None, the calibration of the selection and block)."""
-        centering = check_centering(self.assume_centered, self.mean, self.mean_fraction, self.mean_clip,
-                                    n_features=d)
-        cal, mech, _, _ = _calibrate(centering, self.epsilon, self.delta, n, d, self.k, tau, self.beta)
-        return centering, mech, cal
-
     def _check_fit(self, n_samples: int, n_features: int) -> None:
-        super()._check_fit(n_samples, n_features)
-        _check_range(self._calibration(n_samples, n_features), self.max_subsets)
+        """Every check before the data are read, the enumeration's size included (a ledger
+        reserves nothing for a fit that would be refused)."""
+        params = self._validate_together(self._validate_params(), n_samples, n_features)
+        check_range(params.calibration, params.max_subsets)
 
     @reports_empirical("expmech")
     def plan(self, n_samples: int, n_features: int, *, eigengap: float | None = None) -> "ExpMechPlan":
@@ -195,42 +245,45 @@ class ExpMechSparsePCA(Projection, Estimator):
             :func:`~dpdist.algorithms.expmech_pca.plan.expmech_error_bound`, holding with
             probability >= 1 - beta (with ``clip`` only, computed at ``sigma = clip``).
         """
-        cal = self._calibration(n_samples, n_features)
-        sigma = float(self.sigma) if self.sigma is not None else cal.clip
-        error = expmech_error_bound(cal, sigma, float(self.beta), eigengap)
-        centering, mean_mech, _ = self._centering(cal.n_samples, cal.n_features, cal.clip)
+        return self._plan_validated(self._validated_at(n_samples, n_features), eigengap)
+
+    def _plan_validated(self, params, eigengap: float | None = None) -> ExpMechPlan:
+        cal, centering, mean_mech = params.calibration, params.centering, params.mean_mechanism
+        sigma = params.sigma if params.sigma is not None else cal.clip
+        error = error_bound(cal, sigma, params.beta, eigengap)
         # centring at the released mean moves every k x k block by at most k lambda_center in
         # operator norm: the sampling term's role in the deficit (twice)
         error["eta_center"] = cal.k * centring_error(centering, mean_mech, sigma, cal.n_samples, cal.n_features,
-                                                     float(self.beta))
+                                                     params.beta)
         error["rayleigh_deficit_bound"] += 2.0 * error["eta_center"]
         if eigengap is not None:
             error["sin2_bound"] = min(1.0, error["rayleigh_deficit_bound"] / error["eigengap"])
         prob = "1 - 2 beta (Theorem 7, plus centring at the private mean)" if mean_mech else "1 - beta (Theorem 7)"
-        feasible = cal.n_subsets <= self.max_subsets and cal.n_subsets < 1 << 62
+        feasible = cal.n_subsets <= params.max_subsets and cal.n_subsets < 1 << 62
         if eigengap is not None:
             bound, metric, scale, rule = (error["sin2_bound"], f"sin^2(v_hat, v_1), w.p. >= {prob}",
                                           1.0, "1: sin^2 <= 1 always")
         else:
             bound, metric, scale = (error["rayleigh_deficit_bound"],
                                     f"lambda_1 - v_hat^T Sigma v_hat, w.p. >= {prob}", sigma * sigma)
-            rule = "sigma**2 (lambda_1 <= sigma^2)" if self.sigma is not None else \
+            rule = "sigma**2 (lambda_1 <= sigma^2)" if params.sigma is not None else \
                 "clip**2: no sigma given, clipped entries are clip-sub-Gaussian"
         return ExpMechPlan(
             n_samples=cal.n_samples,
             n_features=cal.n_features,
-            privacy=ApproxDP(self.epsilon, self.delta),
+            privacy=ApproxDP(params.epsilon, params.delta),
             noise_scale=cal.gaussian_sigma,
             error_bound=bound,
             error_metric=metric,
             error_scale=scale,
             error_scale_rule=rule,
             unmet_conditions=() if feasible else (
-                f"C(d, k) = {cal.n_subsets:.3g} supports exceed max_subsets = {self.max_subsets}: the fit is refused",),
+                f"C(d, k) = {cal.n_subsets:.3g} supports exceed max_subsets = {params.max_subsets}: the fit is "
+                "refused",),
             mechanism=MECHANISM,
             k=cal.k,
             n_subsets=int(cal.n_subsets),
-            max_subsets=int(self.max_subsets),
+            max_subsets=params.max_subsets,
             feasible=feasible,
             dense_second_moment_bytes=8 * cal.n_features**2,  # held densely by the enumeration's tasks
             clip=cal.clip,
@@ -243,25 +296,28 @@ class ExpMechSparsePCA(Projection, Estimator):
 
     def min_samples(self, target_sin2: float, n_features: int, *, eigengap: float) -> int:
         """Least n for which :meth:`plan` predicts ``sin^2 <= target_sin2`` (needs ``sigma``)."""
-        _check_params(self.k, self.epsilon, self.delta, self.sigma, self.clip, self.max_subsets, self.beta)
-        if self.sigma is None:
+        p = self._validate_params(fit=False)
+        if p.sigma is None:
             raise ValidationError("min_samples needs sigma (the sub-Gaussian scale of the model)")
         d = check_int(n_features, "n_features")
-        if check_centering(self.assume_centered, self.mean, self.mean_fraction, self.mean_clip, n_features=d).private:
+        if centering_of(p, n_features=d).private:
             # the plan's bound, with the private mean's share and error
             from dpdist.algorithms._utility import search_min_samples
 
             target = check_positive(target_sin2, "target_sin2")
-            return search_min_samples(lambda n: self.plan(n, d, eigengap=eigengap).error_bound, target, start=4,
-                                      limit=1 << 62)
-        return expmech_min_samples(
-            target_sin2,
-            self.epsilon,
-            self.delta,
-            check_int(n_features, "n_features"),
-            self.k,
-            sigma=float(self.sigma),
-            eigengap=eigengap,
-            beta=float(self.beta),
-            clip=None if self.clip is None else float(self.clip),
-        )
+            return search_min_samples(
+                lambda n: self._plan_validated(self._validate_together(p, n, d), eigengap).error_bound, target,
+                start=4, limit=1 << 62)
+        return expmech_min_samples(target_sin2, p.epsilon, p.delta, d, p.k, sigma=p.sigma, eigengap=eigengap,
+                                   beta=p.beta, clip=p.clip)
+
+
+expmech_pca = functional_form(
+    ExpMechSparsePCA, name="expmech_pca", positional=("k", "epsilon", "delta"),
+    summary="Private k-sparse leading eigenvector by the exhaustive exponential mechanism (Algorithm 4).",
+    returns="""
+    Release
+        ``values``: ``components`` (1, d) unit vector supported on ``support``, ``support`` (k,),
+        ``noisy_block`` (the released ``Sigma_hat_S + G_S``, not symmetrised), and
+        ``block_eigenvalue`` (top eigenvalue of the symmetrised noisy block).""",
+)

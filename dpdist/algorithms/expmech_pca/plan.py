@@ -1,6 +1,6 @@
 """The plan of :class:`~dpdist.algorithms.expmech_pca.estimator.ExpMechSparsePCA`: Theorem 7's
 error bound for a calibration and the least sample size that meets a target (utility only; the
-calibration is :mod:`dpdist.privacy.expmech_calibration`)."""
+calibration is :mod:`dpdist.privacy.mechanisms.expmech`)."""
 
 from __future__ import annotations
 
@@ -65,7 +65,11 @@ def expmech_error_bound(
     eigengap`` (Lemma 18), where ``eigengap = lambda_1 - lambda_2`` is absolute.
     ``clipping_ok`` says whether ``clip`` is at least Theorem 7's tau for this sigma.
     """
-    beta = _check_prob(beta)
+    return error_bound(cal, sigma, _check_prob(beta), eigengap)
+
+
+def error_bound(cal: ExpMechCalibration, sigma: float, beta: float, eigengap: float | None = None) -> dict:
+    """:func:`expmech_error_bound` for a checked ``beta`` (the estimator's validated value)."""
     n, d, k = cal.n_samples, cal.n_features, cal.k
     t = k * math.log(max(d, 2)) + math.log(4.0 / beta)
     eta_samp = SAMPLING_CONSTANT * float(sigma) ** 2 * (math.sqrt(t / n) + t / n)

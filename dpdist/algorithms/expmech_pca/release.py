@@ -1,5 +1,9 @@
-"""ExpMechPCA as a function: validate, calibrate, compute the clipped second moment, select a
-support by the exponential mechanism and release the noised block on it.
+"""ExpMechPCA's release: from the validated parameters, compute the clipped second moment,
+select a support by the exponential mechanism and release the noised block on it.
+
+:func:`resolve_clip` and :func:`calibrate` fix the clip level and the calibration from checked
+values (the estimator's ``_validate_together`` calls them once per fit or plan);
+:func:`run_expmech` makes the release and checks nothing again.
 """
 
 from __future__ import annotations
@@ -8,24 +12,16 @@ from typing import Any
 
 import numpy as np
 
-from dpdist._validation import check_int, check_positive, check_probability
-from dpdist.algorithms._base import check_nonfinite, nonfinite_note
-from dpdist.data.validation import as_dask_array, chunk_reading_notes
+from dpdist.algorithms._base import nonfinite_note
+from dpdist.data.validation import chunk_reading_notes
 from dpdist.engine.gram import clipped_second_moment, nonfinite_guard
 from dpdist.engine.gumbel_max import exact_gumbel_max_subset
-from dpdist.engine.runtime import check_scheduler, compute
-from dpdist.engine.subsets import DEFAULT_CHUNK_SIZE, block_release
+from dpdist.engine.runtime import compute
+from dpdist.engine.subsets import block_release
 from dpdist.exceptions import ValidationError
-from dpdist.algorithms._centering import (
-    DEFAULT_MEAN_FRACTION,
-    centre_data,
-    check_centering,
-    mean_mechanism,
-    mean_notes,
-    stage_guarantee,
-)
+from dpdist.algorithms._centering import centre_data, mean_mechanism, mean_notes, stage_guarantee
 from dpdist.privacy.accounting import gaussian_epsilon
-from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
+from dpdist.privacy.budget import ApproxDP
 from dpdist.privacy.mechanisms.expmech import ExpMechCalibration, expmech_calibration, expmech_clip
 from dpdist.privacy.mechanisms.base import residual_note
 from dpdist.privacy.mechanisms.expmech import ExpMechMechanism
@@ -69,9 +65,11 @@ def leading_eigenvector(A, n_features: int | None = None) -> tuple[np.ndarray, f
     return v, lam
 
 
-def _resolve_clip(sigma, clip, n: int, d: int, beta: float) -> tuple[float, str]:
+def resolve_clip(sigma: float | None, clip: float | None, n: int, d: int, beta: float) -> tuple[float, str]:
+    """The entry truncation level tau and its source, from checked values (``clip``, else from
+    ``sigma``; one of them is required)."""
     if clip is not None:
-        return check_positive(clip, "clip"), "clip (user)"
+        return clip, "clip (user)"
     if sigma is None:
         raise ValidationError(
             "ExpMechSparsePCA needs a public bound: give sigma (sub-Gaussian scale; tau = 2 sigma "
@@ -80,17 +78,9 @@ def _resolve_clip(sigma, clip, n: int, d: int, beta: float) -> tuple[float, str]
     return expmech_clip(sigma, n, d, beta), "2 sigma sqrt(log(4 n d / beta)) (Theorem 7)"
 
 
-def _check_params(k, epsilon, delta, sigma, clip, max_subsets, beta) -> None:
-    check_int(k, "k")
-    check_epsilon(epsilon)
-    check_delta(delta)
-    check_positive(sigma, "sigma", allow_none=True)
-    check_positive(clip, "clip", allow_none=True)
-    check_int(max_subsets, "max_subsets")
-    check_probability(beta, "beta")
-
-
-def _check_range(cal: ExpMechCalibration, max_subsets: int) -> None:
+def check_range(cal: ExpMechCalibration, max_subsets: int) -> None:
+    """Refuse a fit whose enumeration of ``C(d, k)`` supports exceeds ``max_subsets`` (or one noise
+    stream), before any data is read."""
     if cal.n_subsets >= 1 << 62:
         raise ValidationError(
             f"C({cal.n_features}, {cal.k}) = {cal.n_subsets:.3e} supports exceed the 2**62 noise "
@@ -108,13 +98,13 @@ def _composition(cal: ExpMechCalibration) -> str:
     """How a private mean composes with the selection and the block (:func:`~dpdist.privacy.
     expmech_calibration.expmech_split`): ``"mixed"`` (the selection by basic composition, the
     mean and the block one Gaussian mechanism in GDP) or ``"zcdp"``; ``"basic"`` when the
-    calibration did not include the mean (a budget too small for it, :func:`_calibrate`)."""
+    calibration did not include the mean (a budget too small for it, :func:`calibrate`)."""
     if cal.mean_noise_multiplier is None:  # no mean, or the (epsilon, delta) split of a tiny budget
         return "basic"
     return "zcdp" if cal.composition == "zcdp" else "mixed"
 
 
-def _calibrate(centering, epsilon, delta, n: int, d: int, k: int, tau: float, beta) -> tuple:
+def calibrate(centering, epsilon, delta, n: int, d: int, k: int, tau: float, beta) -> tuple:
     """``(calibration, mean mechanism or None, the mean's share or None, the selection and
     block's share)``: one calibration of the whole budget, the private mean's Gaussian included
     (``mean_fraction``); the mean's share is its stand-alone (epsilon, delta)."""
@@ -133,128 +123,22 @@ def _calibrate(centering, epsilon, delta, n: int, d: int, k: int, tau: float, be
     return cal, mean_mechanism(centering, mean_share, n, d, tau), mean_share, budget
 
 
-def expmech_pca(
-    X: Any,
-    k: int,
-    epsilon: float,
-    delta: float,
-    *,
-    sigma: float | None = None,
-    clip: float | None = None,
-    max_subsets: int = DEFAULT_MAX_SUBSETS,
-    beta: float = DEFAULT_BETA,
-    random_state: Any = None,
-    scheduler: Any = None,
-    on_nonfinite: str = "zero",
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
-    assume_centered: bool = False,
-    mean: Any = None,
-    mean_fraction: float = DEFAULT_MEAN_FRACTION,
-    mean_clip: float | None = None,
-) -> Release:
-    """Private k-sparse leading eigenvector by the exhaustive exponential mechanism.
-
-    Parameters
-    ----------
-    X : array-like, dask array, zarr.Array or str
-        ``(n, d)`` data, rows are individuals. The scores and the block are those of the
-        covariance around a private or public mean, or with ``assume_centered=True`` of the
-        second moment.
-    k : int
-        Support size of the released vector.
-    epsilon, delta : float
-        Total budget; ``epsilon/2`` selects the support, ``(epsilon/2, delta)`` releases the
-        block (Lemma 29).
-    sigma : float, optional
-        Public sub-Gaussian scale; sets ``tau = 2 sigma sqrt(log(4 n d / beta))`` when
-        ``clip`` is not given.
-    clip : float, optional
-        Public entry truncation level tau (overrides ``sigma`` for the clip).
-    max_subsets : int
-        Refuse (``ValidationError``) when ``C(d, k)`` exceeds it, before reading data.
-    beta : float
-        Failure probability used for tau (and by ``plan``).
-    random_state : None or int
-        ``None``: OS entropy (the only mode for real releases); int: seeded, for tests.
-    scheduler : optional
-        See :func:`dpdist.engine.runtime.compute`.
-    on_nonfinite : {"zero", "raise"}, default "zero"
-        "zero": rows holding NaN or inf become zero rows before any statistic (uncounted).
-        "raise": explicit validation mode, refuse before releasing (reveals one bit, recorded
-        in the release's notes).
-    chunk_size : int
-        Subsets per task of the enumeration (does not change the output).
-    assume_centered, mean, mean_fraction, mean_clip
-        Centring, as :func:`~dpdist.algorithms.sparse_covariance.private_sparse_covariance`:
-        by default a mean released with ``mean_fraction`` of the Gaussian part of the budget
-        (rows scaled to L2 norm ``mean_clip``, default ``tau sqrt(d)``): with the selection
-        by basic composition, the mean and the block form one Gaussian mechanism (GDP) and
-        the mean takes ``mean_fraction`` of its ``mu^2``; in zCDP it takes ``mean_fraction``
-        of rho (:func:`~dpdist.privacy.expmech_calibration.expmech_split`).
-
-    Returns
-    -------
-    Release
-        ``values``: ``components`` (1, d) unit vector supported on ``support``, ``support``
-        (k,), ``noisy_block`` (the released ``Sigma_hat_S + G_S``, not symmetrised), and
-        ``block_eigenvalue`` (top eigenvalue of the symmetrised noisy block).
-
-    Notes
-    -----
-    Guarantee: ``(epsilon, delta)``-DP under replace-one neighbours (rows), for every input,
-    by Lemma 29 of the COLT 2026 paper. Entries are truncated to ``[-tau, tau]`` with a
-    public tau; the score ``lambda_1(Sigma_hat_S)`` of each support S has global sensitivity
-    ``2 k tau^2 / n`` and the ``k x k`` block the same Frobenius sensitivity. The support is
-    drawn by the exponential mechanism at ``epsilon_sel`` (Lemma 28; the paper's
-    ``epsilon/2``), sampled exactly by Gumbel-max: ``argmax_S epsilon_sel n q(S) / (4 k tau^2)
-    + Gumbel_S`` over all ``C(d, k)`` supports; the block is released with i.i.d. ``N(0,
-    sigma^2)`` noise, sigma the exact requirement of its share (below the printed line 11's);
-    ``epsilon_sel`` and the composition of the two (basic, or zCDP with the selection's
-    bounded range) minimise the error bound
-    (:func:`~dpdist.privacy.expmech_calibration.expmech_split`); symmetrising and the
-    eigenvector are post-processing.
-
-    Cost: ``C(d, k)`` score evaluations, and every enumeration task holds the dense
-    ``d x d`` clipped second moment (``8 d^2`` bytes; ``plan()`` reports it).
-
-    Float-safe: the selection is the exact exponential mechanism on lattice scores
-    (exact Gumbel-max, certified comparisons; every support has positive probability under
-    every dataset) and the block is released on a lattice with an exactly sampled rounded
-    Gaussian; the argument and its residuals are written once in
-    :mod:`dpdist.privacy.mechanisms.expmech`. Only the winning support and the noisy block
-    leave the workers; the noisy maximum and the
-    scores do not. ``on_nonfinite="raise"`` refuses data with NaN/inf: the check runs in the
-    same pass and the release task outputs nothing when it fails (the refusal itself reveals
-    one bit). Floating point: the Gumbel weight and the block noise use the sensitivities of
-    the computed scores and block
-    (:func:`~dpdist.privacy.expmech_calibration.expmech_calibration`).
-
-    Centring: the private mean (:mod:`dpdist.privacy.mechanisms.mean`) is released first;
-    ``x -> x - mu_hat`` is then a fixed per-row map before the truncation to tau, so the
-    sensitivities above are unchanged (the mean is public by then); tau must cover the
-    entries of ``x - mu_hat``. The mean joins the Gaussian part of the budget: with the
-    selection by basic composition, the mean and the block are one Gaussian mechanism in GDP;
-    in zCDP the mean takes ``mean_fraction`` of rho (:func:`_calibrate`). The accountant
-    re-derives (epsilon, delta) from the three events together.
-    """
-    _check_params(k, epsilon, delta, sigma, clip, max_subsets, beta)
-    check_nonfinite(on_nonfinite)
-    check_int(chunk_size, "chunk_size")
-    check_scheduler(scheduler)
-    check_centering(assume_centered, mean, mean_fraction, mean_clip)
-    Xd = as_dask_array(X, min_rows=1, min_cols=1)
-    n, d = (int(s) for s in Xd.shape)
-    k = int(k)
-    if k > d:
-        raise ValidationError(f"k must satisfy 1 <= k <= d = {d}, got k={k}")
-    tau, clip_source = _resolve_clip(sigma, clip, n, d, beta)
-    centering = check_centering(assume_centered, mean, mean_fraction, mean_clip, n_features=d)
-    cal, mean_mech, mean_share, share = _calibrate(centering, epsilon, delta, n, d, k, tau, beta)
-    _check_range(cal, int(max_subsets))
-    seed = resolve_random_state(random_state)
+def run_expmech(Xd: Any, p) -> Release:
+    """ExpMechPCA's release from the opened input and the validated parameters ``p`` of
+    :class:`~dpdist.algorithms.expmech_pca.estimator.ExpMechSparsePCA` (with what its
+    ``_validate_together`` derived: ``clip`` (tau) and ``clip_source``, ``centering``, the
+    calibration ``calibration``, the private mean's ``mean_mechanism`` and ``mean_share`` (or
+    None) and ``share``, the selection and block's); checks nothing again but the enumeration's
+    size (:func:`check_range`)."""
+    n, d, k, tau, clip_source = p.n_samples, p.n_features, p.k, p.clip, p.clip_source
+    centering, cal, mean_mech, mean_share, share = p.centering, p.calibration, p.mean_mechanism, p.mean_share, p.share
+    sigma, beta, max_subsets, on_nonfinite = p.sigma, p.beta, p.max_subsets, p.on_nonfinite
+    scheduler, chunk_size = p.scheduler, p.chunk_size
+    check_range(cal, max_subsets)
+    seed = resolve_random_state(p.random_state)
 
     mech = ExpMechMechanism.from_calibration(cal)
-    privacy = stage_guarantee(ApproxDP(epsilon, delta), [mech.event()], share, mean_mech, mean_share,
+    privacy = stage_guarantee(ApproxDP(p.epsilon, p.delta), [mech.event()], share, mean_mech, mean_share,
                               _composition(cal))
 
     Xg, all_finite = nonfinite_guard(Xd, on_nonfinite)

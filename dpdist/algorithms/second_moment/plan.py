@@ -1,7 +1,7 @@
 """The second-moment estimator's plan: predicted gamma, event E and the least n, from public values.
 
 Utility only: nothing here enters a noise scale. The levels and their noise come from
-:mod:`dpdist.privacy.second_moment_calibration`; this module predicts what they are worth
+:mod:`dpdist.privacy.mechanisms.second_moment`; this module predicts what they are worth
 (the explicit derivation of docs/privacy/second_moment.md, "The predicted gamma", with g(d, p)
 a bound on ||N|| / sigma for N ~ GUE(sigma^2)).
 """
@@ -25,7 +25,8 @@ from dpdist.privacy.mechanisms.second_moment import (
 )
 from dpdist.privacy.zcdp import ZCDP
 
-__all__ = ["GAMMA_METRIC", "GAMMA_SCALE_RULE", "SecondMomentPlan", "gue_norm_bound", "min_samples", "plan_second_moment"]
+__all__ = ["GAMMA_METRIC", "GAMMA_SCALE_RULE", "SecondMomentPlan", "gue_norm_bound", "levels_plan", "min_samples",
+           "plan_second_moment"]
 
 
 def gue_norm_bound(n_features: int, p: float, *, method: str = "heuristic", n_draws: int | None = None) -> float:
@@ -36,8 +37,12 @@ def gue_norm_bound(n_features: int, p: float, *, method: str = "heuristic", n_dr
     (1 - p)-quantile of ||N|| / sigma over ``n_draws`` GUE(1) matrices from a fixed public
     seed (a planning constant, not privacy noise).
     """
+    return _gue_norm_bound(n_features, check_xi(p), method=method, n_draws=n_draws)
+
+
+def _gue_norm_bound(n_features: int, p: float, *, method: str = "heuristic", n_draws: int | None = None) -> float:
+    """:func:`gue_norm_bound` for a checked ``p``."""
     d = int(n_features)
-    p = check_xi(p)
     if method == "heuristic":
         return 2.0 * math.sqrt(d) + 2.0 * math.sqrt(math.log(1.0 / p))
     if method != "monte-carlo":
@@ -105,8 +110,8 @@ class SecondMomentPlan(Plan):
 def _gammas(schedule: LevelSchedule, xi: float, g_method: str) -> tuple[float, float, float, int]:
     d, L = schedule.n_features, schedule.n_levels
     a = sensitivity_coefficient(schedule.sensitivity)
-    g_final = gue_norm_bound(d, xi, method=g_method)
-    g_mid = gue_norm_bound(d, xi / L, method=g_method)
+    g_final = _gue_norm_bound(d, xi, method=g_method)
+    g_mid = _gue_norm_bound(d, xi / L, method=g_method)
     gamma = schedule.sigmas[-1] * g_final
     if L == 1:
         n_e = 1
@@ -134,9 +139,15 @@ def plan_second_moment(
     ``rho`` is the recursion's share (the main budget); ``radius`` and ``lambda_min`` are in
     data units (the public values or the guesses the private initialisation would find).
     """
-    radius = _check_positive(radius, "radius")
-    lambda_min = _check_positive(lambda_min, "lambda_min")
-    xi = check_xi(xi)
+    return levels_plan(n_samples, n_features, rho, m=m, alpha=alpha, radius=_check_positive(radius, "radius"),
+                       lambda_min=_check_positive(lambda_min, "lambda_min"), sensitivity=sensitivity, xi=check_xi(xi),
+                       g_method=g_method)
+
+
+def levels_plan(n_samples: int, n_features: int, rho: float, *, m: int, alpha: float, radius: float,
+                lambda_min: float, sensitivity: str, xi: float, g_method: str = "heuristic") -> SecondMomentPlan:
+    """:func:`plan_second_moment` for checked ``radius``, ``lambda_min`` and ``xi`` (the
+    estimator's validated values); the rule between them and the width is checked here."""
     d = int(n_features)
     if lambda_min > radius**2 / d * (1 + 1e-12):
         raise ValidationError(

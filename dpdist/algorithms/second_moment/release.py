@@ -1,5 +1,10 @@
-"""RecDPSME and the one-shot Gaussian mechanism as functions: validate, initialise the radius and
-lambda_min privately, run the levels of the recursion, release.
+"""RecDPSME's release and the one-shot Gaussian mechanism.
+
+:func:`run_second_moment` makes the release of a fit of
+:class:`~dpdist.algorithms.second_moment.estimator.SecondMoment` from its validated parameters
+(initialise the radius and lambda_min privately when they are not public, run the levels of
+the recursion) and checks nothing again. :func:`one_shot_second_moment` is a function of its
+own (it has no estimator): it validates its parameters and releases.
 """
 
 from __future__ import annotations
@@ -7,17 +12,15 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from dpdist._validation import check_bool, check_positive, check_probability, check_real
 from dpdist.algorithms._base import check_nonfinite, nonfinite_note, refuse_nonfinite
 from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine import second_moment as engine
 from dpdist.engine.second_moment_kernels import combine_bucket_counts, combine_group_min_eigenvalues
-from dpdist.engine.runtime import check_scheduler, compute, open_runtime
+from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, compute, open_runtime
 from dpdist.exceptions import NoPrivateResult, ValidationError
 from dpdist.privacy.accounting import release_guarantee
 from dpdist.privacy.events import NoOpEvent
@@ -36,13 +39,9 @@ from dpdist.privacy.mechanisms.second_moment import (
     LevelSchedule,
     _check_positive,
     _check_sensitivity,
-    check_alpha,
-    check_m,
-    check_xi,
     level_schedule,
     one_shot_sigma,
     sensitivity_coefficient,
-    split_second_moment_rho,
 )
 from dpdist.privacy.zcdp import ZCDP, check_rho
 from dpdist.algorithms.second_moment.selection import (
@@ -71,7 +70,7 @@ _NOTES = (
     "rows holding NaN or inf are replaced by zero rows (a per-row map; not counted)",
     "lambda_min groups (private lambda_min only) are a keyed pseudorandom partition without "
     "replacement (row i -> pi(i) // m, pi an 8-round Feistel permutation keyed by the seed; "
-    "data-independent, not exactly uniform: dpdist.privacy.partition)",
+    "data-independent, not exactly uniform: dpdist.privacy.noise.partition)",
     "floating point: rows are scaled to the level radius before any product and every sigma is "
     "calibrated for kappa(n) times the sensitivity (the computed level matrix; float_factor)",
     "float-safe noise: every released matrix and histogram lies on a public power-of-two lattice with "
@@ -85,198 +84,33 @@ _NOTES = (
 # ---------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Config:
-    rho: float
-    m: int
-    alpha: float
-    radius: float | None
-    lambda_min: float | None
-    init_fraction: float
-    sensitivity: str
-    xi: float
-    radius_range: tuple
-    lambda_floor: float
-    psd: bool
-    scheduler: Any
-    on_nonfinite: str
-
-
-def _validate(
-    rho, m, alpha, radius, lambda_min, init_fraction, sensitivity, xi, radius_range, lambda_floor, psd, scheduler,
-    on_nonfinite="zero",
-) -> _Config:
-    rho = check_rho(rho)
-    m = check_m(m)
-    alpha = check_alpha(alpha)
-    radius = None if radius is None else _check_positive(radius, "radius")
-    lambda_min = None if lambda_min is None else _check_positive(lambda_min, "lambda_min")
-    split_second_moment_rho(rho, init_fraction, private_radius=True, private_lambda=True)  # validates init_fraction
-    sensitivity = _check_sensitivity(sensitivity)
-    xi = check_xi(xi)
-    if not isinstance(radius_range, (tuple, list)) or len(radius_range) != 2:
-        raise ValidationError(f"radius_range must be a pair (lo, hi) of public bounds, got {radius_range!r}")
-    lo = check_positive(radius_range[0], "radius_range[0]")
-    hi = check_real(radius_range[1], "radius_range[1]", low=lo)
-    lambda_floor = check_probability(lambda_floor, "lambda_floor")
-    psd = check_bool(psd, "psd")
-    scheduler = check_scheduler(scheduler)
-    engine.scales_in_memory_bytes()  # the dask configs a fit reads between levels
-    engine.rows_in_memory_bytes()
-    return _Config(rho, m, alpha, radius, lambda_min, float(init_fraction), sensitivity, xi, (lo, hi),
-                   lambda_floor, bool(psd), scheduler, check_nonfinite(on_nonfinite))
-
-
-def _check_shape(cfg: _Config, n: int, d: int) -> None:
-    """The checks that need the data's shape (metadata only)."""
-    if cfg.radius is not None and cfg.lambda_min is not None and cfg.lambda_min > cfg.radius**2 / d * (1 + 1e-12):
+def check_shape(p, n: int, d: int) -> None:
+    """The rules between the validated parameters ``p`` and the data's shape (metadata only)."""
+    if p.radius is not None and p.lambda_min is not None and p.lambda_min > p.radius**2 / d * (1 + 1e-12):
         raise ValidationError(
-            f"lambda_min must be <= radius**2 / n_features = {cfg.radius**2 / d!r} (no second moment of rows "
-            f"of norm <= radius has a larger least eigenvalue), got {cfg.lambda_min!r}"
+            f"lambda_min must be <= radius**2 / n_features = {p.radius**2 / d!r} (no second moment of rows "
+            f"of norm <= radius has a larger least eigenvalue), got {p.lambda_min!r}"
         )
-    if cfg.lambda_min is None and cfg.m < d:
+    if p.lambda_min is None and p.m < d:
         raise ValidationError(
             f"the private lambda_min step needs m >= n_features (groups of m rows are singular "
-            f"otherwise), got m={cfg.m}, n_features={d}; pass a public lambda_min"
+            f"otherwise), got m={p.m}, n_features={d}; pass a public lambda_min"
         )
-    if cfg.lambda_min is None and n // cfg.m < 1:
-        raise ValidationError(f"the private lambda_min step needs n >= m, got n={n}, m={cfg.m}")
+    if p.lambda_min is None and n // p.m < 1:
+        raise ValidationError(f"the private lambda_min step needs n >= m, got n={n}, m={p.m}")
 
 
 def _compute_one(stat, scheduler):
     return compute(stat, scheduler=scheduler, progress=False)[0]
 
 
-def second_moment(
-    X,
-    rho: float,
-    *,
-    m: int,
-    alpha: float = 0.5,
-    radius: float | None = None,
-    lambda_min: float | None = None,
-    init_fraction: float = 0.1,
-    sensitivity: str = "paper",
-    xi: float = 0.1,
-    random_state: int | None = None,
-    scheduler: Any = None,
-    radius_range: tuple[float, float] = (1e-8, 1e8),
-    lambda_floor: float = 1e-12,
-    psd: bool = False,
-    on_nonfinite: str = "zero",
-) -> Release:
-    """rho-zCDP estimate of the second moment (1/n) sum x x^T by RecDPSME (MS25, Alg. 1-2).
-
-    Parameters
-    ----------
-    X : array-like, dask array, zarr.Array or str
-        n rows (individuals) in R^d. Read once per private initialisation step and once per
-        level.
-    rho : float
-        Total zCDP budget (initialisation + recursion).
-    m : int
-        Subsamplability size of Definition 1.1 (a public assumption about the data; it sets
-        psi = 1/(10m), the stopping value C = 640m, hence the number of levels).
-    alpha : float, default 0.5
-        Subsamplability accuracy, in (0, 1/2].
-    radius : float, optional
-        Public bound R on the row norms (data units). Rows above it are clipped. When None, a
-        private norm quantile is spent on it.
-    lambda_min : float, optional
-        Public lower bound on lambda_min(Sigma) (data units). When None, a private Gaussian
-        bucket histogram over group eigenvalues is spent on it (needs m >= d).
-    init_fraction : float, default 0.1
-        Each private initialisation step gets rho * init_fraction / 2; the recursion gets the
-        rest (the paper gives no split; public values cost 0 and leave their share to the recursion).
-    sensitivity : {"paper", "tight"}
-        "paper": Delta_k = 4 R_k^2 / n (MS25). "tight": sqrt(2) R_k^2 / n, the exact L2
-        sensitivity of the released upper triangle (a deviation; MS25's value is valid but loose).
-    xi : float, default 0.1
-        Failure probability of the analysis (tail threshold of the radius step; planning).
-        It does not enter any noise scale.
-    random_state : None or int
-        None: OS entropy (the only mode fit for release). An int seeds the noise for tests;
-        the release records it as seeded.
-    scheduler : optional
-        See :func:`dpdist.engine.runtime.compute`.
-    radius_range : (float, float), default (1e-8, 1e8)
-        Public bounds of the radius grid (private radius only).
-    lambda_floor : float, default 1e-12
-        The lambda histogram covers [lambda_floor R_hat^2, R_hat^2] (private lambda only).
-    psd : bool, default False
-        Post-process the output by clipping its eigenvalues at 0 (not in MS25).
-    on_nonfinite : {"zero", "raise"}, default "zero"
-        "zero": rows holding NaN or inf become zero rows before any statistic (a per-row
-        map; nothing counts them). "raise": explicit validation mode: one extra pass checks
-        the data first and raises ValidationError before anything is computed; the error (or
-        its absence) reveals one bit, which the release records.
-
-    Returns
-    -------
-    Release
-        ``values["second_moment"]`` (d x d), ``values["projections"]`` (the L-1 public
-        maps Pi_k, post-processing of released noise) and ``values["level_matrices"]`` (the
-        L noisy level matrices, normalised units: each is that level's rho/L-zCDP release, so
-        publishing them costs nothing more); ``privacy`` is a :class:`ZCDP` whose breakdown
-        lists every step.
-
-    Raises
-    ------
-    NoPrivateResult
-        The private lambda_min histogram's largest bin is the underflow bin;
-        ``exc.release`` records the rho already spent (radius and lambda_min steps).
-
-    Notes
-    -----
-    **Guarantee.** rho-zCDP under replace-one neighbours (same n, one row replaced; n is
-    public), for any input. The argument (level sensitivities ``kappa(n) a R_k^2 / n`` from
-    public radii, the per-level share rho_main / L, post-processing of the projections, the
-    initialisation histograms with sensitivity sqrt(2), the float factor, the lattice) is
-    written once in docs/privacy/second_moment.md. The release records one
-    event per step (``events``; public steps as no-ops) and ``privacy`` is their zCDP
-    composition (BS16 Lemma 2.3), at most rho. The number of levels L = K* + 1 depends on
-    (R_hat / sqrt(lambda_hat), alpha, m) only.
-
-    **Floating point** (a deviation that only adds noise). The kernel scales every
-    row to R_k *before* forming its outer product (never "plain Gram minus the shrunk rows'
-    excess", which let one fill value cancel the rest of its batch), with overflow- and
-    underflow-free norms and a radius margin, so each row's term is bounded by R_k^2 as
-    computed; sums have bounded rounding depth, and each sigma_k is calibrated for
-    ``kappa(n) Delta_k`` (:func:`~dpdist.privacy.float_rounding.gram_rounding_factor`), the
-    sensitivity of the computed level matrix. The histograms' counts are exact per row.
-
-    **Float-safe noise.** Every released level matrix and histogram lies on a public
-    power-of-two lattice, with an exactly sampled rounded Gaussian: no output is
-    impossible under a neighbour. The utility
-    guarantee (Theorem 3.3: (1-gamma) Sigma_eff <= output <= (1+gamma) Sigma w.p. >= 1-2 xi)
-    needs (m, alpha, beta)-subsamplability and enough samples, see :meth:`SecondMoment.plan`;
-    privacy does not.
-
-    **Decisions** (each with its reason in docs/privacy/second_moment.md). L = K*+1, the
-    number of draws made, replaces the paper's real-valued T in sigma. S(y) = y min(1,
-    sqrt(3/7) R / ||y||) (the printed shrink is dimensionally wrong). Rows are clipped to R_hat
-    at level 0. The ``sensitivity`` option. A zCDP initialisation (norm quantile with threshold
-    tau_J = sigma sqrt(K+1-J) sqrt(2 ln(2K/xi)), sized for the K+1-J noisy bins
-    summed above edge J; bucket argmax with lambda_hat = l / (1 + alpha); the split
-    of ``init_fraction``). Groups are a keyed pseudorandom partition (without
-    replacement), computed per row block on the workers (:func:`group_partition`).
-    Uncentred second moment. The ``psd`` option. Rows with NaN/inf become zero rows.
-
-    **Computation.** One pass over X per private initialisation step and one per level. Each
-    level's Gram is reduced and noised inside the graph (only the noised matrix reaches this
-    process); the per-row clip scales t_k (exact per-row state, like the data themselves) stay
-    where the data live between levels and are never returned (see
-    :mod:`dpdist.engine.second_moment`). The eigendecomposition, the projections and the
-    unwinding run here, on released values only.
-    """
-    cfg = _validate(rho, m, alpha, radius, lambda_min, init_fraction, sensitivity, xi, radius_range,
-                    lambda_floor, psd, scheduler, on_nonfinite)
-    seed = resolve_random_state(random_state)
-    X = as_dask_array(X)
+def run_second_moment(X, cfg) -> Release:
+    """RecDPSME's release (MS25, Algorithms 1-2) from the opened input ``X`` and the validated
+    parameters ``cfg`` of :class:`~dpdist.algorithms.second_moment.estimator.SecondMoment`, with
+    the budget ``split`` its ``_validate_together`` derived (checks nothing again)."""
+    seed = resolve_random_state(cfg.random_state)
     n, d = (int(s) for s in X.shape)
-    _check_shape(cfg, n, d)
-    split = split_second_moment_rho(cfg.rho, cfg.init_fraction, private_radius=cfg.radius is None,
-                                    private_lambda=cfg.lambda_min is None)
+    split = cfg.split
     noise_scales: dict[str, Any] = {}
     params: dict[str, Any] = {
         "n_samples": n, "n_features": d, "rho": cfg.rho, "m": cfg.m, "alpha": cfg.alpha, "xi": cfg.xi,

@@ -95,7 +95,7 @@ def group_partition(
     """A data-independent split into k = floor(n/m) disjoint groups of m rows (Algorithms 3-4).
 
     Row i goes to group pi(i) // m, with pi a permutation of [0, n) keyed by the seed (a
-    Feistel network, see :mod:`dpdist.privacy.partition`); rows with pi(i) >= k m are unused
+    Feistel network, see :mod:`dpdist.privacy.noise.partition`); rows with pi(i) >= k m are unused
     (-1). The returned object computes the labels of any row range, so each row block gets
     its own on the worker that reads it: nothing of size n is built on the client. This
     samples without replacement, unlike Definition 1.1, and the permutation is

@@ -1,6 +1,11 @@
-"""The estimators :class:`SpectralNorm` (PrivNorm) and :class:`SparsePCA` (PrivPCA): they
-validate, call the functions of :mod:`dpdist.algorithms.sparse_pca.release` and copy the
-release into ``*_`` attributes.
+"""The estimators :class:`SpectralNorm` (PrivNorm) and :class:`SparsePCA` (PrivPCA), and their
+functional forms :func:`private_norm` and :func:`sparse_pca`.
+
+Each estimator lists its parameters once (``_parameter_constraints``); ``fit`` validates them
+once, fixes the batches, tau, the centring and the stages' budgets from them and the data's
+shape (``_validate_together``), plans once, and runs
+:func:`~dpdist.algorithms.sparse_pca.release.run_friendly` on those values. The functional
+forms build the estimator and return the release of its fit.
 """
 
 from __future__ import annotations
@@ -10,34 +15,73 @@ from typing import Any
 
 import numpy as np
 
-from dpdist._validation import check_positive
+from dpdist._validation import check_int
 from dpdist.algorithms._base import Estimator, reports_empirical
 from dpdist.algorithms._projection import Projection
-from dpdist.algorithms._centering import DEFAULT_MEAN_FRACTION, check_centering
-from dpdist.algorithms.friendly_steps import friendly_setup
-from dpdist.algorithms._friendly_forecast import REJECTION_LEVEL, batch_forecast, lambda_hat_points
-from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
-from dpdist.privacy.mechanisms.privpca.mechanism import PrivNormMechanism, PrivPCAMechanism
-from dpdist.privacy.mechanisms.privpca.calibration import (
-    DEFAULT_BETA,
-    default_n_batches,
-    friendly_test_calibration,
-    privnorm_calibration,
-    privpca_calibration,
-    split_norm_and_pca_budget,
-)
-from dpdist.privacy.release import Release
+from dpdist.algorithms._centering import CENTERING_CONSTRAINTS, DEFAULT_MEAN_FRACTION, centering_of, mean_mechanism
+from dpdist.algorithms._constraints import Boolean, Custom, Delta, Epsilon, Real, functional_form
+from dpdist.algorithms.friendly_steps import batch_setup
 from dpdist.algorithms.sparse_pca.plan import (
     SparsePCAPlan,
     SpectralNormPlan,
     _min_samples,
-    _plan_centring,
-    _plan_tests,
-    _tests_unmet,
-    privnorm_error_bound,
-    privpca_error_bound,
+    sparse_pca_plan,
+    spectral_norm_plan,
 )
-from dpdist.algorithms.sparse_pca.release import _check_common, _check_lambda_hat, private_norm, sparse_pca
+from dpdist.algorithms.sparse_pca.release import MECH_BOTH, MECH_NORM, MECH_PCA, run_friendly
+from dpdist.engine.runtime import DEFAULT_TIMEOUT
+from dpdist.privacy.mechanisms.privpca.calibration import (
+    DEFAULT_BETA,
+    check_gap,
+    check_k,
+    check_n_batches,
+    default_n_batches,
+    split_norm_and_pca_budget,
+)
+from dpdist.privacy.release import Release
+
+__all__ = ["SparsePCA", "SpectralNorm", "private_norm", "sparse_pca"]
+
+
+def _k(value, name):
+    return check_k(value)
+
+
+def _gap(value, name):
+    return check_gap(value)
+
+
+def _n_batches(value, name):
+    return None if value is None else check_n_batches(value)
+
+
+#: The parameters PrivNorm and PrivPCA share, in the order they are checked.
+_FRIENDLY_CONSTRAINTS = {
+    "k": Custom(_k),
+    "epsilon": Epsilon(),
+    "delta": Delta(),
+    "gap": Custom(_gap),
+    "sigma": Real(low=0.0),
+    "n_batches": Custom(_n_batches),
+    "tau": Real(low=0.0, allow_none=True),
+    "beta": Real(low=0.0, high=1.0),
+}
+
+
+def _centred(p, n_samples: int, n_features: int, stages_of):
+    """``p`` with what the centring and the shape decide: ``centering``, the private mean's
+    ``mean_share`` and ``mean_mechanism`` (or None), the ``stages`` (``stages_of`` splits the
+    share left after the mean), the ``setup`` (batches, tau, float bounds)."""
+    n, d = check_int(n_samples, "n_samples", low=1), check_int(n_features, "n_features", low=1)
+    centering = centering_of(p, n_features=d)
+    mean_share, share = centering.split(p.epsilon, p.delta)
+    stages = stages_of(share)
+    setup = batch_setup(n, d, p.k, p.gap, p.sigma, p.n_batches, p.tau, p.beta,
+                        [(e, dl) for _, e, dl in stages])
+    mech = (mean_mechanism(centering, mean_share, setup.n_samples, setup.n_features, setup.float_bounds.entry_clip)
+            if centering.private else None)
+    return p.replace(n_samples=setup.n_samples, n_features=setup.n_features, setup=setup, centering=centering,
+                     mean_share=mean_share, mean_mechanism=mech, stages=stages)
 
 
 def _location(rel: Release) -> dict:
@@ -52,14 +96,32 @@ class SpectralNorm(Estimator):
 
     Parameters
     ----------
-    k, epsilon, delta, gap, sigma, n_batches, tau, random_state, scheduler
-        As in :func:`private_norm`.
+    k : int
+        Row-column sparsity of the covariance (Model 1).
+    epsilon, delta : float
+        Privacy budget; epsilon > 0, 0 < delta < 1.
+    gap : float
+        Eigengap gamma in (0, 1): ``lambda_2 <= (1 - gap) lambda_1``.
+    sigma : float
+        Sub-Gaussian parameter of the rows (public); sets tau through eq. (11).
+    n_batches : int, optional
+        m >= 20; default :func:`~dpdist.privacy.mechanisms.privpca.calibration.default_n_batches`.
+    tau : float, optional
+        Threshold; default eq. (11) with :data:`~dpdist.privacy.mechanisms.privpca.calibration.TAU_CONSTANT`.
+    random_state : None or int
+        None: OS entropy (the only mode fit for release). An int seeds the noise for tests
+        (the release is then marked not private).
+    scheduler : optional
+        See :func:`dpdist.engine.runtime.compute`.
     beta : float, default 0.05
-        Failure probability of the utility statements (eq. (11), default m, plan()).
+        Failure probability used by eq. (11), the default m and :meth:`plan` (utility only).
     shuffle_batches : bool, default False
-        Batches from a public random permutation instead of consecutive row ranges.
+        False: batches are consecutive row ranges. True: batch membership follows a public
+        random permutation drawn from ``random_state`` (for data sorted by time or source).
     on_nonfinite : {"zero", "raise"}, default "zero"
-        See :func:`private_norm`.
+        "zero": rows holding NaN or inf become zero rows before any batch statistic
+        (uncounted). "raise": explicit validation mode: one pass checks the data first and
+        raises ValidationError before anything is computed (reveals one bit, recorded).
     require_useful : bool, default False
         True: ``fit`` refuses (``ValidationError``) before reading any data or reserving any
         budget when :meth:`plan` at the data's shape says the release would be rejected (its
@@ -93,20 +155,51 @@ class SpectralNorm(Estimator):
     n_batches_ : int
     privacy_ : ApproxDP
     release_ : Release
+        ``values["norm"]`` is the released ``lambda_hat``; ``values["tests"]`` the outcomes of
+        the private tests, as bits; ``values["mean"]`` the mean the rows were centred at. A fit
+        whose private test rejects (Algorithm 3 returns bottom) raises ``NoPrivateResult``,
+        whose ``.release`` records it.
 
     Notes
     -----
-    See :func:`private_norm` for the guarantee: (epsilon, delta)-DP under replace-one
-    neighbours for any input (Lemma 20). Parameters are validated in :meth:`fit`; a failed fit
-    (including a ``NoPrivateResult``) changes nothing (:mod:`dpdist.algorithms._base`).
+    **Guarantee.** (epsilon, delta)-DP under replace-one neighbours (n public), for any input
+    and any tau > 0 (Lemma 20). Three steps at (epsilon/3, delta/3) each, basic composition:
+    the good-set count |C| (sensitivity 1) and the FriendlyCore weight sum Z (sensitivity 7,
+    eq. (12)) are tested with bounded Laplace noise (Lemma 8, Fact 3); given both pass on
+    neighbouring inputs, ``||T_5tau(Sigma_bar)||_op`` is ``20 k tau``-sensitive (Lemma 9 with
+    m >= 20) and released with Gaussian noise ``20 k tau (6/eps) sqrt(log(6/delta))`` (Fact
+    2). Sensitivities use public parameters only (k, tau, m). Floating point (deviation 4 of
+    :mod:`dpdist.privacy.mechanisms.privpca.calibration`): input entries are clipped to a public level c from
+    sigma, ``Sigma_bar`` is thresholded at ``5 tau + eta`` (eta a public bound on its
+    rounding) and the sensitivity adds the proven float error, so the guarantee holds for the
+    computed statistic whatever the data's magnitude. Noise is float-safe (exact rounded laws
+    on public lattices, :mod:`dpdist.privacy.mechanisms.privpca.mechanism`). Caveats: for epsilon/3
+    above the range of Facts 2-3 the noise is enlarged (see
+    :mod:`dpdist.privacy.mechanisms.privpca.calibration`); a rejection spends the budget. Parameters are
+    validated in :meth:`fit`; a failed fit (including a ``NoPrivateResult``) changes nothing
+    (:mod:`dpdist.algorithms._base`).
 
-    The norm is a functional of the covariance, so it is centred like the covariance
-    estimators: the private mean first (its own share, its own event), then PrivNorm on ``x -
-    mu_hat`` with the rest; its sensitivity analysis is unchanged since ``mu_hat`` is public by
-    then (:func:`private_norm`). The rank-one term ``w w^T`` (``w = mu - mu_hat``) that
-    centring at ``mu_hat`` leaves in the second moment raises the top eigenvalue by between 0
-    and ``||w||^2``; :meth:`plan` adds that to the error.
+    **Centring.** Without ``assume_centered``, the mean is released first by
+    :class:`~dpdist.privacy.mechanisms.mean.ClippedMeanMechanism` with the share
+    ``mean_fraction`` of (epsilon, delta) (or taken from the public ``mean``), and the steps
+    above run at the rest on the rows ``x - mu_hat``. Their analysis is unchanged: ``mu_hat``
+    is public by then (post-processing of a DP release), ``x -> x - mu_hat`` is a fixed per-row
+    map applied before the entry clip, so replace-one neighbours stay replace-one neighbours
+    and every sensitivity above holds verbatim; the stages compose by basic composition
+    (:mod:`dpdist.algorithms._centering`). What the public bounds must now cover: ``sigma``
+    (hence the entry clip and tau) the centred rows ``x - mu_hat``, ``mean_clip`` the norms of
+    the raw rows. What is estimated is the top eigenvalue of the covariance ``Sigma``: around
+    ``mu_hat`` the rows' second moment is ``Sigma + w w^T`` with ``w = mu - mu_hat``, whose top
+    eigenvalue lies in ``[lambda_1, lambda_1 + ||w||^2]`` (Weyl; ``w w^T`` is positive
+    semidefinite of norm ``||w||^2``), so centring adds at most ``||w||^2`` to the error
+    (:meth:`plan`).
+
+    References
+    ----------
+    COLT 2026 paper (``shared/papers/000_b225b81e7478a8a0.txt``), Appendix C, Proposition 1.
     """
+
+    _parameter_constraints = {**_FRIENDLY_CONSTRAINTS, "shuffle_batches": Boolean(), **CENTERING_CONSTRAINTS}
 
     def __init__(
         self,
@@ -147,17 +240,16 @@ class SpectralNorm(Estimator):
         self.mean_fraction = mean_fraction
         self.mean_clip = mean_clip
 
-    def _fit_release(self, X) -> Release:
-        return private_norm(
-            X, self.k, self.epsilon, self.delta, gap=self.gap, sigma=self.sigma, n_batches=self.n_batches,
-            tau=self.tau, beta=self.beta, shuffle_batches=self.shuffle_batches,
-            random_state=self.random_state, scheduler=self.scheduler,
-            on_nonfinite=self.on_nonfinite, **self._centring(),
-        )
+    def _validate_together(self, params, n_samples, n_features):
+        """The batches, tau, the centring and PrivNorm's budget (the share left after a private mean)."""
+        return _centred(params, n_samples, n_features, lambda share: [("norm", share.epsilon, share.delta)]).replace(
+            lambda_hat=None, budget_split=None, mechanism=MECH_NORM)
 
-    def _centring(self) -> dict:
-        return {"assume_centered": self.assume_centered, "mean": self.mean, "mean_fraction": self.mean_fraction,
-                "mean_clip": self.mean_clip}
+    def _plan_validated(self, params, lambda_1: float | None = None, *, forecast: bool = True) -> SpectralNormPlan:
+        return spectral_norm_plan(params, lambda_1, forecast=forecast)
+
+    def _release_validated(self, X, params, plan) -> Release:
+        return run_friendly(X, params)
 
     def _fitted_attributes(self, rel: Release) -> dict:
         return {
@@ -179,61 +271,34 @@ class SpectralNorm(Estimator):
         absolute error bound into a relative one, is the scale the vacuity check uses, and is
         the reference instance's top eigenvalue.
         """
-        return self._plan(n_samples, n_features, lambda_1)
-
-    def _plan(self, n_samples, n_features, lambda_1=None, *, forecast: bool = True) -> SpectralNormPlan:
-        epsilon, delta = _check_common(self.k, self.epsilon, self.delta, self.gap, self.sigma,
-                                       self.n_batches, self.tau, self.beta, self.scheduler)
-        mean_share, share = check_centering(**self._centring()).split(epsilon, delta)
-        setup = friendly_setup(n_samples, n_features, self.k, self.gap, self.sigma, self.n_batches, self.tau,
-                       self.beta, [(share.epsilon, share.delta)])
-        cal = privnorm_calibration(share.epsilon, share.delta, setup.k, setup.tau, setup.float_bounds)
-        err = privnorm_error_bound(cal, setup.k, setup.tau, setup.beta)
-        lam = check_positive(lambda_1, "lambda_1", allow_none=True) or setup.sigma**2
-        centring, centring_unmet, private_mean = _plan_centring(self, setup, mean_share, lam)
-        bound = err["error_bound"] + centring["mean_offset_bound"] ** 2
-        fc = (batch_forecast(setup.n_features, setup.k, setup.gap, lam, min(setup.sizes), setup.tau)
-              if forecast else None)
-        tests = _plan_tests(setup, friendly_test_calibration(share.epsilon, share.delta, setup.n_batches),
-                            fc and fc.q_norm(), fc)
-        prob = "1 - 2 beta (Lemma 21, plus centring at the private mean)" if private_mean else "1 - beta (Lemma 21)"
-        return SpectralNormPlan(
-            n_samples=setup.n_samples,
-            n_features=setup.n_features,
-            privacy=ApproxDP(epsilon, delta),
-            noise_scale=PrivNormMechanism.from_calibration(cal).noise_scales()["release"],  # as released
-            error_bound=bound,
-            error_metric=f"|lambda_hat - lambda_1|, w.p. >= {prob} when the tests pass",
-            error_scale=lam,
-            error_scale_rule="lambda_1" if lambda_1 is not None else "lambda_1 = sigma**2, the largest Model 1 allows",
-            unmet_conditions=_tests_unmet(tests, "PrivNorm") + centring_unmet,
-            n_batches=setup.n_batches,
-            batch_size=min(setup.sizes),
-            tau=setup.tau,
-            lambda_1_assumed=lam,
-            sensitivity=cal.sensitivity,
-            tests=tests,
-            threshold_error=err["threshold_error"],
-            noise_error=err["noise_error"],
-            relative_error_bound=bound / lam,
-            meets_theorem_3_requirement=bound <= setup.gap * lam / 10,
-            release_probability=tests.get("pass_probability"),
-            release_probability_range=tests.get("pass_probability_range"),
-            **centring,
-        )
+        return self._plan_validated(self._validated_at(n_samples, n_features), lambda_1)
 
     def min_samples(self, target_relative_error: float, n_features: int, *, lambda_1: float | None = None) -> int:
         """Least n whose :meth:`plan` relative error bound is <= the target (m held at its
         value for that n: ``n_batches`` if set, else the default)."""
-        epsilon, delta = _check_common(self.k, self.epsilon, self.delta, self.gap, self.sigma,
-                                       self.n_batches, self.tau, self.beta, self.scheduler)
-        _, share = check_centering(**self._centring()).split(epsilon, delta)
+        p = self._validate_params(fit=False)
+        centering = centering_of(p)
+        _, share = centering.split(p.epsilon, p.delta)
         return _min_samples(
-            self,
-            lambda n: self._plan(n, n_features, lambda_1, forecast=False).relative_error_bound,
+            centering.private,
+            lambda n: self._plan_validated(self._validate_together(p, n, n_features), lambda_1,
+                                           forecast=False).relative_error_bound,
             target_relative_error,
-            start=max(40, 2 * (self.n_batches or default_n_batches(share.epsilon, share.delta, beta=self.beta))),
+            start=max(40, 2 * (p.n_batches or default_n_batches(share.epsilon, share.delta, beta=p.beta))),
         )
+
+
+def _pca_stages(p):
+    """The function from the share left after a private mean to the stages' budgets: PrivPCA
+    alone for a given ``lambda_hat``, else PrivNorm and PrivPCA split by ``norm_fraction``."""
+
+    def stages_of(share):
+        if p.lambda_hat is not None:
+            return [("pca", share.epsilon, share.delta)]
+        (en, dn), (ep, dp) = split_norm_and_pca_budget(share.epsilon, share.delta, p.norm_fraction)
+        return [("norm", en, dn), ("pca", ep, dp)]
+
+    return stages_of
 
 
 class SparsePCA(Projection, Estimator):
@@ -241,16 +306,36 @@ class SparsePCA(Projection, Estimator):
 
     Parameters
     ----------
-    k, epsilon, delta, gap, sigma, n_batches, tau, random_state, scheduler
-        As in :func:`sparse_pca`.
+    k : int
+        Row-column sparsity of the covariance (Model 1).
+    epsilon, delta : float
+        Privacy budget; epsilon > 0, 0 < delta < 1.
+    gap : float
+        Eigengap gamma in (0, 1): ``lambda_2 <= (1 - gap) lambda_1``.
+    sigma : float
+        Sub-Gaussian parameter of the rows (public); sets tau through eq. (11).
+    n_batches : int, optional
+        m >= 20; default :func:`~dpdist.privacy.mechanisms.privpca.calibration.default_n_batches`.
+    tau : float, optional
+        Threshold; default eq. (11) with :data:`~dpdist.privacy.mechanisms.privpca.calibration.TAU_CONSTANT`.
     norm_fraction : float, default 0.5
-        Share of (epsilon, delta) spent by PrivNorm; ignored when ``lambda_hat`` is given.
+        Share of (epsilon, delta) spent by PrivNorm; unused when ``lambda_hat`` is given.
     lambda_hat : float, optional
-        A public estimate of ``lambda_1``: PrivNorm is skipped and PrivPCA gets the whole budget.
+        A public estimate of ``lambda_1``: PrivNorm is skipped and PrivPCA gets the whole budget
+        (the whole budget left after a private mean). It must not depend on the data except
+        through a DP release whose cost is accounted separately.
+    random_state : None or int
+        None: OS entropy (the only mode fit for release). An int seeds the noise for tests
+        (the release is then marked not private).
+    scheduler : optional
+        See :func:`dpdist.engine.runtime.compute`.
     beta : float, default 0.05
+        Failure probability used by eq. (11), the default m and :meth:`plan` (utility only).
     shuffle_batches : bool, default False
+        False: batches are consecutive row ranges. True: batch membership follows a public
+        random permutation drawn from ``random_state`` (for data sorted by time or source).
     on_nonfinite : {"zero", "raise"}, default "zero"
-        See :func:`private_norm`.
+        As in :class:`SpectralNorm`.
     require_useful : bool, default False
         True: ``fit`` refuses (``ValidationError``) before reading any data or reserving any
         budget when :meth:`plan` at the data's shape says the release would be rejected (its
@@ -278,9 +363,31 @@ class SparsePCA(Projection, Estimator):
 
     Notes
     -----
-    See :func:`sparse_pca`: (epsilon, delta)-DP under replace-one neighbours for any input
-    (Corollary 1, Lemma 20, basic composition). Parameters are validated in :meth:`fit`; a
-    failed fit (including a ``NoPrivateResult``) changes nothing (:mod:`dpdist.algorithms._base`).
+    **Guarantee.** (epsilon, delta)-DP under replace-one neighbours by basic composition of
+    PrivNorm at ``(f epsilon, f delta)`` and PrivPCA at ``((1-f) epsilon, (1-f) delta)``,
+    ``f = norm_fraction`` (PrivNorm as in :class:`SpectralNorm`, PrivPCA as below). Both
+    stages share the batches, tau, the friend relation and Sigma_bar (deterministic functions
+    of the data, computed once; the data are read twice in total); their noises are
+    independent. If PrivNorm rejects, PrivPCA does not run and only PrivNorm's share is spent
+    (recorded in the release). With a private mean, PrivNorm and PrivPCA split the share ``1 -
+    mean_fraction`` of (epsilon, delta) left after it, and the three compose by basic
+    composition. Parameters are validated in :meth:`fit`; a failed fit (including a
+    ``NoPrivateResult``) changes nothing (:mod:`dpdist.algorithms._base`).
+
+    **The PrivPCA stage** (Algorithm 2, ``lambda_hat`` given or released by PrivNorm) is
+    (epsilon, delta)-DP at its share, for any input and any tau > 0 (Corollary 1): tests on
+    |C| and Z as in :class:`SpectralNorm` (Lemma 8), then, given both neighbouring runs pass,
+    the projector ``u u^T`` of the top eigenvector of ``T_5tau(Sigma_bar)`` is
+    ``Delta``-sensitive in Frobenius norm (Lemma 10) with ``Delta = 80 sqrt(2) k tau / (gap (1 -
+    gap/2) lambda_hat)`` (the factor ``1/(1 - gap/2)`` corrects the printed (13): goodness at
+    gap/2 guarantees only that eigengap), and ``u u^T + G`` with ``G_ij ~ N(0,
+    sigma_priv^2)``, ``sigma_priv`` the analytic Gaussian mechanism's at (epsilon/3, delta/3)
+    for ``Delta`` (exact; below Fact 2's ``Delta (6/eps) sqrt(log(6/delta))``), is
+    (epsilon/3, delta/3)-DP; on the lattice the sensitivity adds the rounding of the d^2
+    entries (:class:`~dpdist.privacy.mechanisms.privpca.mechanism.PrivPCAMechanism`). ``top_{k^2}``
+    (sampled exactly, float-safe, by :func:`~dpdist.privacy.noise.topk_sampler.lattice_top_k2`),
+    symmetrisation and the top eigenvector are post-processing. Caveats as in
+    :class:`SpectralNorm`.
 
     **Centring.** By default the mean is released first (clipped-mean Gaussian mechanism,
     ``mean_fraction`` of the budget, rows scaled to L2 norm ``mean_clip``) and PrivNorm and
@@ -303,6 +410,14 @@ class SparsePCA(Projection, Estimator):
     :func:`~dpdist.algorithms._centering.mean_offset_bounds`) to Theorem 3's bound for
     ``Sigma'``, and names an unmet condition when ``Sigma'`` may leave the model.
     """
+
+    _parameter_constraints = {
+        **_FRIENDLY_CONSTRAINTS,
+        "norm_fraction": Real(low=0.0, high=1.0),
+        "lambda_hat": Real(low=0.0, allow_none=True),
+        "shuffle_batches": Boolean(),
+        **CENTERING_CONSTRAINTS,
+    }
 
     def __init__(
         self,
@@ -347,16 +462,25 @@ class SparsePCA(Projection, Estimator):
         self.mean_fraction = mean_fraction
         self.mean_clip = mean_clip
 
-    _centring = SpectralNorm._centring
+    def _validate_together(self, params, n_samples, n_features):
+        """The batches, tau, the centring and the stages' budgets (PrivPCA alone for a given
+        ``lambda_hat``, else PrivNorm and PrivPCA split by ``norm_fraction``)."""
+        p = _centred(params, n_samples, n_features, _pca_stages(params))
+        pca = [e for name, *e in p.stages if name == "pca"][0]
+        if p.lambda_hat is not None:
+            split, mechanism = {"norm_fraction": 0.0, "lambda_hat": "user-supplied", "pca": pca}, MECH_PCA
+        else:
+            norm = [e for name, *e in p.stages if name == "norm"][0]
+            split = {"norm_fraction": p.norm_fraction, "norm": norm, "pca": pca,
+                     "composition": "basic (DR14 Thm 3.16)"}
+            mechanism = MECH_BOTH
+        return p.replace(budget_split=split, mechanism=mechanism)
 
-    def _fit_release(self, X) -> Release:
-        return sparse_pca(
-            X, self.k, self.epsilon, self.delta, gap=self.gap, sigma=self.sigma,
-            norm_fraction=self.norm_fraction, lambda_hat=self.lambda_hat, n_batches=self.n_batches,
-            tau=self.tau, beta=self.beta, shuffle_batches=self.shuffle_batches,
-            random_state=self.random_state, scheduler=self.scheduler,
-            on_nonfinite=self.on_nonfinite, **self._centring(),
-        )
+    def _plan_validated(self, params, lambda_1: float | None = None, *, forecast: bool = True) -> SparsePCAPlan:
+        return sparse_pca_plan(params, lambda_1, forecast=forecast)
+
+    def _release_validated(self, X, params, plan) -> Release:
+        return run_friendly(X, params)
 
     def _fitted_attributes(self, rel: Release) -> dict:
         return {
@@ -369,16 +493,6 @@ class SparsePCA(Projection, Estimator):
             "privacy_": rel.privacy,
             "release_": rel,
         }
-
-    def _budgets(self):
-        """(PrivNorm's budget or None, PrivPCA's): the share left after a private mean, split."""
-        epsilon, delta = _check_common(self.k, self.epsilon, self.delta, self.gap, self.sigma,
-                                       self.n_batches, self.tau, self.beta, self.scheduler)
-        _, share = check_centering(**self._centring()).split(epsilon, delta)
-        if self.lambda_hat is not None:
-            _check_lambda_hat(self.lambda_hat)
-            return None, (share.epsilon, share.delta)
-        return split_norm_and_pca_budget(share.epsilon, share.delta, self.norm_fraction)
 
     @reports_empirical("privpca")
     def plan(self, n_samples: int, n_features: int, *, lambda_1: float | None = None) -> SparsePCAPlan:
@@ -393,107 +507,41 @@ class SparsePCA(Projection, Estimator):
         private tests pass, on the model's reference instance (top eigenvalue ``lambda_1``;
         :mod:`dpdist.algorithms._friendly_forecast`).
         """
-        return self._plan(n_samples, n_features, lambda_1)
-
-    def _plan(self, n_samples, n_features, lambda_1=None, *, forecast: bool = True) -> SparsePCAPlan:
-        norm_budget, (ep, dp) = self._budgets()
-        budgets = [(ep, dp)] if norm_budget is None else [norm_budget, (ep, dp)]
-        setup = friendly_setup(n_samples, n_features, self.k, self.gap, self.sigma, self.n_batches, self.tau,
-                       self.beta, budgets)
-        lam = check_positive(lambda_1, "lambda_1", allow_none=True) or (
-            float(self.lambda_hat) if self.lambda_hat is not None else setup.sigma**2)
-        lam_hat = float(self.lambda_hat) if self.lambda_hat is not None else (1 - setup.gap / 10) * lam
-        pcal = privpca_calibration(ep, dp, setup.k, setup.tau, setup.gap, lam_hat, setup.float_bounds)
-        err = privpca_error_bound(pcal.sigma, setup.k, setup.tau, setup.gap, lam, setup.n_features, setup.beta)
-        fc = (batch_forecast(setup.n_features, setup.k, setup.gap, lam, min(setup.sizes), setup.tau)
-              if forecast else None)
-        pca_cal = friendly_test_calibration(ep, dp, setup.n_batches)
-        if norm_budget is not None:
-            ncal = privnorm_calibration(norm_budget[0], norm_budget[1], setup.k, setup.tau, setup.float_bounds)
-        if fc is None:
-            pca_tests = _plan_tests(setup, pca_cal)
-        else:
-            if norm_budget is None:  # lambda_hat is public: PrivPCA always runs
-                lam_points, p_run = np.array([float(self.lambda_hat)]), 1.0
-            else:  # lambda_hat = ||T_5tau(Sigma)||_op + PrivNorm's noise; PrivPCA runs when it is > 0
-                points = lambda_hat_points(fc.norm_of_thresholded, ncal.sigma)
-                lam_points, p_run = points[points > 0], float(np.mean(points > 0))
-            pca_tests = _plan_tests(setup, pca_cal, fc.q_pca(lam_points) if lam_points.size else np.zeros(1), fc)
-            if norm_budget is not None:
-                pca_tests["lambda_hat_positive_probability"] = p_run
-                for key in ("count_test_pass_probability", "pass_probability"):
-                    pca_tests[key] *= p_run
-                for key in ("count_test_pass_probability_range", "pass_probability_range"):
-                    pca_tests[key] = [v * p_run for v in pca_tests[key]]
-        unmet = _tests_unmet(pca_tests, "PrivPCA")
-        release_probability = pca_tests.get("pass_probability")
-        release_range = pca_tests.get("pass_probability_range")
-        norm: dict = {}
-        if norm_budget is not None:
-            nerr = privnorm_error_bound(ncal, setup.k, setup.tau, setup.beta)
-            norm = {
-                "norm_noise_scale": PrivNormMechanism.from_calibration(ncal).noise_scales()["release"],
-                "norm_error_bound": nerr["error_bound"],
-                "norm_within_gap_over_10": nerr["error_bound"] <= setup.gap * lam / 10,
-                "norm_tests": _plan_tests(setup, friendly_test_calibration(*norm_budget, setup.n_batches),
-                                          fc and fc.q_norm(), fc),
-                "budget_split": {"norm": list(norm_budget), "pca": [ep, dp]},
-            }
-            if fc is not None:
-                release_probability *= norm["norm_tests"]["pass_probability"]
-                release_range = [a * b for a, b in zip(release_range, norm["norm_tests"]["pass_probability_range"])]
-            unmet = _tests_unmet(norm["norm_tests"], "PrivNorm") + unmet
-            if not norm["norm_within_gap_over_10"]:
-                unmet += (f"PrivNorm's predicted error {nerr['error_bound']:.3g} exceeds gap lambda_1 / 10 = "
-                          f"{setup.gap * lam / 10:.3g} (Theorem 3 needs lambda_hat within it)",)
-        said = any("predicted to pass" in u for u in unmet)
-        if fc is not None and release_probability < REJECTION_LEVEL and not said:
-            unmet += (f"PrivNorm's and PrivPCA's private tests are predicted to pass together with probability "
-                      f"{release_probability:.3g} on the model's reference instance: the fit would most likely "
-                      "raise NoPrivateResult and spend its budget",)
-        mean_share, _ = check_centering(**self._centring()).split(check_epsilon(self.epsilon), check_delta(self.delta))
-        centring, centring_unmet, private_mean = _plan_centring(self, setup, mean_share, lam)
-        # the angle the centring's rank-one term turns the top eigenvector by (Davis-Kahan, Notes)
-        centring["centring_sin_bound"] = min(1.0, centring["mean_offset_bound"] ** 2 / (setup.gap * lam))
-        bound = min(1.0, (math.sqrt(err["sin2_error_bound"]) + centring["centring_sin_bound"]) ** 2)
-        prob = ("1 - 2 beta when the tests pass (proof of Theorem 3, plus centring at the private mean)"
-                if private_mean else "1 - beta when the tests pass (proof of Theorem 3)")
-        return SparsePCAPlan(
-            n_samples=setup.n_samples,
-            n_features=setup.n_features,
-            privacy=ApproxDP(check_epsilon(self.epsilon), check_delta(self.delta)),
-            noise_scale=PrivPCAMechanism.from_calibration(pcal, setup.n_features).noise_scales()["projector"],
-            error_bound=bound,
-            error_metric=f"sin^2(v_hat, v_1), w.p. >= {prob}",
-            error_scale=1.0,
-            error_scale_rule="1: sin^2 <= 1 always",
-            unmet_conditions=unmet + centring_unmet,
-            n_batches=setup.n_batches,
-            batch_size=min(setup.sizes),
-            tau=setup.tau,
-            lambda_1_assumed=lam,
-            lambda_hat_assumed=lam_hat,
-            sigma_priv=pcal.sigma,
-            projector_sensitivity=pcal.sensitivity,
-            pca_tests=pca_tests,
-            release_probability=release_probability,
-            release_probability_range=release_range,
-            **err,
-            **norm,
-            **centring,
-        )
+        return self._plan_validated(self._validated_at(n_samples, n_features), lambda_1)
 
     def min_samples(self, target_sin2: float, n_features: int, *, lambda_1: float | None = None) -> int:
         """Least n whose :meth:`plan` predicts ``sin^2 <= target_sin2`` (and, when PrivNorm
         runs, a lambda_hat within gap/10 as Theorem 3 requires); m is held at ``n_batches`` or
         its default."""
+        p = self._validate_params(fit=False)
+        centering = centering_of(p)
 
         def err(n):
-            p = self._plan(n, n_features, lambda_1, forecast=False)
-            ok = p.norm_within_gap_over_10 is not False
-            return p.error_bound if ok else math.inf
+            plan = self._plan_validated(self._validate_together(p, n, n_features), lambda_1, forecast=False)
+            return plan.error_bound if plan.norm_within_gap_over_10 is not False else math.inf
 
-        norm_budget, (ep, dp) = self._budgets()
-        pairs = [(ep, dp)] if norm_budget is None else [norm_budget, (ep, dp)]
-        m = self.n_batches or max(default_n_batches(e, d, beta=self.beta) for e, d in pairs)
-        return _min_samples(self, err, target_sin2, start=max(40, 2 * m))
+        _, share = centering.split(p.epsilon, p.delta)
+        pairs = [(e, dl) for _, e, dl in _pca_stages(p)(share)]
+        m = p.n_batches or max(default_n_batches(e, dl, beta=p.beta) for e, dl in pairs)
+        return _min_samples(centering.private, err, target_sin2, start=max(40, 2 * m))
+
+
+private_norm = functional_form(
+    SpectralNorm, name="private_norm", positional=("k", "epsilon", "delta"),
+    summary="PrivNorm (Algorithm 3): a private estimate of ``lambda_1`` of a k-RCS covariance.",
+    returns="""
+    Release
+        ``values["norm"]`` is the released ``lambda_hat``; ``values["tests"]`` the outcomes of the
+        private tests, as bits; ``values["mean"]`` the mean the rows were centred at. A rejection
+        (Algorithm 3 returns bottom) raises ``NoPrivateResult``, whose ``.release`` records it.""",
+)
+
+sparse_pca = functional_form(
+    SparsePCA, name="sparse_pca", positional=("k", "epsilon", "delta"),
+    summary="Theorem 3: PrivNorm for ``lambda_hat``, then PrivPCA, on the same data.",
+    returns="""
+    Release
+        ``values["components"]`` (1, d), ``values["lambda_hat"]``, ``values["tests"]`` (the tests'
+        outcomes, as bits) and ``values["mean"]``. A rejection raises ``NoPrivateResult``, whose
+        ``.release`` records what the stages run spent.""",
+)

@@ -10,20 +10,28 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpdist.algorithms._centering import check_centering, mean_mechanism, mean_offset_bounds
+from dpdist.algorithms._centering import mean_offset_bounds
 from dpdist.algorithms.friendly_steps import FriendlySetup
+from dpdist._validation import check_positive
 from dpdist.algorithms._friendly_forecast import (
     REJECTION_LEVEL,
     BatchForecast,
+    batch_forecast,
     count_pass_probability,
+    lambda_hat_points,
     weight_pass_probability,
 )
 from dpdist.exceptions import ValidationError
 from dpdist.algorithms._utility import search_min_samples
+from dpdist.privacy.budget import ApproxDP
+from dpdist.privacy.mechanisms.privpca.mechanism import PrivNormMechanism, PrivPCAMechanism
 from dpdist.privacy.mechanisms.privpca.calibration import (
     DEFAULT_BETA,
     FriendlyTestCalibration,
     GaussianReleaseCalibration,
+    friendly_test_calibration,
+    privnorm_calibration,
+    privpca_calibration,
 )
 from dpdist.algorithms.plan import Plan
 
@@ -80,20 +88,18 @@ def _tests_unmet(tests: dict, name: str) -> tuple:
     return ()
 
 
-def _plan_centring(est, setup: FriendlySetup, mean_share, lambda_1: float) -> tuple[dict, tuple, bool]:
+def _plan_centring(p, lambda_1: float) -> tuple[dict, tuple, bool]:
     """The plan's centring fields, its unmet condition (if any), and whether the mean is private.
 
-    ``mean_offset_bound`` bounds ``||w||_2``, ``w = mu - mu_hat``
+    ``p`` holds the validated parameters with their ``setup``, ``centering`` and
+    ``mean_mechanism``. ``mean_offset_bound`` bounds ``||w||_2``, ``w = mu - mu_hat``
     (:func:`~dpdist.algorithms._centering.mean_offset_bounds`, at beta). The plans apply the
     algorithms' bounds to the centred rows' second moment ``Sigma + w w^T``; they name it an
     unmet condition when that matrix may leave the model: ``||w||^2 > gap lambda_1 / 10``
     (Weyl then no longer keeps its relative eigengap above 0.8 gap) or a squared entry of ``w``
     above tau (``w w^T``'s entries off Sigma's pattern could then survive the threshold).
     """
-    centering = check_centering(est.assume_centered, est.mean, est.mean_fraction, est.mean_clip,
-                                n_features=setup.n_features)
-    mech = (mean_mechanism(centering, mean_share, setup.n_samples, setup.n_features, setup.float_bounds.entry_clip)
-            if centering.private else None)
+    setup, centering, mech = p.setup, p.centering, p.mean_mechanism
     w_inf, w_2 = mean_offset_bounds(centering, mech, setup.sigma, setup.n_samples, setup.n_features, setup.beta)
     why = []
     if w_2 * w_2 > setup.gap * lambda_1 / 10:
@@ -207,11 +213,10 @@ class SparsePCAPlan(Plan):
     centring_sin_bound: float = 0.0
 
 
-def _min_samples(est, error_at, target: float, *, start: int) -> int:
-    """:func:`search_min_samples` for a plan that may centre at a private mean: a size at which
-    the mean cannot be computed exactly (its integer sums would overflow) has no bound, and a
-    target that no size reaches says why."""
-    private = check_centering(**est._centring()).private
+def _min_samples(private: bool, error_at, target: float, *, start: int) -> int:
+    """:func:`search_min_samples` for a plan that may centre at a private mean (``private``): a
+    size at which the mean cannot be computed exactly (its integer sums would overflow) has no
+    bound, and a target that no size reaches says why."""
 
     def err(n):
         try:
@@ -269,3 +274,134 @@ def privpca_error_bound(
         "noise_max_entry": noise_max,
         "support_recoverable": noise_max < 1.0 / k,
     }
+
+
+def spectral_norm_plan(p, lambda_1: float | None = None, *, forecast: bool = True) -> SpectralNormPlan:
+    """:meth:`SpectralNorm.plan <dpdist.algorithms.sparse_pca.estimator.SpectralNorm.plan>` from the
+    validated parameters ``p`` (with their ``setup``, centring and the stage's budget);
+    ``forecast=False`` leaves out the tests' pass probabilities (a sample-size search)."""
+    setup, (_, share_epsilon, share_delta) = p.setup, p.stages[0]
+    cal = privnorm_calibration(share_epsilon, share_delta, setup.k, setup.tau, setup.float_bounds)
+    err = privnorm_error_bound(cal, setup.k, setup.tau, setup.beta)
+    lam = check_positive(lambda_1, "lambda_1", allow_none=True) or setup.sigma**2
+    centring, centring_unmet, private_mean = _plan_centring(p, lam)
+    bound = err["error_bound"] + centring["mean_offset_bound"] ** 2
+    fc = (batch_forecast(setup.n_features, setup.k, setup.gap, lam, min(setup.sizes), setup.tau)
+          if forecast else None)
+    tests = _plan_tests(setup, friendly_test_calibration(share_epsilon, share_delta, setup.n_batches),
+                        fc and fc.q_norm(), fc)
+    prob = "1 - 2 beta (Lemma 21, plus centring at the private mean)" if private_mean else "1 - beta (Lemma 21)"
+    return SpectralNormPlan(
+        n_samples=setup.n_samples,
+        n_features=setup.n_features,
+        privacy=ApproxDP(p.epsilon, p.delta),
+        noise_scale=PrivNormMechanism.from_calibration(cal).noise_scales()["release"],  # as released
+        error_bound=bound,
+        error_metric=f"|lambda_hat - lambda_1|, w.p. >= {prob} when the tests pass",
+        error_scale=lam,
+        error_scale_rule="lambda_1" if lambda_1 is not None else "lambda_1 = sigma**2, the largest Model 1 allows",
+        unmet_conditions=_tests_unmet(tests, "PrivNorm") + centring_unmet,
+        n_batches=setup.n_batches,
+        batch_size=min(setup.sizes),
+        tau=setup.tau,
+        lambda_1_assumed=lam,
+        sensitivity=cal.sensitivity,
+        tests=tests,
+        threshold_error=err["threshold_error"],
+        noise_error=err["noise_error"],
+        relative_error_bound=bound / lam,
+        meets_theorem_3_requirement=bound <= setup.gap * lam / 10,
+        release_probability=tests.get("pass_probability"),
+        release_probability_range=tests.get("pass_probability_range"),
+        **centring,
+    )
+
+
+def sparse_pca_plan(p, lambda_1: float | None = None, *, forecast: bool = True) -> SparsePCAPlan:
+    """:meth:`SparsePCA.plan <dpdist.algorithms.sparse_pca.estimator.SparsePCA.plan>` from the
+    validated parameters ``p`` (with their ``setup``, centring and the stages' budgets);
+    ``forecast=False`` leaves out the tests' pass probabilities (a sample-size search)."""
+    setup = p.setup
+    budgets = {name: (e, dl) for name, e, dl in p.stages}
+    norm_budget, (ep, dp) = budgets.get("norm"), budgets["pca"]
+    lam = check_positive(lambda_1, "lambda_1", allow_none=True) or (
+        p.lambda_hat if p.lambda_hat is not None else setup.sigma**2)
+    lam_hat = p.lambda_hat if p.lambda_hat is not None else (1 - setup.gap / 10) * lam
+    pcal = privpca_calibration(ep, dp, setup.k, setup.tau, setup.gap, lam_hat, setup.float_bounds)
+    err = privpca_error_bound(pcal.sigma, setup.k, setup.tau, setup.gap, lam, setup.n_features, setup.beta)
+    fc = (batch_forecast(setup.n_features, setup.k, setup.gap, lam, min(setup.sizes), setup.tau)
+          if forecast else None)
+    pca_cal = friendly_test_calibration(ep, dp, setup.n_batches)
+    if norm_budget is not None:
+        ncal = privnorm_calibration(norm_budget[0], norm_budget[1], setup.k, setup.tau, setup.float_bounds)
+    if fc is None:
+        pca_tests = _plan_tests(setup, pca_cal)
+    else:
+        if norm_budget is None:  # lambda_hat is public: PrivPCA always runs
+            lam_points, p_run = np.array([p.lambda_hat]), 1.0
+        else:  # lambda_hat = ||T_5tau(Sigma)||_op + PrivNorm's noise; PrivPCA runs when it is > 0
+            points = lambda_hat_points(fc.norm_of_thresholded, ncal.sigma)
+            lam_points, p_run = points[points > 0], float(np.mean(points > 0))
+        pca_tests = _plan_tests(setup, pca_cal, fc.q_pca(lam_points) if lam_points.size else np.zeros(1), fc)
+        if norm_budget is not None:
+            pca_tests["lambda_hat_positive_probability"] = p_run
+            for key in ("count_test_pass_probability", "pass_probability"):
+                pca_tests[key] *= p_run
+            for key in ("count_test_pass_probability_range", "pass_probability_range"):
+                pca_tests[key] = [v * p_run for v in pca_tests[key]]
+    unmet = _tests_unmet(pca_tests, "PrivPCA")
+    release_probability = pca_tests.get("pass_probability")
+    release_range = pca_tests.get("pass_probability_range")
+    norm: dict = {}
+    if norm_budget is not None:
+        nerr = privnorm_error_bound(ncal, setup.k, setup.tau, setup.beta)
+        norm = {
+            "norm_noise_scale": PrivNormMechanism.from_calibration(ncal).noise_scales()["release"],
+            "norm_error_bound": nerr["error_bound"],
+            "norm_within_gap_over_10": nerr["error_bound"] <= setup.gap * lam / 10,
+            "norm_tests": _plan_tests(setup, friendly_test_calibration(*norm_budget, setup.n_batches),
+                                      fc and fc.q_norm(), fc),
+            "budget_split": {"norm": list(norm_budget), "pca": [ep, dp]},
+        }
+        if fc is not None:
+            release_probability *= norm["norm_tests"]["pass_probability"]
+            release_range = [a * b for a, b in zip(release_range, norm["norm_tests"]["pass_probability_range"])]
+        unmet = _tests_unmet(norm["norm_tests"], "PrivNorm") + unmet
+        if not norm["norm_within_gap_over_10"]:
+            unmet += (f"PrivNorm's predicted error {nerr['error_bound']:.3g} exceeds gap lambda_1 / 10 = "
+                      f"{setup.gap * lam / 10:.3g} (Theorem 3 needs lambda_hat within it)",)
+    said = any("predicted to pass" in u for u in unmet)
+    if fc is not None and release_probability < REJECTION_LEVEL and not said:
+        unmet += (f"PrivNorm's and PrivPCA's private tests are predicted to pass together with probability "
+                  f"{release_probability:.3g} on the model's reference instance: the fit would most likely "
+                  "raise NoPrivateResult and spend its budget",)
+    centring, centring_unmet, private_mean = _plan_centring(p, lam)
+    # the angle the centring's rank-one term turns the top eigenvector by (Davis-Kahan, SparsePCA's Notes)
+    centring["centring_sin_bound"] = min(1.0, centring["mean_offset_bound"] ** 2 / (setup.gap * lam))
+    bound = min(1.0, (math.sqrt(err["sin2_error_bound"]) + centring["centring_sin_bound"]) ** 2)
+    prob = ("1 - 2 beta when the tests pass (proof of Theorem 3, plus centring at the private mean)"
+            if private_mean else "1 - beta when the tests pass (proof of Theorem 3)")
+    return SparsePCAPlan(
+        n_samples=setup.n_samples,
+        n_features=setup.n_features,
+        privacy=ApproxDP(p.epsilon, p.delta),
+        noise_scale=PrivPCAMechanism.from_calibration(pcal, setup.n_features).noise_scales()["projector"],
+        error_bound=bound,
+        error_metric=f"sin^2(v_hat, v_1), w.p. >= {prob}",
+        error_scale=1.0,
+        error_scale_rule="1: sin^2 <= 1 always",
+        unmet_conditions=unmet + centring_unmet,
+        n_batches=setup.n_batches,
+        batch_size=min(setup.sizes),
+        tau=setup.tau,
+        lambda_1_assumed=lam,
+        lambda_hat_assumed=lam_hat,
+        sigma_priv=pcal.sigma,
+        projector_sensitivity=pcal.sensitivity,
+        pca_tests=pca_tests,
+        release_probability=release_probability,
+        release_probability_range=release_range,
+        **err,
+        **norm,
+        **centring,
+    )

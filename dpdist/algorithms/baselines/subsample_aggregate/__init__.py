@@ -12,13 +12,12 @@ from dpdist.algorithms.baselines.subsample_aggregate.agreement import (
     group_agreement,
     psd_distance_matrix,
 )
-from dpdist.algorithms.baselines.subsample_aggregate.estimator import SubsampleAggregateSecondMoment
-from dpdist.algorithms.baselines.subsample_aggregate.plan import SubsampleAggregatePlan
-from dpdist.algorithms.baselines.subsample_aggregate.release import (
-    MECHANISM,
-    NOT_PRIVATE_LABEL,
+from dpdist.algorithms.baselines.subsample_aggregate.estimator import (
+    SubsampleAggregateSecondMoment,
     subsample_aggregate_second_moment,
 )
+from dpdist.algorithms.baselines.subsample_aggregate.plan import SubsampleAggregatePlan
+from dpdist.algorithms.baselines.subsample_aggregate.release import MECHANISM, NOT_PRIVATE_LABEL
 from dpdist.privacy.mechanisms.subsample_aggregate import PURPOSE_MASK, PURPOSE_TLAP
 
 __all__ = [

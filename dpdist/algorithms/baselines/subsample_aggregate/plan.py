@@ -36,4 +36,9 @@ class SubsampleAggregatePlan(Plan):
 
 def baseline_utility_min_samples(m: int, epsilon: float, delta: float) -> float:
     """Lemma A.5's n >= (10 m / eps) ln(1 + (e^eps - 1)/(2 delta)) (utility, not privacy)."""
-    return 10.0 * check_m(m) * tlap_support(1.0, epsilon, delta)
+    return utility_min_samples(check_m(m), epsilon, delta)
+
+
+def utility_min_samples(m: int, epsilon: float, delta: float) -> float:
+    """:func:`baseline_utility_min_samples` for a checked ``m``."""
+    return 10.0 * m * tlap_support(1.0, epsilon, delta)
