@@ -201,13 +201,14 @@ class Estimator:
     - ``_validate_together(params, n, d)``, ``_plan_validated(params)`` and
       ``_release_validated(X, params, plan) -> Release`` (emitting the PrivacyWarning of an
       unsafe mode): a fit validates once, plans once and releases from the checked values
-      (:meth:`_release_of`); without a table, ``_fit_release(X)`` validates and releases;
+      (:meth:`_release_of`);
     - ``_fitted_attributes(release) -> dict``: the ``*_`` attributes of a successful fit;
     - ``plan(n_samples, n_features, ...) -> Plan``.
 
-    It may override ``_check_fit(n, d)`` (every check a fit makes before reading data, for
-    a fit against a reservation; default: the runtime parameters and ``plan(n, d)``),
-    ``_utility_plan`` and ``privacy_cost``.
+    It may override ``_check_fit(n, d)`` (every check a fit makes before reading data, for a
+    caller that reserves budget first; default: the parameters, the shape and the plan),
+    ``_release_of`` (an estimator whose plan needs values the release decides) and
+    ``privacy_cost``.
     """
 
     #: Least (rows, columns) the fit accepts (:func:`dpdist.data.validation.as_dask_array`).
@@ -341,11 +342,8 @@ class Estimator:
         return FitResult(self._release_validated(Xd, params, plan), plan)
 
     # -- hooks -------------------------------------------------------------------------
-    def _fit_release(self, X: Any, **kwargs: Any):
-        """The fit's release: with a constraints table, :meth:`_release_of` (a :class:`FitResult`);
-        an estimator without one implements it."""
-        if self._parameter_constraints is None:  # pragma: no cover - every such subclass implements it
-            raise NotImplementedError
+    def _fit_release(self, X: Any, **kwargs: Any) -> FitResult:
+        """The fit's release and its plan (:meth:`_release_of`)."""
         return self._release_of(X, **kwargs)
 
     def _fitted_attributes(self, release) -> dict:  # pragma: no cover
@@ -365,38 +363,10 @@ class Estimator:
             return ApproxDP(check_epsilon(self.epsilon), check_delta(self.delta))
         return None
 
-    def _check_runtime(self) -> None:
-        """Validate what only matters when data are read: the dask configuration keys
-        ``dpdist.timeout`` and ``dpdist.progress``, and the parameters scheduler, random_state,
-        on_nonfinite, tile_size where the estimator has them (an estimator with a constraints
-        table checks its parameters with the others, once per fit)."""
-        from dpdist.engine.runtime import check_runtime_config, check_scheduler
-        from dpdist.privacy.noise.streams import check_random_state
-
-        check_runtime_config()
-        if self._parameter_constraints is not None:
-            return
-        names = set(self._param_names())
-        if "scheduler" in names:
-            check_scheduler(self.scheduler)
-        if "random_state" in names:
-            check_random_state(self.random_state)
-        if "on_nonfinite" in names:
-            check_nonfinite(self.on_nonfinite)
-        if "tile_size" in names:
-            check_int(self.tile_size, "tile_size")
-        if "chunk_size" in names:
-            check_int(self.chunk_size, "chunk_size")
-
     def _check_fit(self, n_samples: int, n_features: int) -> None:
         """Every check a fit makes before reading data, for data of this shape."""
-        if self._parameter_constraints is not None:
-            params = self._validate_together(self._validate_params(), n_samples, n_features)
-            self._check_useful(self._plan_validated(params), required=getattr(params, "require_useful", False))
-            return
-        self._check_runtime()
-        plan = self.plan(n_samples, n_features)
-        self._check_useful(plan)
+        params = self._validate_together(self._validate_params(), n_samples, n_features)
+        self._check_useful(self._plan_validated(params), required=getattr(params, "require_useful", False))
 
     def _requires_useful(self) -> bool:
         """Whether this estimator has ``require_useful`` and it is set (validated)."""
@@ -423,22 +393,11 @@ class Estimator:
                 f"{plan.vacuous_reason}"
             )
 
-    def _utility_plan(self, release):
-        """The plan whose verdict a release records: ``plan(n, d)`` at the release's size."""
-        p = release.parameters
-        return self.plan(p["n_samples"], p["n_features"])
-
     # -- fitting -----------------------------------------------------------------------
-    def _finish(self, release) -> dict:
-        """The attributes of a successful fit, with the utility verdict recorded (the fit's own
-        plan when it computed one: a :class:`FitResult`)."""
-        if isinstance(release, FitResult):
-            release, plan = release
-        else:
-            try:
-                plan = self._utility_plan(release)
-            except ValidationError as exc:
-                plan = exc
+    def _finish(self, result: FitResult) -> dict:
+        """The attributes of a successful fit, with the utility verdict of the fit's own plan
+        recorded."""
+        release, plan = result
         release = record_utility(release, plan, stacklevel=4)
         return {**self._fitted_attributes(release), "n_features_in_": int(release.parameters["n_features"])}
 
@@ -469,17 +428,14 @@ class Estimator:
         >>> with ledger.charge("claims.zarr", est.privacy_cost(), job="weekly") as r:  # doctest: +SKIP
         ...     est.fit("claims.zarr", reservation=r)
         """
-        self._check_runtime()
+        from dpdist.engine.runtime import check_runtime_config
+
+        check_runtime_config()  # dpdist.timeout and dpdist.progress
         if reservation is None:
-            if self._parameter_constraints is None and self._requires_useful():  # the shape is metadata: nothing is read before the refusal
-                self._check_useful(self.plan(*self._open(X).shape))
             attrs = self._finish(self._fit_release(X))
-        else:
-            Xd = self._open(X)
-            if self._parameter_constraints is None:  # a table's fit checks before marking it running
-                self._check_fit(*Xd.shape)
+        else:  # the parameters, the shape and the plan are checked before it is marked running
             self._check_reservation(reservation)
-            attrs = self._finish(self._fit_on_reservation(Xd, reservation))
+            attrs = self._finish(self._fit_on_reservation(self._open(X), reservation))
         self.__dict__.update(attrs)
         return self
 
@@ -523,10 +479,10 @@ class Estimator:
                 "(its privacy_cost()): reserve exactly est.privacy_cost(); nothing was read or spent"
             )
 
-    def _fit_on_reservation(self, Xd: Any, reservation: Any):
+    def _fit_on_reservation(self, Xd: Any, reservation: Any) -> FitResult:
         """Fit against ``reservation``: marked running once every parameter, the shape and the
-        plan are checked (an estimator with a table checks them in the fit itself, once); a
-        ``ValidationError`` after that depends on the data and is committed as spent."""
+        plan are checked (in the fit itself, once); a ``ValidationError`` after that depends on
+        the data and is committed as spent."""
         started = []
 
         def running() -> None:
@@ -534,18 +490,14 @@ class Estimator:
             started.append(True)
 
         try:
-            if self._parameter_constraints is None:
-                running()
-                result = self._fit_release(Xd)
-            else:
-                result = self._fit_release(Xd, before_release=running)
+            result = self._fit_release(Xd, before_release=running)
         except ValidationError as exc:
             if started:  # a refusal now depends on the data, so it counts as spent
                 reservation.commit(outcome="refused-during-pass", note=f"counted as spent: {exc}"[:500])
             raise
         record = getattr(reservation, "record", None)
         if callable(record):  # the commit that releases stores what ran (the ledger composes it)
-            record((result.release if isinstance(result, FitResult) else result).events)
+            record(result.release.events)
         return result
 
 

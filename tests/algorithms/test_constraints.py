@@ -12,7 +12,6 @@ import pytest
 
 import dpdist
 from dpdist._validation import check_bool, check_choice, check_int, check_real
-from dpdist.algorithms import _base
 from dpdist.algorithms._base import BASE_PARAMETER_CONSTRAINTS, Estimator
 from dpdist.algorithms._constraints import (
     Boolean,
@@ -36,9 +35,6 @@ from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import ApproxDP, check_delta, check_epsilon
 from dpdist.privacy.noise.streams import check_random_state
 from dpdist.privacy.release import Release
-
-#: Estimators that do not have a constraints table yet: each branch that converts one removes it.
-NOT_YET_CONVERTED = {"GaussianPCA", "ThresholdedPCA"}
 
 
 def _message(fn, *args, **kwargs) -> str:
@@ -119,17 +115,11 @@ def _estimators() -> list[type]:
 
 @pytest.mark.parametrize("cls", _estimators(), ids=lambda c: c.__name__)
 def test_every_estimator_table_lists_exactly_its_parameters(cls):
-    if cls.__name__ in NOT_YET_CONVERTED:
-        assert cls._parameter_constraints is None
-        return
+    assert cls._parameter_constraints is not None  # every estimator validates through its table
     names = set(cls._param_names())
     assert set(cls._constraints(fit=True)) == names  # no parameter unchecked, no stale entry
     own = set(cls._parameter_constraints)
     assert own <= names and not own & (set(BASE_PARAMETER_CONSTRAINTS) & names - own)
-
-
-def test_the_not_yet_converted_set_names_estimators_that_exist():
-    assert NOT_YET_CONVERTED <= set(ESTIMATORS)
 
 
 # -- a toy estimator with a table: the fit's sequence -----------------------------------------
@@ -220,11 +210,6 @@ def test_the_fit_table_is_the_base_entries_the_estimator_has_then_its_own():
     assert list(Toy._constraints(fit=True)) == ["random_state", "k", "scale"]
     assert list(Toy._constraints(fit=False)) == ["k", "scale"]
     assert set(Toy._constraints()) == set(Toy._param_names())
-
-
-def test_an_estimator_without_a_table_keeps_its_own_fit():
-    assert Estimator._parameter_constraints is None
-    assert _base.Estimator._check_runtime.__doc__  # the transition path stays in place
 
 
 toy_function = functional_form(Toy, name="toy_function", positional=("k",), summary="Toy's release.",

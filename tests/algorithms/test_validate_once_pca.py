@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import dpdist
+from dpdist.algorithms.baselines.pca import GaussianPCA, ThresholdedPCA
 from dpdist.algorithms.baselines.subsample_aggregate import (
     SubsampleAggregateSecondMoment,
     subsample_aggregate_second_moment,
@@ -110,6 +111,11 @@ CASES = {
     "SubsampleAggregateSecondMoment": (
         lambda: SubsampleAggregateSecondMoment(2.0, 1e-3, m=30, unsafe_no_privacy=True, **SYNC),
         lambda: gauss(3000, 3, seed=5), ("epsilon", "delta", "m", "alpha", "xi", "unsafe_no_privacy", "on_nonfinite")),
+    "GaussianPCA": (lambda: GaussianPCA(1.0, 1e-5, sigma=1.0, **SYNC), gauss,
+                    ("epsilon", "delta", "beta", "sigma", "clip", "threshold", "tile_size", "on_nonfinite",
+                     "assume_centered", "mean_fraction", "mean_clip")),
+    "ThresholdedPCA": (lambda: ThresholdedPCA(threshold=0.1, scheduler="synchronous"), gauss,
+                       ("threshold", "sigma", "tile_size", "on_nonfinite", "assume_centered")),
 }
 
 

@@ -244,13 +244,6 @@ class GaussianCovariance(Estimator):
             "release_": rel,
         }
 
-    def _release(self, X: Any) -> Release:
-        """The release of one fit, its parameters validated here once (no warning, no
-        attributes: :class:`GaussianPCA` uses it)."""
-        v = self._validate_params()
-        X = self._open(X)
-        return self._compute(X, self._validate_together(v, *X.shape))
-
     def _compute(self, X: Any, v: Params) -> Release:
         """The release from the opened input and validated values; checks nothing again."""
         tile, scheduler, on_nonfinite = v.tile_size, v.scheduler, v.on_nonfinite

@@ -9,16 +9,12 @@ from typing import Any
 
 import numpy as np
 
-from dpdist._validation import check_int
+from dpdist._validation import check_int, check_probability
 from dpdist.algorithms._base import Estimator, reports_empirical
 from dpdist.algorithms._projection import Projection
 from dpdist.algorithms._centering import DEFAULT_MEAN_FRACTION
 from dpdist.algorithms.baselines.gaussian import GaussianCovariance, GaussianCovariancePlan, _location
-from dpdist.algorithms.baselines.thresholded import (
-    ThresholdedCovariance,
-    ThresholdedCovariancePlan,
-    thresholded_plan,
-)
+from dpdist.algorithms.baselines.thresholded import ThresholdedCovariance, ThresholdedCovariancePlan
 from dpdist.algorithms.expmech_pca.release import leading_eigenvector
 from dpdist.engine.gram import DEFAULT_TILE
 from dpdist.algorithms._utility import davis_kahan_sin2
@@ -140,6 +136,9 @@ class GaussianPCA(Projection, Estimator):
         self.tile_size = tile_size
         self.on_nonfinite = on_nonfinite
 
+    #: The covariance baseline's parameters, with its rules.
+    _parameter_constraints = GaussianCovariance._parameter_constraints
+
     def _covariance_estimator(self) -> GaussianCovariance:
         return GaussianCovariance(
             self.epsilon, self.delta, sigma=self.sigma, clip=self.clip, threshold=self.threshold,
@@ -148,6 +147,10 @@ class GaussianPCA(Projection, Estimator):
             assume_centered=self.assume_centered, mean=self.mean, mean_fraction=self.mean_fraction,
             mean_clip=self.mean_clip,
         )
+
+    def _validate_together(self, params, n_samples, n_features):
+        """The covariance baseline's rules and derived values (clip, centring, calibration, threshold)."""
+        return self._covariance_estimator()._validate_together(params, n_samples, n_features)
 
     @reports_empirical("wang_xu_pca")
     def plan(self, n_samples: int, n_features: int, *, k: int | None = None,
@@ -160,13 +163,16 @@ class GaussianPCA(Projection, Estimator):
         With ``k`` (row sparsity of Sigma) and ``eigengap`` (absolute), ``sin2_bound`` is
         Davis-Kahan on that. ``lambda``, hence the bound, grows like ``d`` through the noise.
         """
-        p = self._covariance_estimator().plan(n_samples, n_features)
-        plan = GaussianPCAPlan(**{f.name: getattr(p, f.name) for f in dataclasses.fields(p) if f.init})
-        return _with_pca_error(plan, k, eigengap, default_threshold=self.threshold is None)
+        return self._plan_validated(self._validated_at(n_samples, n_features), k, eigengap)
 
-    def _fit_release(self, X: Any) -> Release:
-        """Fit the Wang-Xu covariance and release its top eigenvector (one PrivacyWarning when seeded)."""
-        cov_rel = self._covariance_estimator()._release(X)
+    def _plan_validated(self, params, k: int | None = None, eigengap: float | None = None) -> GaussianPCAPlan:
+        p = self._covariance_estimator()._plan_validated(params)
+        plan = GaussianPCAPlan(**{f.name: getattr(p, f.name) for f in dataclasses.fields(p) if f.init})
+        return _with_pca_error(plan, k, eigengap, default_threshold=params.threshold is None)
+
+    def _release_validated(self, X: Any, params, plan) -> Release:
+        """The Wang-Xu covariance's release and its top eigenvector (one PrivacyWarning when seeded)."""
+        cov_rel = self._covariance_estimator()._compute(X, params)
         v, lam = leading_eigenvector(cov_rel.values["covariance"])
         return warn_if_unsafe(_pca_release(cov_rel, v[None, :], lam, "post-processing"), stacklevel=4)
 
@@ -218,6 +224,18 @@ class ThresholdedPCA(Projection, Estimator):
         self.tile_size = tile_size
         self.on_nonfinite = on_nonfinite
 
+    #: The covariance baseline's parameters, with its rules.
+    _parameter_constraints = ThresholdedCovariance._parameter_constraints
+
+    def _covariance_estimator(self) -> ThresholdedCovariance:
+        return ThresholdedCovariance(threshold=self.threshold, sigma=self.sigma, scheduler=self.scheduler,
+                                     tile_size=self.tile_size, on_nonfinite=self.on_nonfinite,
+                                     assume_centered=self.assume_centered, mean=self.mean)
+
+    def _validate_together(self, params, n_samples, n_features):
+        """The covariance baseline's rules and the threshold the fit applies."""
+        return self._covariance_estimator()._validate_together(params, n_samples, n_features)
+
     @reports_empirical("thresholded_pca")
     def plan(self, n_samples: int, n_features: int, *, k: int | None = None, eigengap: float | None = None,
              beta: float = 0.1) -> ThresholdedPCAPlan:
@@ -227,15 +245,18 @@ class ThresholdedPCA(Projection, Estimator):
         3(1) gives ``||T(Sigma_hat) - Sigma||_op <= 2 k lambda`` for a k-RCS Sigma; with
         ``eigengap``, ``sin2_bound`` is Davis-Kahan on that.
         """
-        plan = thresholded_plan(ThresholdedPCAPlan, self.threshold, self.sigma, n_samples, n_features, beta)
-        return _with_pca_error(plan, k, eigengap, default_threshold=self.threshold is None)
+        return self._plan_validated(self._validated_at(n_samples, n_features), k, eigengap,
+                                    check_probability(beta, "beta"))
 
-    def _fit_release(self, X: Any) -> Release:
+    def _plan_validated(self, params, k: int | None = None, eigengap: float | None = None,
+                        beta: float = 0.1) -> ThresholdedPCAPlan:
+        p = self._covariance_estimator()._plan_validated(params, beta)
+        plan = ThresholdedPCAPlan(**{f.name: getattr(p, f.name) for f in dataclasses.fields(p) if f.init})
+        return _with_pca_error(plan, k, eigengap, default_threshold=params.threshold is None)
+
+    def _release_validated(self, X: Any, params, plan) -> Release:
         """Top eigenvector of the thresholded second moment (NOT PRIVATE: one PrivacyWarning)."""
-        cov_rel = ThresholdedCovariance(threshold=self.threshold, sigma=self.sigma, scheduler=self.scheduler,
-                                        tile_size=self.tile_size, on_nonfinite=self.on_nonfinite,
-                                        assume_centered=self.assume_centered,
-                                        mean=self.mean)._release(X)
+        cov_rel = self._covariance_estimator()._compute(X, params)
         v, lam = leading_eigenvector(cov_rel.values["covariance"])
         return warn_if_unsafe(_pca_release(cov_rel, v[None, :], lam, "NOT PRIVATE"), stacklevel=4)
 

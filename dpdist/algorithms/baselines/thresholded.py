@@ -132,13 +132,6 @@ class ThresholdedCovariance(Estimator):
     def _plan_validated(self, p: Params, beta: float = 0.1) -> ThresholdedCovariancePlan:
         return _thresholded_plan(ThresholdedCovariancePlan, p.threshold, p.sigma, p.n_samples, p.n_features, beta)
 
-    def _release(self, X: Any) -> Release:
-        """The release of one fit, its parameters validated here once (no warning, no
-        attributes: :class:`ThresholdedPCA` uses it)."""
-        v = self._validate_params()
-        X = self._open(X)
-        return self._compute(X, self._validate_together(v, *X.shape))
-
     def _compute(self, X: Any, p: Params) -> Release:
         """The release from the opened input and validated values; checks nothing again."""
         n, d, centering, lam, scheduler = p.n_samples, p.n_features, p.centering, p.lam, p.scheduler
