@@ -112,7 +112,7 @@ def redact_url(url: str) -> str:
 
 def canonical_dataset(url: str) -> str:
     """A dataset's stable identifier: its URL, with local paths made absolute and real
-    (:func:`dpdist.data.validation.canonical_location`, which estimators given ``ledger=`` use too).
+    (:func:`dpdist.data.validation.canonical_location`; the ledger applies it to every path).
 
     The identifier is the location of the data, never a free name: two names for the same
     store would otherwise be two budgets. A declared name is kept beside it as a label
