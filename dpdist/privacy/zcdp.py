@@ -71,8 +71,11 @@ def check_rho(rho: float, name: str = "rho", *, allow_zero: bool = False, limit:
 
 def bun_steinke_epsilon(rho: float, delta: float) -> float:
     """epsilon = rho + 2 sqrt(rho ln(1/delta)) (Bun & Steinke 2016, Proposition 1.3)."""
-    rho = check_rho(rho, allow_zero=True, limit=False)
-    delta = check_delta(delta)
+    return _bun_steinke_epsilon(check_rho(rho, allow_zero=True, limit=False), check_delta(delta))
+
+
+def _bun_steinke_epsilon(rho: float, delta: float) -> float:
+    """:func:`bun_steinke_epsilon` of checked values."""
     return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
 
 
@@ -118,7 +121,7 @@ def cks20_epsilon(rho: float, delta: float) -> float:
     log_delta = math.log(delta)
     if _cks20_log_delta(rho, 0.0) <= log_delta:
         return 0.0
-    hi = bun_steinke_epsilon(rho, delta)
+    hi = _bun_steinke_epsilon(rho, delta)
     eps = optimize.brentq(
         lambda e: _cks20_log_delta(rho, e) - log_delta, 0.0, hi, xtol=1e-15, rtol=1e-15, maxiter=500
     )
