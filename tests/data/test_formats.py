@@ -312,7 +312,8 @@ def test_convert_default_layout_and_overflow_without_a_warning(tmp_path, X):
 
 
 def test_convert_is_atomic(tmp_path, X, monkeypatch):
-    import dpdist.engine.runtime as runtime
+    import sys
+    import types
 
     path = write("npy", X, tmp_path)
     old = convert(path, tmp_path / "out.zarr", dtype="float64")
@@ -320,7 +321,7 @@ def test_convert_is_atomic(tmp_path, X, monkeypatch):
     def fail(*args, **kwargs):
         raise RuntimeError("the write failed half way")
 
-    monkeypatch.setattr(runtime, "compute", fail)
+    monkeypatch.setattr(sys.modules["dpdist.data.convert"], "dask", types.SimpleNamespace(compute=fail))
     before = sorted(os.listdir(tmp_path))
     with pytest.raises(RuntimeError):
         convert(path, tmp_path / "new.zarr")
@@ -338,6 +339,34 @@ def test_convert_refuses_bad_parameters_before_writing(tmp_path, X):
             convert(path, tmp_path / "o.zarr", **kwargs)
     with pytest.raises(ValidationError, match="local Zarr array"):
         convert(path, "s3://bucket/o.zarr")
+    assert sorted(os.listdir(tmp_path)) == ["data.npy"]
+
+
+def test_convert_computes_on_any_scheduler_dask_compute_takes(tmp_path, X):
+    """A scheduler function, as ``dask.compute(scheduler=...)`` takes it, and dask's configured
+    scheduler when none is given."""
+    import dask
+
+    path = write("npy", X, tmp_path)
+    calls = []
+
+    def counting_get(dsk, keys, **kwargs):
+        calls.append(keys)
+        return dask.get(dsk, keys, **kwargs)
+
+    out = convert(path, tmp_path / "a.zarr", scheduler=counting_get)
+    assert len(calls) == 1
+    np.testing.assert_array_equal(as_dask_array(out).compute(), X.astype(np.float32))
+    with dask.config.set(scheduler=counting_get):
+        convert(path, tmp_path / "b.zarr")
+    assert len(calls) == 2
+
+
+def test_convert_refuses_a_scheduler_dask_does_not_take_before_writing(tmp_path, X):
+    path = write("npy", X, tmp_path)
+    for bad in ("local-cluster", "tcp://127.0.0.1:1", "no-such-scheduler", 5):
+        with pytest.raises(ValidationError, match="scheduler must be None, a dask scheduler name"):
+            convert(path, tmp_path / "o.zarr", scheduler=bad)
     assert sorted(os.listdir(tmp_path)) == ["data.npy"]
 
 
