@@ -88,7 +88,7 @@ NAMES = list(ESTIMATORS)
 PUBLIC = {n for n in dpdist.__all__ if isinstance(getattr(dpdist, n), type) and hasattr(getattr(dpdist, n), "fit")}
 PUBLIC |= {getattr(dpdist.baselines, n).__name__ for n in dpdist.baselines.__all__}
 #: Parameters that only matter when data are read (validated by fit, not by plan).
-RUNTIME = {"scheduler", "random_state", "on_nonfinite", "tile_size", "chunk_size"}
+RUNTIME = {"scheduler", "random_state", "on_nonfinite", "tile_size", "subsets_per_task"}
 
 
 def fitted(est) -> dict:

@@ -100,7 +100,7 @@ BASE_PARAMETER_CONSTRAINTS: dict = {
     "random_state": RandomState(),
     "on_nonfinite": Options(*NONFINITE_POLICIES),
     "tile_size": Integer(),
-    "chunk_size": Integer(),
+    "subsets_per_task": Integer(),
     "require_useful": Boolean(),
 }
 
