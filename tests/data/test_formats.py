@@ -370,6 +370,28 @@ def test_convert_refuses_a_scheduler_dask_does_not_take_before_writing(tmp_path,
     assert sorted(os.listdir(tmp_path)) == ["data.npy"]
 
 
+def test_convert_cli_resolves_an_address_to_a_client_for_dask(tmp_path, X, local_cluster, monkeypatch):
+    """``dpdist convert --scheduler tcp://...``: the command line connects, and the data layer
+    gets a ``distributed.Client`` (what ``dask.compute`` takes), never the address."""
+    import sys
+
+    from distributed import Client
+
+    module = sys.modules["dpdist.data.convert"]
+    real, seen = module.convert, []
+
+    def spy(*args, scheduler=None, **kwargs):
+        seen.append(scheduler)
+        return real(*args, scheduler=scheduler, **kwargs)
+
+    monkeypatch.setattr(module, "convert", spy)
+    path = write("npy", X, tmp_path)
+    out = tmp_path / "c.zarr"
+    assert main(["convert", path, str(out), "--scheduler", local_cluster.scheduler.address, "--no-progress"]) == 0
+    assert len(seen) == 1 and isinstance(seen[0], Client)
+    np.testing.assert_array_equal(as_dask_array(str(out)).compute(), X.astype(np.float32))
+
+
 def test_convert_cli_round_trip_with_a_progress_line(tmp_path, X, small_chunks, capsys):
     path = write("csv", X, tmp_path)
     out = tmp_path / "data.zarr"
