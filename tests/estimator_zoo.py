@@ -49,7 +49,7 @@ FITS = {
     "GaussianCovariance": (lambda X, rs, s: GaussianCovariance(1.0, 1e-5, sigma=1.0, random_state=rs, scheduler=s).fit(X),
                            gauss),
     "GaussianPCA": (lambda X, rs, s: GaussianPCA(1.0, 1e-5, sigma=1.0, random_state=rs, scheduler=s).fit(X), gauss),
-    "AnalyzeGauss": (lambda X, rs, s: AnalyzeGauss(1.0, 1e-5, radius=3.0, random_state=rs, scheduler=s).fit(X), gauss),
+    "AnalyzeGauss": (lambda X, rs, s: AnalyzeGauss(1.0, 1e-5, row_norm=3.0, random_state=rs, scheduler=s).fit(X), gauss),
     "ExpMechSparsePCA": (lambda X, rs, s: dpdist.ExpMechSparsePCA(2, 1.0, 1e-5, sigma=1.0, random_state=rs,
                                                                   scheduler=s).fit(X), gauss),
     "SecondMoment": (lambda X, rs, s: dpdist.SecondMoment(1.0, m=1, radius=20.0, lambda_min=0.5, random_state=rs,

@@ -56,13 +56,6 @@ ALLOWED: dict[str, set[str]] = {
 }
 
 
-#: Imports outside :data:`ALLOWED` that exist today and are being removed, as (module, imported
-#: module). Delete an entry once its import is gone: the test then requires that it stays gone.
-KNOWN_IMPORTS_OUTSIDE_THE_TABLE: set[tuple[str, str]] = {
-    ("dpdist.data.convert", "dpdist.engine.runtime"),  # a conversion computes through the runtime
-}
-
-
 def module_name(path: pathlib.Path) -> str:
     parts = path.relative_to(PKG.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -131,13 +124,8 @@ def imports_outside_the_table() -> set[tuple[str, str]]:
 
 
 def test_no_part_imports_what_its_entry_does_not_allow():
-    bad = sorted(imports_outside_the_table() - KNOWN_IMPORTS_OUTSIDE_THE_TABLE)
+    bad = sorted(imports_outside_the_table())
     assert not bad, "\n".join(f"{m} imports {t} ({entry_of(m)} -> {entry_of(t)} is not in ALLOWED)" for m, t in bad)
-
-
-def test_the_known_imports_outside_the_table_still_exist():
-    gone = sorted(KNOWN_IMPORTS_OUTSIDE_THE_TABLE - imports_outside_the_table())
-    assert not gone, f"gone: delete them from KNOWN_IMPORTS_OUTSIDE_THE_TABLE: {gone}"
 
 
 def module_graph() -> dict[str, set[str]]:

@@ -75,7 +75,7 @@ ESTIMATORS = {
                      gauss, (300, 6)),
     "GaussianCovariance": (lambda: GaussianCovariance(1.0, 1e-5, sigma=1.0, random_state=1, **SYNC), gauss, (300, 6)),
     "ThresholdedCovariance": (lambda: ThresholdedCovariance(threshold=0.1, **SYNC), gauss, (300, 6)),
-    "AnalyzeGauss": (lambda: AnalyzeGauss(1.0, 1e-5, radius=3.0, random_state=1, **SYNC), gauss, (300, 6)),
+    "AnalyzeGauss": (lambda: AnalyzeGauss(1.0, 1e-5, row_norm=3.0, random_state=1, **SYNC), gauss, (300, 6)),
     "GaussianPCA": (lambda: GaussianPCA(1.0, 1e-5, sigma=1.0, random_state=1, **SYNC), gauss, (300, 6)),
     "ThresholdedPCA": (lambda: ThresholdedPCA(threshold=0.1, **SYNC), gauss, (300, 6)),
     # 60 groups of 50 rows in d = 4 agree (the noisy agreement clears its threshold 0.93 at this seed)
@@ -88,7 +88,7 @@ NAMES = list(ESTIMATORS)
 PUBLIC = {n for n in dpdist.__all__ if isinstance(getattr(dpdist, n), type) and hasattr(getattr(dpdist, n), "fit")}
 PUBLIC |= {getattr(dpdist.baselines, n).__name__ for n in dpdist.baselines.__all__}
 #: Parameters that only matter when data are read (validated by fit, not by plan).
-RUNTIME = {"scheduler", "random_state", "on_nonfinite", "tile_size", "chunk_size"}
+RUNTIME = {"scheduler", "random_state", "on_nonfinite", "tile_size", "subsets_per_task"}
 
 
 def fitted(est) -> dict:
@@ -356,17 +356,19 @@ def test_the_rule_accepts_numpy_scalars_and_names_rule_and_value():
 
 
 # ------------------------------------------------------------------------ one name per concept
-def test_radius_is_the_one_name_of_the_row_norm_bound():
-    """AnalyzeGauss names the public bound on the row norms ``radius``, as SecondMoment and the
-    ``--radius`` flag do; there is no second name for it."""
+def test_row_norm_is_analyze_gauss_one_name_of_its_row_bound():
+    """AnalyzeGauss takes the L2 bound the rows are scaled to as ``row_norm`` (its fixed public
+    signature), required, with no second spelling; the release records it as ``radius``."""
     X = gauss()
-    a = fit_quietly(AnalyzeGauss(1.0, 1e-5, radius=3.0, random_state=4, **SYNC), X)
+    a = fit_quietly(AnalyzeGauss(1.0, 1e-5, row_norm=3.0, random_state=4, **SYNC), X)
     assert a.release_.parameters["radius"] == 3.0 and "row_norm" not in a.release_.parameters
-    assert a.get_params()["radius"] == 3.0 and "row_norm" not in a.get_params()
+    assert a.get_params()["row_norm"] == 3.0 and "radius" not in a.get_params()
+    with pytest.raises(TypeError, match="radius"):
+        AnalyzeGauss(1.0, 1e-5, radius=3.0)
     with pytest.raises(TypeError, match="row_norm"):
-        AnalyzeGauss(1.0, 1e-5, row_norm=3.0)
-    with pytest.raises(ValidationError, match="give radius"):
-        AnalyzeGauss(1.0, 1e-5).plan(100, 4)
+        AnalyzeGauss(1.0, 1e-5)
+    with pytest.raises(ValidationError, match="give row_norm"):
+        AnalyzeGauss(1.0, 1e-5, row_norm=None).plan(100, 4)
     assert "radius" in dpdist.SecondMoment(1.0, m=1).get_params()
 
 

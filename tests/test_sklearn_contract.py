@@ -49,7 +49,7 @@ CHECKED = [
     dpdist.SecondMoment(1.0, m=1, radius=20.0, lambda_min=0.5, random_state=0, **SYNC),
     GaussianCovariance(1.0, 1e-5, sigma=1.0, random_state=0, **SYNC),
     ThresholdedCovariance(threshold=0.1, **SYNC),
-    AnalyzeGauss(1.0, 1e-5, radius=3.0, random_state=0, **SYNC),
+    AnalyzeGauss(1.0, 1e-5, row_norm=3.0, random_state=0, **SYNC),
     GaussianPCA(1.0, 1e-5, sigma=1.0, random_state=0, **SYNC),
     ThresholdedPCA(threshold=0.1, **SYNC),
     SubsampleAggregateSecondMoment(2.0, 1e-3, m=2, unsafe_no_privacy=True, random_state=0, **SYNC),
@@ -172,7 +172,7 @@ PCA = {
                             gauss),
     "GaussianPCA": (lambda: GaussianPCA(1.0, 1e-5, sigma=1.0, random_state=1, **SYNC), gauss),
     "ThresholdedPCA": (lambda: ThresholdedPCA(threshold=0.1, **SYNC), gauss),
-    "AnalyzeGauss": (lambda: AnalyzeGauss(1.0, 1e-5, radius=3.0, random_state=1, **SYNC), gauss),
+    "AnalyzeGauss": (lambda: AnalyzeGauss(1.0, 1e-5, row_norm=3.0, random_state=1, **SYNC), gauss),
 }
 
 

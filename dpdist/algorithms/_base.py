@@ -67,6 +67,7 @@ from dpdist.algorithms._constraints import (
 )
 from dpdist.algorithms.fingerprint import register
 from dpdist.exceptions import VacuousReleaseWarning, ValidationError
+from dpdist.privacy.zcdp import Guarantee
 
 __all__ = [
     "BASE_PARAMETER_CONSTRAINTS",
@@ -99,7 +100,7 @@ BASE_PARAMETER_CONSTRAINTS: dict = {
     "random_state": RandomState(),
     "on_nonfinite": Options(*NONFINITE_POLICIES),
     "tile_size": Integer(),
-    "chunk_size": Integer(),
+    "subsets_per_task": Integer(),
     "require_useful": Boolean(),
 }
 
@@ -501,7 +502,7 @@ class Estimator:
         return result
 
 
-def _same_cost(a: Any, b: Any) -> bool:
+def _same_cost(a: Guarantee, b: Guarantee) -> bool:
     """Whether two guarantees are the same charge (same kind, same parameters)."""
     if type(a) is not type(b):
         return False
@@ -509,6 +510,6 @@ def _same_cost(a: Any, b: Any) -> bool:
     return all(getattr(a, f, None) == getattr(b, f) for f in fields)
 
 
-def _describe(cost: Any) -> str:
+def _describe(cost: Guarantee) -> str:
     describe = getattr(cost, "describe", None)
     return describe() if callable(describe) else repr(cost)

@@ -170,7 +170,7 @@ def _privpca_params(q: Question) -> dict:
 
 def _analyze_gauss_params(q: Question) -> dict:
     _need(q, "radius")
-    return {**_budget(q), "radius": q.radius}
+    return {**_budget(q), "row_norm": q.radius}
 
 
 register(Candidate("privcov", "covariance", "dpdist.SparseCovariance",

@@ -109,10 +109,8 @@ def _spec_table() -> dict:
         "expmech": (f"ExpMechSparsePCA(k={PCA_K}, sigma={SIGMA:g}).plan(eigengap={GAP})",
                     lambda n, d, e, dl: est("ExpMechSparsePCA")(PCA_K, e, dl, sigma=SIGMA)
                     .plan(n, d, eigengap=GAP * SIGMA**2), _EXPMECH_FIELDS),
-        # The label is part of the recorded fingerprint and its digest: it keeps the old name of
-        # the row-norm bound (now ``radius``) so that committed results stay fresh.
         "analyze_gauss": ("AnalyzeGauss(row_norm=1, assume_centered=True).plan",
-                          lambda n, d, e, dl: est("AnalyzeGauss")(e, dl, radius=1.0, assume_centered=True).plan(n, d),
+                          lambda n, d, e, dl: est("AnalyzeGauss")(e, dl, row_norm=1.0, assume_centered=True).plan(n, d),
                           ("noise_scale",)),
         "opendp": "an external library (OpenDP's PCA): its calibration is not dpdist's code; the file records "
                   "which version ran",

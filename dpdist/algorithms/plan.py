@@ -34,9 +34,9 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 from dpdist.privacy.release import to_jsonable
+from dpdist.privacy.zcdp import Guarantee
 
 __all__ = ["Plan", "UTILITY_FIELDS"]
 
@@ -57,7 +57,7 @@ class Plan:
 
     n_samples: int
     n_features: int
-    privacy: Any = None
+    privacy: Guarantee | None = None
     noise_scale: float | None = None
     error_bound: float | None = None
     error_metric: str = ""

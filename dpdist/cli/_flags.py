@@ -104,10 +104,14 @@ class Method:
         Dotted path of the class, imported when used (``"dpdist.SparseCovariance"``).
     required : tuple of str
         Destinations that must be given, in fit and plan mode alike.
+    params : dict of str to str
+        Flag destinations that reach the estimator under another parameter name
+        (``{"radius": "row_norm"}``: ``--radius`` sets AnalyzeGauss's ``row_norm``).
     """
 
     estimator: str
     required: tuple[str, ...] = ()
+    params: dict = field(default_factory=dict)
 
     def load(self) -> type:
         import importlib
@@ -159,8 +163,8 @@ def estimator_call(args, methods: Method | dict[str, Method]) -> EstimatorCall:
     for dest, value in given_flags(args).items():
         if dest in CLI_DESTS or (plan and dest in RUN_ONLY_DESTS):
             continue
-        if dest in init:
-            kwargs[dest] = value
+        if chosen.params.get(dest, dest) in init:
+            kwargs[chosen.params.get(dest, dest)] = value
         elif dest in planp:
             plan_kwargs[dest] = value
         else:
@@ -169,7 +173,7 @@ def estimator_call(args, methods: Method | dict[str, Method]) -> EstimatorCall:
         why = f"{cls.__name__} has no such parameter"
         if isinstance(methods, dict):
             users = sorted({name for name, m in methods.items() if m.estimator != chosen.estimator
-                            and set(unused) <= _params(m.load().__init__)})
+                            and {m.params.get(u, u) for u in unused} <= _params(m.load().__init__)})
             if users:
                 why += f"; it belongs to --method {' / '.join(users)}"
         refuse(unused, ctx, why)

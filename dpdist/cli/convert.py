@@ -45,10 +45,22 @@ def run(args) -> int:
     check_output_path(args.output, overwrite=args.overwrite)  # before the scheduler starts
     from dpdist.cli._progress import stage
 
-    with run_context(args) as scheduler, stage("converting to Zarr"):
-        path = convert(args.input, args.output, columns=args.columns, dtype=args.dtype, chunk_rows=args.chunk_rows,
-                       overwrite=args.overwrite, missing_chunks=args.missing_chunks or "auto",
-                       scheduler=scheduler)
+    from dpdist.engine.runtime import open_runtime
+
+    # The engine resolves the flag (a local name, "local-cluster", an address, or dask's
+    # configured scheduler) to what dask.compute takes, and words a failed read as every
+    # command does.
+    with run_context(args) as scheduler, open_runtime(scheduler) as rt, stage("converting to Zarr"):
+        try:
+            path = convert(args.input, args.output, columns=args.columns, dtype=args.dtype,
+                           chunk_rows=args.chunk_rows, overwrite=args.overwrite,
+                           missing_chunks=args.missing_chunks or "auto",
+                           scheduler=rt.client if rt.client is not None else rt.local)
+        except Exception as exc:
+            translated = rt.translate(exc, noised=False)
+            if translated is exc:
+                raise
+            raise translated from None
     import zarr
 
     arr = zarr.open_array(path, mode="r")

@@ -21,7 +21,8 @@ METHODS = {
     "privpca": Method("dpdist.SparsePCA", required=("k", "epsilon", "delta", "gap", "sigma")),
     "expmech": Method("dpdist.ExpMechSparsePCA", required=("k", "epsilon", "delta")),
     "privcov-power": Method("dpdist.SparseCovariancePCA", required=("k", "epsilon", "delta")),
-    "analyze-gauss": Method("dpdist.baselines.AnalyzeGauss", required=("epsilon", "delta", "radius")),
+    "analyze-gauss": Method("dpdist.baselines.AnalyzeGauss", required=("epsilon", "delta", "radius"),
+                            params={"radius": "row_norm"}),
     "wang-xu": Method("dpdist.baselines.GaussianPCA", required=("epsilon", "delta")),
     "thresholded": Method("dpdist.baselines.ThresholdedPCA"),
 }

@@ -20,6 +20,7 @@ import shutil
 import tempfile
 from typing import Any, Sequence
 
+import dask
 import dask.array as da
 import numpy as np
 
@@ -45,6 +46,19 @@ def default_chunk_rows(n_rows: int, n_cols: int, itemsize: int) -> int:
 def _cast(block: np.ndarray, dtype: np.dtype) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):  # no data-dependent warning: inf stays inf
         return block.astype(dtype, copy=False)
+
+
+def _check_scheduler(scheduler: Any) -> None:
+    """Refuse a ``scheduler`` that ``dask.compute`` would not take, before anything is written."""
+    from dask.base import get_scheduler
+
+    try:
+        get_scheduler(scheduler=scheduler)
+    except ValueError as exc:
+        raise ValidationError(
+            f"scheduler must be None, a dask scheduler name or a distributed.Client, got {scheduler!r} "
+            f"({exc}); an address or 'local-cluster' is for the command line's --scheduler"
+        ) from None
 
 
 def convert(
@@ -78,13 +92,20 @@ def convert(
     missing_chunks : {"auto", "fill", "raise"}, default "auto"
         For a Zarr source (see :func:`~dpdist.data.validation.as_dask_array`).
     scheduler : optional
-        Where to run (as the estimators' ``scheduler``); default: dask's configured scheduler.
+        Where to run, as ``dask.compute`` takes it: None (dask's configured scheduler, or the
+        default ``distributed`` client), a local scheduler's name (``"threads"``,
+        ``"synchronous"``, ``"processes"``) or a ``distributed.Client``. The command line
+        resolves its ``--scheduler`` flag (``local-cluster``, a ``tcp://`` address) to one of
+        these.
 
     Raises
     ------
     ValidationError
         A bad parameter, an unreadable source, or an output location that is not free or
         not writable; nothing is written.
+
+    An error while the array is written (a chunk that cannot be read) is raised as dask
+    raises it, and nothing is left at ``output``.
     """
     import zarr
 
@@ -93,14 +114,13 @@ def convert(
     from dpdist.data.results import check_output_path, swap_into_place
     from dpdist.data.formats import column_names, input_format
     from dpdist.data.validation import _resolve_path, as_dask_array, write_chunk_manifest
-    from dpdist.engine.runtime import check_scheduler, compute
 
     if dtype not in OUTPUT_DTYPES:
         raise ValidationError(f"dtype must be one of {OUTPUT_DTYPES}, got {dtype!r}")
     if chunk_rows is not None:
         check_int(chunk_rows, "chunk_rows", low=1)
     check_bool(overwrite, "overwrite")
-    check_scheduler(scheduler)
+    _check_scheduler(scheduler)
     if is_remote(os.fspath(output)):
         raise ValidationError(f"convert writes a local Zarr array; got {os.fspath(output)!r}")
     path = check_output_path(output, overwrite=overwrite)
@@ -122,7 +142,7 @@ def convert(
         arr = zarr.create_array(tmp, shape=(n, d), chunks=(rows, d), dtype=out_dtype, compressors=None,
                                 fill_value=0.0, attributes=attributes,
                                 config={"write_empty_chunks": True})  # every chunk file present
-        compute(da.store(X, arr, lock=False, compute=False), scheduler=scheduler, noised=False)
+        dask.compute(da.store(X, arr, lock=False, compute=False), scheduler=scheduler)
         write_chunk_manifest(arr)  # the public record of every chunk written, for later readers
         swap_into_place(tmp, path)
     except BaseException:

@@ -21,7 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from dpdist.engine.subset_prefix import range_top_eigenvalue
-from dpdist.engine.subsets import DEFAULT_BATCH, DEFAULT_CHUNK_SIZE, enumeration_max
+from dpdist.engine.subsets import DEFAULT_BATCH, DEFAULT_SUBSETS_PER_TASK, enumeration_max
 
 __all__ = ["chunk_exact_gumbel_max", "combine_exact_gumbel_max", "exact_gumbel_max_subset"]
 
@@ -64,7 +64,7 @@ def exact_gumbel_max_subset(
     k: int,
     sampler: Any,
     *,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    subsets_per_task: int = DEFAULT_SUBSETS_PER_TASK,
     split_every: int = 8,
     batch: int = DEFAULT_BATCH,
 ):
@@ -73,4 +73,4 @@ def exact_gumbel_max_subset(
     ``M`` as in :func:`~dpdist.engine.subsets.enumeration_max`; ``sampler`` must be
     picklable (it travels to the workers)."""
     return enumeration_max(M, k, chunk_exact_gumbel_max, (sampler,), combine_exact_gumbel_max, (sampler,),
-                           _winning_rank, chunk_size=chunk_size, split_every=split_every, batch=batch)
+                           _winning_rank, subsets_per_task=subsets_per_task, split_every=split_every, batch=batch)

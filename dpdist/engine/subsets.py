@@ -28,7 +28,7 @@ from dpdist.engine.subset_ranks import n_subsets, unrank_subset
 from dpdist.exceptions import ValidationError
 
 __all__ = [
-    "DEFAULT_BATCH", "DEFAULT_CHUNK_SIZE", "as_single_block", "block_release", "enumeration_chunks",
+    "DEFAULT_BATCH", "DEFAULT_SUBSETS_PER_TASK", "as_single_block", "block_release", "enumeration_chunks",
     "enumeration_max",
 ]
 
@@ -37,15 +37,15 @@ __all__ = [
 DEFAULT_BATCH = 1 << 16
 
 #: Subsets per task of the enumeration (about a second of work at k = 3).
-DEFAULT_CHUNK_SIZE = 1 << 22
+DEFAULT_SUBSETS_PER_TASK = 1 << 22
 
 
-def enumeration_chunks(total: int, chunk_size: int) -> list[tuple[int, int]]:
+def enumeration_chunks(total: int, subsets_per_task: int) -> list[tuple[int, int]]:
     """``[(c B, min((c + 1) B, total))]``: the rank ranges of the enumeration's chunks."""
-    chunk_size = int(chunk_size)
-    if chunk_size < 1:
-        raise ValidationError(f"chunk_size must be >= 1, got {chunk_size}")
-    return [(s, min(total, s + chunk_size)) for s in range(0, int(total), chunk_size)]
+    subsets_per_task = int(subsets_per_task)
+    if subsets_per_task < 1:
+        raise ValidationError(f"subsets_per_task must be >= 1, got {subsets_per_task}")
+    return [(s, min(total, s + subsets_per_task)) for s in range(0, int(total), subsets_per_task)]
 
 
 def as_single_block(M) -> object:
@@ -61,7 +61,7 @@ def as_single_block(M) -> object:
 
 
 def enumeration_max(M, k: int, chunk_task: Callable, chunk_args: tuple, combine_task: Callable,
-                    combine_args: tuple, winner: Callable, *, chunk_size: int, split_every: int, batch: int):
+                    combine_args: tuple, winner: Callable, *, subsets_per_task: int, split_every: int, batch: int):
     """The graph of a max over all size-``k`` subsets: ``chunk_task(M, k, start, stop,
     *chunk_args, batch=batch)`` per chunk of the enumeration, a reduction tree of
     ``combine_task(parts, *combine_args)`` with fan-in ``split_every``, then ``winner(best)``
@@ -71,7 +71,7 @@ def enumeration_max(M, k: int, chunk_task: Callable, chunk_args: tuple, combine_
     Md = as_single_block(M)
     chunk_fn = dask.delayed(chunk_task, pure=False)
     parts = [chunk_fn(Md, k, s, e, *chunk_args, batch=batch)
-             for s, e in enumeration_chunks(n_subsets(int(M.shape[0]), k), chunk_size)]
+             for s, e in enumeration_chunks(n_subsets(int(M.shape[0]), k), subsets_per_task)]
     combine = dask.delayed(combine_task, pure=False)
     split_every = max(2, int(split_every))
     while len(parts) > 1:

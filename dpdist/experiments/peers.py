@@ -147,7 +147,7 @@ def run_peer_comparison(*, smoke: bool = False, delta: float = 1e-6, seed: int =
                 row = {"instance": kind, "model": m.model, "d": d, "k": m.k, "epsilon": eps, "row_norm": row_norm,
                        "reference_numpy_eigh": ref, "methods": {}}
                 ests = {
-                    "analyze_gauss": lambda: dpdist.baselines.AnalyzeGauss(eps, delta, radius=row_norm,
+                    "analyze_gauss": lambda: dpdist.baselines.AnalyzeGauss(eps, delta, row_norm=row_norm,
                                                                            random_state=seed, scheduler="threads",
                                                                            assume_centered=True),
                     "wang_xu_pca": lambda: dpdist.baselines.GaussianPCA(eps, delta, sigma=sigma, random_state=seed,

@@ -38,17 +38,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Iterable, Union
+from typing import Iterable
 
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.accounting import Accountant, UnsupportedEventError, pure_dp_rho, pure_epsilon
 from dpdist.privacy.budget import ApproxDP
 from dpdist.privacy.events import Event, ZCDPEvent
-from dpdist.privacy.zcdp import ZCDP, cks20_epsilon
+from dpdist.privacy.zcdp import ZCDP, Guarantee, cks20_epsilon
 
 __all__ = [
     "Charge",
-    "Cost",
     "Spent",
     "cost_from_dict",
     "cost_to_dict",
@@ -57,9 +56,6 @@ __all__ = [
     "spent",
     "within",
 ]
-
-#: A charge or a total: an (epsilon, delta) guarantee or a zCDP rho.
-Cost = Union[ApproxDP, ZCDP]
 
 _ZERO = Decimal(0)
 
@@ -94,7 +90,7 @@ def _float_down(d: Decimal) -> float:
     return f if Decimal(f) <= d else math.nextafter(f, -math.inf)
 
 
-def cost_to_dict(cost: Cost) -> dict:
+def cost_to_dict(cost: Guarantee) -> dict:
     """JSON form stored by the ledger (amounts as decimal strings: exact round trip)."""
     if isinstance(cost, ApproxDP):
         return {"type": "approx-dp", "epsilon": str(decimal_of(cost.epsilon)), "delta": str(decimal_of(cost.delta))}
@@ -103,7 +99,7 @@ def cost_to_dict(cost: Cost) -> dict:
     raise ValidationError(f"a privacy cost must be ApproxDP or ZCDP, got {cost!r}")
 
 
-def cost_from_dict(d: dict) -> Cost:
+def cost_from_dict(d: dict) -> Guarantee:
     """Inverse of :func:`cost_to_dict` (also accepts float amounts)."""
     kind = d.get("type")
     if kind == "approx-dp":
@@ -113,7 +109,7 @@ def cost_from_dict(d: dict) -> Cost:
     raise ValidationError(f"unknown privacy cost type {kind!r} (expected 'approx-dp' or 'zcdp')")
 
 
-def within(privacy: object, cost: Cost) -> bool:
+def within(privacy: Guarantee | None, cost: Guarantee) -> bool:
     """Whether ``privacy`` (a release's stated guarantee) is of ``cost``'s kind and no larger."""
     if isinstance(cost, ApproxDP) and isinstance(privacy, ApproxDP):
         return privacy.epsilon <= cost.epsilon and privacy.delta <= cost.delta
@@ -122,7 +118,7 @@ def within(privacy: object, cost: Cost) -> bool:
     return False
 
 
-def epsilon_at(cost: Cost, delta: float) -> float:
+def epsilon_at(cost: Guarantee, delta: float) -> float:
     """The epsilon of ``cost`` at ``delta`` (a zCDP cost by the CKS20 conversion, rounded up)."""
     if isinstance(cost, ApproxDP):
         return cost.epsilon
@@ -134,7 +130,7 @@ class Charge:
     """One charge: its stated guarantee and, when a release committed it, the release's
     ``(label, Event)`` pairs (empty: the charge counts by its stated guarantee alone)."""
 
-    cost: Cost
+    cost: Guarantee
     events: tuple = ()
 
 
@@ -150,7 +146,7 @@ class Spent:
     accountant's rule when the events gave the smaller bound (empty: the stated one).
     """
 
-    total: Cost
+    total: Guarantee
     fits: bool
     epsilon: Decimal | None = None
     delta: Decimal | None = None
@@ -188,11 +184,11 @@ class Spent:
         return out
 
 
-def _charges(charges: Iterable[Cost | Charge]) -> list[Charge]:
+def _charges(charges: Iterable[Guarantee | Charge]) -> list[Charge]:
     return [c if isinstance(c, Charge) else Charge(c) for c in charges]
 
 
-def spent(total: Cost, charges: Iterable[Cost | Charge]) -> Spent:
+def spent(total: Guarantee, charges: Iterable[Guarantee | Charge]) -> Spent:
     """Compose ``charges`` (costs, or :class:`Charge` with events) against ``total`` (see the
     module docstring for the rule): the smaller of the stated and the events' bound.
 
@@ -219,7 +215,7 @@ def _amount(s: Spent) -> Decimal:
     return s.rho if isinstance(s.total, ZCDP) else s.epsilon
 
 
-def _stated(total: Cost, costs: list[Cost]) -> Spent:
+def _stated(total: Guarantee, costs: list[Guarantee]) -> Spent:
     """Every charge by its stated guarantee."""
     if isinstance(total, ZCDP):
         rho = _ZERO
@@ -257,7 +253,7 @@ def _stated(total: Cost, costs: list[Cost]) -> Spent:
     )
 
 
-def _by_events(total: Cost, charges: list[Charge]) -> Spent | None:
+def _by_events(total: Guarantee, charges: list[Charge]) -> Spent | None:
     """The events' bound, or None when the accountant covers no rule for the events (then
     the stated bound alone decides)."""
     plain = [c.cost for c in charges if not c.events]

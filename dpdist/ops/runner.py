@@ -41,7 +41,7 @@ import dask
 from dpdist.data.publish import check_target, stage_result
 from dpdist.exceptions import BudgetExceeded, InfrastructureError, NoPrivateResult, ValidationError
 from dpdist.ops.cluster import scheduler_for
-from dpdist.ops.composition import Cost, cost_to_dict, epsilon_at, within
+from dpdist.ops.composition import cost_to_dict, epsilon_at, within
 from dpdist.ops.job import Job
 from dpdist.ops.ledger import (
     LEDGER_ENV,
@@ -56,12 +56,12 @@ from dpdist.ops.ledger import (
     resolve_ledger_url,
 )
 from dpdist.privacy.budget import ApproxDP
-from dpdist.privacy.zcdp import ZCDP
+from dpdist.privacy.zcdp import ZCDP, Guarantee
 
 __all__ = ["Charged", "charged_release", "command_ledger", "estimator_cost", "job_ledger", "plan_job", "run_job"]
 
 
-def estimator_cost(est: Any, *, allow_not_private: bool = False) -> Cost:
+def estimator_cost(est: Any, *, allow_not_private: bool = False) -> Guarantee:
     """The guarantee an estimator's parameters declare (reserved before reading data): its
     ``privacy_cost()`` (:mod:`dpdist.algorithms._base`; e.g. ``(2 eps, 4 e^eps delta)`` for the
     subsample-and-aggregate baseline, MS25 Lemma A.4). :func:`charged_release` checks after the
@@ -131,14 +131,14 @@ def _predicted(plan: dict) -> dict | None:
             "scale": plan["error_scale"], "vacuous": plan["vacuous"], "vacuous_reason": plan["vacuous_reason"]}
 
 
-def _cost_summary(cost: Cost, delta: float | None) -> dict:
+def _cost_summary(cost: Guarantee, delta: float | None) -> dict:
     out = {"cost": cost_to_dict(cost)}
     if isinstance(cost, ZCDP) and delta:
         out["epsilon_at_delta"] = {"delta": delta, "epsilon": epsilon_at(cost, delta), "conversion": "CKS20"}
     return out
 
 
-def _prepare(job: Job) -> tuple[Any, Cost, tuple[int, int], dict]:
+def _prepare(job: Job) -> tuple[Any, Guarantee, tuple[int, int], dict]:
     est = job.build_estimator()
     cost = estimator_cost(est, allow_not_private=job.publish_not_private)
     n, d = _shape(job)
@@ -202,7 +202,7 @@ def charged_release(
     ledger: Ledger,
     *,
     dataset: str,
-    cost: Cost,
+    cost: Guarantee,
     job: str,
     target: str,
     overwrite: bool,

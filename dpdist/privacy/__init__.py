@@ -10,12 +10,13 @@ callables and events), and the modules beside them the guarantees (:mod:`~dpdist
 from dpdist.privacy.budget import MAX_EPSILON, ApproxDP, check_delta, check_epsilon
 from dpdist.privacy.noise.streams import NoiseSeed, resolve_random_state
 from dpdist.privacy.release import Release
-from dpdist.privacy.zcdp import MAX_RHO, ZCDP
+from dpdist.privacy.zcdp import MAX_RHO, ZCDP, Guarantee
 
 __all__ = [
     "MAX_EPSILON",
     "MAX_RHO",
     "ApproxDP",
+    "Guarantee",
     "NoiseSeed",
     "Release",
     "ZCDP",

@@ -32,6 +32,7 @@ from dpdist._version import __version__
 from dpdist.exceptions import NotPrivateWarning, SeededReleaseWarning
 from dpdist.privacy.accounting import Accountant
 from dpdist.privacy.events import Event
+from dpdist.privacy.zcdp import Guarantee
 
 __all__ = [
     "NOISE_SCALE_SCHEMA",
@@ -157,8 +158,8 @@ class Release:
     ----------
     mechanism : str
         Name of the mechanism (e.g. ``"PrivCov (COLT 2026, Algorithm 1)"``).
-    privacy : object
-        The guarantee spent, e.g. :class:`~dpdist.privacy.budget.ApproxDP`; ``None`` for a
+    privacy : Guarantee or None
+        The guarantee spent (:data:`~dpdist.privacy.zcdp.Guarantee`); ``None`` for a
         non-private result (then ``private`` is False and the metadata says so).
     parameters : dict
         Public parameters of the run (n, d, k, clip, ...); every key and value type on
@@ -197,7 +198,7 @@ class Release:
     """
 
     mechanism: str
-    privacy: Any
+    privacy: Guarantee | None
     parameters: dict
     noise_scales: dict
     values: dict = field(default_factory=dict, compare=False)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TypeAlias
 
 from scipy import optimize
 
@@ -35,6 +36,7 @@ from dpdist.privacy.budget import MAX_EPSILON, ApproxDP, check_delta, check_epsi
 
 __all__ = [
     "CONVERSIONS",
+    "Guarantee",
     "MAX_RHO",
     "ZCDP",
     "check_rho",
@@ -203,6 +205,11 @@ class ZCDP:
     def describe(self) -> str:
         """The guarantee in words for messages and plots, e.g. ``"rho=0.5 zCDP"``."""
         return f"rho={self.rho:g} zCDP"
+
+
+#: A privacy guarantee: an (epsilon, delta)-DP pair or a zCDP rho. The one type of every
+#: guarantee a release states, a ledger charges and a dataset's budget holds.
+Guarantee: TypeAlias = ApproxDP | ZCDP
 
 
 def compose_zcdp(*budgets: ZCDP) -> ZCDP:

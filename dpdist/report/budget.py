@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from dpdist.privacy.budget import ApproxDP
-from dpdist.privacy.zcdp import ZCDP
+from dpdist.privacy.zcdp import ZCDP, Guarantee
 
 __all__ = ["spending_series"]
 
 
 def spending_series(
-    ledger: Any, dataset: str, compose: Callable[[ApproxDP | ZCDP, Sequence[ApproxDP | ZCDP]], Any]
+    ledger: Any, dataset: str, compose: Callable[[Guarantee, Sequence[Guarantee]], Any]
 ) -> dict:
     """The share of ``dataset``'s budget spent over time, for :func:`dpdist.report.plots.plot_budget`.
 
@@ -30,8 +29,8 @@ def spending_series(
     """
     entries = ledger.history(dataset)
     events = sorted(((e.finished or e.created) if e.state == "committed" else e.created, e.seq, e) for e in entries)
-    total: ApproxDP | ZCDP | None = None
-    charges: list[ApproxDP | ZCDP] = []
+    total: Guarantee | None = None
+    charges: list[Guarantee] = []
     points = []
     level = 0.0
 

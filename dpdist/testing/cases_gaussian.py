@@ -323,7 +323,7 @@ def analyze_gauss_estimator_case(source: Any = None) -> AuditCase:
         out = np.empty(n)
         with mock.patch.object(module, "analyze_gauss_mechanism", run), _seeded_fits_are_expected():
             for t in range(n):
-                est = module.AnalyzeGauss(GAUSS_EPS, GAUSS_DELTA, radius=1.0, random_state=int(seed) * 1_000_003 + t,
+                est = module.AnalyzeGauss(GAUSS_EPS, GAUSS_DELTA, row_norm=1.0, random_state=int(seed) * 1_000_003 + t,
                                           scheduler="synchronous", tile_size=2, assume_centered=True).fit(data[which])
                 out[t] = est.covariance_[0, 0] - est.covariance_[1, 1]
         return out

@@ -143,7 +143,7 @@ def _analyze_gauss():
     X[1:21, :2] = 0.5
 
     def fit(D):
-        return AnalyzeGauss(1.0, 1e-5, radius=1.0, scheduler=SYNC, tile_size=4).fit(D).release_
+        return AnalyzeGauss(1.0, 1e-5, row_norm=1.0, scheduler=SYNC, tile_size=4).fit(D).release_
 
     return fit, lambda r: float(r.values["covariance"][0, 0]), X, np.array([1.0, 0, 0, 0]), ("approx-dp", 1.0, 1e-5)
 

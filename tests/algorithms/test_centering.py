@@ -220,12 +220,12 @@ _AG_TODAY = ["-0x1.063daa4a1cfdcp-2", "0x1.dd4e7586bffe2p-2", "0x1.80c64e978a256
 
 
 def test_analyze_gauss_assume_centered_is_todays_release_bit_for_bit():
-    """Main's seeded AnalyzeGauss(1, 1e-6, radius=3, random_state=3): its component."""
+    """Main's seeded AnalyzeGauss(1, 1e-6, row_norm=3, random_state=3): its component."""
     from dpdist.baselines import AnalyzeGauss
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        est = AnalyzeGauss(1.0, 1e-6, radius=3.0, random_state=3, scheduler=SYNC,
+        est = AnalyzeGauss(1.0, 1e-6, row_norm=3.0, random_state=3, scheduler=SYNC,
                            assume_centered=True).fit(_centred(500, 4))
     assert [v.hex() for v in est.components_[0]] == _AG_TODAY
 
@@ -237,8 +237,8 @@ def test_analyze_gauss_finds_the_largest_variance_not_the_mean():
     X = np.random.default_rng(0).standard_normal((n, d)) * np.array([1.0, 2.0, 1.0]) + 5.0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        est = AnalyzeGauss(2.0, 1e-5, radius=8.0, mean_clip=20.0, random_state=0, scheduler=SYNC).fit(X)
-        moment = AnalyzeGauss(2.0, 1e-5, radius=8.0, random_state=0, scheduler=SYNC, assume_centered=True).fit(X)
+        est = AnalyzeGauss(2.0, 1e-5, row_norm=8.0, mean_clip=20.0, random_state=0, scheduler=SYNC).fit(X)
+        moment = AnalyzeGauss(2.0, 1e-5, row_norm=8.0, random_state=0, scheduler=SYNC, assume_centered=True).fit(X)
     assert abs(est.components_[0, 1]) > 0.99
     np.testing.assert_allclose(np.abs(moment.components_[0]), 1 / np.sqrt(3), atol=0.05)  # the mean's direction
     plan = est.plan(n, d, sigma=2.0)

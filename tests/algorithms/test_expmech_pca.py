@@ -129,12 +129,12 @@ def test_release_is_deterministic_across_schedulers_and_chunkings():
     m = make_model2(3000, 12, 3, gap=0.6, lambda1=3.0, chunks=1000, random_state=3)
     X = m.X.compute()
     runs = []
-    for Xin, sched, chunk_size in [
+    for Xin, sched, subsets_per_task in [
         (X, "synchronous", 1 << 22),
         (da.from_array(X, chunks=(700, 5)), "threads", 17),
         (m.X, "threads", 100),
     ]:
-        rel = expmech_pca(Xin, 3, 2.0, 1e-6, sigma=m.sigma, random_state=42, scheduler=sched, chunk_size=chunk_size)
+        rel = expmech_pca(Xin, 3, 2.0, 1e-6, sigma=m.sigma, random_state=42, scheduler=sched, subsets_per_task=subsets_per_task)
         runs.append(rel)
     for rel in runs[1:]:
         np.testing.assert_array_equal(rel.values["support"], runs[0].values["support"])
@@ -148,7 +148,7 @@ def test_release_is_deterministic_across_schedulers_and_chunkings():
 def test_release_is_identical_on_a_distributed_cluster(local_cluster):
     m = make_model2(2000, 10, 2, gap=0.6, lambda1=3.0, chunks=500, random_state=4)
     a = expmech_pca(m.X, 2, 1.0, 1e-6, sigma=m.sigma, random_state=9, scheduler="synchronous")
-    b = expmech_pca(m.X, 2, 1.0, 1e-6, sigma=m.sigma, random_state=9, scheduler=local_cluster, chunk_size=7)
+    b = expmech_pca(m.X, 2, 1.0, 1e-6, sigma=m.sigma, random_state=9, scheduler=local_cluster, subsets_per_task=7)
     np.testing.assert_array_equal(a.values["support"], b.values["support"])
     np.testing.assert_allclose(a.values["noisy_block"], b.values["noisy_block"], rtol=0, atol=1e-12)
 
@@ -255,8 +255,24 @@ def test_data_are_read_once_per_release():
         return block
 
     Xd = da.from_array(X, chunks=(100, 7)).map_blocks(count, dtype=float)
-    expmech_pca(Xd, 2, 1.0, 1e-6, clip=2.0, random_state=0, scheduler="synchronous", chunk_size=5,
+    expmech_pca(Xd, 2, 1.0, 1e-6, clip=2.0, random_state=0, scheduler="synchronous", subsets_per_task=5,
                 assume_centered=True)
     # each row chunk read once: the Gram (shared by selection and block release) and the
     # finiteness check share the data's keys
     assert len(calls) == 4
+
+
+def test_subsets_per_task_is_the_enumeration_task_size_and_chunk_size_is_gone():
+    """ExpMechSparsePCA's enumeration task size is named for what it counts (candidate subsets,
+    not rows): the same release for any value, and no ``chunk_size`` parameter."""
+    import warnings
+
+    X = np.random.default_rng(3).standard_normal((200, 6))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a seeded fit warns that it is not private
+        a, b = (ExpMechSparsePCA(2, 1.0, 1e-6, sigma=1.0, random_state=4, scheduler="synchronous",
+                                 subsets_per_task=n).fit(X) for n in (1, 1000))
+    np.testing.assert_array_equal(a.components_, b.components_)
+    assert a.get_params()["subsets_per_task"] == 1 and "chunk_size" not in a.get_params()
+    with pytest.raises(TypeError, match="chunk_size"):
+        ExpMechSparsePCA(2, 1.0, 1e-6, chunk_size=3)

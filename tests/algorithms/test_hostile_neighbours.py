@@ -231,7 +231,7 @@ PRIVATE = {
         gauss_ratio,
     ),
     "AnalyzeGauss": (
-        lambda X, rs: AnalyzeGauss(1.0, 1e-5, radius=3.0, random_state=rs, tile_size=3, **SYNC).fit(X).release_,
+        lambda X, rs: AnalyzeGauss(1.0, 1e-5, row_norm=3.0, random_state=rs, tile_size=3, **SYNC).fit(X).release_,
         lambda: gauss(300, 6),
         gauss_ratio,
     ),

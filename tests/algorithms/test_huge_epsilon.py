@@ -29,7 +29,7 @@ MAKE = {
                                                                  scheduler="synchronous"), gauss, MAX_EPSILON),
     "GaussianCovariance": (lambda e: GaussianCovariance(e, 1e-5, sigma=1.0, random_state=0), gauss, MAX_EPSILON),
     "GaussianPCA": (lambda e: GaussianPCA(e, 1e-5, sigma=1.0, random_state=0), gauss, MAX_EPSILON),
-    "AnalyzeGauss": (lambda e: AnalyzeGauss(e, 1e-5, radius=3.0, random_state=0), gauss, MAX_EPSILON),
+    "AnalyzeGauss": (lambda e: AnalyzeGauss(e, 1e-5, row_norm=3.0, random_state=0), gauss, MAX_EPSILON),
     "ExpMechSparsePCA": (lambda e: dpdist.ExpMechSparsePCA(2, e, 1e-5, sigma=1.0, random_state=0), gauss, MAX_EPSILON),
     "SecondMoment": (lambda r: dpdist.SecondMoment(r, m=1, radius=20.0, lambda_min=0.5, random_state=0),
                      lambda: gauss(scales=[1, 2, 3, 5, 8, 13]), MAX_RHO),

@@ -37,7 +37,7 @@ def test_analyze_gauss_adds_symmetric_noise_of_the_calibrated_scale():
     rng = np.random.default_rng(0)
     n, d, L = 2_000, 40, 3.0
     X = rng.standard_normal((n, d))
-    est = AnalyzeGauss(0.5, 1e-5, radius=L, random_state=1, scheduler="synchronous", tile_size=16,
+    est = AnalyzeGauss(0.5, 1e-5, row_norm=L, random_state=1, scheduler="synchronous", tile_size=16,
                        assume_centered=True).fit(X)
     s = analyze_gauss_calibration(0.5, 1e-5, n, L)["gaussian_sigma"]
     assert est.noise_scale_ == s
@@ -66,15 +66,15 @@ def test_analyze_gauss_sensitivity_bound_holds_on_neighbours():
 def test_analyze_gauss_is_deterministic_across_chunkings_and_finds_the_spike():
     m = make_model2(40_000, 15, 2, gap=0.7, lambda1=6.0, chunks=10_000, random_state=2)
     X = m.X.compute()
-    a = AnalyzeGauss(1.0, 1e-6, radius=12.0, random_state=5, scheduler="synchronous").fit(X)
-    b = AnalyzeGauss(1.0, 1e-6, radius=12.0, random_state=5, scheduler="threads", tile_size=4).fit(
+    a = AnalyzeGauss(1.0, 1e-6, row_norm=12.0, random_state=5, scheduler="synchronous").fit(X)
+    b = AnalyzeGauss(1.0, 1e-6, row_norm=12.0, random_state=5, scheduler="threads", tile_size=4).fit(
         da.from_array(X, chunks=(3_000, 15)))
     np.testing.assert_allclose(a.covariance_, b.covariance_, rtol=0, atol=1e-12)
     assert m.sin2_error(a.components_) < 0.05
 
 
 def test_analyze_gauss_plan_noise_grows_with_d():
-    est = AnalyzeGauss(1.0, 1e-6, radius=10.0)
+    est = AnalyzeGauss(1.0, 1e-6, row_norm=10.0)
     ops = [est.plan(100_000, d).noise_operator_bound for d in (100, 1_000, 10_000)]
     assert ops[0] < ops[1] < ops[2]
     p = est.plan(100_000, 100, sigma=1.0, eigengap=1.0)
@@ -120,10 +120,10 @@ def test_thresholded_pca_is_labelled_not_private_and_accurate():
 
 def test_bad_parameters():
     X = np.random.default_rng(0).standard_normal((20, 4))
-    with pytest.raises(ValidationError, match="radius"):
-        AnalyzeGauss(1.0, 1e-6, radius=-1.0).fit(X)
+    with pytest.raises(ValidationError, match="row_norm"):
+        AnalyzeGauss(1.0, 1e-6, row_norm=-1.0).fit(X)
     with pytest.raises(ValidationError, match="epsilon"):
-        AnalyzeGauss(0.0, 1e-6, radius=1.0).plan(10, 4)
+        AnalyzeGauss(0.0, 1e-6, row_norm=1.0).plan(10, 4)
     with pytest.raises(ValidationError, match="sigma"):
         GaussianPCA(1.0, 1e-6).fit(X)
     with pytest.raises(ValidationError, match="threshold or sigma"):

@@ -145,7 +145,7 @@ def test_crossover_with_wang_xu_through_plan():
 
     def ratio(d):
         p = dpdist.SparseCovariance(k, eps, delta, clip=4.0, assume_centered=True, selection="paper").plan(n, d)
-        return p.calibrated_noise_scale / p.wang_xu_sigma  # the two calibrations, before any lattice
+        return p.calibrated_noise_scale / p.wang_xu_gaussian_sigma  # the two calibrations, before any lattice
 
     for d in (60, 1000, 20_000, 100_000):
         expected = 8 * math.sqrt(2 * math.log(2 / delta) * (k + 1) * math.log(d / (delta / (2 * d))) / d) / (eps * m)
@@ -429,3 +429,14 @@ def test_selected_sets_are_released_in_column_order(selection):
     i, j = next((i, j) for i in range(12) for j in cols[i] if j != i and i in cols[j])
     vi, vj = vals[i][list(cols[i]).index(j)], vals[j][list(cols[j]).index(i)]
     assert est.covariance_[i, j] == (vi + vj) / 2
+
+
+def test_the_plan_names_the_wang_xu_noise_sd_as_the_gaussian_baseline_does():
+    """``wang_xu_gaussian_sigma`` (the baseline's noise sd, beside ``sigma``, the data's scale) is
+    the ``gaussian_sigma`` the Wang-Xu baseline's own plan reports at the same budget and clip."""
+    from dpdist.baselines import GaussianCovariance
+
+    p = dpdist.SparseCovariance(2, 1.0, 1e-5, clip=2.0, sigma=1.0, assume_centered=True).plan(1000, 6)
+    g = GaussianCovariance(1.0, 1e-5, clip=2.0, assume_centered=True).plan(1000, 6)
+    assert p.wang_xu_gaussian_sigma == g.gaussian_sigma and p.sigma == 1.0
+    assert not hasattr(p, "wang_xu_sigma")

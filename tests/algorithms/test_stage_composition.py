@@ -45,7 +45,7 @@ def _multipliers(est):
 def _estimators():
     from dpdist.baselines import AnalyzeGauss, GaussianCovariance
 
-    return [(GaussianCovariance, dict(clip=3.0, mean_clip=6.0)), (AnalyzeGauss, dict(radius=5.0, mean_clip=6.0))]
+    return [(GaussianCovariance, dict(clip=3.0, mean_clip=6.0)), (AnalyzeGauss, dict(row_norm=5.0, mean_clip=6.0))]
 
 
 @pytest.mark.parametrize("cls,kw", _estimators(), ids=["wang-xu", "analyze-gauss"])
@@ -125,7 +125,7 @@ def test_a_share_zero_dp_alone_falls_back_to_splitting_epsilon_and_delta(eps, de
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for est in (GaussianCovariance(eps, delta, clip=3.0, random_state=0, scheduler=SYNC),
-                    AnalyzeGauss(eps, delta, radius=5.0, random_state=0, scheduler=SYNC),
+                    AnalyzeGauss(eps, delta, row_norm=5.0, random_state=0, scheduler=SYNC),
                     dpdist.SparseCovariance(2, eps, delta, clip=3.0, random_state=0, scheduler=SYNC),
                     dpdist.ExpMechSparsePCA(2, eps, delta, sigma=1.0, random_state=0, scheduler=SYNC)):
             rel = est.fit(X).release_

@@ -73,7 +73,7 @@ X = np.random.default_rng(0).standard_normal((300, 6))
 PARAMS = {"sigma": 1.0, "random_state": 0, "scheduler": "synchronous"}
 USER = {"k", "epsilon", "delta", "beta", "sigma", "clip", "selection", "row_clip", "assume_centered", "mean_clip",
         "mean_fraction", "mean", "scheduler", "random_state", "on_nonfinite", "tile_size",
-        "threshold", "radius"}
+        "threshold", "radius", "row_norm"}
 RUNTIME = {"scheduler": "synchronous", "random_state": 0}
 
 
@@ -88,7 +88,7 @@ RUNTIME = {"scheduler": "synchronous", "random_state": 0}
      {"privcov_gumbel_calibration": 1}),
     (lambda: dpdist.baselines.GaussianCovariance(1.0, 1e-6, sigma=1.0, **RUNTIME).fit(X), {"threshold", "mean_clip"},
      {"wang_xu_calibration": 1}),
-    (lambda: dpdist.baselines.AnalyzeGauss(1.0, 1e-6, radius=3.0, **RUNTIME).fit(X), {"radius", "mean_fraction"},
+    (lambda: dpdist.baselines.AnalyzeGauss(1.0, 1e-6, row_norm=3.0, **RUNTIME).fit(X), {"row_norm", "mean_fraction"},
      {"analyze_gauss_calibration": 1}),
     (lambda: dpdist.baselines.ThresholdedCovariance(sigma=1.0, scheduler="synchronous").fit(X),
      {"threshold", "sigma", "mean"}, {}),

@@ -102,7 +102,7 @@ CASES = {
                           "lambda_hat", "shuffle_batches", "require_useful", "on_nonfinite", "assume_centered",
                           "mean_fraction", "mean_clip")),
     "ExpMechSparsePCA": (lambda: ExpMechSparsePCA(2, 1.0, 1e-5, sigma=1.0, **SYNC), gauss,
-                         ("k", "epsilon", "delta", "sigma", "clip", "max_subsets", "beta", "chunk_size",
+                         ("k", "epsilon", "delta", "sigma", "clip", "max_subsets", "beta", "subsets_per_task",
                           "on_nonfinite", "assume_centered", "mean_fraction", "mean_clip")),
     "SecondMoment": (lambda: SecondMoment(1.0, m=1, radius=20.0, lambda_min=0.5, **SYNC),
                      lambda: gauss(scales=[1, 2, 3, 5, 8, 13]),

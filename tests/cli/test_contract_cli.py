@@ -44,11 +44,13 @@ def test_one_name_for_the_gaussian_baseline_in_both_commands(capsys):
         assert all(f"'{name}'" in err for name in (*module.METHODS, "auto")), err  # the valid methods, listed
 
 
-def test_radius_is_the_one_flag_for_the_row_norm_bound_and_names_the_parameter(capsys):
-    for argv, module in ((["pca", "x.zarr", "--method", "analyze-gauss", "--epsilon", "1", "--delta", "1e-6"], pca),
-                         (["second-moment", "x.zarr", "--rho", "1", "--m", "5"], second_moment)):
+def test_radius_is_the_one_flag_for_the_row_norm_bound(capsys):
+    """``--radius`` sets SecondMoment's ``radius`` and AnalyzeGauss's ``row_norm`` (its fixed name)."""
+    for argv, module, param in ((["pca", "x.zarr", "--method", "analyze-gauss", "--epsilon", "1", "--delta", "1e-6"],
+                                 pca, "row_norm"),
+                                (["second-moment", "x.zarr", "--rho", "1", "--m", "5"], second_moment, "radius")):
         call = _call(module, [*argv, "--radius", "3.5"])
-        assert call.build().radius == 3.5 and call.kwargs["radius"] == 3.5
+        assert getattr(call.build(), param) == 3.5 and call.kwargs == {**call.kwargs, param: 3.5}
         assert main([*argv, "--row-norm", "3.5"]) == 2
         assert "unrecognized arguments: --row-norm" in capsys.readouterr().err
 

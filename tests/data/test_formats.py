@@ -312,7 +312,8 @@ def test_convert_default_layout_and_overflow_without_a_warning(tmp_path, X):
 
 
 def test_convert_is_atomic(tmp_path, X, monkeypatch):
-    import dpdist.engine.runtime as runtime
+    import sys
+    import types
 
     path = write("npy", X, tmp_path)
     old = convert(path, tmp_path / "out.zarr", dtype="float64")
@@ -320,7 +321,7 @@ def test_convert_is_atomic(tmp_path, X, monkeypatch):
     def fail(*args, **kwargs):
         raise RuntimeError("the write failed half way")
 
-    monkeypatch.setattr(runtime, "compute", fail)
+    monkeypatch.setattr(sys.modules["dpdist.data.convert"], "dask", types.SimpleNamespace(compute=fail))
     before = sorted(os.listdir(tmp_path))
     with pytest.raises(RuntimeError):
         convert(path, tmp_path / "new.zarr")
@@ -339,6 +340,56 @@ def test_convert_refuses_bad_parameters_before_writing(tmp_path, X):
     with pytest.raises(ValidationError, match="local Zarr array"):
         convert(path, "s3://bucket/o.zarr")
     assert sorted(os.listdir(tmp_path)) == ["data.npy"]
+
+
+def test_convert_computes_on_any_scheduler_dask_compute_takes(tmp_path, X):
+    """A scheduler function, as ``dask.compute(scheduler=...)`` takes it, and dask's configured
+    scheduler when none is given."""
+    import dask
+
+    path = write("npy", X, tmp_path)
+    calls = []
+
+    def counting_get(dsk, keys, **kwargs):
+        calls.append(keys)
+        return dask.get(dsk, keys, **kwargs)
+
+    out = convert(path, tmp_path / "a.zarr", scheduler=counting_get)
+    assert len(calls) == 1
+    np.testing.assert_array_equal(as_dask_array(out).compute(), X.astype(np.float32))
+    with dask.config.set(scheduler=counting_get):
+        convert(path, tmp_path / "b.zarr")
+    assert len(calls) == 2
+
+
+def test_convert_refuses_a_scheduler_dask_does_not_take_before_writing(tmp_path, X):
+    path = write("npy", X, tmp_path)
+    for bad in ("local-cluster", "tcp://127.0.0.1:1", "no-such-scheduler", 5):
+        with pytest.raises(ValidationError, match="scheduler must be None, a dask scheduler name"):
+            convert(path, tmp_path / "o.zarr", scheduler=bad)
+    assert sorted(os.listdir(tmp_path)) == ["data.npy"]
+
+
+def test_convert_cli_resolves_an_address_to_a_client_for_dask(tmp_path, X, local_cluster, monkeypatch):
+    """``dpdist convert --scheduler tcp://...``: the command line connects, and the data layer
+    gets a ``distributed.Client`` (what ``dask.compute`` takes), never the address."""
+    import sys
+
+    from distributed import Client
+
+    module = sys.modules["dpdist.data.convert"]
+    real, seen = module.convert, []
+
+    def spy(*args, scheduler=None, **kwargs):
+        seen.append(scheduler)
+        return real(*args, scheduler=scheduler, **kwargs)
+
+    monkeypatch.setattr(module, "convert", spy)
+    path = write("npy", X, tmp_path)
+    out = tmp_path / "c.zarr"
+    assert main(["convert", path, str(out), "--scheduler", local_cluster.scheduler.address, "--no-progress"]) == 0
+    assert len(seen) == 1 and isinstance(seen[0], Client)
+    np.testing.assert_array_equal(as_dask_array(str(out)).compute(), X.astype(np.float32))
 
 
 def test_convert_cli_round_trip_with_a_progress_line(tmp_path, X, small_chunks, capsys):

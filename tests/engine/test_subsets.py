@@ -174,10 +174,10 @@ def test_argmax_is_invariant_to_chunking_and_scheduler(scheduler):
     want = int(np.argmax(perturb(_brute_scores(M, _all(d, k)), 0)))
     import dask.array as da
 
-    for chunk_size, batch, split_every in [(n_subsets(d, k), 1 << 16, 8), (97, 13, 2), (1, 1, 3), (500, 64, 4)]:
+    for subsets_per_task, batch, split_every in [(n_subsets(d, k), 1 << 16, 8), (97, 13, 2), (1, 1, 3), (500, 64, 4)]:
         Md = da.from_array(M, chunks=(5, 7))
         rank = enumeration_max(Md, k, chunk_key_max, (perturb,), combine_key_max, (), _rank_of,
-                               chunk_size=chunk_size, split_every=split_every, batch=batch)
+                               subsets_per_task=subsets_per_task, split_every=split_every, batch=batch)
         assert dask.compute(rank, scheduler=scheduler)[0] == want
 
 

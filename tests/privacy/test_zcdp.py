@@ -95,3 +95,20 @@ def test_breakdown_must_sum_to_rho_and_method_must_be_known():
         ZCDP(1.0).to_approx_dp(1e-6, method="typo")
     with pytest.raises(ValidationError, match="delta"):
         ZCDP(1.0).to_approx_dp(1.5)
+
+
+def test_guarantee_is_the_one_type_name_of_a_privacy_guarantee():
+    """``Guarantee`` (an (epsilon, delta) pair or a zCDP rho) is what a release states, a ledger
+    charges and a budget holds; the composition module has no second name for it."""
+    import typing
+
+    import dpdist.ops.composition as composition
+    from dpdist.algorithms.plan import Plan
+    from dpdist.privacy import ApproxDP, Guarantee, Release
+    from dpdist.privacy import ZCDP as ZCDP_
+
+    assert set(typing.get_args(Guarantee)) == {ApproxDP, ZCDP_}
+    assert not hasattr(composition, "Cost")
+    assert typing.get_type_hints(composition.spent)["total"] == Guarantee
+    assert typing.get_type_hints(Release)["privacy"] == Guarantee | None
+    assert typing.get_type_hints(Plan)["privacy"] == Guarantee | None

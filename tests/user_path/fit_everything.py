@@ -39,7 +39,7 @@ ESTIMATORS = {
     "SecondMoment": lambda: dpdist.SecondMoment(1.0, m=10, random_state=4),
     "GaussianCovariance": lambda: baselines.GaussianCovariance(1.0, 1e-5, clip=3.0, random_state=5, tile_size=4),
     "ThresholdedCovariance": lambda: baselines.ThresholdedCovariance(sigma=SIGMA, tile_size=4),
-    "AnalyzeGauss": lambda: baselines.AnalyzeGauss(1.0, 1e-5, radius=8.0, random_state=6),
+    "AnalyzeGauss": lambda: baselines.AnalyzeGauss(1.0, 1e-5, row_norm=8.0, random_state=6),
     "GaussianPCA": lambda: baselines.GaussianPCA(1.0, 1e-5, clip=3.0, random_state=7),
     "ThresholdedPCA": lambda: baselines.ThresholdedPCA(sigma=SIGMA),
     "SubsampleAggregateSecondMoment": lambda: baselines.SubsampleAggregateSecondMoment(

@@ -41,7 +41,7 @@ from dpdist.algorithms._utility import davis_kahan_sin2, sampling_operator_error
 from dpdist.algorithms.plan import Plan
 from dpdist.privacy.release import Release, warn_if_unsafe
 
-__all__ = ["AnalyzeGauss", "AnalyzeGaussPlan", "block_row_norm_clip", "check_radius", "row_norm_clip"]
+__all__ = ["AnalyzeGauss", "AnalyzeGaussPlan", "block_row_norm_clip", "check_row_norm", "row_norm_clip"]
 
 MECHANISM = "Analyze Gauss (Dwork-Talwar-Thakurta-Zhang 2014): Gaussian noise on the second moment of norm-clipped rows"
 #: The private mean and the Gaussian release are both Gaussian mechanisms: they compose
@@ -63,12 +63,11 @@ def row_norm_clip(X: da.Array, row_norm: float) -> da.Array:
     return X.map_blocks(block_row_norm_clip, float(row_norm), dtype=np.float64)
 
 
-def check_radius(radius, name: str = "radius") -> float:
-    """The public bound on the row norms (``radius``, the name :class:`~dpdist.SecondMoment`
-    and the ``--radius`` flag use): required and positive."""
-    if radius is None:
-        raise ValidationError("give radius, the public bound on the row norms")
-    return check_positive(radius, "radius")
+def check_row_norm(row_norm, name: str = "row_norm") -> float:
+    """The public L2 bound the rows are scaled to (``row_norm``): required and positive."""
+    if row_norm is None:
+        raise ValidationError("give row_norm, the public L2 bound the rows are scaled to")
+    return check_positive(row_norm, "row_norm")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,9 +103,10 @@ class AnalyzeGauss(Projection, Estimator):
     Parameters
     ----------
     epsilon, delta : float
-    radius : float
-        Public L2 bound L: each row is scaled to norm at most L before the second moment (the
-        same name as :class:`~dpdist.SecondMoment`'s bound on the row norms). Required.
+    row_norm : float
+        Public L2 bound L: each row is scaled to norm at most L before the second moment.
+        Required (the command line's ``--radius``). The release records it as
+        ``parameters["radius"]``.
     random_state : None or int
     beta : float
         Failure probability used by :meth:`plan`.
@@ -115,7 +115,7 @@ class AnalyzeGauss(Projection, Estimator):
     assume_centered, mean, mean_fraction, mean_clip
         Centring, as :class:`~dpdist.SparseCovariance`: by default the rows are centred at a
         mean released with ``mean_fraction`` of the budget (rows scaled to L2 norm
-        ``mean_clip``, default ``radius``) before their norms are clipped to ``radius``, which
+        ``mean_clip``, default ``row_norm``) before their norms are clipped to ``row_norm``, which
         must then cover ``||x - mean||``.
 
     Attributes
@@ -161,17 +161,17 @@ class AnalyzeGauss(Projection, Estimator):
         "epsilon": Epsilon(),
         "delta": Delta(),
         "beta": Real(low=0.0, high=1.0),
-        "radius": Custom(check_radius),
+        "row_norm": Custom(check_row_norm),
         **CENTERING_CONSTRAINTS,
     }
 
-    def __init__(self, epsilon: float, delta: float, *, radius: float | None = None, random_state: Any = None,
+    def __init__(self, epsilon: float, delta: float, *, row_norm: float, random_state: Any = None,
                  beta: float = 0.1, scheduler: Any = None, tile_size: int = DEFAULT_TILE,
                  on_nonfinite: str = "zero", assume_centered: bool = False, mean: Any = None,
                  mean_fraction: float = DEFAULT_MEAN_FRACTION, mean_clip: float | None = None) -> None:
         self.epsilon = epsilon
         self.delta = delta
-        self.radius = radius
+        self.row_norm = row_norm
         self.random_state = random_state
         self.beta = beta
         self.scheduler = scheduler
@@ -189,9 +189,9 @@ class AnalyzeGauss(Projection, Estimator):
         d = check_int(n_features, "n_features", low=1)
         centering = centering_of(p, n_features=d)
         mean_share, share = centering.split(p.epsilon, p.delta, COMPOSITION)
-        mean_mech = mean_mechanism(centering, mean_share, n, d, None, radius=p.radius) if centering.private else None
+        mean_mech = mean_mechanism(centering, mean_share, n, d, None, radius=p.row_norm) if centering.private else None
         return p.replace(n_samples=n, n_features=d, centering=centering, mean_mech=mean_mech, mean_share=mean_share,
-                         share=share, cal=analyze_gauss_calibration(share.epsilon, share.delta, n, p.radius))
+                         share=share, cal=analyze_gauss_calibration(share.epsilon, share.delta, n, p.row_norm))
 
     def plan(self, n_samples: int, n_features: int, *, sigma: float | None = None,
              eigengap: float | None = None) -> AnalyzeGaussPlan:

@@ -28,7 +28,7 @@ from dpdist.algorithms.expmech_pca.release import (
     run_expmech,
 )
 from dpdist.engine.runtime import DEFAULT_TIMEOUT
-from dpdist.engine.subsets import DEFAULT_CHUNK_SIZE
+from dpdist.engine.subsets import DEFAULT_SUBSETS_PER_TASK
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import ApproxDP
 from dpdist.privacy.release import Release
@@ -66,8 +66,9 @@ class ExpMechSparsePCA(Projection, Estimator):
         "zero": rows holding NaN or inf become zero rows before any statistic (uncounted).
         "raise": explicit validation mode, refuse before releasing (reveals one bit, recorded
         in the release's notes).
-    chunk_size : int
-        Subsets per task of the enumeration (does not change the output).
+    subsets_per_task : int
+        Candidate subsets scored by one task of the exhaustive enumeration of the ``C(d, k)``
+        subsets (not a chunk of rows; it does not change the output).
     assume_centered, mean, mean_fraction, mean_clip
         Centring, as :class:`~dpdist.SparseCovariance`: by default the scores and the block are
         those of the covariance around a mean released with ``mean_fraction`` of the Gaussian
@@ -155,7 +156,7 @@ class ExpMechSparsePCA(Projection, Estimator):
         random_state: Any = None,
         scheduler: Any = None,
         on_nonfinite: str = "zero",
-        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        subsets_per_task: int = DEFAULT_SUBSETS_PER_TASK,
         assume_centered: bool = False,
         mean: Any = None,
         mean_fraction: float = DEFAULT_MEAN_FRACTION,
@@ -171,7 +172,7 @@ class ExpMechSparsePCA(Projection, Estimator):
         self.random_state = random_state
         self.scheduler = scheduler
         self.on_nonfinite = on_nonfinite
-        self.chunk_size = chunk_size
+        self.subsets_per_task = subsets_per_task
         self.assume_centered = assume_centered
         self.mean = mean
         self.mean_fraction = mean_fraction

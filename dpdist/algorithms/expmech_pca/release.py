@@ -133,7 +133,7 @@ def run_expmech(Xd: Any, p) -> Release:
     n, d, k, tau, clip_source = p.n_samples, p.n_features, p.k, p.clip, p.clip_source
     centering, cal, mean_mech, mean_share, share = p.centering, p.calibration, p.mean_mechanism, p.mean_share, p.share
     sigma, beta, max_subsets, on_nonfinite = p.sigma, p.beta, p.max_subsets, p.on_nonfinite
-    scheduler, chunk_size = p.scheduler, p.chunk_size
+    scheduler, subsets_per_task = p.scheduler, p.subsets_per_task
     check_range(cal, max_subsets)
     seed = resolve_random_state(p.random_state)
 
@@ -145,7 +145,7 @@ def run_expmech(Xd: Any, p) -> Release:
     Xc, mu = centre_data(Xg, all_finite, centering, mean_mech, seed, scheduler=scheduler)
     M = clipped_second_moment(Xc, tau)
     release_fn = mech.release(seed)
-    rank = exact_gumbel_max_subset(M, k, mech.selection(seed), chunk_size=chunk_size)
+    rank = exact_gumbel_max_subset(M, k, mech.selection(seed), subsets_per_task=subsets_per_task)
     # as a Delayed on the unoptimised graph the finiteness check shares the data's keys with
     # the second moment (each chunk is read once); the release task checks it on the worker
     guard = None if all_finite is None else all_finite.to_delayed(optimize_graph=False).ravel()[0]

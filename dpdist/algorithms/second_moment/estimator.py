@@ -98,8 +98,9 @@ class SecondMoment(Estimator):
         "paper": Delta_k = 4 R_k^2 / n (MS25). "tight": sqrt(2) R_k^2 / n, the exact L2
         sensitivity of the released upper triangle (a deviation; MS25's value is valid but loose).
     xi : float, default 0.1
-        Failure probability of the analysis (tail threshold of the radius step; planning).
-        It does not enter any noise scale.
+        The failure probability of this estimator's accuracy guarantee (MS25's name for it,
+        where the other estimators say ``beta``): it sets the tail threshold of the radius
+        step and the plan, and no noise scale.
     random_state : None or int
         None: OS entropy (the only mode fit for release). An int seeds the noise for tests;
         the release records it as seeded.

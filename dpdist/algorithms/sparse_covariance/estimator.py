@@ -258,7 +258,7 @@ class SparseCovariance(Estimator):
         (operator norm, with probability >= 1 - beta over data and noise, when no entry is
         clipped: Theorem 1's, or its version with the Gaussian release) and its pieces,
         whether it is vacuous, and for comparison the Gaussian scale of the Wang-Xu baseline
-        (``wang_xu_sigma``) at the same budget and clip. The measured n* of
+        (``wang_xu_gaussian_sigma``) at the same budget and clip. The measured n* of
         ``dpdist experiment sample-complexity`` (``empirical``) are those of the plan's
         selection: method ``privcov`` for ``"paper"``, ``privcov_laplace`` for ``"laplace"``,
         ``privcov_gumbel`` for ``"gumbel"``.

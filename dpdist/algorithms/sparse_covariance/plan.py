@@ -59,7 +59,7 @@ class SparseCovariancePlan(Plan):
     calibration: PrivCovCalibration | PrivCovZCDPCalibration | PrivCovGumbelCalibration
     release_sigma: float | None
     lambda_release: float | None
-    wang_xu_sigma: float
+    wang_xu_gaussian_sigma: float
     sigma: float | None
     beta: float
     lambda_samp: float
@@ -119,8 +119,8 @@ def _privcov_plan(cal, clip_rule: str, sigma: float | None, beta: float, *,
         calibration=cal,
         release_sigma=None if paper else cal.gaussian_sigma,
         lambda_release=None if paper else err["lambda_release"],
-        wang_xu_sigma=wang_xu_calibration(cal.epsilon, cal.delta, cal.n_samples, cal.n_features,
-                                          cal.clip)["gaussian_sigma"],
+        wang_xu_gaussian_sigma=wang_xu_calibration(cal.epsilon, cal.delta, cal.n_samples, cal.n_features,
+                                                   cal.clip)["gaussian_sigma"],
         sigma=None if sigma is None else float(sigma),
         beta=beta,
         lambda_samp=err["lambda_samp"],

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any, ContextManager, Iterator, Protocol, Sequence
 
 from dpdist.exceptions import BudgetExceeded, InfrastructureError, NoPrivateResult, ValidationError
-from dpdist.ops.composition import Charge, Cost, Spent, cost_from_dict, cost_to_dict, decimal_of, spent, within
+from dpdist.ops.composition import Charge, Spent, cost_from_dict, cost_to_dict, decimal_of, spent, within
 from dpdist.ops.ledger.locations import canonical_dataset
 from dpdist.privacy.budget import ApproxDP
 from dpdist.privacy.events import labelled_events_from_list, labelled_events_to_list
-from dpdist.privacy.zcdp import ZCDP
+from dpdist.privacy.zcdp import ZCDP, Guarantee
 
 __all__ = ["ChargeProtocol", "Entry", "Ledger", "Reservation", "SCHEMA"]
 
@@ -109,7 +109,7 @@ class Entry:
     events: list = field(default_factory=list)
 
     @property
-    def privacy(self) -> Cost:
+    def privacy(self) -> Guarantee:
         return cost_from_dict(self.cost)
 
     @property
@@ -173,7 +173,7 @@ class ChargeProtocol(Protocol):
     and never import :mod:`dpdist.ops`.
     """
 
-    def charge(self, dataset: str, cost: Any, *, job: str | None = None) -> ContextManager[Any]: ...
+    def charge(self, dataset: str, cost: Guarantee, *, job: str | None = None) -> ContextManager[Any]: ...
 
 
 class Reservation:
@@ -203,7 +203,7 @@ class Reservation:
         self.events = tuple(events)
 
     def commit(self, *, output: str | None = None, checksum: str | None = None, outcome: str = "released",
-               spent: Cost | None = None, note: str | None = None, events: Sequence | None = None) -> Entry:
+               spent: Guarantee | None = None, note: str | None = None, events: Sequence | None = None) -> Entry:
         """Commit (spent) with the release's ``events`` (:meth:`Ledger.commit`; default: those
         :meth:`record` kept if ``outcome="released"``, else none: a failed run counts by cost)."""
         if events is None:
@@ -226,7 +226,7 @@ def nothing_spent(exc: BaseException) -> bool:
     return False
 
 
-def spent_by(exc: NoPrivateResult, reserved: Cost) -> Cost:
+def spent_by(exc: NoPrivateResult, reserved: Guarantee) -> Guarantee:
     """What a rejected mechanism spent: its release's guarantee when it records one of the
     reserved kind and no larger, else the whole reservation (conservative)."""
     privacy = getattr(getattr(exc, "release", None), "privacy", None)
@@ -285,7 +285,7 @@ class Ledger(abc.ABC):
         return cur
 
     # -- datasets ------------------------------------------------------------------------
-    def set_budget(self, dataset: str, total: Cost, *, name: str | None = None, owner: str | None = None,
+    def set_budget(self, dataset: str, total: Guarantee, *, name: str | None = None, owner: str | None = None,
                    force: bool = False) -> Entry:
         """Set (or change) the total budget of ``dataset``, recorded in its history.
 
@@ -344,12 +344,12 @@ class Ledger(abc.ABC):
             raise ValidationError(f"the name {dataset_or_name!r} labels {len(rows)} datasets; give the URL")
         return canonical_dataset(dataset_or_name)
 
-    def total(self, dataset: str) -> Cost | None:
+    def total(self, dataset: str) -> Guarantee | None:
         """The dataset's total budget, or None when its owner has set none."""
         with self._transaction(lock=False) as cur:
             return self._total(cur, canonical_dataset(dataset))
 
-    def _total(self, cur, dataset: str) -> Cost | None:
+    def _total(self, cur, dataset: str) -> Guarantee | None:
         row = self._exec(cur, "SELECT budget FROM dpdist_datasets WHERE dataset = ?", (dataset,)).fetchone()
         return None if row is None else cost_from_dict(json.loads(row[0]))
 
@@ -381,7 +381,7 @@ class Ledger(abc.ABC):
         )
         return self._entry_by_id(cur, entry_id)
 
-    def reserve(self, dataset: str, cost: Cost, *, job: str | None = None,
+    def reserve(self, dataset: str, cost: Guarantee, *, job: str | None = None,
                 output: str | None = None) -> Reservation:
         """Reserve ``cost`` on ``dataset`` before reading any data.
 
@@ -423,7 +423,7 @@ class Ledger(abc.ABC):
                 raise ValidationError(f"reservation {entry_id!r} is not open")
 
     def commit(self, entry_id: str, *, output: str | None = None, checksum: str | None = None,
-               outcome: str = "released", spent: Cost | None = None, note: str | None = None,
+               outcome: str = "released", spent: Guarantee | None = None, note: str | None = None,
                events: Sequence = ()) -> Entry:
         """Commit a reservation, recording the output's location and checksum in the same
         transaction. ``spent`` (no larger than the reservation) replaces the reserved cost.
@@ -471,7 +471,7 @@ class Ledger(abc.ABC):
         with self._transaction(lock=False) as cur:
             return self._entries(cur, canonical_dataset(dataset))
 
-    def remaining(self, dataset: str, *, extra: Cost | None = None) -> Spent:
+    def remaining(self, dataset: str, *, extra: Guarantee | None = None) -> Spent:
         """What the dataset's committed and reserved charges (plus ``extra``, a dry run) spend
         of its total; ``.remaining()`` is what is left.
 
@@ -489,7 +489,7 @@ class Ledger(abc.ABC):
         return spent(total, charges + ([extra] if extra is not None else []))
 
     @contextlib.contextmanager
-    def charge(self, dataset: str, cost: Cost, *, job: str | None = None, output: str | None = None,
+    def charge(self, dataset: str, cost: Guarantee, *, job: str | None = None, output: str | None = None,
                unspent_until_running: bool = False) -> Iterator[Reservation]:
         """Reserve ``cost`` for the block; resolve the reservation when the block ends.
 

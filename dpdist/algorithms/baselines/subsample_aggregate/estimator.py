@@ -59,7 +59,8 @@ class SubsampleAggregateSecondMoment(Estimator):
     alpha : float, default 0.5
         Subsamplability accuracy; the agreement radius is 2 alpha / (1 - alpha).
     xi : float, default 0.1
-        Failure probability; sets the masking scale eta_b.
+        The failure probability of this estimator's guarantee (MS25's name for it, where the
+        other estimators say ``beta``); it sets the masking scale eta_b.
     unsafe_no_privacy : bool, default False
         Run even when MS25's n-condition for privacy fails. The result is then labelled
         NOT PRIVATE (``Release.private = False``, ``privacy = None``). Experiments only;
