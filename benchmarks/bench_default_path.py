@@ -121,8 +121,7 @@ def main() -> int:
                                                   scales=np.logspace(0, 3, d))
         sm_radius = 4.0 * 1e3 * math.sqrt(2 * math.log(n * d))  # public bound above every row norm (w.h.p.)
         makers = {
-            "privcov": lambda s: dpdist.SparseCovariance(5, 1.0, 1e-6, clip=4.0, random_state=0, scheduler=s,
-                                                         progress=False),
+            "privcov": lambda s: dpdist.SparseCovariance(5, 1.0, 1e-6, clip=4.0, random_state=0, scheduler=s),
             "sparse_pca": lambda s: dpdist.SparsePCA(2, 200.0, 1e-6, gap=0.5, sigma=math.sqrt(5.0),
                                                      n_batches=sizes["sparse_pca"][2], tau=0.38, random_state=0,
                                                      scheduler=s),

@@ -109,7 +109,7 @@ def step(name: str, store: str, k: int, tile: int, scheduler: str | None) -> dic
         assert len(out) == nb * (nb + 1) // 2
     elif name == "privcov":
         est = dpdist.SparseCovariance(k, 1.0, 1e-6, clip=CLIP, scheduler=scheduler, tile_size=tile,
-                                      random_state=0, progress=False).fit(store)
+                                      random_state=0).fit(store)
         assert est.covariance_.shape[0] == zarr.open_array(store, mode="r").shape[1]
     else:
         raise ValueError(name)

@@ -61,8 +61,8 @@ def run_point(method: str, n: int, d: int) -> dict:
     status = "released"
     t0 = time.perf_counter()
     if method == "privcov":
-        dpdist.SparseCovariance(min(5, d), 1.0, 1e-6, clip=4.0, random_state=0, scheduler="threads",
-                                progress=False).fit(_data(n, d))
+        dpdist.SparseCovariance(min(5, d), 1.0, 1e-6, clip=4.0, random_state=0,
+                                scheduler="threads").fit(_data(n, d))
     elif method == "sparse_pca":
         from dpdist.data.model2 import make_model2
 
