@@ -35,7 +35,6 @@ __all__ = [
     "RandomState",
     "Real",
     "Scheduler",
-    "Unchecked",
     "functional_form",
     "validate_params",
 ]
@@ -150,17 +149,6 @@ class RandomState(Constraint):
         return value
 
 
-class Unchecked(Constraint):
-    """A parameter this table does not check, with the reason (``why``): e.g. a resource whose
-    check belongs to the code that uses it. Listing it keeps the table complete."""
-
-    def __init__(self, why: str):
-        self.why = why
-
-    def check(self, value: Any, name: str) -> Any:
-        return value
-
-
 class Params:
     """Validated parameter values, read-only: ``params.k``; ``params.replace(name=value)``
     returns a copy with values changed or added (derived values of a cross-parameter check)."""
@@ -205,7 +193,7 @@ def validate_params(constraints: dict[str, Constraint], values: dict[str, Any]) 
 
 
 def functional_form(cls: type, *, name: str, positional: tuple[str, ...] = (), summary: str,
-                    returns: str, omit: tuple[str, ...] = ()) -> Callable:
+                    returns: str) -> Callable:
     """The functional form of estimator ``cls``: ``name(X, *positional, **rest)`` builds
     ``cls(...)`` from its arguments and returns the release of its fit (``cls._release_of``:
     the release as the fit makes it, without the fit's plan and utility record; the fitted
@@ -213,16 +201,14 @@ def functional_form(cls: type, *, name: str, positional: tuple[str, ...] = (), s
 
     The function's ``__signature__`` is ``X`` followed by ``cls.__init__``'s parameters (those
     named in ``positional`` positional-or-keyword, the others keyword-only, with the
-    estimator's defaults and annotations), less those named in ``omit``. Its docstring is
-    ``summary``, then the Parameters section
+    estimator's defaults and annotations). Its docstring is ``summary``, then the Parameters
+    section
     of ``cls``'s docstring (or of the first base class that has one), then ``returns`` (the
     sections after the parameters: Returns, Notes, ...).
     """
     init = inspect.signature(cls.__init__)
     params = [inspect.Parameter("X", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Any)]
     for p in list(init.parameters.values())[1:]:
-        if p.name in omit:
-            continue
         kind = (inspect.Parameter.POSITIONAL_OR_KEYWORD if p.name in positional
                 else inspect.Parameter.KEYWORD_ONLY)
         params.append(p.replace(kind=kind))
@@ -236,14 +222,13 @@ def functional_form(cls: type, *, name: str, positional: tuple[str, ...] = (), s
     form.__name__ = form.__qualname__ = name
     form.__module__ = cls.__module__
     form.__signature__ = signature  # type: ignore[attr-defined]
-    form.__doc__ = _form_doc(cls, summary, returns, omit)
+    form.__doc__ = _form_doc(cls, summary, returns)
     form.estimator = cls  # type: ignore[attr-defined]
     return form
 
 
-def _form_doc(cls: type, summary: str, returns: str, omit: tuple[str, ...]) -> str:
-    """``summary``, the estimator's Parameters section (``X`` first, ``omit`` left out), then
-    ``returns``."""
+def _form_doc(cls: type, summary: str, returns: str) -> str:
+    """``summary``, the estimator's Parameters section (``X`` first), then ``returns``."""
     docs = [inspect.cleandoc(c.__doc__ or "") for c in cls.__mro__]  # the first class that lists them
     lines = next((doc.splitlines() for doc in docs if "\nParameters\n" in doc), [])
     entries: list[list[str]] = []
@@ -256,7 +241,7 @@ def _form_doc(cls: type, summary: str, returns: str, omit: tuple[str, ...]) -> s
                 entries.append([line])
             elif entries:
                 entries[-1].append(line)
-    kept = [line for entry in entries if not set(_names(entry[0])) & set(omit) for line in entry]
+    kept = [line for entry in entries for line in entry]
     while kept and not kept[-1]:
         kept.pop()
     return "\n".join([
@@ -267,8 +252,3 @@ def _form_doc(cls: type, summary: str, returns: str, omit: tuple[str, ...]) -> s
         "X : array-like, dask array, zarr.Array or str",
         "    ``n x d`` data, one row per individual.",
         *kept, "", "Returns", "-------", *inspect.cleandoc(returns).splitlines()])
-
-
-def _names(header: str) -> list[str]:
-    """The parameter names of a numpydoc entry's header line (``"epsilon, delta : float"``)."""
-    return [name.strip() for name in header.split(":")[0].split(",")]

@@ -24,7 +24,6 @@ from dpdist.algorithms._constraints import (
     RandomState,
     Real,
     Scheduler,
-    Unchecked,
     functional_form,
     validate_params,
 )
@@ -83,12 +82,6 @@ def test_custom_returns_its_functions_value_or_keeps_the_given_one():
     assert kept.check([1], "p") == [1] and seen == [([1], "p")]
     with pytest.raises(ValidationError, match="p is odd"):
         Custom(lambda v, n: (_ for _ in ()).throw(ValidationError(f"{n} is odd"))).check(3, "p")
-
-
-def test_unchecked_passes_anything_and_says_why():
-    marker = object()
-    assert Unchecked("checked by its user").check(marker, "p") is marker
-    assert "checked by its user" in repr(Unchecked("checked by its user"))
 
 
 def test_a_table_is_checked_in_its_order_and_skips_absent_names():
@@ -232,11 +225,6 @@ def test_a_functional_form_returns_the_release_without_the_fits_utility_record()
     assert isinstance(rel, Release) and rel.values == {"value": 3.0} and "utility" not in rel.parameters
     with pytest.raises(TypeError):
         toy_function(np.ones((4, 3)), 2, 3.0)  # scale is keyword-only, as on the estimator
-    unseeded = functional_form(Toy, name="unseeded", positional=("k",), summary="s.", returns="Release",
-                               omit=("random_state",))
-    assert list(inspect.signature(unseeded).parameters) == ["X", "k", "scale"]
-    with pytest.raises(TypeError):
-        unseeded(np.ones((4, 3)), 2, random_state=0)  # a parameter left out is refused
 
 
 def test_a_functional_forms_docstring_is_built_from_the_estimators():

@@ -27,7 +27,6 @@ from dpdist.algorithms.expmech_pca.release import (
     resolve_clip,
     run_expmech,
 )
-from dpdist.engine.runtime import DEFAULT_TIMEOUT
 from dpdist.engine.subsets import DEFAULT_SUBSETS_PER_TASK
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.budget import ApproxDP

@@ -18,7 +18,6 @@ from dpdist._validation import check_bool, check_real
 from dpdist.algorithms._base import Estimator, FitResult
 from dpdist.algorithms._constraints import Boolean, Custom, Real, functional_form
 from dpdist.engine import second_moment as engine
-from dpdist.engine.runtime import DEFAULT_TIMEOUT
 from dpdist.exceptions import ValidationError
 from dpdist.privacy.release import Release
 from dpdist.privacy.mechanisms.second_moment import (

@@ -20,7 +20,7 @@ from dpdist.algorithms._base import check_nonfinite, nonfinite_note, refuse_nonf
 from dpdist.data.validation import as_dask_array, chunk_reading_notes
 from dpdist.engine import second_moment as engine
 from dpdist.engine.second_moment_kernels import combine_bucket_counts, combine_group_min_eigenvalues
-from dpdist.engine.runtime import DEFAULT_TIMEOUT, check_scheduler, compute, open_runtime
+from dpdist.engine.runtime import check_scheduler, compute, open_runtime
 from dpdist.exceptions import NoPrivateResult, ValidationError
 from dpdist.privacy.accounting import release_guarantee
 from dpdist.privacy.events import NoOpEvent

@@ -29,7 +29,6 @@ from dpdist.algorithms.sparse_pca.plan import (
     spectral_norm_plan,
 )
 from dpdist.algorithms.sparse_pca.release import MECH_BOTH, MECH_NORM, MECH_PCA, run_friendly
-from dpdist.engine.runtime import DEFAULT_TIMEOUT
 from dpdist.privacy.mechanisms.privpca.calibration import (
     DEFAULT_BETA,
     check_gap,

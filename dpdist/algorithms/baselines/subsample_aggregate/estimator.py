@@ -15,7 +15,6 @@ from typing import Any
 from dpdist._validation import check_int
 from dpdist.algorithms._base import Estimator
 from dpdist.algorithms._constraints import Boolean, Custom, Delta, Epsilon, functional_form
-from dpdist.engine.runtime import DEFAULT_TIMEOUT
 from dpdist.privacy.release import Release
 from dpdist.privacy.mechanisms.second_moment import check_alpha, check_m, check_xi
 from dpdist.privacy.mechanisms.subsample_aggregate import (
