@@ -245,7 +245,7 @@ def _stated(total: Guarantee, costs: list[Guarantee]) -> Spent:
         if delta_z <= 0:
             return Spent(total, False, epsilon=eps, delta=dlt, zcdp_rho=rho, delta_for_zcdp=delta_z,
                          reason="no delta left to convert the zCDP charges at")
-        eps += _up(cks20_epsilon(float(rho), float(delta_z)))
+        eps += _up(cks20_epsilon(_float_up(rho), _float_down(delta_z)))  # rho up, delta down: never less
     fits = eps <= e_total
     return Spent(
         total, fits, epsilon=eps, delta=dlt, zcdp_rho=rho, delta_for_zcdp=delta_z if rho > 0 else None,

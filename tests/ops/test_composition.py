@@ -34,7 +34,11 @@ def stated_rule(total, costs):
         left = d(total.delta) - dlt
         if left <= 0:
             return False, eps
-        eps += Decimal(repr(math.nextafter(cks20_epsilon(float(rho), float(left)), math.inf)))
+        # the conversion is given rho rounded up and the delta left rounded down, so that the
+        # float it computes is never below the exact decimals' (then rounded up once more)
+        rho_up = float(rho) if Decimal(float(rho)) >= rho else math.nextafter(float(rho), math.inf)
+        left_down = float(left) if Decimal(float(left)) <= left else math.nextafter(float(left), -math.inf)
+        eps += Decimal(repr(math.nextafter(cks20_epsilon(rho_up, left_down), math.inf)))
     return eps <= d(total.epsilon), eps
 
 
