@@ -377,7 +377,7 @@ class Estimator:
 
         return check_bool(self.require_useful, "require_useful")
 
-    def _check_useful(self, plan, *, required: bool | None = None) -> None:
+    def _check_useful(self, plan, *, required: bool) -> None:
         """``require_useful=True``: refuse (ValidationError, exit 2 on the command line) when
         ``plan`` says the release would be rejected or vacuous (an unmet condition, such as
         private tests predicted to fail, or a predicted error at least the scale).
@@ -385,9 +385,9 @@ class Estimator:
         The plan is computed from public parameters and the data's shape only, never from the
         data, so the refusal and its message reveal nothing about the data; it is taken before
         any data is read, any noise is drawn, or any budget is reserved. ``required``: the
-        validated ``require_useful`` (None: read and check it here).
+        validated ``require_useful``.
         """
-        if (self._requires_useful() if required is None else required) and plan.vacuous:
+        if required and plan.vacuous:
             raise ValidationError(
                 f"require_useful=True: {type(self).__name__} refused before reading any data or spending any "
                 f"budget: its plan at n_samples={plan.n_samples}, n_features={plan.n_features} says "

@@ -259,7 +259,7 @@ def charged_release(
         try:
             staged = stage_result(target, meta, values, overwrite=overwrite)
             staged.prepare()
-            entry = reservation.commit(output=target, checksum=staged.checksum, events=rel.events)
+            entry = reservation.commit(output=target, checksum=staged.checksum)  # with the events the fit recorded
         except BaseException as exc:
             if staged is not None:
                 staged.discard()
